@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: installs and starts what the tests need (Docker engine,
+# mmdebstrap, qemu binfmt, Debian's docker-registry, zizmor), then runs every test for real,
+# Docker ones included. The fast unit tests alone: `cargo test -p xtask --lib`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup-host.sh
+cargo fmt --all --check
+cargo test --workspace --locked --no-fail-fast -- --test-threads=2

@@ -1,0 +1,1 @@
+//! End-to-end tests of `cargo xtask resolve` against a fixture npm registry.

@@ -1,0 +1,332 @@
+//! The template manifest (`template/manifest.yaml`): the policy every command reads.
+//!
+//! Parsing is strict: unknown keys and wrong types are errors naming the key and the file,
+//! because a misspelt policy key that were silently ignored would turn a safety rule off.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// Where the manifest lives, relative to the repository root.
+pub const MANIFEST_PATH: &str = "template/manifest.yaml";
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub packages: Vec<PackageSpec>,
+    pub platforms: Vec<Platform>,
+    pub cadence: Cadence,
+    pub cooldown_hours: u32,
+    pub node: NodeSpec,
+    pub install_scripts_allowed: Vec<String>,
+    pub harnesses: Vec<Harness>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PackageSpec {
+    pub name: String,
+    /// The executable linked into /usr/local/bin, when the package has one.
+    #[serde(default)]
+    pub command: Option<String>,
+    pub version_command: Vec<String>,
+    /// Expected output of `version_command`; `{version}` stands for the locked version.
+    pub version_output: String,
+}
+
+impl PackageSpec {
+    pub fn expected_version_output(&self, version: &str) -> String {
+        self.version_output.replace("{version}", version)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Cadence {
+    pub interval_days: u32,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    pub version: semver::Version,
+    pub minimum: semver::Version,
+    pub major: u64,
+    /// The npm registry package that carries the Node binary for each platform.
+    pub packages: BTreeMap<Platform, String>,
+    pub npm_version: semver::Version,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Harness {
+    pub name: String,
+    pub command: Vec<String>,
+    /// Records written to the harness's stdin, one per line.
+    pub handshake: Vec<String>,
+    /// JSON pointer -> expected value in one stdout record; the string `present` only asks
+    /// that the pointer resolves.
+    pub expect: BTreeMap<String, serde_json::Value>,
+}
+
+/// A target platform, `linux/amd64` or `linux/arm64`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Platform {
+    LinuxAmd64,
+    LinuxArm64,
+}
+
+impl Platform {
+    pub const ALL: [Platform; 2] = [Platform::LinuxAmd64, Platform::LinuxArm64];
+
+    /// The OCI / Docker architecture name.
+    pub fn arch(self) -> &'static str {
+        match self {
+            Platform::LinuxAmd64 => "amd64",
+            Platform::LinuxArm64 => "arm64",
+        }
+    }
+
+    /// The `cpu` name npm uses for this platform.
+    pub fn npm_cpu(self) -> &'static str {
+        match self {
+            Platform::LinuxAmd64 => "x64",
+            Platform::LinuxArm64 => "arm64",
+        }
+    }
+
+    /// The platform of the machine this runs on, when it is one we build for.
+    pub fn host() -> Option<Platform> {
+        match std::env::consts::ARCH {
+            "x86_64" => Some(Platform::LinuxAmd64),
+            "aarch64" => Some(Platform::LinuxArm64),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "linux/{}", self.arch())
+    }
+}
+
+impl FromStr for Platform {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "linux/amd64" => Ok(Platform::LinuxAmd64),
+            "linux/arm64" | "linux/arm64/v8" => Ok(Platform::LinuxArm64),
+            other => Err(format!(
+                "unsupported platform `{other}`: expected linux/amd64 or linux/arm64"
+            )),
+        }
+    }
+}
+
+impl TryFrom<String> for Platform {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<Platform> for String {
+    fn from(p: Platform) -> String {
+        p.to_string()
+    }
+}
+
+impl Manifest {
+    /// Reads and validates the manifest at `path`.
+    pub fn load(path: &Path) -> Result<Manifest> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the template manifest {}", path.display()))?;
+        Manifest::parse(&text, path)
+    }
+
+    /// Parses manifest text; `origin` only names the file in errors.
+    pub fn parse(text: &str, origin: &Path) -> Result<Manifest> {
+        let manifest: Manifest =
+            serde_yaml::from_str(text).map_err(|e| anyhow::anyhow!("{}: {e}", origin.display()))?;
+        manifest
+            .validate()
+            .with_context(|| format!("{} is not a valid template manifest", origin.display()))?;
+        Ok(manifest)
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.packages.is_empty() {
+            bail!("`packages` is empty");
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for p in &self.packages {
+            if !seen.insert(&p.name) {
+                bail!("package `{}` is listed twice under `packages`", p.name);
+            }
+            if p.version_command.is_empty() {
+                bail!("`packages[{}].version_command` is empty", p.name);
+            }
+            if !p.version_output.contains("{version}") {
+                bail!(
+                    "`packages[{}].version_output` must contain `{{version}}`",
+                    p.name
+                );
+            }
+        }
+        if self.platforms.is_empty() {
+            bail!("`platforms` is empty");
+        }
+        if self.cadence.interval_days == 0 {
+            bail!("`cadence.interval_days` must be at least 1");
+        }
+        if self.cooldown_hours < 24 {
+            bail!(
+                "`cooldown_hours` is {}; it must be at least 24 (see the comment above it)",
+                self.cooldown_hours
+            );
+        }
+        let node = &self.node;
+        if node.version.major != node.major {
+            bail!(
+                "`node.version` {} is not on the `node.major` {} line",
+                node.version,
+                node.major
+            );
+        }
+        if node.version < node.minimum {
+            bail!(
+                "`node.version` {} is older than `node.minimum` {}",
+                node.version,
+                node.minimum
+            );
+        }
+        if !node.version.pre.is_empty() {
+            bail!("`node.version` {} is a prerelease", node.version);
+        }
+        for platform in &self.platforms {
+            if !node.packages.contains_key(platform) {
+                bail!("`node.packages` has no entry for {platform}");
+            }
+        }
+        for allowed in &self.install_scripts_allowed {
+            if !self.packages.iter().any(|p| &p.name == allowed) {
+                bail!("`install_scripts_allowed` names `{allowed}`, which is not under `packages`");
+            }
+        }
+        for h in &self.harnesses {
+            if h.command.is_empty() || h.handshake.is_empty() || h.expect.is_empty() {
+                bail!(
+                    "harness `{}` needs a command, a handshake and an expect map",
+                    h.name
+                );
+            }
+            for line in &h.handshake {
+                serde_json::from_str::<serde_json::Value>(line).with_context(|| {
+                    format!(
+                        "harness `{}`: a handshake record is not JSON: {line}",
+                        h.name
+                    )
+                })?;
+            }
+            for pointer in h.expect.keys() {
+                if !pointer.starts_with('/') {
+                    bail!(
+                        "harness `{}`: expect key `{pointer}` is not a JSON pointer",
+                        h.name
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn package(&self, name: &str) -> Option<&PackageSpec> {
+        self.packages.iter().find(|p| p.name == name)
+    }
+
+    pub fn cooldown(&self) -> chrono::Duration {
+        chrono::Duration::hours(i64::from(self.cooldown_hours))
+    }
+}
+
+/// The repository root: the parent of the xtask crate, or `XTASK_ROOT` when set (tests
+/// point it at a scratch copy of the repository).
+pub fn repo_root() -> PathBuf {
+    if let Some(root) = std::env::var_os("XTASK_ROOT") {
+        return PathBuf::from(root);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the repository root")
+        .to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn committed() -> String {
+        std::fs::read_to_string(repo_root().join(MANIFEST_PATH)).unwrap()
+    }
+
+    #[test]
+    fn committed_manifest_is_valid() {
+        let m = Manifest::parse(&committed(), Path::new(MANIFEST_PATH)).unwrap();
+        assert_eq!(m.packages.len(), 6);
+        assert_eq!(m.platforms, Platform::ALL.to_vec());
+        assert_eq!(m.harnesses.len(), 4);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let text = committed().replace("cooldown_hours:", "cooldown_hourz:");
+        let err = Manifest::parse(&text, Path::new("m.yaml")).unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(msg.contains("m.yaml"), "{msg}");
+        assert!(msg.contains("cooldown_hourz"), "{msg}");
+    }
+
+    #[test]
+    fn wrong_type_is_named() {
+        let text = committed().replace("interval_days: 3", "interval_days: three");
+        let msg = format!(
+            "{:#}",
+            Manifest::parse(&text, Path::new("m.yaml")).unwrap_err()
+        );
+        assert!(msg.contains("interval_days"), "{msg}");
+    }
+
+    #[test]
+    fn cooldown_below_a_day_is_rejected() {
+        let text = committed().replace("cooldown_hours: 48", "cooldown_hours: 2");
+        let msg = format!(
+            "{:#}",
+            Manifest::parse(&text, Path::new("m.yaml")).unwrap_err()
+        );
+        assert!(msg.contains("at least 24"), "{msg}");
+    }
+
+    #[test]
+    fn node_off_the_major_line_is_rejected() {
+        let text = committed().replace("version: 22.23.5", "version: 24.1.0");
+        let msg = format!(
+            "{:#}",
+            Manifest::parse(&text, Path::new("m.yaml")).unwrap_err()
+        );
+        assert!(msg.contains("node.major"), "{msg}");
+    }
+
+    #[test]
+    fn platform_names_round_trip() {
+        for p in Platform::ALL {
+            assert_eq!(p.to_string().parse::<Platform>().unwrap(), p);
+        }
+        assert!("linux/riscv64".parse::<Platform>().is_err());
+    }
+}

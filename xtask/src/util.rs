@@ -1,0 +1,86 @@
+//! Small IO helpers shared by the commands: atomic writes, digests, progress lines, the clock.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so a
+/// reader (or an interrupted run) never sees a half-written file.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create directory {}", dir.display()))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+    tmp.write_all(bytes)
+        .and_then(|_| tmp.as_file().sync_all())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    tmp.persist(path)
+        .with_context(|| format!("cannot replace {}", path.display()))?;
+    Ok(())
+}
+
+/// `sha256` of `bytes` as lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// `sha256` of a file's content as lowercase hex.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(sha256_hex(&bytes))
+}
+
+/// Parses `--now`, or reads the clock when it is absent. Time is an input like any other, so
+/// every decision that depends on it can be replayed.
+pub fn now_or(flag: Option<&str>) -> Result<DateTime<Utc>> {
+    match flag {
+        None => Ok(Utc::now()),
+        Some(text) => DateTime::parse_from_rfc3339(text)
+            .map(|t| t.with_timezone(&Utc))
+            .with_context(|| {
+                format!("--now `{text}` is not an RFC 3339 time (e.g. 2026-11-29T12:00:00Z)")
+            }),
+    }
+}
+
+/// Progress lines on stderr, each with the time since the command started, so long steps are
+/// visible in CI logs without a terminal.
+pub struct Progress {
+    start: Instant,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Progress {
+            start: Instant::now(),
+        }
+    }
+}
+
+impl Progress {
+    pub fn step(&self, message: impl AsRef<str>) {
+        eprintln!(
+            "[{:>6.1}s] {}",
+            self.start.elapsed().as_secs_f64(),
+            message.as_ref()
+        );
+    }
+
+    pub fn elapsed(&self) -> std::time::Duration {
+        self.start.elapsed()
+    }
+}
+
+/// Prints a value as pretty JSON on stdout.
+pub fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
