@@ -1,1 +1,305 @@
-//! Skeleton.
+//! The npm registry client: fetches packuments, concurrently, with timeouts and bounded retries.
+//!
+//! This is the network edge of `resolve`, `lock` and `bench`. It returns typed registry data
+//! and never decides anything: the rules live in `resolve`. The client uses the system trust
+//! store (reqwest's rustls platform verifier), because registry traffic may pass a
+//! TLS-inspecting proxy whose CA is only in the host's store.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Deserialize;
+use tokio::sync::Mutex;
+
+/// A full packument (`GET /<name>`), reduced to the fields the toolchain reads.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Packument {
+    pub name: String,
+    #[serde(rename = "dist-tags", default)]
+    pub dist_tags: BTreeMap<String, String>,
+    #[serde(default)]
+    pub versions: BTreeMap<String, VersionMeta>,
+    /// Publish times by version. Mirrors may lack entries; a missing time is never guessed.
+    #[serde(default)]
+    pub time: BTreeMap<String, serde_json::Value>,
+}
+
+/// One version's metadata within a packument.
+#[derive(Debug, Clone, Deserialize)]
+pub struct VersionMeta {
+    #[serde(default)]
+    pub version: String,
+    /// A string (the deprecation message) when deprecated; some registries send `false`.
+    #[serde(default)]
+    pub deprecated: Option<serde_json::Value>,
+    #[serde(rename = "optionalDependencies", default)]
+    pub optional_dependencies: BTreeMap<String, String>,
+    #[serde(default)]
+    pub dist: Option<Dist>,
+    #[serde(default)]
+    pub license: Option<serde_json::Value>,
+}
+
+impl VersionMeta {
+    pub fn deprecation(&self) -> Option<String> {
+        match &self.deprecated {
+            Some(serde_json::Value::String(s)) if !s.is_empty() => Some(s.clone()),
+            Some(serde_json::Value::Bool(true)) => Some("deprecated".to_owned()),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Dist {
+    #[serde(default)]
+    pub integrity: Option<String>,
+    #[serde(default)]
+    pub tarball: Option<String>,
+}
+
+/// The URL of a package's packument: scoped names keep their `@` and encode the `/`.
+pub fn packument_url(registry: &str, name: &str) -> String {
+    format!(
+        "{}/{}",
+        registry.trim_end_matches('/'),
+        name.replacen('/', "%2f", 1)
+    )
+}
+
+/// How many attempts a request gets, and the cap on any single wait between them.
+const ATTEMPTS: u32 = 4;
+const MAX_WAIT: Duration = Duration::from_secs(30);
+
+/// A registry client that remembers what it fetched, so a package asked for twice (Codex's
+/// platform binaries are aliases of Codex itself) is fetched once.
+#[derive(Clone)]
+pub struct Registry {
+    base: String,
+    http: reqwest::Client,
+    cache: Arc<Mutex<BTreeMap<String, Arc<Packument>>>>,
+    /// Base delay of the exponential backoff; tests shorten it.
+    backoff: Duration,
+}
+
+/// Why one request failed, and whether another attempt may help.
+enum Failure {
+    Retry(anyhow::Error, Option<Duration>),
+    NotFound(anyhow::Error),
+    Final(anyhow::Error),
+}
+
+impl Registry {
+    pub fn new(base: &str) -> Result<Registry> {
+        let http = reqwest::Client::builder()
+            .user_agent(concat!(
+                "coding-agent-template-xtask/",
+                env!("CARGO_PKG_VERSION")
+            ))
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(60))
+            .build()
+            .context("cannot set up the HTTP client")?;
+        let backoff = std::env::var("XTASK_RETRY_BASE_MS")
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .map(Duration::from_millis)
+            .unwrap_or(Duration::from_millis(500));
+        Ok(Registry {
+            base: base.trim_end_matches('/').to_owned(),
+            http,
+            cache: Arc::default(),
+            backoff,
+        })
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Fetches `name`'s packument (once per client), retrying transient failures.
+    pub async fn packument(&self, name: &str) -> Result<Arc<Packument>> {
+        match self.packument_if_exists(name).await? {
+            Some(p) => Ok(p),
+            None => Err(anyhow!(
+                "npm package `{name}` does not exist at {} (404); check its name in template/manifest.yaml or the --registry",
+                packument_url(&self.base, name)
+            )),
+        }
+    }
+
+    /// Like `packument`, but a package the registry does not have is `None`, not an error:
+    /// platform-binary packages may be missing from a partial mirror.
+    pub async fn packument_if_exists(&self, name: &str) -> Result<Option<Arc<Packument>>> {
+        if let Some(hit) = self.cache.lock().await.get(name) {
+            return Ok(Some(hit.clone()));
+        }
+        let url = packument_url(&self.base, name);
+        let mut attempt = 1;
+        let packument = loop {
+            match self.fetch_once(name, &url).await {
+                Ok(p) => break p,
+                Err(Failure::NotFound(_)) => return Ok(None),
+                Err(Failure::Final(e)) => return Err(e),
+                Err(Failure::Retry(e, _)) if attempt == ATTEMPTS => {
+                    return Err(e.context(format!("gave up on {url} after {ATTEMPTS} attempts")))
+                }
+                Err(Failure::Retry(e, retry_after)) => {
+                    let wait = retry_after
+                        .unwrap_or(self.backoff * 2u32.pow(attempt - 1))
+                        .min(MAX_WAIT);
+                    eprintln!(
+                        "warning: {e:#}; retrying in {:.1}s (attempt {}/{ATTEMPTS})",
+                        wait.as_secs_f64(),
+                        attempt + 1
+                    );
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+            }
+        };
+        let packument = Arc::new(packument);
+        self.cache
+            .lock()
+            .await
+            .insert(name.to_owned(), packument.clone());
+        Ok(Some(packument))
+    }
+
+    /// Fetches every name concurrently; fails with the first error, naming its package.
+    pub async fn packuments(&self, names: &[String]) -> Result<BTreeMap<String, Arc<Packument>>> {
+        let fetches = names
+            .iter()
+            .map(|n| async move { self.packument(n).await.map(|p| (n.clone(), p)) });
+        futures_util::future::try_join_all(fetches)
+            .await
+            .map(|pairs| pairs.into_iter().collect())
+    }
+
+    /// Fetches every name concurrently, leaving out the ones the registry does not have.
+    pub async fn existing_packuments(
+        &self,
+        names: &[String],
+    ) -> Result<BTreeMap<String, Arc<Packument>>> {
+        let fetches = names.iter().map(|n| async move {
+            self.packument_if_exists(n)
+                .await
+                .map(|p| p.map(|p| (n.clone(), p)))
+        });
+        futures_util::future::try_join_all(fetches)
+            .await
+            .map(|pairs| pairs.into_iter().flatten().collect())
+    }
+
+    /// One request: status, body and parse. A truncated or malformed body counts as a
+    /// transient failure, since a broken connection or proxy produces exactly that.
+    async fn fetch_once(&self, name: &str, url: &str) -> Result<Packument, Failure> {
+        let response = self
+            .http
+            .get(url)
+            .header(reqwest::header::ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(|e| Failure::Retry(anyhow!(e).context(format!("cannot reach {url}")), None))?;
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Err(Failure::NotFound(anyhow!("{url} answered 404")));
+        }
+        if status == reqwest::StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            return Err(Failure::Retry(
+                anyhow!("{url} answered {status} for `{name}`"),
+                retry_after,
+            ));
+        }
+        if !status.is_success() {
+            return Err(Failure::Final(anyhow!(
+                "{url} answered {status} for npm package `{name}`"
+            )));
+        }
+        let body = response.bytes().await.map_err(|e| {
+            Failure::Retry(
+                anyhow!(e).context(format!("reading the packument of `{name}` from {url}")),
+                None,
+            )
+        })?;
+        let packument: Packument = serde_json::from_slice(&body).map_err(|e| {
+            Failure::Retry(
+                anyhow!(
+                    "the packument of `{name}` from {url} is not valid JSON ({e}; {} bytes)",
+                    body.len()
+                ),
+                None,
+            )
+        })?;
+        if packument.name != name {
+            return Err(Failure::Final(anyhow!(
+                "{url} returned the packument of `{}` when asked for `{name}`",
+                packument.name
+            )));
+        }
+        Ok(packument)
+    }
+}
+
+/// Downloads a tarball and checks its `sha512-` integrity; returns the bytes.
+pub async fn download_verified(url: &str, integrity: &str) -> Result<Vec<u8>> {
+    use base64::Engine as _;
+    use sha2::{Digest, Sha512};
+    let expected = integrity
+        .strip_prefix("sha512-")
+        .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
+        .with_context(|| format!("integrity `{integrity}` of {url} is not a sha512 digest"))?;
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(300))
+        .build()?;
+    let bytes = client
+        .get(url)
+        .send()
+        .await
+        .and_then(|r| r.error_for_status())
+        .with_context(|| format!("cannot download {url}"))?
+        .bytes()
+        .await
+        .with_context(|| format!("cannot read {url}"))?;
+    if Sha512::digest(&bytes).as_slice() != expected.as_slice() {
+        bail!("{url} does not match its integrity {integrity}: refusing to use it");
+    }
+    Ok(bytes.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scoped_names_encode_the_slash_only() {
+        assert_eq!(
+            packument_url("https://r.example/", "@openai/codex"),
+            "https://r.example/@openai%2fcodex"
+        );
+        assert_eq!(
+            packument_url("http://127.0.0.1:9/", "ws"),
+            "http://127.0.0.1:9/ws"
+        );
+    }
+
+    #[test]
+    fn deprecation_accepts_strings_and_ignores_false() {
+        let meta = |v: serde_json::Value| -> VersionMeta {
+            serde_json::from_value(serde_json::json!({ "version": "1.0.0", "deprecated": v }))
+                .unwrap()
+        };
+        assert_eq!(meta("gone".into()).deprecation().as_deref(), Some("gone"));
+        assert_eq!(meta(false.into()).deprecation(), None);
+        assert_eq!(meta("".into()).deprecation(), None);
+    }
+}

@@ -1,9 +1,675 @@
-//! Skeleton: filled in by its issue.
+//! `cargo xtask resolve`: one exact version of every template package, decided safely.
+//!
+//! The rules, each a pure function over registry data:
+//! - start from `dist-tags.latest`, never from the highest semver (Codex publishes its platform
+//!   binaries as prerelease versions of `@openai/codex` itself);
+//! - a candidate is a stable version, not deprecated, not above `latest`;
+//! - cooldown: its publish time is known, parseable, not in the future and older than the
+//!   cutoff (`now - cooldown`); otherwise it is not eligible, ever: the rule fails closed;
+//! - platform readiness: every linux glibc binary package it names for the manifest's CPUs
+//!   (aliases included) exists at exactly the named version;
+//! - the newest eligible candidate wins; below the locked version that is an upstream
+//!   rollback, followed and flagged;
+//! - no eligible candidate: fail, listing why each was rejected, and write nothing.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::process::ExitCode;
 
-use crate::flags::ResolveArgs;
+use anyhow::{bail, Context, Result};
+use chrono::{DateTime, Utc};
+use semver::Version;
+use serde::{Deserialize, Serialize};
 
-pub async fn run(_args: ResolveArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`cargo xtask resolve` is not built yet")
+use crate::flags::ResolveArgs;
+use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
+use crate::registry::{Packument, Registry};
+use crate::util::{now_or, print_json, Progress};
+
+/// The versions pinned in template/package.json, by package name.
+pub type Locked = BTreeMap<String, Version>;
+
+/// The resolver's answer for one package.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Resolved {
+    pub name: String,
+    pub version: String,
+    /// `dist-tags.latest` at resolution time.
+    pub latest: String,
+    /// Publish time of `version`, RFC 3339.
+    pub published: String,
+    /// The version currently locked in template/, if any.
+    pub locked: Option<String>,
+    /// The answer is below the locked version: upstream moved `latest` back or withdrew versions.
+    pub rollback: bool,
+    /// `latest` itself was not eligible and an older version was taken.
+    pub held_back: bool,
+    pub notes: Vec<String>,
+    /// Newer candidates that were passed over, with why.
+    pub rejected: Vec<Rejection>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Rejection {
+    pub version: String,
+    pub reasons: Vec<String>,
+}
+
+/// The whole resolution, as `--json` prints it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Resolution {
+    pub cutoff: String,
+    pub now: String,
+    pub registry: String,
+    pub cooldown_hours: u32,
+    pub packages: Vec<Resolved>,
+}
+
+/// What one package's resolution needs beyond its own packument: the packuments of the
+/// platform-binary packages its candidates name, by package name.
+pub type Related = BTreeMap<String, std::sync::Arc<Packument>>;
+
+/// A platform binary named by an optional dependency: `opencode-linux-arm64@1.18.18`, or an
+/// alias such as `@openai/codex-linux-x64 -> npm:@openai/codex@0.171.0-linux-x64`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlatformBinary {
+    pub dependency: String,
+    pub package: String,
+    pub version: String,
+    pub cpu: &'static str,
+}
+
+/// The linux glibc binaries for `cpus` among a version's optional dependencies, and the
+/// CPUs for which it names none. musl variants are not required: the image is glibc and
+/// npm never installs them there.
+pub fn required_platform_binaries(
+    optional: &BTreeMap<String, String>,
+    cpus: &[&'static str],
+) -> (Vec<PlatformBinary>, Vec<&'static str>) {
+    let mut found = Vec::new();
+    let mut any_platform_package = false;
+    for (dependency, spec) in optional {
+        let (package, version) = match spec.strip_prefix("npm:") {
+            Some(alias) => match alias[1..].rfind('@') {
+                Some(at) => (alias[..at + 1].to_owned(), alias[at + 2..].to_owned()),
+                None => (alias.to_owned(), String::new()),
+            },
+            None => (dependency.clone(), spec.clone()),
+        };
+        let tokens: BTreeSet<String> = format!("{dependency} {package} {version}")
+            .to_ascii_lowercase()
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .map(str::to_owned)
+            .collect();
+        let os_tokens = ["linux", "darwin", "win32", "windows", "freebsd"];
+        if os_tokens.iter().any(|t| tokens.contains(*t)) {
+            any_platform_package = true;
+        }
+        if !tokens.contains("linux") || tokens.contains("musl") {
+            continue;
+        }
+        for &cpu in cpus {
+            if tokens.contains(cpu) {
+                found.push(PlatformBinary {
+                    dependency: dependency.clone(),
+                    package: package.clone(),
+                    version: version.clone(),
+                    cpu,
+                });
+            }
+        }
+    }
+    let missing = if any_platform_package {
+        cpus.iter()
+            .copied()
+            .filter(|cpu| !found.iter().any(|b| b.cpu == *cpu))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    (found, missing)
+}
+
+/// Parses a publish time; `None` when absent or not RFC 3339.
+fn publish_time(packument: &Packument, version: &str) -> Result<DateTime<Utc>, String> {
+    match packument.time.get(version) {
+        None => Err("publish time unknown (no `time` entry): the cooldown fails closed".into()),
+        Some(serde_json::Value::String(s)) => DateTime::parse_from_rfc3339(s)
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(|_| format!("publish time `{s}` is not RFC 3339: the cooldown fails closed")),
+        Some(other) => Err(format!(
+            "publish time {other} is not a string: the cooldown fails closed"
+        )),
+    }
+}
+
+/// The inputs of one package's decision.
+pub struct Inputs<'a> {
+    pub packument: &'a Packument,
+    pub related: &'a Related,
+    pub locked: Option<&'a Version>,
+    pub now: DateTime<Utc>,
+    pub cutoff: DateTime<Utc>,
+    pub cpus: &'a [&'static str],
+}
+
+/// Decides one package's version. `Err` lists every candidate and why it was rejected.
+pub fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
+    let p = inputs.packument;
+    let latest_text = p
+        .dist_tags
+        .get("latest")
+        .with_context(|| format!("`{}` has no `latest` dist-tag", p.name))?;
+    let latest = Version::parse(latest_text).with_context(|| {
+        format!(
+            "`{}`: dist-tags.latest `{latest_text}` is not a semver version",
+            p.name
+        )
+    })?;
+    if !p.versions.contains_key(latest_text) {
+        bail!(
+            "`{}`: dist-tags.latest is {latest_text}, but the registry lists no such version",
+            p.name
+        );
+    }
+
+    // Candidates: `latest` first, then every stable version below it, newest first.
+    let mut candidates: Vec<Version> = p
+        .versions
+        .keys()
+        .filter_map(|v| Version::parse(v).ok())
+        .filter(|v| v.pre.is_empty() && v.build.is_empty() && *v <= latest)
+        .collect();
+    if !latest.pre.is_empty() {
+        candidates.push(latest.clone());
+    }
+    candidates.sort_by(|a, b| b.cmp(a));
+    candidates.dedup();
+
+    let mut rejected = Vec::new();
+    for candidate in &candidates {
+        let reasons = rejections(inputs, candidate);
+        if !reasons.is_empty() {
+            rejected.push(Rejection {
+                version: candidate.to_string(),
+                reasons,
+            });
+            continue;
+        }
+        let published = publish_time(p, &candidate.to_string()).expect("checked by rejections");
+        let held_back = *candidate != latest;
+        let rollback = inputs.locked.is_some_and(|l| candidate < l);
+        let mut notes = Vec::new();
+        if held_back {
+            let why = rejected
+                .first()
+                .map(|r| r.reasons.join("; "))
+                .unwrap_or_default();
+            notes.push(format!("held back from latest {latest}: {why}"));
+        }
+        if rollback {
+            notes.push(format!(
+                "ROLLBACK: {candidate} is below the locked {}; upstream moved `latest` back or withdrew versions",
+                inputs.locked.unwrap()
+            ));
+        }
+        return Ok(Resolved {
+            name: p.name.clone(),
+            version: candidate.to_string(),
+            latest: latest.to_string(),
+            published: published.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            locked: inputs.locked.map(ToString::to_string),
+            rollback,
+            held_back,
+            notes,
+            rejected,
+        });
+    }
+
+    let mut message = format!(
+        "no eligible version of `{}` (latest {latest}, cutoff {}):",
+        p.name,
+        inputs
+            .cutoff
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    );
+    const SHOWN: usize = 12;
+    for r in rejected.iter().take(SHOWN) {
+        message.push_str(&format!("\n  {}: {}", r.version, r.reasons.join("; ")));
+    }
+    if rejected.len() > SHOWN {
+        message.push_str(&format!(
+            "\n  ... and {} older versions",
+            rejected.len() - SHOWN
+        ));
+    }
+    if rejected.is_empty() {
+        message.push_str("\n  the registry lists no stable version at or below latest");
+    }
+    bail!(message)
+}
+
+/// Every reason `candidate` is not eligible; empty when it is.
+fn rejections(inputs: &Inputs<'_>, candidate: &Version) -> Vec<String> {
+    let p = inputs.packument;
+    let text = candidate.to_string();
+    let mut reasons = Vec::new();
+    if !candidate.pre.is_empty() {
+        reasons.push("prerelease".to_owned());
+    }
+    let meta = &p.versions[&text];
+    if let Some(message) = meta.deprecation() {
+        reasons.push(format!("deprecated: {message}"));
+    }
+    match publish_time(p, &text) {
+        Err(why) => reasons.push(why),
+        Ok(t) if t > inputs.now => reasons.push(format!(
+            "publish time {} is in the future: the cooldown fails closed",
+            t.to_rfc3339()
+        )),
+        Ok(t) if t > inputs.cutoff => {
+            let age = inputs.now - t;
+            reasons.push(format!(
+                "published {} ({}h ago), inside the cooldown",
+                t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                age.num_hours()
+            ))
+        }
+        Ok(_) => {}
+    }
+    let (binaries, missing_cpus) =
+        required_platform_binaries(&meta.optional_dependencies, inputs.cpus);
+    for cpu in missing_cpus {
+        reasons.push(format!("names no linux {cpu} binary package"));
+    }
+    for binary in binaries {
+        let present = inputs
+            .related
+            .get(&binary.package)
+            .is_some_and(|r| r.versions.contains_key(&binary.version));
+        if !present {
+            reasons.push(format!(
+                "platform binary {}@{} (linux {}) is not published",
+                binary.package, binary.version, binary.cpu
+            ));
+        }
+    }
+    reasons
+}
+
+/// The versions pinned in `template/package.json`; empty when there is none yet.
+pub fn read_locked(root: &Path) -> Result<Locked> {
+    let path = root.join("template/package.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Locked::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    #[derive(Deserialize)]
+    struct PackageJson {
+        #[serde(default)]
+        dependencies: BTreeMap<String, String>,
+    }
+    let json: PackageJson = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not valid JSON", path.display()))?;
+    json.dependencies
+        .into_iter()
+        .map(|(name, v)| {
+            Version::parse(&v)
+                .map(|v| (name.clone(), v))
+                .with_context(|| {
+                    format!(
+                        "{}: `{name}` is pinned to `{v}`, not an exact version",
+                        path.display()
+                    )
+                })
+        })
+        .collect()
+}
+
+/// Asks the registry about every package and decides them all; the IO half of `resolve`.
+pub async fn resolve_all(
+    manifest: &Manifest,
+    registry: &Registry,
+    locked: &Locked,
+    now: DateTime<Utc>,
+    progress: &Progress,
+) -> Result<Resolution> {
+    let cutoff = now - manifest.cooldown();
+    let cpus: Vec<&'static str> = manifest
+        .platforms
+        .iter()
+        .map(|p| Platform::npm_cpu(*p))
+        .collect();
+    let names: Vec<String> = manifest.packages.iter().map(|p| p.name.clone()).collect();
+    progress.step(format!(
+        "fetching {} packuments from {}",
+        names.len(),
+        registry.base()
+    ));
+    let packuments = registry.packuments(&names).await?;
+
+    // The platform packages named by any version that could be chosen.
+    let mut related_names = BTreeSet::new();
+    for p in packuments.values() {
+        for meta in p.versions.values() {
+            if Version::parse(&meta.version).is_ok_and(|v| v.pre.is_empty()) {
+                let (binaries, _) = required_platform_binaries(&meta.optional_dependencies, &cpus);
+                related_names.extend(binaries.into_iter().map(|b| b.package));
+            }
+        }
+    }
+    let related_names: Vec<String> = related_names.into_iter().collect();
+    progress.step(format!(
+        "fetching {} platform-binary packuments",
+        related_names.len()
+    ));
+    let related = registry.existing_packuments(&related_names).await?;
+
+    let mut packages = Vec::new();
+    let mut failures = Vec::new();
+    for name in &names {
+        let inputs = Inputs {
+            packument: &packuments[name],
+            related: &related,
+            locked: locked.get(name),
+            now,
+            cutoff,
+            cpus: &cpus,
+        };
+        match decide(&inputs) {
+            Ok(r) => packages.push(r),
+            Err(e) => failures.push(format!("{e:#}")),
+        }
+    }
+    if !failures.is_empty() {
+        bail!(
+            "{} of {} packages could not be resolved; nothing was written:\n{}",
+            failures.len(),
+            names.len(),
+            failures.join("\n")
+        );
+    }
+    Ok(Resolution {
+        cutoff: cutoff.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        now: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        registry: registry.base().to_owned(),
+        cooldown_hours: manifest.cooldown_hours,
+        packages,
+    })
+}
+
+/// A readable table of the resolution and what changed against the lock.
+pub fn render_table(resolution: &Resolution) -> String {
+    let mut rows = vec![[
+        "package".to_owned(),
+        "locked".to_owned(),
+        "resolved".to_owned(),
+        "latest".to_owned(),
+        "published".to_owned(),
+        "change".to_owned(),
+    ]];
+    for p in &resolution.packages {
+        let change = match p.locked.as_deref() {
+            None => "new".to_owned(),
+            Some(l) if l == p.version => "unchanged".to_owned(),
+            Some(_) if p.rollback => "ROLLBACK".to_owned(),
+            Some(_) => "update".to_owned(),
+        };
+        let change = if p.held_back {
+            format!("{change}, held back")
+        } else {
+            change
+        };
+        rows.push([
+            p.name.clone(),
+            p.locked.clone().unwrap_or_else(|| "-".into()),
+            p.version.clone(),
+            p.latest.clone(),
+            p.published.clone(),
+            change,
+        ]);
+    }
+    let widths: Vec<usize> = (0..6)
+        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap())
+        .collect();
+    let mut out = format!(
+        "cutoff {} (now {} minus a {}h cooldown), registry {}\n\n",
+        resolution.cutoff, resolution.now, resolution.cooldown_hours, resolution.registry
+    );
+    for row in &rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    let notes: Vec<String> = resolution
+        .packages
+        .iter()
+        .flat_map(|p| p.notes.iter().map(move |n| format!("  {}: {n}", p.name)))
+        .collect();
+    if !notes.is_empty() {
+        out.push_str("\nnotes:\n");
+        out.push_str(&notes.join("\n"));
+        out.push('\n');
+    }
+    out
+}
+
+/// Loud warnings for rollbacks, on stderr, so a scheduled log shows them at a glance.
+pub fn warn_rollbacks(resolution: &Resolution) {
+    for p in resolution.packages.iter().filter(|p| p.rollback) {
+        eprintln!(
+            "warning: ROLLBACK of `{}`: locked {} -> {} (latest {}). Upstream moved `latest` back; following it.",
+            p.name,
+            p.locked.as_deref().unwrap_or("-"),
+            p.version,
+            p.latest
+        );
+    }
+}
+
+pub async fn run(args: ResolveArgs) -> Result<ExitCode> {
+    let root = repo_root();
+    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+    let now = now_or(args.registry.now.as_deref())?;
+    let registry = Registry::new(&args.registry.registry)?;
+    let locked = read_locked(&root)?;
+    let progress = Progress::default();
+    let resolution = resolve_all(&manifest, &registry, &locked, now, &progress).await?;
+    warn_rollbacks(&resolution);
+    if args.json {
+        print_json(&resolution)?;
+    } else {
+        print!("{}", render_table(&resolution));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    const CPUS: &[&str] = &["x64", "arm64"];
+
+    fn now() -> DateTime<Utc> {
+        "2026-11-29T12:00:00Z".parse().unwrap()
+    }
+
+    fn packument(value: serde_json::Value) -> Packument {
+        serde_json::from_value(value).unwrap()
+    }
+
+    /// A packument with `versions` (version -> days before `now()` it was published).
+    fn simple(name: &str, latest: &str, versions: &[(&str, i64)]) -> serde_json::Value {
+        let mut vs = serde_json::Map::new();
+        let mut time = serde_json::Map::new();
+        for (v, days) in versions {
+            vs.insert((*v).into(), json!({ "name": name, "version": v }));
+            time.insert(
+                (*v).into(),
+                json!((now() - chrono::Duration::days(*days)).to_rfc3339()),
+            );
+        }
+        json!({ "name": name, "dist-tags": { "latest": latest }, "versions": vs, "time": time })
+    }
+
+    fn decide_with(p: &Packument, related: &Related, locked: Option<&Version>) -> Result<Resolved> {
+        decide(&Inputs {
+            packument: p,
+            related,
+            locked,
+            now: now(),
+            cutoff: now() - chrono::Duration::hours(48),
+            cpus: CPUS,
+        })
+    }
+
+    #[test]
+    fn takes_latest_not_the_highest_semver() {
+        let p = packument(simple(
+            "a",
+            "1.0.0",
+            &[("1.0.0", 5), ("2.0.0-beta.1", 5), ("0.9.0", 9)],
+        ));
+        let r = decide_with(&p, &Related::new(), None).unwrap();
+        assert_eq!(r.version, "1.0.0");
+        assert!(!r.held_back && !r.rollback);
+    }
+
+    #[test]
+    fn never_above_latest() {
+        let p = packument(simple("a", "1.0.0", &[("1.0.0", 5), ("1.1.0", 5)]));
+        assert_eq!(
+            decide_with(&p, &Related::new(), None).unwrap().version,
+            "1.0.0"
+        );
+    }
+
+    #[test]
+    fn young_latest_is_held_back_to_the_newest_eligible() {
+        let p = packument(simple(
+            "a",
+            "1.2.0",
+            &[("1.0.0", 9), ("1.1.0", 4), ("1.2.0", 1)],
+        ));
+        let r = decide_with(&p, &Related::new(), None).unwrap();
+        assert_eq!(r.version, "1.1.0");
+        assert!(r.held_back);
+        assert!(r.notes[0].contains("inside the cooldown"), "{:?}", r.notes);
+    }
+
+    #[test]
+    fn missing_unparseable_or_future_times_fail_closed() {
+        let mut v = simple("a", "1.2.0", &[("1.0.0", 9), ("1.1.0", 9), ("1.2.0", 9)]);
+        v["time"].as_object_mut().unwrap().remove("1.2.0");
+        v["time"]["1.1.0"] = json!("yesterday");
+        let p = packument(v);
+        let r = decide_with(&p, &Related::new(), None).unwrap();
+        assert_eq!(r.version, "1.0.0");
+        assert!(r.rejected[0].reasons[0].contains("unknown"));
+        assert!(r.rejected[1].reasons[0].contains("not RFC 3339"));
+
+        let p = packument(simple("a", "1.0.0", &[("1.0.0", -2)]));
+        let err = format!("{:#}", decide_with(&p, &Related::new(), None).unwrap_err());
+        assert!(err.contains("in the future"), "{err}");
+    }
+
+    #[test]
+    fn deprecated_latest_is_skipped() {
+        let mut v = simple("a", "1.1.0", &[("1.0.0", 9), ("1.1.0", 9)]);
+        v["versions"]["1.1.0"]["deprecated"] = json!("broken build");
+        let r = decide_with(&packument(v), &Related::new(), None).unwrap();
+        assert_eq!(r.version, "1.0.0");
+        assert!(r.notes[0].contains("broken build"));
+    }
+
+    #[test]
+    fn latest_moving_backwards_is_a_flagged_rollback() {
+        let p = packument(simple("a", "1.0.0", &[("1.0.0", 9)]));
+        let locked = Version::parse("1.1.0").unwrap();
+        let r = decide_with(&p, &Related::new(), Some(&locked)).unwrap();
+        assert_eq!(r.version, "1.0.0");
+        assert!(r.rollback);
+        assert!(r.notes.iter().any(|n| n.contains("ROLLBACK")));
+    }
+
+    #[test]
+    fn no_eligible_version_names_every_candidate() {
+        let p = packument(simple("a", "1.1.0", &[("1.0.0", 1), ("1.1.0", 1)]));
+        let err = format!("{:#}", decide_with(&p, &Related::new(), None).unwrap_err());
+        assert!(err.contains("no eligible version of `a`"), "{err}");
+        assert!(
+            err.contains("1.1.0: published") && err.contains("1.0.0: published"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn codex_style_aliases_need_their_prerelease_binaries() {
+        let mut v = simple(
+            "@openai/codex",
+            "0.2.0",
+            &[
+                ("0.1.0", 9),
+                ("0.2.0", 9),
+                ("0.1.0-linux-x64", 9),
+                ("0.1.0-linux-arm64", 9),
+                ("0.2.0-linux-x64", 9),
+            ],
+        );
+        for ver in ["0.1.0", "0.2.0"] {
+            v["versions"][ver]["optionalDependencies"] = json!({
+                "@openai/codex-linux-x64": format!("npm:@openai/codex@{ver}-linux-x64"),
+                "@openai/codex-linux-arm64": format!("npm:@openai/codex@{ver}-linux-arm64"),
+                "@openai/codex-darwin-arm64": format!("npm:@openai/codex@{ver}-darwin-arm64"),
+            });
+        }
+        let p = Arc::new(packument(v));
+        let related: Related = [("@openai/codex".to_owned(), p.clone())].into();
+        let r = decide_with(&p, &related, None).unwrap();
+        assert_eq!(r.version, "0.1.0");
+        assert!(
+            r.rejected[0].reasons[0].contains("@openai/codex@0.2.0-linux-arm64"),
+            "{:?}",
+            r.rejected
+        );
+    }
+
+    #[test]
+    fn platform_binaries_are_classified_by_name() {
+        let optional: BTreeMap<String, String> = [
+            ("opencode-linux-x64", "1.0.0"),
+            ("opencode-linux-x64-baseline", "1.0.0"),
+            ("opencode-linux-x64-musl", "1.0.0"),
+            ("opencode-linux-arm64", "1.0.0"),
+            ("opencode-darwin-arm64", "1.0.0"),
+        ]
+        .into_iter()
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        .collect();
+        let (found, missing) = required_platform_binaries(&optional, CPUS);
+        let names: Vec<&str> = found.iter().map(|b| b.package.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "opencode-linux-arm64",
+                "opencode-linux-x64",
+                "opencode-linux-x64-baseline"
+            ]
+        );
+        assert!(missing.is_empty());
+
+        let only_x64: BTreeMap<String, String> =
+            [("tool-linux-x64".to_owned(), "1.0.0".to_owned())].into();
+        assert_eq!(required_platform_binaries(&only_x64, CPUS).1, ["arm64"]);
+        let pure_js: BTreeMap<String, String> =
+            [("bufferutil".to_owned(), "4.0.0".to_owned())].into();
+        assert_eq!(required_platform_binaries(&pure_js, CPUS), (vec![], vec![]));
+    }
 }
