@@ -87,7 +87,7 @@ pub struct Registry {
 /// Why one request failed, and whether another attempt may help.
 enum Failure {
     Retry(anyhow::Error, Option<Duration>),
-    NotFound(anyhow::Error),
+    NotFound,
     Final(anyhow::Error),
 }
 
@@ -141,7 +141,7 @@ impl Registry {
         let packument = loop {
             match self.fetch_once(name, &url).await {
                 Ok(p) => break p,
-                Err(Failure::NotFound(_)) => return Ok(None),
+                Err(Failure::NotFound) => return Ok(None),
                 Err(Failure::Final(e)) => return Err(e),
                 Err(Failure::Retry(e, _)) if attempt == ATTEMPTS => {
                     return Err(e.context(format!("gave up on {url} after {ATTEMPTS} attempts")))
@@ -205,7 +205,7 @@ impl Registry {
             .map_err(|e| Failure::Retry(anyhow!(e).context(format!("cannot reach {url}")), None))?;
         let status = response.status();
         if status == reqwest::StatusCode::NOT_FOUND {
-            return Err(Failure::NotFound(anyhow!("{url} answered 404")));
+            return Err(Failure::NotFound);
         }
         if status == reqwest::StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
             let retry_after = response
