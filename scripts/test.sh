@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup-host.sh
 cargo fmt --all --check
+bash scripts/lint-workflows.sh
 cargo test --workspace --locked --no-fail-fast -- --test-threads=2

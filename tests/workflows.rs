@@ -1,0 +1,960 @@
+//! Repository invariants of `.github/workflows/`: the GitHub Actions hardening rules every
+//! workflow follows, the release workflow's shape, and that every `cargo xtask` command line the
+//! workflows run names a subcommand and flags the real binary accepts.
+//!
+//! Each rule is a function from a parsed workflow (and, where YAML comments matter, its raw text)
+//! to the list of its violations; the `rules` module feeds each one a bad snippet and asserts that
+//! it complains, so no check here can pass vacuously.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_yaml::{Mapping, Value};
+
+/// The release workflow's file name and its `name:`.
+const RELEASE_WORKFLOW: &str = "update-template.yml";
+const RELEASE_WORKFLOW_NAME: &str = "Update Coding Agent Template";
+const CI_WORKFLOW: &str = "ci.yml";
+
+struct Workflow {
+    file: String,
+    raw: String,
+    doc: Value,
+}
+
+fn workflows_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(".github")
+        .join("workflows")
+}
+
+fn load_workflows() -> Vec<Workflow> {
+    let dir = workflows_dir();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|entry| entry.expect("directory entry").path())
+        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yml" | "yaml")))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let raw = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+            let doc = parse(&raw).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let file = path.file_name().unwrap().to_string_lossy().into_owned();
+            Workflow { file, raw, doc }
+        })
+        .collect()
+}
+
+fn parse(raw: &str) -> Result<Value, String> {
+    let doc: Value = serde_yaml::from_str(raw).map_err(|e| format!("invalid YAML: {e}"))?;
+    if !doc.is_mapping() {
+        return Err("a workflow must be a YAML mapping".into());
+    }
+    Ok(doc)
+}
+
+fn release_workflow(all: &[Workflow]) -> &Workflow {
+    all.iter()
+        .find(|w| w.file == RELEASE_WORKFLOW)
+        .unwrap_or_else(|| panic!(".github/workflows/{RELEASE_WORKFLOW} is missing"))
+}
+
+/// Runs `rule` on every workflow and fails with every violation at once.
+fn assert_all(all: &[Workflow], rule: fn(&Workflow) -> Vec<String>) {
+    assert!(!all.is_empty(), "no workflow files found");
+    let problems: Vec<String> = all
+        .iter()
+        .flat_map(|w| rule(w).into_iter().map(move |p| format!("{}: {p}", w.file)))
+        .collect();
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Walking a workflow
+// ---------------------------------------------------------------------------------------------
+
+fn jobs(doc: &Value) -> Vec<(String, &Value)> {
+    match doc.get("jobs").and_then(Value::as_mapping) {
+        Some(map) => map
+            .iter()
+            .map(|(k, v)| (k.as_str().unwrap_or("?").to_owned(), v))
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+fn steps(job: &Value) -> Vec<&Value> {
+    job.get("steps")
+        .and_then(Value::as_sequence)
+        .map(|s| s.iter().collect())
+        .unwrap_or_default()
+}
+
+fn step_label(index: usize, step: &Value) -> String {
+    match step.get("name").and_then(Value::as_str) {
+        Some(name) => format!("step {} ({name})", index + 1),
+        None => format!("step {}", index + 1),
+    }
+}
+
+/// Every `uses:` value in the workflow, with where it is: job-level (reusable workflows) and
+/// step-level.
+fn all_uses(doc: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (job_id, job) in jobs(doc) {
+        if let Some(uses) = job.get("uses").and_then(Value::as_str) {
+            out.push((format!("job {job_id}"), uses.to_owned()));
+        }
+        for (i, step) in steps(job).into_iter().enumerate() {
+            if let Some(uses) = step.get("uses").and_then(Value::as_str) {
+                out.push((
+                    format!("job {job_id}, {}", step_label(i, step)),
+                    uses.to_owned(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Every `run:` script in the workflow, with where it is.
+fn all_runs(doc: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (job_id, job) in jobs(doc) {
+        for (i, step) in steps(job).into_iter().enumerate() {
+            if let Some(run) = step.get("run") {
+                let script = run
+                    .as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| format!("{run:?}"));
+                out.push((format!("job {job_id}, {}", step_label(i, step)), script));
+            }
+        }
+    }
+    out
+}
+
+fn is_false(v: Option<&Value>) -> bool {
+    matches!(v, Some(Value::Bool(false))) || v.and_then(Value::as_str) == Some("false")
+}
+
+fn is_40_hex(s: &str) -> bool {
+    s.len() == 40
+        && s.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+
+/// `vX.Y.Z`: the release a pinned SHA came from.
+fn is_version_comment(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix('v') else {
+        return false;
+    };
+    let parts: Vec<&str> = rest.split('.').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rules
+// ---------------------------------------------------------------------------------------------
+
+/// Top-level `permissions` present and empty or read-only; no job grants `write-all`.
+fn check_permissions(w: &Workflow) -> Vec<String> {
+    let mut problems = Vec::new();
+    match w.doc.get("permissions") {
+        None => problems.push("no top-level `permissions:` (use `permissions: {}`)".into()),
+        Some(Value::Mapping(map)) => {
+            for (scope, level) in map {
+                if !matches!(level.as_str(), Some("read" | "none")) {
+                    problems.push(format!(
+                        "top-level permission {scope:?} is {level:?}; grant writes per job"
+                    ));
+                }
+            }
+        }
+        Some(Value::String(s)) if s == "read-all" => {}
+        Some(other) => problems.push(format!(
+            "top-level permissions must be {{}} or read-only, found {other:?}"
+        )),
+    }
+    for (job_id, job) in jobs(&w.doc) {
+        match job.get("permissions") {
+            None | Some(Value::Mapping(_)) => {}
+            Some(Value::String(s)) if s == "read-all" => {}
+            Some(other) => problems.push(format!(
+                "job {job_id}: permissions {other:?}; list each scope"
+            )),
+        }
+        if let Some(map) = job.get("permissions").and_then(Value::as_mapping) {
+            for (scope, level) in map {
+                if !matches!(level.as_str(), Some("read" | "write" | "none")) {
+                    problems.push(format!("job {job_id}: permission {scope:?} is {level:?}"));
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// Every `uses:` pinned by a full 40-hex commit SHA, with a `# vX.Y.Z` comment on its line.
+/// serde_yaml drops comments, so the comment is checked on the raw text.
+fn check_pinned_uses(w: &Workflow) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (place, uses) in all_uses(&w.doc) {
+        if uses.starts_with("./") {
+            continue; // a local action or workflow: same commit as the workflow itself
+        }
+        if let Some(image) = uses.strip_prefix("docker://") {
+            if !image.contains("@sha256:") {
+                problems.push(format!("{place}: {uses} is not pinned by digest"));
+            }
+            continue;
+        }
+        match uses.rsplit_once('@') {
+            Some((_, git_ref)) if is_40_hex(git_ref) => {}
+            _ => problems.push(format!(
+                "{place}: {uses} is not pinned by a full commit SHA"
+            )),
+        }
+        let lines: Vec<&str> = w
+            .raw
+            .lines()
+            .filter(|line| {
+                let t = line.trim_start().trim_start_matches("- ").trim_start();
+                t.strip_prefix("uses:")
+                    .map(|v| {
+                        let v = v.split(" #").next().unwrap_or("").trim();
+                        v.trim_matches(|c| c == '"' || c == '\'') == uses
+                    })
+                    .unwrap_or(false)
+            })
+            .collect();
+        if lines.is_empty() {
+            problems.push(format!("{place}: cannot find the line of `uses: {uses}`"));
+        }
+        for line in lines {
+            let comment = line.split_once(" #").map(|(_, c)| c.trim());
+            if !comment.is_some_and(is_version_comment) {
+                problems.push(format!(
+                    "{place}: `{}` needs a `# vX.Y.Z` comment naming the pinned release",
+                    line.trim()
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// Every actions/checkout step sets `persist-credentials: false`.
+fn check_checkout_credentials(w: &Workflow) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (job_id, job) in jobs(&w.doc) {
+        for (i, step) in steps(job).into_iter().enumerate() {
+            let uses = step.get("uses").and_then(Value::as_str).unwrap_or("");
+            if uses.starts_with("actions/checkout@")
+                && !is_false(step.get("with").and_then(|w| w.get("persist-credentials")))
+            {
+                problems.push(format!(
+                    "job {job_id}, {}: actions/checkout without `persist-credentials: false`",
+                    step_label(i, step)
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// No `${{ ... }}` inside any `run:` (template injection); values go through `env:`.
+fn check_no_expressions_in_run(w: &Workflow) -> Vec<String> {
+    all_runs(&w.doc)
+        .into_iter()
+        .filter(|(_, script)| script.contains("${{"))
+        .map(|(place, _)| format!("{place}: `${{{{ }}}}` inside `run:`; pass it through `env:`"))
+        .collect()
+}
+
+/// Every job has a positive `timeout-minutes` (the default is six hours).
+fn check_timeouts(w: &Workflow) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (job_id, job) in jobs(&w.doc) {
+        match job.get("timeout-minutes") {
+            Some(Value::Number(n)) if n.as_f64().is_some_and(|m| m > 0.0) => {}
+            Some(other) => problems.push(format!("job {job_id}: timeout-minutes {other:?}")),
+            None => problems.push(format!("job {job_id}: no timeout-minutes")),
+        }
+    }
+    problems
+}
+
+/// Nothing pushes to a branch: releases go to the registry and GitHub releases only.
+fn check_no_git_push(w: &Workflow) -> Vec<String> {
+    all_runs(&w.doc)
+        .into_iter()
+        .filter(|(_, script)| script.contains("git push"))
+        .map(|(place, _)| format!("{place}: `git push`; the workflows never push to a branch"))
+        .collect()
+}
+
+/// The release workflow: a fixed concurrency group that never cancels a run in progress.
+fn check_release_concurrency(w: &Workflow) -> Vec<String> {
+    let mut problems = Vec::new();
+    let Some(concurrency) = w.doc.get("concurrency") else {
+        return vec!["no top-level `concurrency:`".into()];
+    };
+    match concurrency.get("group").and_then(Value::as_str) {
+        Some(group) if !group.is_empty() && !group.contains("${{") => {}
+        Some(group) => problems.push(format!("concurrency group {group:?} is not a fixed name")),
+        None => problems.push("concurrency without a `group:` name".into()),
+    }
+    if !is_false(concurrency.get("cancel-in-progress")) {
+        problems.push("concurrency needs `cancel-in-progress: false`".into());
+    }
+    problems
+}
+
+/// The release workflow's triggers: a daily schedule off the top of the hour, and manual runs
+/// with boolean `force` and `dry_run` inputs.
+fn check_release_triggers(w: &Workflow) -> Vec<String> {
+    let mut problems = Vec::new();
+    let Some(on) = w.doc.get("on").and_then(Value::as_mapping) else {
+        return vec!["`on:` must be a mapping of triggers".into()];
+    };
+    let crons: Vec<&str> = on
+        .get("schedule")
+        .and_then(Value::as_sequence)
+        .map(|s| {
+            s.iter()
+                .filter_map(|e| e.get("cron").and_then(Value::as_str))
+                .collect()
+        })
+        .unwrap_or_default();
+    if crons.is_empty() {
+        problems.push("no `schedule:` cron".into());
+    }
+    for cron in crons {
+        let fields: Vec<&str> = cron.split_whitespace().collect();
+        match fields.as_slice() {
+            [minute, hour, "*", "*", "*"] if hour.parse::<u32>().is_ok_and(|h| h < 24) => {
+                match minute.parse::<u32>() {
+                    Ok(m) if (1..=59).contains(&m) => {}
+                    _ => problems.push(format!(
+                        "cron {cron:?}: run once a day at a fixed off-peak minute (not :00)"
+                    )),
+                }
+            }
+            _ => problems.push(format!(
+                "cron {cron:?}: expected a daily `M H * * *` schedule"
+            )),
+        }
+    }
+    let inputs = on.get("workflow_dispatch").and_then(|d| d.get("inputs"));
+    for input in ["force", "dry_run"] {
+        match inputs.and_then(|i| i.get(input)) {
+            Some(def) if def.get("type").and_then(Value::as_str) == Some("boolean") => {}
+            Some(_) => problems.push(format!("workflow_dispatch input {input} is not boolean")),
+            None => problems.push(format!("no workflow_dispatch input {input}")),
+        }
+    }
+    problems
+}
+
+/// The release workflow builds natively: a matrix job runs linux/amd64 on `ubuntu-latest` and
+/// linux/arm64 on `ubuntu-24.04-arm`.
+fn check_release_matrix(w: &Workflow) -> Vec<String> {
+    let want = [
+        ("linux/amd64", "ubuntu-latest"),
+        ("linux/arm64", "ubuntu-24.04-arm"),
+    ];
+    let mut found = BTreeSet::new();
+    for (_, job) in jobs(&w.doc) {
+        let runs_on_matrix = job
+            .get("runs-on")
+            .and_then(Value::as_str)
+            .is_some_and(|r| r.contains("matrix.runner"));
+        let include = job
+            .get("strategy")
+            .and_then(|s| s.get("matrix"))
+            .and_then(|m| m.get("include"))
+            .and_then(Value::as_sequence);
+        if let (true, Some(include)) = (runs_on_matrix, include) {
+            for entry in include {
+                let platform = entry.get("platform").and_then(Value::as_str);
+                let runner = entry.get("runner").and_then(Value::as_str);
+                if let (Some(p), Some(r)) = (platform, runner) {
+                    found.insert((p.to_owned(), r.to_owned()));
+                }
+            }
+        }
+    }
+    want.iter()
+        .filter(|(p, r)| !found.contains(&((*p).to_owned(), (*r).to_owned())))
+        .map(|(p, r)| {
+            format!("no matrix job (runs-on: matrix.runner) building {p} on the native {r}")
+        })
+        .collect()
+}
+
+/// The release is created as a draft, its assets attached, then published, in that order, so
+/// immutable releases get their assets.
+fn check_release_draft_order(w: &Workflow) -> Vec<String> {
+    let runs: Vec<String> = all_runs(&w.doc).into_iter().map(|(_, s)| s).collect();
+    let position = |needle: &dyn Fn(&str) -> bool| runs.iter().position(|s| needle(s));
+    let create = position(&|s| s.contains("gh release create") && s.contains("--draft"));
+    let upload = position(&|s| s.contains("gh release upload"));
+    let publish = position(&|s| s.contains("gh release edit") && s.contains("--draft=false"));
+    match (create, upload, publish) {
+        (Some(c), Some(u), Some(p)) if c < u && u < p => Vec::new(),
+        (Some(_), Some(_), Some(_)) => {
+            vec![
+                "release steps out of order: create --draft, then upload, then --draft=false"
+                    .into(),
+            ]
+        }
+        _ => vec![format!(
+            "missing release step(s): create --draft {}, upload {}, edit --draft=false {}",
+            create.is_some(),
+            upload.is_some(),
+            publish.is_some()
+        )],
+    }
+}
+
+/// CI runs formatting, clippy, the tests and the lock check.
+fn check_ci_steps(w: &Workflow) -> Vec<String> {
+    let runs: Vec<String> = all_runs(&w.doc).into_iter().map(|(_, s)| s).collect();
+    [
+        "cargo fmt",
+        "cargo clippy",
+        "cargo test",
+        "cargo xtask lock --check",
+    ]
+    .iter()
+    .filter(|needle| !runs.iter().any(|s| s.contains(*needle)))
+    .map(|needle| format!("no step runs `{needle}`"))
+    .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// `cargo xtask` command lines
+// ---------------------------------------------------------------------------------------------
+
+/// One `cargo xtask ...` invocation in a script: its subcommand path and the long flags it passes.
+#[derive(Debug, PartialEq)]
+struct XtaskCall {
+    subcommand: Vec<String>,
+    flags: Vec<String>,
+}
+
+/// Finds every `cargo xtask` invocation in a shell script. Continuation lines (`\`) are joined;
+/// an invocation ends at a pipe, redirection, `;`, `&&`, `||` or a closing parenthesis.
+fn xtask_calls(script: &str) -> Vec<XtaskCall> {
+    let joined = script.replace("\\\n", " ");
+    let mut calls = Vec::new();
+    for line in joined.lines() {
+        let mut rest = line;
+        while let Some(at) = rest.find("cargo xtask") {
+            rest = &rest[at + "cargo xtask".len()..];
+            let end = rest
+                .find(['|', '>', ';', '&', ')', '<'])
+                .unwrap_or(rest.len());
+            let mut call = XtaskCall {
+                subcommand: Vec::new(),
+                flags: Vec::new(),
+            };
+            let mut in_flags = false;
+            for token in rest[..end].split_whitespace() {
+                if let Some(flag) = token.strip_prefix("--") {
+                    in_flags = true;
+                    let name = flag.split('=').next().unwrap_or("");
+                    if !name.is_empty() {
+                        call.flags.push(format!("--{name}"));
+                    }
+                } else if !in_flags
+                    && token.starts_with(|c: char| c.is_ascii_lowercase())
+                    && token
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                {
+                    call.subcommand.push(token.to_owned());
+                } else {
+                    in_flags = true; // a positional argument: no more subcommand words
+                }
+            }
+            calls.push(call);
+            rest = &rest[end..];
+        }
+    }
+    calls
+}
+
+/// Every `cargo xtask` subcommand the workflows run exists, and accepts every flag passed to it:
+/// asked of the real binary through `--help`.
+#[test]
+fn every_xtask_call_in_the_workflows_exists() {
+    let all = load_workflows();
+    let mut calls = Vec::new();
+    for w in &all {
+        for (place, script) in all_runs(&w.doc) {
+            for call in xtask_calls(&script) {
+                calls.push((format!("{}: {place}", w.file), call));
+            }
+        }
+    }
+    assert!(
+        calls.iter().any(|(_, c)| c.subcommand == ["gate"]),
+        "expected the workflows to call `cargo xtask gate`, found {calls:?}"
+    );
+    let mut problems = Vec::new();
+    for (place, call) in &calls {
+        if call.subcommand.is_empty() {
+            problems.push(format!("{place}: `cargo xtask` without a subcommand"));
+            continue;
+        }
+        let output = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(&call.subcommand)
+            .arg("--help")
+            .output()
+            .expect("run the xtask binary");
+        let shown = call.subcommand.join(" ");
+        if !output.status.success() {
+            problems.push(format!(
+                "{place}: `cargo xtask {shown}` does not exist: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
+            continue;
+        }
+        let help = String::from_utf8_lossy(&output.stdout);
+        for flag in &call.flags {
+            let accepted = help
+                .split(|c: char| c.is_whitespace() || c == ',' || c == '=' || c == '[')
+                .any(|word| word == flag);
+            if !accepted {
+                problems.push(format!("{place}: `cargo xtask {shown}` has no {flag} flag"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rules on the real workflows
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn permissions_are_least_privilege() {
+    assert_all(&load_workflows(), check_permissions);
+}
+
+#[test]
+fn actions_are_pinned_by_commit_with_a_version_comment() {
+    assert_all(&load_workflows(), check_pinned_uses);
+}
+
+#[test]
+fn checkouts_do_not_persist_credentials() {
+    assert_all(&load_workflows(), check_checkout_credentials);
+}
+
+#[test]
+fn no_expressions_inside_run() {
+    assert_all(&load_workflows(), check_no_expressions_in_run);
+}
+
+#[test]
+fn every_job_has_a_timeout() {
+    assert_all(&load_workflows(), check_timeouts);
+}
+
+#[test]
+fn nothing_pushes_to_a_branch() {
+    assert_all(&load_workflows(), check_no_git_push);
+}
+
+#[test]
+fn the_release_workflow_has_its_shape() {
+    let all = load_workflows();
+    let w = release_workflow(&all);
+    assert_eq!(
+        w.doc.get("name").and_then(Value::as_str),
+        Some(RELEASE_WORKFLOW_NAME),
+        "{RELEASE_WORKFLOW}: workflow name"
+    );
+    let mut problems = Vec::new();
+    problems.extend(check_release_concurrency(w));
+    problems.extend(check_release_triggers(w));
+    problems.extend(check_release_matrix(w));
+    problems.extend(check_release_draft_order(w));
+    assert!(
+        problems.is_empty(),
+        "{RELEASE_WORKFLOW}:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn ci_runs_every_check() {
+    let all = load_workflows();
+    let w = all
+        .iter()
+        .find(|w| w.file == CI_WORKFLOW)
+        .unwrap_or_else(|| panic!(".github/workflows/{CI_WORKFLOW} is missing"));
+    let problems = check_ci_steps(w);
+    assert!(
+        problems.is_empty(),
+        "{CI_WORKFLOW}:\n{}",
+        problems.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every rule can fail: bad snippets
+// ---------------------------------------------------------------------------------------------
+
+mod rules {
+    use super::*;
+
+    fn wf(raw: &str) -> Workflow {
+        Workflow {
+            file: "snippet.yml".into(),
+            raw: raw.into(),
+            doc: parse(raw).unwrap(),
+        }
+    }
+
+    fn assert_flags(problems: Vec<String>, needle: &str) {
+        assert!(
+            problems.iter().any(|p| p.contains(needle)),
+            "expected a problem mentioning {needle:?}, got {problems:?}"
+        );
+    }
+
+    const CHECKOUT: &str = "actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1 # v7.0.1";
+
+    /// A workflow that passes every generic rule; each test below breaks one thing in it.
+    fn good() -> String {
+        format!(
+            "name: ok\non: push\npermissions: {{}}\njobs:\n  a:\n    runs-on: ubuntu-latest\n    \
+             timeout-minutes: 5\n    permissions:\n      contents: read\n    steps:\n      \
+             - uses: {CHECKOUT}\n        with:\n          persist-credentials: false\n      \
+             - run: echo \"$X\"\n        env:\n          X: ${{{{ github.ref }}}}\n"
+        )
+    }
+
+    #[test]
+    fn the_good_snippet_passes_every_generic_rule() {
+        let w = wf(&good());
+        for rule in [
+            check_permissions,
+            check_pinned_uses,
+            check_checkout_credentials,
+            check_no_expressions_in_run,
+            check_timeouts,
+            check_no_git_push,
+        ] {
+            assert_eq!(rule(&w), Vec::<String>::new());
+        }
+    }
+
+    #[test]
+    fn missing_or_writable_top_level_permissions_fail() {
+        assert_flags(
+            check_permissions(&wf(&good().replace("permissions: {}\n", ""))),
+            "no top-level",
+        );
+        assert_flags(
+            check_permissions(&wf(
+                &good().replace("permissions: {}", "permissions: write-all")
+            )),
+            "top-level permissions",
+        );
+        assert_flags(
+            check_permissions(&wf(
+                &good().replace("permissions: {}", "permissions:\n  contents: write")
+            )),
+            "grant writes per job",
+        );
+        assert_flags(
+            check_permissions(&wf(&good().replace(
+                "    permissions:\n      contents: read\n",
+                "    permissions: write-all\n",
+            ))),
+            "list each scope",
+        );
+    }
+
+    #[test]
+    fn tag_pins_and_missing_version_comments_fail() {
+        assert_flags(
+            check_pinned_uses(&wf(
+                &good().replace(CHECKOUT, "actions/checkout@v7 # v7.0.1")
+            )),
+            "full commit SHA",
+        );
+        let short = "actions/checkout@3d3c42e # v7.0.1";
+        assert_flags(
+            check_pinned_uses(&wf(&good().replace(CHECKOUT, short))),
+            "full commit SHA",
+        );
+        let bare = "actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1";
+        assert_flags(
+            check_pinned_uses(&wf(&good().replace(CHECKOUT, bare))),
+            "# vX.Y.Z",
+        );
+        let vague = "actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1 # v7";
+        assert_flags(
+            check_pinned_uses(&wf(&good().replace(CHECKOUT, vague))),
+            "# vX.Y.Z",
+        );
+        let docker = "docker://alpine:3";
+        assert_flags(
+            check_pinned_uses(&wf(&good().replace(CHECKOUT, docker))),
+            "by digest",
+        );
+        let reusable = "name: r\non: push\npermissions: {}\njobs:\n  a:\n    \
+                        uses: org/repo/.github/workflows/x.yml@main\n";
+        assert_flags(check_pinned_uses(&wf(reusable)), "full commit SHA");
+    }
+
+    #[test]
+    fn checkout_persisting_credentials_fails() {
+        let w = good().replace("persist-credentials: false", "persist-credentials: true");
+        assert_flags(check_checkout_credentials(&wf(&w)), "persist-credentials");
+        let w = good().replace("        with:\n          persist-credentials: false\n", "");
+        assert_flags(check_checkout_credentials(&wf(&w)), "persist-credentials");
+    }
+
+    #[test]
+    fn expressions_inside_run_fail() {
+        let w = good().replace("echo \"$X\"", "echo \"${{ github.head_ref }}\"");
+        assert_flags(check_no_expressions_in_run(&wf(&w)), "inside `run:`");
+        let block = good().replace(
+            "- run: echo \"$X\"",
+            "- run: |\n          echo ${{ inputs.x }}",
+        );
+        assert_flags(check_no_expressions_in_run(&wf(&block)), "inside `run:`");
+    }
+
+    #[test]
+    fn jobs_without_a_timeout_fail() {
+        let w = good().replace("    timeout-minutes: 5\n", "");
+        assert_flags(check_timeouts(&wf(&w)), "no timeout-minutes");
+        let w = good().replace("timeout-minutes: 5", "timeout-minutes: 0");
+        assert_flags(check_timeouts(&wf(&w)), "timeout-minutes");
+    }
+
+    #[test]
+    fn git_push_fails() {
+        let w = good().replace("echo \"$X\"", "git push origin HEAD:main");
+        assert_flags(check_no_git_push(&wf(&w)), "git push");
+    }
+
+    fn release(concurrency: &str, on: &str) -> Workflow {
+        wf(&format!(
+            "name: r\non:\n{on}\npermissions: {{}}\n{concurrency}\njobs: {{}}\n"
+        ))
+    }
+
+    const ON: &str =
+        "  schedule:\n    - cron: \"37 4 * * *\"\n  workflow_dispatch:\n    inputs:\n      \
+                      force:\n        type: boolean\n      dry_run:\n        type: boolean";
+    const CONCURRENCY: &str = "concurrency:\n  group: release\n  cancel-in-progress: false";
+
+    #[test]
+    fn release_concurrency_must_be_fixed_and_non_cancelling() {
+        assert_eq!(
+            check_release_concurrency(&release(CONCURRENCY, ON)),
+            Vec::<String>::new()
+        );
+        assert_flags(
+            check_release_concurrency(&release("", ON)),
+            "no top-level `concurrency:`",
+        );
+        let cancelling = CONCURRENCY.replace("false", "true");
+        assert_flags(
+            check_release_concurrency(&release(&cancelling, ON)),
+            "cancel-in-progress",
+        );
+        let unset = "concurrency:\n  group: release";
+        assert_flags(
+            check_release_concurrency(&release(unset, ON)),
+            "cancel-in-progress",
+        );
+        let per_ref = CONCURRENCY.replace("group: release", "group: r-${{ github.ref }}");
+        assert_flags(
+            check_release_concurrency(&release(&per_ref, ON)),
+            "not a fixed name",
+        );
+        let bare = "concurrency: release";
+        assert_flags(check_release_concurrency(&release(bare, ON)), "group");
+    }
+
+    #[test]
+    fn release_triggers_must_be_complete() {
+        assert_eq!(
+            check_release_triggers(&release(CONCURRENCY, ON)),
+            Vec::<String>::new()
+        );
+        let top_of_hour = ON.replace("37 4", "0 4");
+        assert_flags(
+            check_release_triggers(&release(CONCURRENCY, &top_of_hour)),
+            "off-peak",
+        );
+        let hourly = ON.replace("37 4 * * *", "37 * * * *");
+        assert_flags(
+            check_release_triggers(&release(CONCURRENCY, &hourly)),
+            "daily",
+        );
+        let weekly = ON.replace("37 4 * * *", "37 4 * * 1");
+        assert_flags(
+            check_release_triggers(&release(CONCURRENCY, &weekly)),
+            "daily",
+        );
+        let no_schedule = ON.replace("  schedule:\n    - cron: \"37 4 * * *\"\n", "");
+        assert_flags(
+            check_release_triggers(&release(CONCURRENCY, &no_schedule)),
+            "schedule",
+        );
+        let no_dry_run = ON.replace("      dry_run:\n        type: boolean", "");
+        assert_flags(
+            check_release_triggers(&release(CONCURRENCY, &no_dry_run)),
+            "dry_run",
+        );
+        let string_force = ON.replacen("type: boolean", "type: string", 1);
+        assert_flags(
+            check_release_triggers(&release(CONCURRENCY, &string_force)),
+            "force",
+        );
+        assert_flags(
+            check_release_triggers(&release(CONCURRENCY, "  push:")),
+            "schedule",
+        );
+    }
+
+    fn matrix(include: &str, runs_on: &str) -> Workflow {
+        wf(&format!(
+            "name: m\non: push\npermissions: {{}}\njobs:\n  build:\n    runs-on: {runs_on}\n    \
+             strategy:\n      matrix:\n        include:\n{include}\n"
+        ))
+    }
+
+    const INCLUDE: &str =
+        "          - platform: linux/amd64\n            runner: ubuntu-latest\n          \
+                           - platform: linux/arm64\n            runner: ubuntu-24.04-arm";
+
+    #[test]
+    fn the_matrix_must_build_both_platforms_natively() {
+        let runs_on = "${{ matrix.runner }}";
+        assert_eq!(
+            check_release_matrix(&matrix(INCLUDE, runs_on)),
+            Vec::<String>::new()
+        );
+        let emulated = INCLUDE.replace("ubuntu-24.04-arm", "ubuntu-latest");
+        assert_flags(
+            check_release_matrix(&matrix(&emulated, runs_on)),
+            "linux/arm64",
+        );
+        let amd64_only = INCLUDE
+            .split("\n          - platform: linux/arm64")
+            .next()
+            .unwrap();
+        assert_flags(
+            check_release_matrix(&matrix(amd64_only, runs_on)),
+            "linux/arm64",
+        );
+        assert_flags(
+            check_release_matrix(&matrix(INCLUDE, "ubuntu-latest")),
+            "linux/amd64",
+        );
+    }
+
+    fn release_steps(runs: &[&str]) -> Workflow {
+        let steps: String = runs.iter().map(|r| format!("      - run: {r}\n")).collect();
+        wf(&format!(
+            "name: r\non: push\npermissions: {{}}\njobs:\n  a:\n    runs-on: x\n    steps:\n{steps}"
+        ))
+    }
+
+    #[test]
+    fn the_release_must_go_draft_upload_publish() {
+        let create = "gh release create \"$TAG\" --draft";
+        let upload = "gh release upload \"$TAG\" a";
+        let publish = "gh release edit \"$TAG\" --draft=false";
+        assert_eq!(
+            check_release_draft_order(&release_steps(&[create, upload, publish])),
+            Vec::<String>::new()
+        );
+        assert_flags(
+            check_release_draft_order(&release_steps(&[create, publish, upload])),
+            "out of order",
+        );
+        let not_draft = "gh release create \"$TAG\"";
+        assert_flags(
+            check_release_draft_order(&release_steps(&[not_draft, upload, publish])),
+            "missing",
+        );
+        assert_flags(
+            check_release_draft_order(&release_steps(&[create, upload])),
+            "missing",
+        );
+    }
+
+    #[test]
+    fn ci_missing_a_check_fails() {
+        let w = release_steps(&[
+            "cargo fmt --all --check",
+            "cargo test",
+            "cargo xtask lock --check",
+        ]);
+        assert_flags(check_ci_steps(&w), "cargo clippy");
+    }
+
+    #[test]
+    fn xtask_calls_are_found_with_their_flags() {
+        let script = "args=(--json)\ncargo xtask gate \"${args[@]}\"\n\
+                      cargo xtask build --platform \"$P\" --json | tee out.json\n\
+                      cargo xtask receipt verify dir/r.json --artifacts=dir && echo ok\n\
+                      x=\"$(cargo xtask smoke --image \"$I\" \\\n  --json)\"";
+        assert_eq!(
+            xtask_calls(script),
+            vec![
+                XtaskCall {
+                    subcommand: vec!["gate".into()],
+                    flags: vec![]
+                },
+                XtaskCall {
+                    subcommand: vec!["build".into()],
+                    flags: vec!["--platform".into(), "--json".into()]
+                },
+                XtaskCall {
+                    subcommand: vec!["receipt".into(), "verify".into()],
+                    flags: vec!["--artifacts".into()]
+                },
+                XtaskCall {
+                    subcommand: vec!["smoke".into()],
+                    flags: vec!["--image".into(), "--json".into()]
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unknown_xtask_subcommand_or_flag_is_rejected_by_the_binary() {
+        let bin = env!("CARGO_BIN_EXE_xtask");
+        let unknown = Command::new(bin)
+            .args(["no-such-command", "--help"])
+            .output()
+            .unwrap();
+        assert!(!unknown.status.success(), "an unknown subcommand must fail");
+        let help = Command::new(bin).args(["gate", "--help"]).output().unwrap();
+        assert!(help.status.success());
+        let help = String::from_utf8_lossy(&help.stdout);
+        assert!(help.contains("--force") && !help.contains("--no-such-flag"));
+    }
+}
