@@ -147,23 +147,34 @@ pub struct SmokeArgs {
     pub json: bool,
 }
 
+/// Exit status is 0 whether or not the run is due; read the answer from `--json` or from
+/// `due=true|false` appended to `$GITHUB_OUTPUT` (with `forced`, `catch_up`, `trigger`,
+/// `epoch_day`, `next_due`).
 #[derive(Debug, Args)]
 pub struct GateArgs {
+    /// Replace the clock (RFC 3339), e.g. 2026-11-30T06:17:00Z.
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
     /// Proceed whatever the day (manual runs); the answer records that it was forced.
     #[arg(long)]
     pub force: bool,
-    /// The previous release's receipt: a run is due when it is older than the interval.
+    /// The previous release's receipt: a run is due (catch-up) when at least the cadence
+    /// interval of UTC epoch days has passed since its `created_at`.
     #[arg(long, value_name = "FILE")]
     pub previous_receipt: Option<PathBuf>,
+    /// Print `{"due", "epoch_day", "next_due", "forced", "reason", "trigger", "catch_up", ...}`.
     #[arg(long)]
     pub json: bool,
 }
 
+/// Pushes local images by digest (no tag per platform) and, with `--tag`, the multi-arch OCI
+/// index under that immutable tag. Split across runners: `publish --image P=REF --json >
+/// P.json` on each, then `publish --pushed amd64.json --pushed arm64.json --tag T --json`.
+/// Credentials: XTASK_REGISTRY_USERNAME/XTASK_REGISTRY_PASSWORD, else the docker config's
+/// `auths` (~/.docker/config.json or $DOCKER_CONFIG), else anonymous.
 #[derive(Debug, Args)]
 pub struct PublishArgs {
-    /// OCI registry host, e.g. 127.0.0.1:5000 or ghcr.io.
+    /// OCI registry: `host[:port]` (https; http for loopback) or an http(s):// URL.
     #[arg(long, env = "XTASK_OCI_REGISTRY", default_value = "127.0.0.1:5000")]
     pub oci_registry: String,
     /// Repository within the registry.
@@ -173,14 +184,27 @@ pub struct PublishArgs {
         default_value = "sandbox0/coding-agent"
     )]
     pub repository: String,
-    /// The unique, immutable release tag.
+    /// The unique, immutable release tag of the index. Without it, only the platform images
+    /// are pushed (by digest). An existing tag with other content is an error; with the same
+    /// content, a no-op.
     #[arg(long)]
-    pub tag: String,
-    /// A tested image per platform: `linux/amd64=REF`, one flag per platform.
-    #[arg(long = "image", value_name = "PLATFORM=REF", required = true)]
+    pub tag: Option<String>,
+    /// A tested local image: `linux/amd64=REF`, one flag per platform.
+    #[arg(long = "image", value_name = "PLATFORM=REF")]
     pub images: Vec<String>,
+    /// The `--json` output of an earlier `publish --image ...` (another runner's platform);
+    /// its manifest must already be in the registry.
+    #[arg(long, value_name = "FILE")]
+    pub pushed: Vec<PathBuf>,
+    /// Allow an index that lacks some of the manifest's platforms (its receipt is incomplete).
+    #[arg(long)]
+    pub partial: bool,
+    /// Export and digest everything, read the registry, write nothing to it.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print `{"registry", "repository", "dry_run", "platforms": [{"platform", "image",
+    /// "image_id", "digest", "config_digest", "size", ...}], "index": {"tag", "digest",
+    /// "reference", "noop", ...} | null}`.
     #[arg(long)]
     pub json: bool,
 }
@@ -189,28 +213,79 @@ pub struct PublishArgs {
 pub enum ReceiptCommand {
     /// Check a release receipt: schema version, own digest, completeness, artifact digests.
     Verify(ReceiptVerifyArgs),
+    /// Assemble a receipt from the JSON outputs of gate, resolve, build, smoke and publish.
+    Write(ReceiptWriteArgs),
 }
 
+/// Exit status 0 only for a valid, complete receipt; every rejection names its field.
 #[derive(Debug, Args)]
 pub struct ReceiptVerifyArgs {
+    /// The receipt, named `receipt-<tag>-<sha256 of the file>.json`.
     pub file: PathBuf,
-    /// Directory holding the release's artifact files, checked against the receipt's digests.
+    /// Directory holding the release's artifact files (package.json, package-lock.json,
+    /// inventory.json, Dockerfile, manifest.yaml), checked against the receipt's sha256s.
     #[arg(long)]
     pub artifacts: Option<PathBuf>,
+    /// Print `{"file", "valid", "sha256", "release_tag", "reference", "complete",
+    /// "problems": [{"field", "problem"}]}`.
     #[arg(long)]
     pub json: bool,
 }
 
+/// Writes `receipt-<tag>-<sha256>.json` atomically; the template files are read from the
+/// repository (or XTASK_ROOT). Exits non-zero when the receipt is incomplete (it is still
+/// written, for the record).
+#[derive(Debug, Args)]
+pub struct ReceiptWriteArgs {
+    /// `cargo xtask gate --json` output.
+    #[arg(long, value_name = "FILE")]
+    pub gate: PathBuf,
+    /// `cargo xtask resolve --json` output.
+    #[arg(long, value_name = "FILE")]
+    pub resolve: PathBuf,
+    /// `cargo xtask build --platform P --json` output, one per platform.
+    #[arg(long = "build", value_name = "FILE")]
+    pub builds: Vec<PathBuf>,
+    /// `cargo xtask smoke --image REF --json` output, one per platform.
+    #[arg(long = "smoke", value_name = "FILE")]
+    pub smokes: Vec<PathBuf>,
+    /// `cargo xtask publish --tag T --json` output (with the index).
+    #[arg(long, value_name = "FILE")]
+    pub publish: PathBuf,
+    /// The release tag; defaults to the published index's (and must equal it).
+    #[arg(long)]
+    pub tag: Option<String>,
+    /// Source commit; defaults to $GITHUB_SHA, else `git rev-parse HEAD`.
+    #[arg(long, value_name = "SHA")]
+    pub source_commit: Option<String>,
+    /// The receipt's creation time (RFC 3339); defaults to now.
+    #[arg(long, value_name = "RFC3339")]
+    pub now: Option<String>,
+    /// Where to write the receipt; defaults to target/xtask/receipts.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+    /// Print `{"path", "sha256", "release_tag", "reference", "complete", "problems"}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Rewrites only the `image:` line of the template definition, and only from a valid,
+/// complete receipt; otherwise the file stays byte-for-byte unchanged and the exit is non-zero.
 #[derive(Debug, Args)]
 pub struct PinArgs {
+    /// A release receipt (verified before anything is written).
     #[arg(long)]
     pub receipt: PathBuf,
+    /// Release artifact files to check against the receipt, as for `receipt verify`.
+    #[arg(long)]
+    pub artifacts: Option<PathBuf>,
     /// The Sandbox0 template definition to rewrite.
     #[arg(long, default_value = "template/sandbox0-template.yaml")]
     pub template: PathBuf,
     /// Show the change, write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print `{"template", "old", "new", "changed", "dry_run"}`.
     #[arg(long)]
     pub json: bool,
 }

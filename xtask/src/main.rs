@@ -22,6 +22,7 @@ fn main() -> ExitCode {
             Command::Gate(args) => xtask::gate::run(args),
             Command::Publish(args) => xtask::publish::run(args).await,
             Command::Receipt(ReceiptCommand::Verify(args)) => xtask::receipt::verify_cmd(args),
+            Command::Receipt(ReceiptCommand::Write(args)) => xtask::receipt::write_cmd(args),
             Command::Pin(args) => xtask::pin::run(args),
             Command::Release(args) => xtask::release::run(args).await,
         }

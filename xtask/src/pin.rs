@@ -1,9 +1,328 @@
-//! Skeleton: filled in by its issue.
+//! `cargo xtask pin`: the consumer's step. Points the Sandbox0 template definition
+//! (`template/sandbox0-template.yaml`) at a release by digest, `repo@sha256:<index digest>`,
+//! and only from a receipt that verifies and is complete.
+//!
+//! The file is edited, not re-serialised: exactly one `image:` line changes, so comments,
+//! key order and quoting survive. The result is then parsed with serde_yaml and must equal
+//! the original document with nothing but the image replaced. On any failure the file is
+//! left byte-for-byte as it was and the exit status is non-zero.
 
+use std::path::Path;
 use std::process::ExitCode;
 
-use crate::flags::PinArgs;
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use serde_yaml::Value;
 
-pub fn run(_args: PinArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`cargo xtask pin` is not built yet")
+use crate::flags::PinArgs;
+use crate::receipt::verify_file;
+use crate::util::{atomic_write, print_json};
+
+/// The key whose value is the image reference.
+pub const IMAGE_KEY: &str = "image";
+
+/// Replaces the value of the single `image:` key in `text` by `new_image`, keeping the line's
+/// indentation, quoting and trailing comment and every other byte. Returns (old value, text).
+pub fn rewrite_image_line(text: &str, new_image: &str) -> Result<(String, String)> {
+    let prefix = format!("{IMAGE_KEY}:");
+    let mut hits = Vec::new();
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with(&prefix) {
+            hits.push(i);
+        }
+    }
+    let line_no = match hits.as_slice() {
+        [one] => *one,
+        [] => bail!("no `{prefix}` line to pin"),
+        many => bail!(
+            "`{prefix}` appears on {} lines ({}); expected exactly one",
+            many.len(),
+            many.iter()
+                .map(|i| (i + 1).to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+
+    let mut out = String::with_capacity(text.len() + new_image.len());
+    let mut old_value = String::new();
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        if i != line_no {
+            out.push_str(line);
+            continue;
+        }
+        let (body, ending) = match line.strip_suffix("\r\n") {
+            Some(body) => (body, "\r\n"),
+            None => match line.strip_suffix('\n') {
+                Some(body) => (body, "\n"),
+                None => (line, ""),
+            },
+        };
+        let indent_len = body.len() - body.trim_start().len();
+        let after_key = &body[indent_len + prefix.len()..];
+        let spaces_len = after_key.len() - after_key.trim_start().len();
+        let value_and_rest = &after_key[spaces_len..];
+        let (quote, value_len) = match value_and_rest.chars().next() {
+            Some(q @ ('"' | '\'')) => {
+                let close = value_and_rest[1..]
+                    .find(q)
+                    .with_context(|| format!("line {}: unterminated quote", line_no + 1))?;
+                (Some(q), close + 2)
+            }
+            _ => (
+                None,
+                value_and_rest
+                    .find(char::is_whitespace)
+                    .unwrap_or(value_and_rest.len()),
+            ),
+        };
+        let raw_value = &value_and_rest[..value_len];
+        let rest = &value_and_rest[value_len..];
+        old_value = match quote {
+            Some(_) => raw_value[1..raw_value.len() - 1].to_string(),
+            None => raw_value.to_string(),
+        };
+        if old_value.is_empty() || old_value.starts_with('#') {
+            bail!("line {}: `{prefix}` has no value on its line", line_no + 1);
+        }
+        out.push_str(&body[..indent_len + prefix.len() + spaces_len]);
+        match quote {
+            Some(q) => {
+                out.push(q);
+                out.push_str(new_image);
+                out.push(q);
+            }
+            None => out.push_str(new_image),
+        }
+        out.push_str(rest);
+        out.push_str(ending);
+    }
+    Ok((old_value, out))
+}
+
+/// Every value of an `image` key in the document, with its path.
+fn image_values(value: &Value, path: &str, out: &mut Vec<(String, Value)>) {
+    match value {
+        Value::Mapping(map) => {
+            for (k, v) in map {
+                let key = k.as_str().unwrap_or("?");
+                let here = format!("{path}.{key}");
+                if key == IMAGE_KEY {
+                    out.push((here.clone(), v.clone()));
+                }
+                image_values(v, &here, out);
+            }
+        }
+        Value::Sequence(items) => {
+            for (i, v) in items.iter().enumerate() {
+                image_values(v, &format!("{path}[{i}]"), out);
+            }
+        }
+        Value::Tagged(t) => image_values(&t.value, path, out),
+        _ => {}
+    }
+}
+
+fn set_image(value: &mut Value, new_image: &str) {
+    match value {
+        Value::Mapping(map) => {
+            for (k, v) in map.iter_mut() {
+                if k.as_str() == Some(IMAGE_KEY) {
+                    *v = Value::String(new_image.to_string());
+                } else {
+                    set_image(v, new_image);
+                }
+            }
+        }
+        Value::Sequence(items) => items.iter_mut().for_each(|v| set_image(v, new_image)),
+        Value::Tagged(t) => set_image(&mut t.value, new_image),
+        _ => {}
+    }
+}
+
+/// The whole edit, pure: the new text, checked to parse and to differ from the old one only
+/// in the image. Returns (old image, new text).
+pub fn pin_text(text: &str, new_image: &str, origin: &Path) -> Result<(String, String)> {
+    let before: Value = serde_yaml::from_str(text)
+        .with_context(|| format!("{} is not valid YAML", origin.display()))?;
+    let mut images = Vec::new();
+    image_values(&before, "", &mut images);
+    if images.len() != 1 {
+        bail!(
+            "{}: expected exactly one `{IMAGE_KEY}` key, found {}",
+            origin.display(),
+            images.len()
+        );
+    }
+    let (old, new_text) =
+        rewrite_image_line(text, new_image).with_context(|| origin.display().to_string())?;
+    let after: Value = serde_yaml::from_str(&new_text).with_context(|| {
+        format!(
+            "{}: the edited file no longer parses; nothing was written",
+            origin.display()
+        )
+    })?;
+    let mut expected = before.clone();
+    set_image(&mut expected, new_image);
+    if after != expected {
+        bail!(
+            "{}: editing the `{IMAGE_KEY}:` line changed more than the image (is it a multi-line \
+             value?); nothing was written",
+            origin.display()
+        );
+    }
+    let mut pinned = Vec::new();
+    image_values(&after, "", &mut pinned);
+    match pinned.as_slice() {
+        [(_, Value::String(v))] if v == new_image => {}
+        _ => bail!(
+            "{}: `{IMAGE_KEY}` does not read back as {new_image}",
+            origin.display()
+        ),
+    }
+    Ok((old, new_text))
+}
+
+#[derive(Serialize)]
+struct PinReport {
+    template: String,
+    receipt: String,
+    old: String,
+    new: String,
+    changed: bool,
+    dry_run: bool,
+}
+
+pub fn run(args: PinArgs) -> Result<ExitCode> {
+    let verification = verify_file(&args.receipt, args.artifacts.as_deref())?;
+    if !verification.valid {
+        eprintln!(
+            "{}: rejected; {} left unchanged",
+            args.receipt.display(),
+            args.template.display()
+        );
+        for p in &verification.problems {
+            eprintln!("  {}: {}", p.field, p.problem);
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+    let receipt = verification
+        .receipt
+        .as_ref()
+        .context("a valid verification carries its receipt")?;
+    let new_image = receipt.index.reference.clone();
+
+    let text = std::fs::read_to_string(&args.template).with_context(|| {
+        format!(
+            "cannot read the template definition {}",
+            args.template.display()
+        )
+    })?;
+    let (old, new_text) = pin_text(&text, &new_image, &args.template)?;
+    let changed = new_text != text;
+    if changed && !args.dry_run {
+        atomic_write(&args.template, new_text.as_bytes())?;
+    }
+    let report = PinReport {
+        template: args.template.display().to_string(),
+        receipt: args.receipt.display().to_string(),
+        old,
+        new: new_image,
+        changed,
+        dry_run: args.dry_run,
+    };
+    if args.json {
+        print_json(&report)?;
+    } else if !changed {
+        println!("{} already pins {}", report.template, report.new);
+    } else {
+        println!(
+            "{}{}: image {} -> {}",
+            if args.dry_run { "would pin " } else { "" },
+            report.template,
+            report.old,
+            report.new
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{repo_root, Manifest, MANIFEST_PATH};
+
+    const NEW: &str = "ghcr.io/s0/coding-agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn only_the_image_line_changes() {
+        let text = "# head\nname: x   # keep\nspec:\n  image: old:tag   # pinned by xtask\n  env:\n    HOME: /workspace\n";
+        let (old, new) = pin_text(text, NEW, Path::new("t.yaml")).unwrap();
+        assert_eq!(old, "old:tag");
+        assert_eq!(
+            new,
+            format!("# head\nname: x   # keep\nspec:\n  image: {NEW}   # pinned by xtask\n  env:\n    HOME: /workspace\n")
+        );
+    }
+
+    #[test]
+    fn quoting_and_crlf_survive() {
+        let text = "image: \"old:tag\"\r\nname: x\r\n";
+        let (_, new) = pin_text(text, NEW, Path::new("t.yaml")).unwrap();
+        assert_eq!(new, format!("image: \"{NEW}\"\r\nname: x\r\n"));
+        let text = "image: 'old'";
+        let (_, new) = pin_text(text, NEW, Path::new("t.yaml")).unwrap();
+        assert_eq!(new, format!("image: '{NEW}'"));
+    }
+
+    #[test]
+    fn ambiguous_or_odd_files_are_refused() {
+        let two = "a:\n  image: x\nb:\n  image: y\n";
+        assert!(pin_text(two, NEW, Path::new("t.yaml")).is_err());
+        let none = "name: x\n";
+        assert!(pin_text(none, NEW, Path::new("t.yaml")).is_err());
+        let block = "image: >\n  folded\n";
+        assert!(pin_text(block, NEW, Path::new("t.yaml")).is_err());
+        let broken = "image: [unclosed\n";
+        assert!(pin_text(broken, NEW, Path::new("t.yaml")).is_err());
+    }
+
+    /// The committed template definition mirrors the manifest: the four harness commands,
+    /// HOME and the no-update variables, and it is pinnable.
+    #[test]
+    fn committed_template_mirrors_the_manifest() {
+        let root = repo_root();
+        let path = root.join("template/sandbox0-template.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let doc: Value = serde_yaml::from_str(&text).unwrap();
+        let manifest = Manifest::load(&root.join(MANIFEST_PATH)).unwrap();
+        let harnesses = doc["harnesses"].as_mapping().expect("harnesses map");
+        assert_eq!(harnesses.len(), manifest.harnesses.len());
+        for h in &manifest.harnesses {
+            let command: Vec<String> =
+                serde_yaml::from_value(doc["harnesses"][h.name.as_str()]["command"].clone())
+                    .unwrap_or_else(|e| panic!("harness {}: {e}", h.name));
+            assert_eq!(command, h.command, "harness {}", h.name);
+        }
+        for (key, value) in [
+            ("HOME", "/workspace"),
+            ("DISABLE_AUTOUPDATER", "1"),
+            ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+            ("PI_SKIP_VERSION_CHECK", "1"),
+            ("PI_TELEMETRY", "0"),
+        ] {
+            assert_eq!(doc["env"][key].as_str(), Some(value), "env.{key}");
+        }
+        assert_eq!(doc["resources"]["cpu"].as_str(), Some("1"));
+        assert_eq!(doc["resources"]["memory"].as_str(), Some("4Gi"));
+        assert_eq!(doc["resources"]["ephemeralStorage"].as_str(), Some("16Gi"));
+        assert_eq!(doc["workingDir"].as_str(), Some("/workspace"));
+        assert!(doc["mounts"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .any(|m| m["path"].as_str() == Some("/workspace")));
+        pin_text(&text, NEW, &path).expect("the committed template is pinnable");
+    }
 }

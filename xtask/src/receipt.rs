@@ -1,9 +1,1227 @@
-//! Skeleton: filled in by its issue.
+//! Release receipts: what a release contains, how it was decided, and proof it was tested.
+//!
+//! A receipt is one JSON document, `schema_version: 1`, described by the published schema
+//! `schemas/receipt.v1.schema.json`. `cargo xtask receipt write` assembles it from the JSON
+//! outputs of the other commands (resolve, gate, build, smoke, publish) plus the committed
+//! template files; `cargo xtask receipt verify` is what consumers run before trusting one.
+//!
+//! The file name carries the receipt's own digest: `receipt-<tag>-<hex>.json`, where `<hex>` is
+//! the sha256 of the file's bytes exactly as written (the receipt is written once and never
+//! re-serialised, so there is no canonical form to agree on: the bytes are the receipt). The
+//! digest catches truncation and accidental edits; authenticity comes from where the file was
+//! fetched (the immutable GitHub release and its attestation), not from the digest.
+//!
+//! Besides format checks, verification recomputes the multi-arch index digest from the
+//! per-platform records (the index bytes are canonical, see [`crate::publish::index_bytes`]),
+//! so a tampered platform digest is caught even in a receipt whose file name was recomputed.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::flags::ReceiptVerifyArgs;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
 
-pub fn verify_cmd(_args: ReceiptVerifyArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`cargo xtask receipt` is not built yet")
+use crate::flags::{ReceiptVerifyArgs, ReceiptWriteArgs};
+use crate::gate::{GateDecision, Trigger};
+use crate::inventory::INVENTORY_PATH;
+use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
+use crate::publish::{index_bytes, IndexEntry, PublishReport};
+use crate::util::{atomic_write, now_or, print_json, sha256_file, sha256_hex};
+
+/// The receipt format this tool writes and reads.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Where the published JSON Schema of [`SCHEMA_VERSION`] lives in the repository.
+pub const SCHEMA_PATH: &str = "schemas/receipt.v1.schema.json";
+
+/// The release's input files whose sha256 the receipt records: (asset name, repository path).
+/// The asset name is the file's name among the release assets and under `--artifacts DIR`.
+pub const ARTIFACTS: [(&str, &str); 5] = [
+    ("package.json", "template/package.json"),
+    ("package-lock.json", "template/package-lock.json"),
+    ("inventory.json", INVENTORY_PATH),
+    ("Dockerfile", "Dockerfile"),
+    ("manifest.yaml", MANIFEST_PATH),
+];
+
+// ---------------------------------------------------------------------------------------------
+// The receipt, version 1. Strict: an unknown field is a rejection, because a consumer that
+// silently ignored fields could be told something it never checked.
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Receipt {
+    pub schema_version: u32,
+    /// The unique, immutable tag of the multi-arch index.
+    pub release_tag: String,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    /// The git commit the release was built from (40 hex digits).
+    pub source_commit: String,
+    pub trigger: Trigger,
+    pub gate: GateRecord,
+    pub resolver: ResolverRecord,
+    pub node: NodeRecord,
+    /// The template's top-level packages, each with the `latest` it was chosen from.
+    pub packages: Vec<PackageRecord>,
+    /// Every other package in the lockfile.
+    pub dependencies: Vec<DependencyRecord>,
+    pub artifacts: Vec<ArtifactRecord>,
+    /// The platforms the manifest asks for; the receipt is complete only when each one is
+    /// present and passed every smoke check.
+    pub required_platforms: Vec<Platform>,
+    pub platforms: Vec<PlatformRecord>,
+    pub index: IndexRecord,
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateRecord {
+    pub due: bool,
+    pub forced: bool,
+    pub catch_up: bool,
+    pub epoch_day: i64,
+    pub next_due: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResolverRecord {
+    /// Versions and transitive dependencies are no newer than this (RFC 3339).
+    pub cutoff: String,
+    /// The npm registry the lockfile was generated against.
+    pub registry: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeRecord {
+    pub version: String,
+    pub npm: TarballRecord,
+    pub platforms: BTreeMap<Platform, TarballRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TarballRecord {
+    pub package: String,
+    pub version: String,
+    pub integrity: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageRecord {
+    pub name: String,
+    pub version: String,
+    pub integrity: String,
+    /// The registry's `dist-tags.latest` when the version was chosen.
+    pub latest: String,
+    pub published: Option<String>,
+    /// The version locked before this release, when there was one.
+    pub previously_locked: Option<String>,
+    /// The chosen version is lower than the one locked before (an upstream rollback).
+    pub rollback: bool,
+    /// `latest` was not taken (cooldown or platform readiness); see `notes`.
+    pub held_back: bool,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DependencyRecord {
+    pub name: String,
+    pub version: String,
+    pub path: String,
+    pub integrity: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactRecord {
+    /// The file's name among the release assets.
+    pub name: String,
+    /// Its path in the repository at `source_commit`.
+    pub path: String,
+    /// Lowercase hex, no prefix.
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuildMode {
+    Native,
+    Emulated,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlatformRecord {
+    pub platform: Platform,
+    /// As the image config says (the index's platform entry is made from these).
+    pub os: String,
+    pub architecture: String,
+    pub variant: Option<String>,
+    pub build: BuildMode,
+    pub build_id: String,
+    /// The local reference that was built and smoke-tested.
+    pub local_image: String,
+    /// The engine's image id of that local image.
+    pub image_id: String,
+    pub base_image: BaseImageRecord,
+    /// The pushed manifest's digest: the image digest.
+    pub digest: String,
+    pub media_type: String,
+    /// Size of the manifest itself, as the index's descriptor records it.
+    pub manifest_size: u64,
+    pub config_digest: String,
+    /// Uncompressed size of the image as the engine reports it.
+    pub image_size: u64,
+    /// Bytes in the registry: config plus compressed layers.
+    pub pushed_size: u64,
+    pub smoke: SmokeRecord,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaseImageRecord {
+    pub reference: String,
+    pub digest: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmokeRecord {
+    pub passed: bool,
+    pub checks: Vec<SmokeCheck>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SmokeCheck {
+    pub name: String,
+    pub passed: bool,
+    #[serde(default)]
+    pub output: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IndexRecord {
+    pub tag: String,
+    pub digest: String,
+    pub media_type: String,
+    pub size: u64,
+    /// Registry host and repository, e.g. `ghcr.io/sandbox0/coding-agent`.
+    pub repository: String,
+    /// `repository@digest`: what consumers pin.
+    pub reference: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inputs: the JSON outputs of the other commands, read leniently (unknown fields ignored).
+
+/// `cargo xtask resolve --json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ResolveOutput {
+    pub cutoff: String,
+    pub packages: Vec<ResolvedPackage>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ResolvedPackage {
+    pub name: String,
+    pub version: String,
+    pub latest: String,
+    #[serde(default)]
+    pub published: Option<String>,
+    #[serde(default)]
+    pub locked: Option<String>,
+    #[serde(default)]
+    pub rollback: bool,
+    #[serde(default)]
+    pub held_back: bool,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// `cargo xtask build --platform P --json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BuildOutput {
+    pub image: String,
+    pub platform: Platform,
+    pub build_id: String,
+    pub image_id: String,
+    #[serde(default)]
+    pub emulated: bool,
+    pub size: u64,
+    pub base_image: String,
+    pub base_image_id: String,
+}
+
+/// `cargo xtask smoke --image REF --json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SmokeOutput {
+    pub image: String,
+    pub passed: bool,
+    pub checks: Vec<SmokeCheck>,
+}
+
+/// `template/inventory.json`, only the fields the receipt copies (the inventory module owns
+/// the full, strict format; a receipt must not break when it gains a field).
+#[derive(Debug, Clone, Deserialize)]
+pub struct InventoryInput {
+    pub cutoff: String,
+    pub registry: String,
+    pub node: InventoryNode,
+    pub packages: Vec<InventoryPackageInput>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct InventoryNode {
+    pub version: String,
+    pub platforms: BTreeMap<Platform, InventoryTarball>,
+    pub npm: InventoryTarball,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct InventoryTarball {
+    pub package: String,
+    pub version: String,
+    pub integrity: String,
+}
+
+impl From<&InventoryTarball> for TarballRecord {
+    fn from(t: &InventoryTarball) -> TarballRecord {
+        TarballRecord {
+            package: t.package.clone(),
+            version: t.version.clone(),
+            integrity: t.integrity.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct InventoryPackageInput {
+    pub name: String,
+    pub version: String,
+    pub path: String,
+    pub top_level: bool,
+    pub integrity: String,
+}
+
+/// Everything `receipt write` assembles a receipt from; [`assemble`] is pure over it.
+pub struct ReceiptInputs {
+    pub release_tag_override: Option<String>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub source_commit: String,
+    pub gate: GateDecision,
+    pub resolve: ResolveOutput,
+    pub inventory: InventoryInput,
+    pub manifest: Manifest,
+    /// (asset name, repository path, sha256 hex)
+    pub artifacts: Vec<(String, String, String)>,
+    pub builds: Vec<BuildOutput>,
+    pub smokes: Vec<SmokeOutput>,
+    pub publish: PublishReport,
+}
+
+/// Joins the inputs into a receipt and decides `complete`. Errors are wiring mistakes
+/// (inputs that do not belong together); a failed smoke check is not an error but an
+/// incomplete receipt.
+pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
+    let ReceiptInputs {
+        release_tag_override,
+        created_at,
+        source_commit,
+        gate,
+        resolve,
+        inventory,
+        manifest,
+        artifacts,
+        builds,
+        smokes,
+        publish,
+    } = inputs;
+
+    let Some(published) = publish.index.clone() else {
+        bail!("the publish output has no `index`: run `cargo xtask publish` with --tag");
+    };
+    if publish.dry_run {
+        bail!("the publish output comes from a --dry-run: nothing was published");
+    }
+    let index = IndexRecord {
+        tag: published.tag,
+        digest: published.digest,
+        media_type: published.media_type,
+        size: published.size,
+        repository: published.repository,
+        reference: published.reference,
+    };
+    let release_tag = release_tag_override.unwrap_or_else(|| index.tag.clone());
+    if release_tag != index.tag {
+        bail!(
+            "--tag {release_tag} differs from the published index's tag {}",
+            index.tag
+        );
+    }
+    if resolve.cutoff != inventory.cutoff {
+        bail!(
+            "the resolve output's cutoff {} differs from {INVENTORY_PATH}'s cutoff {}: the \
+             lockfile was not written from this resolution (run `cargo xtask lock`)",
+            resolve.cutoff,
+            inventory.cutoff
+        );
+    }
+
+    let mut packages = Vec::new();
+    for spec in &manifest.packages {
+        let resolved = resolve
+            .packages
+            .iter()
+            .find(|p| p.name == spec.name)
+            .with_context(|| format!("the resolve output has no package `{}`", spec.name))?;
+        let locked = inventory
+            .packages
+            .iter()
+            .find(|p| p.top_level && p.name == spec.name)
+            .with_context(|| {
+                format!("{INVENTORY_PATH} has no top-level package `{}`", spec.name)
+            })?;
+        if locked.version != resolved.version {
+            bail!(
+                "package `{}`: resolve chose {} but {INVENTORY_PATH} locks {}; run `cargo xtask \
+                 lock` so the lockfile matches the resolution",
+                spec.name,
+                resolved.version,
+                locked.version
+            );
+        }
+        packages.push(PackageRecord {
+            name: spec.name.clone(),
+            version: resolved.version.clone(),
+            integrity: locked.integrity.clone(),
+            latest: resolved.latest.clone(),
+            published: resolved.published.clone(),
+            previously_locked: resolved.locked.clone(),
+            rollback: resolved.rollback,
+            held_back: resolved.held_back,
+            notes: resolved.notes.clone(),
+        });
+    }
+    let dependencies = inventory
+        .packages
+        .iter()
+        .filter(|p| !p.top_level)
+        .map(|p| DependencyRecord {
+            name: p.name.clone(),
+            version: p.version.clone(),
+            path: p.path.clone(),
+            integrity: p.integrity.clone(),
+        })
+        .collect();
+
+    let pushed: BTreeMap<Platform, _> = publish.platforms.iter().map(|p| (p.platform, p)).collect();
+    let mut platforms = Vec::new();
+    let mut seen = BTreeSet::new();
+    for build in &builds {
+        if !seen.insert(build.platform) {
+            bail!("two build outputs are for {}", build.platform);
+        }
+        let pushed = pushed.get(&build.platform).with_context(|| {
+            format!(
+                "{} was built ({}) but the publish output has no image for it",
+                build.platform, build.image
+            )
+        })?;
+        if pushed.image_id != build.image_id {
+            bail!(
+                "{}: the published image {} ({}) is not the built image {} ({})",
+                build.platform,
+                pushed.image,
+                pushed.image_id,
+                build.image,
+                build.image_id
+            );
+        }
+        let smoke = smokes
+            .iter()
+            .find(|s| s.image == build.image || s.image == build.image_id)
+            .with_context(|| {
+                format!(
+                    "no smoke output is for the {} image {}: run `cargo xtask smoke --image {} \
+                     --json` and pass it with --smoke",
+                    build.platform, build.image, build.image
+                )
+            })?;
+        platforms.push(PlatformRecord {
+            platform: build.platform,
+            os: pushed.os.clone(),
+            architecture: pushed.architecture.clone(),
+            variant: pushed.variant.clone(),
+            build: if build.emulated {
+                BuildMode::Emulated
+            } else {
+                BuildMode::Native
+            },
+            build_id: build.build_id.clone(),
+            local_image: build.image.clone(),
+            image_id: build.image_id.clone(),
+            base_image: BaseImageRecord {
+                reference: build.base_image.clone(),
+                digest: build.base_image_id.clone(),
+            },
+            digest: pushed.digest.clone(),
+            media_type: pushed.media_type.clone(),
+            manifest_size: pushed.manifest_size,
+            config_digest: pushed.config_digest.clone(),
+            image_size: build.size,
+            pushed_size: pushed.size,
+            smoke: SmokeRecord {
+                passed: smoke.passed,
+                checks: smoke.checks.clone(),
+            },
+        });
+    }
+    for p in &publish.platforms {
+        if !seen.contains(&p.platform) {
+            bail!(
+                "the publish output has an image for {} ({}) but no build output was given for it",
+                p.platform,
+                p.image
+            );
+        }
+    }
+    platforms.sort_by_key(|p| p.platform);
+
+    let node = NodeRecord {
+        version: inventory.node.version.clone(),
+        npm: (&inventory.node.npm).into(),
+        platforms: inventory
+            .node
+            .platforms
+            .iter()
+            .map(|(p, t)| (*p, t.into()))
+            .collect(),
+    };
+
+    let mut receipt = Receipt {
+        schema_version: SCHEMA_VERSION,
+        release_tag,
+        created_at: created_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        source_commit,
+        trigger: gate.trigger,
+        gate: GateRecord {
+            due: gate.due,
+            forced: gate.forced,
+            catch_up: gate.catch_up,
+            epoch_day: gate.epoch_day,
+            next_due: gate.next_due,
+            reason: gate.reason,
+        },
+        resolver: ResolverRecord {
+            cutoff: resolve.cutoff,
+            registry: inventory.registry.clone(),
+        },
+        node,
+        packages,
+        dependencies,
+        artifacts: artifacts
+            .into_iter()
+            .map(|(name, path, sha256)| ArtifactRecord { name, path, sha256 })
+            .collect(),
+        required_platforms: manifest.platforms.clone(),
+        platforms,
+        index,
+        complete: false,
+    };
+    let index_problems: Vec<_> = index_digest_problems(&receipt);
+    if let Some(p) = index_problems.first() {
+        bail!(
+            "the publish output does not hold together: {}: {}",
+            p.field,
+            p.problem
+        );
+    }
+    receipt.complete = completeness_problems(&receipt).is_empty();
+    Ok(receipt)
+}
+
+/// The bytes of a receipt file: pretty JSON and a final newline. Hashed as they are.
+pub fn receipt_bytes(receipt: &Receipt) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(receipt).expect("a receipt always serialises");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// `receipt-<tag>-<sha256 hex of the file's bytes>.json`.
+pub fn receipt_file_name(tag: &str, sha256_hex: &str) -> String {
+    format!("receipt-{tag}-{sha256_hex}.json")
+}
+
+/// Splits a receipt file name into (tag, digest hex).
+pub fn parse_receipt_file_name(name: &str) -> Option<(&str, &str)> {
+    let stem = name.strip_prefix("receipt-")?.strip_suffix(".json")?;
+    let (tag, hex) = stem.rsplit_once('-')?;
+    (!tag.is_empty()).then_some((tag, hex))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verification: pure over (file name, bytes, artifact digests).
+
+/// One reason a receipt is rejected, naming the field it is about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    pub field: String,
+    pub problem: String,
+}
+
+fn problem(field: impl Into<String>, text: impl Into<String>) -> Problem {
+    Problem {
+        field: field.into(),
+        problem: text.into(),
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Verification {
+    pub file: String,
+    pub valid: bool,
+    /// sha256 of the file's bytes.
+    pub sha256: String,
+    pub release_tag: Option<String>,
+    pub reference: Option<String>,
+    pub complete: Option<bool>,
+    pub problems: Vec<Problem>,
+    #[serde(skip)]
+    pub receipt: Option<Receipt>,
+}
+
+/// `sha256:` and 64 lowercase hex digits.
+pub fn is_sha256_digest(text: &str) -> bool {
+    text.strip_prefix("sha256:").is_some_and(is_sha256_hex)
+}
+
+pub fn is_sha256_hex(text: &str) -> bool {
+    text.len() == 64
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// An OCI tag: `[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`.
+pub fn is_valid_tag(tag: &str) -> bool {
+    let mut bytes = tag.bytes();
+    match bytes.next() {
+        Some(b) if b.is_ascii_alphanumeric() || b == b'_' => {}
+        _ => return false,
+    }
+    tag.len() <= 128 && bytes.all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+/// Verifies a receipt. `artifacts` maps an artifact's asset name to the sha256 of the file
+/// found for it (`None`: no such file), when the caller was given the release's files.
+pub fn verify(
+    file_name: &str,
+    bytes: &[u8],
+    artifacts: Option<&BTreeMap<String, Option<String>>>,
+) -> Verification {
+    let sha256 = sha256_hex(bytes);
+    let mut v = Verification {
+        file: file_name.to_string(),
+        valid: false,
+        sha256: sha256.clone(),
+        release_tag: None,
+        reference: None,
+        complete: None,
+        problems: Vec::new(),
+        receipt: None,
+    };
+
+    let named = parse_receipt_file_name(file_name);
+    match named {
+        None => v.problems.push(problem(
+            "file name",
+            format!("`{file_name}` is not `receipt-<tag>-<sha256 hex>.json`, so the receipt's own digest is unknown"),
+        )),
+        Some((_, hex)) if hex != sha256 => v.problems.push(problem(
+            "file name",
+            format!("the file's sha256 is {sha256}, not the {hex} its name claims: the receipt was changed or truncated"),
+        )),
+        Some(_) => {}
+    }
+
+    let value: serde_json::Value = match serde_json::from_slice(bytes) {
+        Ok(value) => value,
+        Err(e) => {
+            v.problems.push(problem(
+                "(document)",
+                format!("not valid JSON ({e}); the file is truncated or not a receipt"),
+            ));
+            return v;
+        }
+    };
+    match value.get("schema_version") {
+        None => {
+            v.problems
+                .push(problem("schema_version", "missing; every receipt has one"));
+            return v;
+        }
+        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(u64::from(SCHEMA_VERSION)) => {}
+        Some(other) => {
+            v.problems.push(problem(
+                "schema_version",
+                format!(
+                    "{other} is not a schema version this tool reads (it reads {SCHEMA_VERSION}); \
+                     update the tool or ask for a version-{SCHEMA_VERSION} receipt"
+                ),
+            ));
+            return v;
+        }
+    }
+    let receipt: Receipt = match serde_json::from_value(value) {
+        Ok(r) => r,
+        Err(e) => {
+            v.problems.push(problem(
+                field_of_serde_error(&e.to_string()),
+                format!("does not match receipt schema version {SCHEMA_VERSION}: {e}"),
+            ));
+            return v;
+        }
+    };
+    v.release_tag = Some(receipt.release_tag.clone());
+    v.reference = Some(receipt.index.reference.clone());
+    v.complete = Some(receipt.complete);
+
+    v.problems.extend(format_problems(&receipt));
+    if let Some((tag, _)) = named {
+        if tag != receipt.release_tag {
+            v.problems.push(problem(
+                "release_tag",
+                format!(
+                    "`{}` differs from the tag `{tag}` in the file name",
+                    receipt.release_tag
+                ),
+            ));
+        }
+    }
+    v.problems.extend(index_digest_problems(&receipt));
+    let completeness = completeness_problems(&receipt);
+    if !receipt.complete {
+        v.problems.push(problem(
+            "complete",
+            "is false: the release did not pass every check on every platform and must not be used",
+        ));
+    } else if !completeness.is_empty() {
+        v.problems.push(problem(
+            "complete",
+            "is true, but the receipt's own records say otherwise (see the other problems)",
+        ));
+    }
+    v.problems.extend(completeness);
+    if let Some(found) = artifacts {
+        v.problems.extend(artifact_problems(&receipt, found));
+    }
+    v.valid = v.problems.is_empty();
+    v.receipt = Some(receipt);
+    v
+}
+
+/// serde's messages name the field in backticks ("missing field `x`", "unknown field `x`").
+fn field_of_serde_error(message: &str) -> String {
+    message
+        .split('`')
+        .nth(1)
+        .filter(|f| !f.is_empty())
+        .unwrap_or("(document)")
+        .to_string()
+}
+
+fn format_problems(r: &Receipt) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if !is_valid_tag(&r.release_tag) {
+        out.push(problem(
+            "release_tag",
+            format!("`{}` is not a valid OCI tag", r.release_tag),
+        ));
+    }
+    if chrono::DateTime::parse_from_rfc3339(&r.created_at).is_err() {
+        out.push(problem(
+            "created_at",
+            format!("`{}` is not an RFC 3339 time", r.created_at),
+        ));
+    }
+    if chrono::DateTime::parse_from_rfc3339(&r.resolver.cutoff).is_err() {
+        out.push(problem(
+            "resolver.cutoff",
+            format!("`{}` is not an RFC 3339 time", r.resolver.cutoff),
+        ));
+    }
+    if !(r.source_commit.len() == 40 && r.source_commit.bytes().all(|b| b.is_ascii_hexdigit())) {
+        out.push(problem(
+            "source_commit",
+            format!("`{}` is not a 40-digit git commit id", r.source_commit),
+        ));
+    }
+    if (r.trigger == Trigger::Forced) != r.gate.forced {
+        out.push(problem(
+            "trigger",
+            format!("is {:?} but gate.forced is {}", r.trigger, r.gate.forced),
+        ));
+    }
+    if !r.gate.due {
+        out.push(problem(
+            "gate.due",
+            "is false: the gate did not let this run through",
+        ));
+    }
+    if r.packages.is_empty() {
+        out.push(problem("packages", "is empty"));
+    }
+    for (i, p) in r.packages.iter().enumerate() {
+        if !p.integrity.starts_with("sha512-") {
+            out.push(problem(
+                format!("packages[{i}].integrity"),
+                format!("`{}` of {} is not a sha512 integrity", p.integrity, p.name),
+            ));
+        }
+    }
+    let mut names = BTreeSet::new();
+    for (i, a) in r.artifacts.iter().enumerate() {
+        if !is_sha256_hex(&a.sha256) {
+            out.push(problem(
+                format!("artifacts[{i}].sha256"),
+                format!(
+                    "`{}` of {} is not 64 lowercase hex digits",
+                    a.sha256, a.name
+                ),
+            ));
+        }
+        if !names.insert(a.name.as_str()) {
+            out.push(problem(
+                format!("artifacts[{i}].name"),
+                format!("`{}` is listed twice", a.name),
+            ));
+        }
+    }
+    for (name, _) in ARTIFACTS {
+        if !names.contains(name) {
+            out.push(problem("artifacts", format!("has no entry for `{name}`")));
+        }
+    }
+    for (i, p) in r.platforms.iter().enumerate() {
+        for (field, value) in [
+            ("digest", &p.digest),
+            ("config_digest", &p.config_digest),
+            ("image_id", &p.image_id),
+            ("base_image.digest", &p.base_image.digest),
+        ] {
+            if !is_sha256_digest(value) {
+                out.push(problem(
+                    format!("platforms[{i}].{field}"),
+                    format!(
+                        "`{value}` ({}) is not `sha256:` followed by 64 lowercase hex digits",
+                        p.platform
+                    ),
+                ));
+            }
+        }
+        if p.architecture != p.platform.arch() || p.os != "linux" {
+            out.push(problem(
+                format!("platforms[{i}].architecture"),
+                format!(
+                    "the image says {}/{}, the record is for {}",
+                    p.os, p.architecture, p.platform
+                ),
+            ));
+        }
+    }
+    if !is_sha256_digest(&r.index.digest) {
+        out.push(problem(
+            "index.digest",
+            format!(
+                "`{}` is not `sha256:` followed by 64 lowercase hex digits",
+                r.index.digest
+            ),
+        ));
+    }
+    if r.index.tag != r.release_tag {
+        out.push(problem(
+            "index.tag",
+            format!(
+                "`{}` differs from release_tag `{}`",
+                r.index.tag, r.release_tag
+            ),
+        ));
+    }
+    let expected_reference = format!("{}@{}", r.index.repository, r.index.digest);
+    if r.index.reference != expected_reference {
+        out.push(problem(
+            "index.reference",
+            format!(
+                "`{}` is not `{expected_reference}` (repository@digest)",
+                r.index.reference
+            ),
+        ));
+    }
+    out
+}
+
+/// The index digest must be the digest of the canonical index made from the platform records.
+fn index_digest_problems(r: &Receipt) -> Vec<Problem> {
+    let entries: Vec<IndexEntry> = r
+        .platforms
+        .iter()
+        .map(|p| IndexEntry {
+            platform: p.platform,
+            os: p.os.clone(),
+            architecture: p.architecture.clone(),
+            variant: p.variant.clone(),
+            digest: p.digest.clone(),
+            media_type: p.media_type.clone(),
+            size: p.manifest_size,
+        })
+        .collect();
+    let bytes = match index_bytes(&entries) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return vec![problem(
+                "platforms",
+                format!("cannot form the image index from the platform records: {e:#}"),
+            )]
+        }
+    };
+    let expected = format!("sha256:{}", sha256_hex(&bytes));
+    let mut out = Vec::new();
+    if r.index.digest != expected {
+        out.push(problem(
+            "index.digest",
+            format!(
+                "is {}, but the index of the recorded platform digests is {expected}: a platform \
+                 digest or the index digest was changed",
+                r.index.digest
+            ),
+        ));
+    }
+    if r.index.size != bytes.len() as u64 {
+        out.push(problem(
+            "index.size",
+            format!(
+                "is {}, but the index of the recorded platforms is {} bytes",
+                r.index.size,
+                bytes.len()
+            ),
+        ));
+    }
+    out
+}
+
+/// Why a receipt is not complete; empty when every required platform is present once and
+/// passed every smoke check.
+pub fn completeness_problems(r: &Receipt) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let mut required: BTreeSet<Platform> = r.required_platforms.iter().copied().collect();
+    // The template is published for both platforms; a receipt cannot opt out of one.
+    required.extend(Platform::ALL);
+    let mut seen = BTreeSet::new();
+    for (i, p) in r.platforms.iter().enumerate() {
+        if !seen.insert(p.platform) {
+            out.push(problem(
+                format!("platforms[{i}].platform"),
+                format!("{} is recorded twice", p.platform),
+            ));
+        }
+        if p.smoke.checks.is_empty() {
+            out.push(problem(
+                format!("platforms[{i}].smoke.checks"),
+                format!("{} has no smoke checks: it was never tested", p.platform),
+            ));
+        }
+        for (j, check) in p.smoke.checks.iter().enumerate() {
+            if !check.passed {
+                out.push(problem(
+                    format!("platforms[{i}].smoke.checks[{j}].passed"),
+                    format!("{}: smoke check `{}` failed", p.platform, check.name),
+                ));
+            }
+        }
+        if !p.smoke.passed {
+            out.push(problem(
+                format!("platforms[{i}].smoke.passed"),
+                format!("{} did not pass its smoke test", p.platform),
+            ));
+        }
+    }
+    for platform in required {
+        if !seen.contains(&platform) {
+            out.push(problem(
+                "platforms",
+                format!("{platform} is missing; every release carries both platforms"),
+            ));
+        }
+    }
+    out
+}
+
+fn artifact_problems(r: &Receipt, found: &BTreeMap<String, Option<String>>) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for (i, a) in r.artifacts.iter().enumerate() {
+        match found.get(&a.name) {
+            None | Some(None) => out.push(problem(
+                format!("artifacts[{i}]"),
+                format!("`{}` is not among the artifact files", a.name),
+            )),
+            Some(Some(actual)) if *actual != a.sha256 => out.push(problem(
+                format!("artifacts[{i}].sha256"),
+                format!(
+                    "`{}` has sha256 {actual}, the receipt says {}",
+                    a.name, a.sha256
+                ),
+            )),
+            Some(Some(_)) => {}
+        }
+    }
+    out
+}
+
+/// Reads and verifies a receipt file; `artifacts_dir` holds the release's artifact files.
+pub fn verify_file(path: &Path, artifacts_dir: Option<&Path>) -> Result<Verification> {
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("cannot read the receipt {}", path.display()))?;
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let found = match artifacts_dir {
+        None => None,
+        Some(dir) => {
+            // Only the names the receipt lists are looked up; a name with a path separator
+            // would escape the directory and is treated as missing.
+            let names: Vec<String> = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .and_then(|v| v.get("artifacts").cloned())
+                .and_then(|a| serde_json::from_value::<Vec<ArtifactRecord>>(a).ok())
+                .map(|a| a.into_iter().map(|a| a.name).collect())
+                .unwrap_or_default();
+            let mut found = BTreeMap::new();
+            for name in names {
+                let digest = if name.contains('/') || name.contains("..") {
+                    None
+                } else {
+                    let file = dir.join(&name);
+                    if file.is_file() {
+                        Some(sha256_file(&file)?)
+                    } else {
+                        None
+                    }
+                };
+                found.insert(name, digest);
+            }
+            Some(found)
+        }
+    };
+    let mut v = verify(&file_name, &bytes, found.as_ref());
+    v.file = path.display().to_string();
+    Ok(v)
+}
+
+pub fn verify_cmd(args: ReceiptVerifyArgs) -> Result<ExitCode> {
+    let v = verify_file(&args.file, args.artifacts.as_deref())?;
+    if args.json {
+        print_json(&v)?;
+    } else if v.valid {
+        println!(
+            "{}: valid, complete; pin {}",
+            v.file,
+            v.reference.as_deref().unwrap_or("?")
+        );
+    } else {
+        eprintln!("{}: rejected", v.file);
+    }
+    if !v.valid {
+        for p in &v.problems {
+            eprintln!("  {}: {}", p.field, p.problem);
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+// ---------------------------------------------------------------------------------------------
+// `receipt write`
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{}: not the JSON that {what} prints", path.display()))
+}
+
+fn source_commit(root: &Path) -> Result<String> {
+    if let Ok(sha) = std::env::var("GITHUB_SHA") {
+        if !sha.is_empty() {
+            return Ok(sha);
+        }
+    }
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .context("cannot run git to find the source commit; pass --source-commit")?;
+    if !out.status.success() {
+        bail!(
+            "`git rev-parse HEAD` failed in {}: {}; pass --source-commit",
+            root.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+#[derive(Serialize)]
+struct WriteReport<'a> {
+    path: String,
+    sha256: String,
+    release_tag: &'a str,
+    reference: &'a str,
+    complete: bool,
+    problems: Vec<Problem>,
+}
+
+pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
+    let root = repo_root();
+    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+    let inventory: InventoryInput = read_json(&root.join(INVENTORY_PATH), "package inventory")?;
+    let mut artifacts = Vec::new();
+    for (name, path) in ARTIFACTS {
+        let file = root.join(path);
+        let digest = sha256_file(&file)
+            .with_context(|| format!("artifact `{name}` ({path}) is needed for the receipt"))?;
+        artifacts.push((name.to_string(), path.to_string(), digest));
+    }
+    let inputs = ReceiptInputs {
+        release_tag_override: args.tag.clone(),
+        created_at: now_or(args.now.as_deref())?,
+        source_commit: match &args.source_commit {
+            Some(sha) => sha.clone(),
+            None => source_commit(&root)?,
+        },
+        gate: read_json(&args.gate, "`cargo xtask gate --json` output")?,
+        resolve: read_json(&args.resolve, "`cargo xtask resolve --json` output")?,
+        inventory,
+        manifest,
+        artifacts,
+        builds: args
+            .builds
+            .iter()
+            .map(|p| read_json(p, "`cargo xtask build --json` output"))
+            .collect::<Result<_>>()?,
+        smokes: args
+            .smokes
+            .iter()
+            .map(|p| read_json(p, "`cargo xtask smoke --json` output"))
+            .collect::<Result<_>>()?,
+        publish: read_json(&args.publish, "`cargo xtask publish --json` output")?,
+    };
+    let receipt = assemble(inputs)?;
+    let bytes = receipt_bytes(&receipt);
+    let digest = sha256_hex(&bytes);
+    let out_dir = args
+        .out_dir
+        .clone()
+        .unwrap_or_else(|| root.join("target/xtask/receipts"));
+    let path: PathBuf = out_dir.join(receipt_file_name(&receipt.release_tag, &digest));
+    atomic_write(&path, &bytes)?;
+
+    // Read back what is on disk and verify it as a consumer would.
+    let check = verify_file(&path, None)?;
+    let report = WriteReport {
+        path: path.display().to_string(),
+        sha256: digest,
+        release_tag: &receipt.release_tag,
+        reference: &receipt.index.reference,
+        complete: receipt.complete,
+        problems: check.problems,
+    };
+    if args.json {
+        print_json(&report)?;
+    } else {
+        println!("{}", report.path);
+    }
+    if !receipt.complete {
+        eprintln!("the receipt is written but incomplete; consumers will reject it:");
+        for p in &report.problems {
+            eprintln!("  {}: {}", p.field, p.problem);
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+    if !report.problems.is_empty() {
+        for p in &report.problems {
+            eprintln!("  {}: {}", p.field, p.problem);
+        }
+        bail!("the receipt written to {} does not verify", report.path);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_round_trip_with_dashes_in_the_tag() {
+        let hex = "a".repeat(64);
+        let name = receipt_file_name("2026-11-30-abc1234", &hex);
+        assert_eq!(
+            parse_receipt_file_name(&name),
+            Some(("2026-11-30-abc1234", hex.as_str()))
+        );
+        assert_eq!(parse_receipt_file_name("receipt.json"), None);
+        assert_eq!(parse_receipt_file_name("receipt--x.json"), None);
+    }
+
+    #[test]
+    fn digest_formats() {
+        assert!(is_sha256_digest(&format!("sha256:{}", "0f".repeat(32))));
+        assert!(!is_sha256_digest(&format!("sha256:{}", "0F".repeat(32))));
+        assert!(!is_sha256_digest(&format!("sha512:{}", "0f".repeat(32))));
+        assert!(!is_sha256_digest(&format!("sha256:{}", "0f".repeat(31))));
+        assert!(!is_sha256_digest(&"0f".repeat(32)));
+    }
+
+    #[test]
+    fn tags() {
+        assert!(is_valid_tag("2026-11-30.1_a"));
+        assert!(!is_valid_tag("-x"));
+        assert!(!is_valid_tag(""));
+        assert!(!is_valid_tag("a/b"));
+        assert!(!is_valid_tag(&"a".repeat(129)));
+    }
+
+    #[test]
+    fn serde_field_names_are_extracted() {
+        assert_eq!(
+            field_of_serde_error("missing field `index` at line 3 column 1"),
+            "index"
+        );
+        assert_eq!(field_of_serde_error("expected value"), "(document)");
+    }
+
+    #[test]
+    fn garbage_and_truncation_are_rejected_with_a_field() {
+        let v = verify("receipt-x-00.json", b"{\"schema_version\": 1, \"rel", None);
+        assert!(!v.valid);
+        assert!(v.problems.iter().any(|p| p.field == "(document)"));
+        assert!(v.problems.iter().any(|p| p.field == "file name"));
+        let v = verify("receipt-x-00.json", b"{\"schema_version\": 2}", None);
+        assert!(v.problems.iter().any(|p| p.field == "schema_version"));
+        let v = verify("receipt-x-00.json", b"{\"schema_version\": 1}", None);
+        assert!(
+            v.problems.iter().any(|p| p.field == "release_tag"),
+            "{:?}",
+            v.problems
+        );
+    }
 }

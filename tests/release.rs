@@ -1,0 +1,824 @@
+//! End-to-end tests of the release side, driving the real `xtask` binary: `publish` against a
+//! real local OCI registry (Debian's docker-registry, started by `scripts/local-registry.sh`)
+//! with small real images loaded into the Docker engine, then `receipt write`, `receipt
+//! verify`, `pin` and `gate` on what was published.
+//!
+//! These tests need the Docker engine and the docker-registry package. When either is missing
+//! they fail, with a message to run `scripts/setup-host.sh`; they never skip.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn xtask() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    // Registry credentials of the developer's machine must not leak into the tests.
+    cmd.env_remove("XTASK_REGISTRY_USERNAME")
+        .env_remove("XTASK_REGISTRY_PASSWORD")
+        .env_remove("XTASK_OCI_REGISTRY")
+        .env_remove("XTASK_OCI_REPOSITORY")
+        .env_remove("GITHUB_OUTPUT")
+        .env_remove("GITHUB_SHA");
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("cannot run the xtask binary");
+    eprintln!(
+        "$ {cmd:?}\n--- status {}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn stdout_json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// The local registry's address, started once per test binary (idempotent across runs).
+fn registry() -> &'static str {
+    static ADDR: OnceLock<String> = OnceLock::new();
+    ADDR.get_or_init(|| {
+        let out = Command::new("bash")
+            .arg(repo_root().join("scripts/local-registry.sh"))
+            .arg("start")
+            .output()
+            .expect("cannot run bash");
+        assert!(
+            out.status.success(),
+            "the local registry did not start: {}\nrun scripts/setup-host.sh (it installs \
+             docker-registry) and try again",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    })
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn docker() -> bollard::Docker {
+    let docker = bollard::Docker::connect_with_defaults()
+        .expect("cannot connect to the Docker engine: run scripts/setup-host.sh");
+    runtime()
+        .block_on(docker.negotiate_version())
+        .expect("the Docker engine does not answer: run scripts/setup-host.sh to start it")
+}
+
+/// Loads a one-layer image with `content` in `/hello.txt` and the given architecture into the
+/// engine as `tag` (a `docker load` of a hand-made archive: `docker import` cannot record a
+/// foreign architecture). Returns the engine's image id.
+fn load_image(tag: &str, arch: &str, content: &str) -> String {
+    let mut layer = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(content.len() as u64);
+    header.set_mode(0o644);
+    header.set_mtime(0);
+    layer
+        .append_data(&mut header, "hello.txt", content.as_bytes())
+        .unwrap();
+    let layer = layer.into_inner().unwrap();
+    let config = json!({
+        "architecture": arch,
+        "os": "linux",
+        "config": {"Env": ["HOME=/workspace"], "WorkingDir": "/workspace"},
+        "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{}", sha256_hex(&layer))]},
+        "history": [{"created_by": "tests/release.rs"}],
+    })
+    .to_string();
+    let config_hex = sha256_hex(config.as_bytes());
+    let manifest = json!([{
+        "Config": format!("{config_hex}.json"),
+        "RepoTags": [tag],
+        "Layers": [format!("{config_hex}/layer.tar")],
+    }])
+    .to_string();
+    let mut archive = tar::Builder::new(Vec::new());
+    for (name, data) in [
+        (format!("{config_hex}/layer.tar"), layer.as_slice()),
+        (format!("{config_hex}.json"), config.as_bytes()),
+        ("manifest.json".to_string(), manifest.as_bytes()),
+    ] {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        archive.append_data(&mut h, name, data).unwrap();
+    }
+    let archive = archive.into_inner().unwrap();
+
+    let docker = docker();
+    runtime().block_on(async {
+        use futures_util::StreamExt;
+        let mut stream = docker.import_image(
+            bollard::query_parameters::ImportImageOptionsBuilder::default()
+                .quiet(true)
+                .build(),
+            bollard::body_full(archive.into()),
+            None,
+        );
+        while let Some(item) = stream.next().await {
+            let info = item.expect("docker load failed");
+            assert!(info.error_detail.is_none(), "docker load: {info:?}");
+        }
+        let inspect = docker.inspect_image(tag).await.expect("loaded image");
+        assert_eq!(inspect.architecture.as_deref(), Some(arch));
+        inspect.id.unwrap()
+    })
+}
+
+/// `GET /v2/<repo>/manifests/<reference>` on the local registry: (status, body sha256).
+fn registry_manifest(repository: &str, reference: &str) -> (u16, String) {
+    let url = format!(
+        "http://{}/v2/{repository}/manifests/{reference}",
+        registry()
+    );
+    runtime().block_on(async {
+        let response = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap()
+            .get(&url)
+            .header(
+                "Accept",
+                "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json",
+            )
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        let status = response.status().as_u16();
+        let body = response.bytes().await.unwrap();
+        (status, format!("sha256:{}", sha256_hex(&body)))
+    })
+}
+
+fn is_digest(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| {
+        s.strip_prefix("sha256:")
+            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    })
+}
+
+fn publish(repository: &str, args: &[&str]) -> Output {
+    run(xtask()
+        .arg("publish")
+        .args([
+            "--oci-registry",
+            registry(),
+            "--repository",
+            repository,
+            "--json",
+        ])
+        .args(args))
+}
+
+#[test]
+fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
+    let repository = unique("xtask-test/publish").to_lowercase();
+    let salt = unique("content");
+    let amd64 = format!("xtask-test-publish:amd64-{}", std::process::id());
+    let arm64 = format!("xtask-test-publish:arm64-{}", std::process::id());
+    let amd64_id = load_image(&amd64, "amd64", &format!("amd64 {salt}"));
+    load_image(&arm64, "arm64", &format!("arm64 {salt}"));
+    let images = [
+        "--image".to_string(),
+        format!("linux/amd64={amd64}"),
+        "--image".to_string(),
+        format!("linux/arm64={arm64}"),
+    ];
+    let images: Vec<&str> = images.iter().map(String::as_str).collect();
+
+    // A dry run digests everything and writes nothing.
+    let dry = publish(
+        &repository,
+        &[&images[..], &["--tag", "r1", "--dry-run"]].concat(),
+    );
+    assert!(dry.status.success());
+    let dry = stdout_json(&dry);
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(registry_manifest(&repository, "r1").0, 404);
+    assert_eq!(
+        registry_manifest(&repository, dry["platforms"][0]["digest"].as_str().unwrap()).0,
+        404
+    );
+
+    // First publish: both platforms by digest, then the index under the tag.
+    let first = publish(&repository, &[&images[..], &["--tag", "r1"]].concat());
+    assert!(first.status.success());
+    let first = stdout_json(&first);
+    assert_eq!(first["index"]["noop"], false);
+    assert_eq!(first["index"]["tag"], "r1");
+    let platforms = first["platforms"].as_array().unwrap();
+    assert_eq!(platforms.len(), 2);
+    assert_eq!(platforms[0]["platform"], "linux/amd64");
+    assert_eq!(platforms[1]["platform"], "linux/arm64");
+    assert_eq!(platforms[0]["image_id"], amd64_id.as_str());
+    for p in platforms {
+        assert!(
+            is_digest(&p["digest"]) && is_digest(&p["config_digest"]),
+            "{p}"
+        );
+        assert!(p["size"].as_u64().unwrap() > 0);
+        assert!(p["uploaded_bytes"].as_u64().unwrap() > 0, "{p}");
+        // Pushed by digest: the registry serves exactly that manifest.
+        let (status, digest) = registry_manifest(&repository, p["digest"].as_str().unwrap());
+        assert_eq!(
+            (status, digest.as_str()),
+            (200, p["digest"].as_str().unwrap())
+        );
+    }
+    // The dry run predicted exactly these digests: gzip here is deterministic.
+    assert_eq!(dry["platforms"], {
+        let mut p = first["platforms"].clone();
+        for (d, f) in p
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .zip(dry["platforms"].as_array().unwrap())
+        {
+            d["uploaded_bytes"] = f["uploaded_bytes"].clone();
+        }
+        p
+    });
+    assert_eq!(dry["index"]["digest"], first["index"]["digest"]);
+    let index_digest = first["index"]["digest"].as_str().unwrap().to_string();
+    assert!(is_digest(&first["index"]["digest"]));
+    assert_eq!(
+        registry_manifest(&repository, "r1"),
+        (200, index_digest.clone())
+    );
+    assert_eq!(
+        first["index"]["reference"],
+        format!("{}/{repository}@{index_digest}", registry())
+    );
+
+    // Second publish of the same images under the same tag: a no-op.
+    let second = publish(&repository, &[&images[..], &["--tag", "r1"]].concat());
+    assert!(second.status.success());
+    let second = stdout_json(&second);
+    assert_eq!(second["index"]["noop"], true);
+    assert_eq!(second["index"]["digest"], index_digest.as_str());
+    for p in second["platforms"].as_array().unwrap() {
+        assert_eq!(p["uploaded_bytes"], 0, "nothing is uploaded twice: {p}");
+    }
+
+    // Split as the workflow runs it: each platform on its own, then the index from their
+    // outputs. The same images give the same index digest.
+    let dir = tempfile::tempdir().unwrap();
+    for (platform, image) in [("amd64", &amd64), ("arm64", &arm64)] {
+        let out = publish(
+            &repository,
+            &["--image", &format!("linux/{platform}={image}")],
+        );
+        assert!(out.status.success());
+        assert!(stdout_json(&out)["index"].is_null());
+        std::fs::write(dir.path().join(format!("{platform}.json")), &out.stdout).unwrap();
+    }
+    let joined = publish(
+        &repository,
+        &[
+            "--pushed",
+            dir.path().join("amd64.json").to_str().unwrap(),
+            "--pushed",
+            dir.path().join("arm64.json").to_str().unwrap(),
+            "--tag",
+            "r1-split",
+        ],
+    );
+    assert!(joined.status.success());
+    assert_eq!(
+        stdout_json(&joined)["index"]["digest"],
+        index_digest.as_str()
+    );
+
+    // Different content under an existing tag: refused, and the tag is unchanged.
+    let changed = format!("xtask-test-publish:arm64-changed-{}", std::process::id());
+    load_image(&changed, "arm64", &format!("changed {salt}"));
+    let clash = publish(
+        &repository,
+        &[
+            "--image",
+            &format!("linux/amd64={amd64}"),
+            "--image",
+            &format!("linux/arm64={changed}"),
+            "--tag",
+            "r1",
+        ],
+    );
+    assert!(!clash.status.success());
+    let stderr = String::from_utf8_lossy(&clash.stderr);
+    assert!(
+        stderr.contains("tag `r1`") && stderr.contains("immutable"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&index_digest), "{stderr}");
+    assert_eq!(registry_manifest(&repository, "r1"), (200, index_digest));
+
+    // An image whose config is not the platform it is published as is refused.
+    let wrong = publish(&repository, &["--image", &format!("linux/arm64={amd64}")]);
+    assert!(!wrong.status.success());
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("not linux/arm64"));
+
+    // An index lacking a platform needs --partial.
+    let partial = publish(
+        &repository,
+        &["--image", &format!("linux/amd64={amd64}"), "--tag", "r2"],
+    );
+    assert!(!partial.status.success());
+    assert!(String::from_utf8_lossy(&partial.stderr).contains("linux/arm64"));
+    assert_eq!(registry_manifest(&repository, "r2").0, 404);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receipts and the pin, on a real publish.
+
+struct Release {
+    /// Scratch repository root (XTASK_ROOT) holding the template files.
+    root: tempfile::TempDir,
+    inputs: PathBuf,
+    builds: Vec<(String, Value)>,
+    publish: PathBuf,
+}
+
+/// Publishes two tiny images once and writes the JSON the other commands would print about
+/// them; `receipt write` then assembles receipts from these files.
+fn release() -> &'static Release {
+    static RELEASE: OnceLock<Release> = OnceLock::new();
+    RELEASE.get_or_init(|| {
+        let root = tempfile::tempdir().unwrap();
+        for path in [
+            "template/manifest.yaml",
+            "template/inventory.json",
+            "template/package.json",
+            "template/package-lock.json",
+        ] {
+            let to = root.path().join(path);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(repo_root().join(path), &to)
+                .unwrap_or_else(|e| panic!("{path} must exist in the repository: {e}"));
+        }
+        // The receipt only hashes the Dockerfile; a fixture keeps this test independent of it.
+        std::fs::write(
+            root.path().join("Dockerfile"),
+            "# fixture of tests/release.rs\nFROM scratch\n",
+        )
+        .unwrap();
+        let inputs = root.path().join("inputs");
+        std::fs::create_dir_all(&inputs).unwrap();
+
+        let repository = unique("xtask-test/receipt").to_lowercase();
+        let salt = unique("receipt");
+        let mut builds = Vec::new();
+        let mut images = Vec::new();
+        for (arch, emulated) in [("amd64", false), ("arm64", true)] {
+            let tag = format!("xtask-test-receipt:{arch}-{}", std::process::id());
+            let id = load_image(&tag, arch, &format!("{arch} {salt}"));
+            images.push("--image".to_string());
+            images.push(format!("linux/{arch}={tag}"));
+            builds.push((
+                arch.to_string(),
+                json!({
+                    "image": tag,
+                    "platform": format!("linux/{arch}"),
+                    "build_id": sha256_hex(format!("build {arch} {salt}").as_bytes()),
+                    "image_id": id,
+                    "built": true,
+                    "emulated": emulated,
+                    "size": 1234,
+                    "base_image": format!("coding-agent-base:{arch}"),
+                    "base_image_id": format!("sha256:{}", sha256_hex(arch.as_bytes())),
+                    "some_future_field": "ignored",
+                }),
+            ));
+        }
+        let images: Vec<&str> = images.iter().map(String::as_str).collect();
+        let out = publish(
+            &repository,
+            &[&images[..], &["--tag", "2026-11-30.1"]].concat(),
+        );
+        assert!(out.status.success());
+        let publish = inputs.join("publish.json");
+        std::fs::write(&publish, &out.stdout).unwrap();
+
+        // The inventory as `lock` writes it, with the packages of the manifest at fixture
+        // versions (the receipt copies them; it does not judge them).
+        let inventory_path = root.path().join("template/inventory.json");
+        let mut inventory: Value =
+            serde_json::from_slice(&std::fs::read(&inventory_path).unwrap()).unwrap();
+        let manifest: serde_yaml::Value = serde_yaml::from_slice(
+            &std::fs::read(root.path().join("template/manifest.yaml")).unwrap(),
+        )
+        .unwrap();
+        let integrity = |name: &str| {
+            use base64::Engine as _;
+            format!(
+                "sha512-{}",
+                base64::engine::general_purpose::STANDARD.encode(sha2::Sha512::digest(name))
+            )
+        };
+        let mut fixture_packages: Vec<Value> = manifest["packages"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let name = p["name"].as_str().unwrap();
+                json!({"name": name, "version": "1.2.3", "path": format!("node_modules/{name}"),
+                       "top_level": true, "integrity": integrity(name)})
+            })
+            .collect();
+        fixture_packages.push(json!({"name": "dep", "version": "0.1.0",
+            "path": "node_modules/dep", "top_level": false, "integrity": integrity("dep")}));
+        inventory["packages"] = Value::Array(fixture_packages);
+        std::fs::write(&inventory_path, inventory.to_string()).unwrap();
+        let packages: Vec<Value> = inventory["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["top_level"] == true)
+            .map(|p| {
+                json!({
+                    "name": p["name"], "version": p["version"], "latest": p["version"],
+                    "published": "2026-11-20T10:00:00Z", "locked": p["version"],
+                    "rollback": false, "held_back": false, "notes": ["fixture"],
+                })
+            })
+            .collect();
+        std::fs::write(
+            inputs.join("resolve.json"),
+            json!({"cutoff": inventory["cutoff"], "packages": packages}).to_string(),
+        )
+        .unwrap();
+        for (arch, build) in &builds {
+            std::fs::write(inputs.join(format!("build-{arch}.json")), build.to_string()).unwrap();
+        }
+        Release {
+            root,
+            inputs,
+            builds,
+            publish,
+        }
+    })
+}
+
+fn smoke(image: &str, failing: Option<&str>) -> Value {
+    let checks: Vec<Value> = ["versions", "harness codex", "harness pi", "browser"]
+        .iter()
+        .map(|name| json!({"name": name, "passed": Some(*name) != failing, "output": "ok"}))
+        .collect();
+    json!({"image": image, "passed": failing.is_none(), "checks": checks})
+}
+
+/// Runs `receipt write` for the published release, with the amd64 smoke check `failing`
+/// failed when given. Returns (output, receipt path).
+fn write_receipt(out_dir: &Path, failing: Option<&str>) -> (Output, Option<PathBuf>) {
+    let r = release();
+    std::fs::create_dir_all(out_dir).unwrap();
+    let mut cmd = xtask();
+    cmd.env("XTASK_ROOT", r.root.path())
+        .args(["receipt", "write", "--json"])
+        .arg("--gate")
+        .arg(r.inputs.join("gate.json"))
+        .arg("--resolve")
+        .arg(r.inputs.join("resolve.json"))
+        .arg("--publish")
+        .arg(&r.publish)
+        .args(["--source-commit", &"ab12".repeat(10)])
+        .args(["--now", "2026-11-30T06:30:00Z"])
+        .arg("--out-dir")
+        .arg(out_dir);
+    for (arch, build) in &r.builds {
+        let image = build["image"].as_str().unwrap();
+        let smoke_file = out_dir.join(format!("smoke-{arch}.json"));
+        let failing = if arch == "amd64" { failing } else { None };
+        std::fs::write(&smoke_file, smoke(image, failing).to_string()).unwrap();
+        cmd.arg("--build")
+            .arg(r.inputs.join(format!("build-{arch}.json")))
+            .arg("--smoke")
+            .arg(&smoke_file);
+    }
+    let out = run(&mut cmd);
+    let path = serde_json::from_slice::<Value>(&out.stdout)
+        .ok()
+        .and_then(|v| v["path"].as_str().map(PathBuf::from));
+    (out, path)
+}
+
+fn gate_json(now: &str, extra: &[&str]) -> Value {
+    let out = run(xtask().args(["gate", "--json", "--now", now]).args(extra));
+    assert!(out.status.success());
+    stdout_json(&out)
+}
+
+/// Writes `value` as a receipt whose file name carries its true digest (so the rejection
+/// under test is not merely the name).
+fn write_renamed(dir: &Path, tag: &str, value: &Value) -> PathBuf {
+    let mut bytes = serde_json::to_vec_pretty(value).unwrap();
+    bytes.push(b'\n');
+    let path = dir.join(format!("receipt-{tag}-{}.json", sha256_hex(&bytes)));
+    std::fs::write(&path, &bytes).unwrap();
+    path
+}
+
+fn verify(path: &Path, artifacts: Option<&Path>) -> (bool, String, Value) {
+    let mut cmd = xtask();
+    cmd.args(["receipt", "verify", "--json"]).arg(path);
+    if let Some(dir) = artifacts {
+        cmd.arg("--artifacts").arg(dir);
+    }
+    let out = run(&mut cmd);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        stdout_json(&out),
+    )
+}
+
+fn pin(receipt: &Path, template: &Path) -> Output {
+    run(xtask()
+        .args(["pin", "--json", "--receipt"])
+        .arg(receipt)
+        .arg("--template")
+        .arg(template))
+}
+
+#[test]
+fn receipts_verify_and_pin_only_when_complete_and_untampered() {
+    let r = release();
+    let work = tempfile::tempdir().unwrap();
+    let gate = gate_json("2026-11-30T06:17:00Z", &[]);
+    assert_eq!(gate["due"], true);
+    std::fs::write(r.inputs.join("gate.json"), gate.to_string()).unwrap();
+
+    // A good receipt: written, named by its own digest, verified.
+    let (out, path) = write_receipt(work.path(), None);
+    assert!(out.status.success());
+    let good = path.expect("receipt path");
+    let bytes = std::fs::read(&good).unwrap();
+    let name = good.file_name().unwrap().to_str().unwrap().to_string();
+    assert_eq!(
+        name,
+        format!("receipt-2026-11-30.1-{}.json", sha256_hex(&bytes))
+    );
+    let receipt: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(receipt["schema_version"], 1);
+    assert_eq!(receipt["complete"], true);
+    assert_eq!(receipt["trigger"], "scheduled");
+    assert_eq!(receipt["platforms"][1]["build"], "emulated");
+    assert_eq!(receipt["platforms"][0]["build"], "native");
+    assert_eq!(receipt["created_at"], "2026-11-30T06:30:00Z");
+    let published: Value = serde_json::from_slice(&std::fs::read(&r.publish).unwrap()).unwrap();
+    assert_eq!(receipt["index"]["digest"], published["index"]["digest"]);
+    assert_eq!(
+        receipt["platforms"][1]["digest"],
+        published["platforms"][1]["digest"]
+    );
+    let (ok, _, report) = verify(&good, None);
+    assert!(ok, "{report}");
+    assert_eq!(report["valid"], true);
+
+    // With the release's artifact files: all match; one changed file is named.
+    let artifacts = work.path().join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    for a in receipt["artifacts"].as_array().unwrap() {
+        std::fs::copy(
+            r.root.path().join(a["path"].as_str().unwrap()),
+            artifacts.join(a["name"].as_str().unwrap()),
+        )
+        .unwrap();
+    }
+    assert!(verify(&good, Some(&artifacts)).0);
+    std::fs::write(artifacts.join("package-lock.json"), b"{}").unwrap();
+    let (ok, stderr, _) = verify(&good, Some(&artifacts));
+    assert!(!ok);
+    assert!(
+        stderr.contains("package-lock.json") && stderr.contains(".sha256"),
+        "{stderr}"
+    );
+
+    // The template definition to pin: a copy of the committed one.
+    let template = work.path().join("sandbox0-template.yaml");
+    std::fs::copy(
+        repo_root().join("template/sandbox0-template.yaml"),
+        &template,
+    )
+    .unwrap();
+    let original = std::fs::read(&template).unwrap();
+
+    // Adversarial receipts: each rejected, naming the field, and pin leaves the file as is.
+    let tag = "2026-11-30.1";
+    let mut cases: Vec<(&str, PathBuf, &str)> = Vec::new();
+
+    let mut tampered = receipt.clone();
+    tampered["platforms"][1]["digest"] = json!(format!("sha256:{}", "e".repeat(64)));
+    cases.push((
+        "tampered platform digest",
+        write_renamed(work.path(), tag, &tampered),
+        "index.digest",
+    ));
+
+    std::fs::create_dir_all(work.path().join("edited")).unwrap();
+    let in_place = work.path().join("edited").join(&name);
+    std::fs::write(
+        &in_place,
+        String::from_utf8_lossy(&bytes).replace(
+            receipt["index"]["digest"].as_str().unwrap(),
+            &format!("sha256:{}", "d".repeat(64)),
+        ),
+    )
+    .unwrap();
+    cases.push(("digest edited in place", in_place, "file name"));
+
+    let mut missing = receipt.clone();
+    missing["platforms"].as_array_mut().unwrap().pop();
+    cases.push((
+        "missing platform",
+        write_renamed(work.path(), tag, &missing),
+        "platforms",
+    ));
+
+    let mut failed = receipt.clone();
+    failed["platforms"][0]["smoke"]["checks"][2]["passed"] = json!(false);
+    cases.push((
+        "failed smoke check",
+        write_renamed(work.path(), tag, &failed),
+        "platforms[0].smoke.checks[2].passed",
+    ));
+
+    let mut future = receipt.clone();
+    future["schema_version"] = json!(2);
+    cases.push((
+        "unknown schema version",
+        write_renamed(work.path(), tag, &future),
+        "schema_version",
+    ));
+
+    let truncated = work.path().join("truncated").join(&name);
+    std::fs::create_dir_all(truncated.parent().unwrap()).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    cases.push(("truncated file", truncated, "(document)"));
+
+    let mut bad_format = receipt.clone();
+    bad_format["platforms"][0]["config_digest"] = json!("sha256:XYZ");
+    cases.push((
+        "malformed config digest",
+        write_renamed(work.path(), tag, &bad_format),
+        "platforms[0].config_digest",
+    ));
+
+    // An incomplete receipt made by `receipt write` itself: written, but exit non-zero.
+    let incomplete_dir = work.path().join("incomplete");
+    let (out, path) = write_receipt(&incomplete_dir, Some("harness pi"));
+    assert!(
+        !out.status.success(),
+        "an incomplete receipt fails the write"
+    );
+    let incomplete = path.expect("the incomplete receipt is still written");
+    let value: Value = serde_json::from_slice(&std::fs::read(&incomplete).unwrap()).unwrap();
+    assert_eq!(value["complete"], false);
+    cases.push(("incomplete (written so)", incomplete, "complete"));
+
+    for (what, path, field) in &cases {
+        let (ok, stderr, report) = verify(path, None);
+        assert!(!ok, "{what}: accepted");
+        assert_eq!(report["valid"], false, "{what}");
+        let fields: Vec<&str> = report["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["field"].as_str().unwrap())
+            .collect();
+        assert!(
+            fields.contains(field),
+            "{what}: expected a problem with `{field}`, got {fields:?}"
+        );
+        assert!(
+            stderr.contains(field),
+            "{what}: stderr does not name `{field}`:\n{stderr}"
+        );
+        let out = pin(path, &template);
+        assert!(!out.status.success(), "{what}: pin succeeded");
+        assert_eq!(
+            std::fs::read(&template).unwrap(),
+            original,
+            "{what}: pin changed the template"
+        );
+    }
+
+    // The good receipt pins: exactly the image line changes, to repo@index digest.
+    let out = pin(&good, &template);
+    assert!(out.status.success());
+    let report = stdout_json(&out);
+    assert_eq!(report["changed"], true);
+    let pinned = String::from_utf8(std::fs::read(&template).unwrap()).unwrap();
+    let original = String::from_utf8(original).unwrap();
+    let changed: Vec<(&str, &str)> = original
+        .lines()
+        .zip(pinned.lines())
+        .filter(|(a, b)| a != b)
+        .collect();
+    assert_eq!(original.lines().count(), pinned.lines().count());
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert_eq!(
+        changed[0].1,
+        format!("image: {}", receipt["index"]["reference"].as_str().unwrap())
+    );
+    let doc: serde_yaml::Value = serde_yaml::from_str(&pinned).unwrap();
+    assert_eq!(
+        doc["image"].as_str(),
+        receipt["index"]["reference"].as_str()
+    );
+    // Pinning again changes nothing.
+    let again = pin(&good, &template);
+    assert!(again.status.success());
+    assert_eq!(stdout_json(&again)["changed"], false);
+    assert_eq!(std::fs::read_to_string(&template).unwrap(), pinned);
+
+    // The gate reads the receipt back: one day later is not due, four days later is a
+    // catch-up although it is not a cadence day.
+    let gate = gate_json(
+        "2026-12-01T06:17:00Z",
+        &["--previous-receipt", good.to_str().unwrap()],
+    );
+    assert_eq!(
+        (gate["due"].clone(), gate["catch_up"].clone()),
+        (json!(false), json!(false))
+    );
+    let output = work.path().join("github-output");
+    let out = run(xtask()
+        .args([
+            "gate",
+            "--json",
+            "--now",
+            "2026-12-04T06:17:00Z",
+            "--previous-receipt",
+        ])
+        .arg(&good)
+        .env("GITHUB_OUTPUT", &output));
+    assert!(out.status.success());
+    let gate = stdout_json(&out);
+    assert_eq!(gate["due"], true);
+    assert_eq!(gate["catch_up"], true);
+    assert_eq!(gate["next_due"], "2026-12-06");
+    let lines = std::fs::read_to_string(&output).unwrap();
+    assert!(lines.lines().any(|l| l == "due=true"), "{lines}");
+}
+
+#[test]
+fn gate_exits_zero_when_not_due_and_forced_runs_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out");
+    let out = run(xtask()
+        .args(["gate", "--json", "--now", "2026-12-01T06:17:00Z"])
+        .env("GITHUB_OUTPUT", &output));
+    assert!(out.status.success(), "not due still exits 0");
+    let gate = stdout_json(&out);
+    assert_eq!(gate["due"], false);
+    assert_eq!(gate["epoch_day"], 20_788);
+    assert_eq!(gate["next_due"], "2026-12-03");
+    assert_eq!(gate["forced"], false);
+    assert!(gate["reason"].as_str().unwrap().contains("not a multiple"));
+    assert!(std::fs::read_to_string(&output)
+        .unwrap()
+        .lines()
+        .any(|l| l == "due=false"));
+    let forced = gate_json("2026-12-01T06:17:00Z", &["--force"]);
+    assert_eq!(
+        (forced["due"].clone(), forced["forced"].clone()),
+        (json!(true), json!(true))
+    );
+    assert_eq!(forced["trigger"], "forced");
+    let bad = run(xtask().args(["gate", "--now", "yesterday"]));
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--now"));
+}
