@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_yaml::{Mapping, Value};
+use serde_yaml::Value;
 
 /// The release workflow's file name and its `name:`.
 const RELEASE_WORKFLOW: &str = "update-template.yml";
@@ -288,6 +288,36 @@ fn check_timeouts(w: &Workflow) -> Vec<String> {
             Some(Value::Number(n)) if n.as_f64().is_some_and(|m| m > 0.0) => {}
             Some(other) => problems.push(format!("job {job_id}: timeout-minutes {other:?}")),
             None => problems.push(format!("job {job_id}: no timeout-minutes")),
+        }
+    }
+    problems
+}
+
+/// `defaults.run.shell: bash` at the top: GitHub then runs steps with `-eo pipefail`, so a
+/// failing command piped into `tee` fails its step (the implicit default shell has no pipefail).
+fn check_pipefail_shell(w: &Workflow) -> Vec<String> {
+    let mut problems = Vec::new();
+    let shell = w
+        .doc
+        .get("defaults")
+        .and_then(|d| d.get("run"))
+        .and_then(|r| r.get("shell"))
+        .and_then(Value::as_str);
+    if shell != Some("bash") {
+        problems.push(format!(
+            "top-level defaults.run.shell is {shell:?}; set `bash` (pipefail)"
+        ));
+    }
+    for (job_id, job) in jobs(&w.doc) {
+        for (i, step) in steps(job).into_iter().enumerate() {
+            if let Some(other) = step.get("shell").and_then(Value::as_str) {
+                if other != "bash" {
+                    problems.push(format!(
+                        "job {job_id}, {}: shell {other:?} overrides bash",
+                        step_label(i, step)
+                    ));
+                }
+            }
         }
     }
     problems
@@ -573,6 +603,11 @@ fn every_job_has_a_timeout() {
 }
 
 #[test]
+fn steps_run_with_pipefail() {
+    assert_all(&load_workflows(), check_pipefail_shell);
+}
+
+#[test]
 fn nothing_pushes_to_a_branch() {
     assert_all(&load_workflows(), check_no_git_push);
 }
@@ -640,7 +675,7 @@ mod rules {
     /// A workflow that passes every generic rule; each test below breaks one thing in it.
     fn good() -> String {
         format!(
-            "name: ok\non: push\npermissions: {{}}\njobs:\n  a:\n    runs-on: ubuntu-latest\n    \
+            "name: ok\non: push\npermissions: {{}}\ndefaults:\n  run:\n    shell: bash\njobs:\n  a:\n    runs-on: ubuntu-latest\n    \
              timeout-minutes: 5\n    permissions:\n      contents: read\n    steps:\n      \
              - uses: {CHECKOUT}\n        with:\n          persist-credentials: false\n      \
              - run: echo \"$X\"\n        env:\n          X: ${{{{ github.ref }}}}\n"
@@ -657,6 +692,7 @@ mod rules {
             check_no_expressions_in_run,
             check_timeouts,
             check_no_git_push,
+            check_pipefail_shell,
         ] {
             assert_eq!(rule(&w), Vec::<String>::new());
         }
@@ -747,6 +783,17 @@ mod rules {
         assert_flags(check_timeouts(&wf(&w)), "no timeout-minutes");
         let w = good().replace("timeout-minutes: 5", "timeout-minutes: 0");
         assert_flags(check_timeouts(&wf(&w)), "timeout-minutes");
+    }
+
+    #[test]
+    fn a_shell_without_pipefail_fails() {
+        let w = good().replace("defaults:\n  run:\n    shell: bash\n", "");
+        assert_flags(check_pipefail_shell(&wf(&w)), "pipefail");
+        let w = good().replace(
+            "- run: echo \"$X\"",
+            "- run: echo \"$X\"\n        shell: sh",
+        );
+        assert_flags(check_pipefail_shell(&wf(&w)), "overrides bash");
     }
 
     #[test]
