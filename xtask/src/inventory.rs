@@ -19,6 +19,8 @@ pub const INVENTORY_MD_PATH: &str = "template/INVENTORY.md";
 #[serde(deny_unknown_fields)]
 pub struct Inventory {
     pub schema_version: u32,
+    /// The clock of the resolution (`--now`); `lock --check` replays it.
+    pub resolved_at: String,
     /// The resolver's cutoff: versions and transitive dependencies are no newer than this.
     pub cutoff: String,
     /// The npm registry the lockfile was generated against.

@@ -9,6 +9,8 @@ pub mod util;
 // npm side: registry data in, exact versions and pinned files out.
 pub mod bench;
 pub mod lock;
+pub mod lockfile;
+pub mod npm;
 pub mod registry;
 pub mod resolve;
 

@@ -23,6 +23,9 @@ pub struct Manifest {
     pub cooldown_hours: u32,
     pub node: NodeSpec,
     pub install_scripts_allowed: Vec<String>,
+    /// Packages with install scripts that were reviewed and are not run.
+    #[serde(default)]
+    pub install_scripts_skipped: Vec<String>,
     pub harnesses: Vec<Harness>,
 }
 
@@ -218,6 +221,13 @@ impl Manifest {
             if !self.packages.iter().any(|p| &p.name == allowed) {
                 bail!("`install_scripts_allowed` names `{allowed}`, which is not under `packages`");
             }
+        }
+        if let Some(both) = self
+            .install_scripts_skipped
+            .iter()
+            .find(|s| self.install_scripts_allowed.contains(s))
+        {
+            bail!("`{both}` is in both install_scripts_allowed and install_scripts_skipped");
         }
         for h in &self.harnesses {
             if h.command.is_empty() || h.handshake.is_empty() || h.expect.is_empty() {

@@ -1,0 +1,137 @@
+//! Runs the real npm, pinned and isolated, to generate the template's lockfile.
+//!
+//! npm's resolution is the well-kept implementation, so the lockfile is npm's own work; what
+//! this module controls is *which* npm (the manifest's `node.npm_version`, downloaded from the
+//! registry and checked against its sha512, so every machine writes the same lockfile) and
+//! *which configuration* (a fresh npmrc and cache per run, the user's and global npmrc and
+//! every inherited `npm_config_*` variable ignored).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use anyhow::{bail, Context, Result};
+
+use crate::registry::{download_verified, Registry};
+
+/// A verified npm CLI on disk, run with the host's `node`.
+pub struct Npm {
+    pub version: String,
+    cli: PathBuf,
+}
+
+/// The directory where verified tool downloads are kept between runs.
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("XTASK_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .unwrap()
+                .join(".xtask/cache")
+        })
+}
+
+impl Npm {
+    /// The pinned npm, from the cache when its integrity marker matches, else downloaded from
+    /// `registry` and verified.
+    pub async fn pinned(registry: &Registry, version: &str) -> Result<Npm> {
+        let packument = registry.packument("npm").await?;
+        let meta = packument.versions.get(version).with_context(|| {
+            format!(
+                "npm {version} (node.npm_version in the manifest) is not on {}",
+                registry.base()
+            )
+        })?;
+        let dist = meta.dist.as_ref().context("npm has no dist")?;
+        let (Some(integrity), Some(tarball)) = (&dist.integrity, &dist.tarball) else {
+            bail!(
+                "npm {version} on {} has no sha512 integrity or tarball",
+                registry.base()
+            );
+        };
+        let dir = cache_dir().join(format!("npm-{version}"));
+        let marker = dir.join(".integrity");
+        let cli = dir.join("package/bin/npm-cli.js");
+        if std::fs::read_to_string(&marker).ok().as_deref() == Some(integrity.as_str())
+            && cli.exists()
+        {
+            return Ok(Npm {
+                version: version.to_owned(),
+                cli,
+            });
+        }
+        eprintln!("downloading npm {version} from {tarball}");
+        let bytes = download_verified(tarball, integrity).await?;
+        let staging = tempfile::tempdir_in(cache_dir_created()?)?;
+        tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()))
+            .unpack(staging.path())
+            .with_context(|| format!("cannot unpack {tarball}"))?;
+        std::fs::write(staging.path().join(".integrity"), integrity)?;
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::rename(staging.keep(), &dir)
+            .with_context(|| format!("cannot move npm into {}", dir.display()))?;
+        Ok(Npm {
+            version: version.to_owned(),
+            cli,
+        })
+    }
+
+    /// Runs `npm <args>` in `dir` with only the configuration in `npmrc`.
+    pub async fn run(&self, dir: &Path, npmrc: &str, args: &[&str]) -> Result<String> {
+        let config_dir = tempfile::tempdir()?;
+        let user = config_dir.path().join("npmrc");
+        let global = config_dir.path().join("global-npmrc");
+        std::fs::write(&user, npmrc)?;
+        std::fs::write(&global, "")?;
+        let mut command = tokio::process::Command::new("node");
+        command.arg(&self.cli).args(args).current_dir(dir);
+        for (key, _) in std::env::vars_os() {
+            if key
+                .to_string_lossy()
+                .to_ascii_lowercase()
+                .starts_with("npm_config_")
+            {
+                command.env_remove(key);
+            }
+        }
+        command
+            .env("NPM_CONFIG_USERCONFIG", &user)
+            .env("NPM_CONFIG_GLOBALCONFIG", &global)
+            .env("NPM_CONFIG_CACHE", config_dir.path().join("cache"))
+            .env("NPM_CONFIG_UPDATE_NOTIFIER", "false")
+            .stdin(Stdio::null());
+        let output = command.output().await.with_context(|| {
+            "cannot run `node`: the lock step needs Node.js on PATH (apt-get install nodejs)"
+        })?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if !output.status.success() {
+            bail!(
+                "`npm {}` failed in {} ({}):\n{}",
+                args.join(" "),
+                dir.display(),
+                output.status,
+                stderr.trim()
+            );
+        }
+        Ok(stderr.into_owned())
+    }
+}
+
+fn cache_dir_created() -> Result<PathBuf> {
+    let dir = cache_dir();
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The npmrc of the lock step: the registry given, lockfile URLs kept (the host may set
+/// `omit-lockfile-registry-resolved`), no scripts, no network side trips.
+pub fn lock_npmrc(registry: &str) -> String {
+    format!(
+        "registry={}\nomit-lockfile-registry-resolved=false\nignore-scripts=true\naudit=false\nfund=false\nupdate-notifier=false\nlockfile-version=3\nengine-strict=false\nsave-exact=true\n",
+        ensure_trailing_slash(registry)
+    )
+}
+
+pub fn ensure_trailing_slash(url: &str) -> String {
+    format!("{}/", url.trim_end_matches('/'))
+}
