@@ -1,9 +1,186 @@
-//! Skeleton: filled in by its issue.
+//! `cargo xtask bench resolve`: the resolver's wall time next to npm's, in the same run.
+//!
+//! The packuments the resolver reads are fetched once from `--registry` and served from a
+//! local HTTP server on 127.0.0.1, so both sides see the same bytes and the same (loopback)
+//! network. The reference is `npm view <pkg> dist-tags time --json`, run once per package, as
+//! a person checking versions by hand would; the resolver fetches every packument (and the
+//! platform-binary packuments) concurrently and decides, so its time should stay well below.
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
 
 use crate::flags::BenchResolveArgs;
+use crate::manifest::{repo_root, Manifest, MANIFEST_PATH};
+use crate::registry::{packument_url, Registry};
+use crate::resolve;
+use crate::util::{now_or, print_json, Progress};
 
-pub async fn resolve(_args: BenchResolveArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`cargo xtask bench` is not built yet")
+#[derive(Serialize)]
+struct BenchReport {
+    registry_snapshot_of: String,
+    local_registry: String,
+    packages: usize,
+    packuments_served: usize,
+    runs: u32,
+    xtask_resolve_ms: Vec<u128>,
+    xtask_resolve_median_ms: u128,
+    npm_view_ms: Vec<u128>,
+    npm_view_median_ms: u128,
+    ratio: f64,
+}
+
+pub async fn resolve(args: BenchResolveArgs) -> Result<ExitCode> {
+    let root = repo_root();
+    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+    let now = now_or(args.registry.now.as_deref())?;
+    let progress = Progress::default();
+    if args.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+
+    // Snapshot: every packument a resolution reads, as raw bytes.
+    progress.step(format!(
+        "snapshotting packuments from {}",
+        args.registry.registry
+    ));
+    let upstream = Registry::new(&args.registry.registry)?;
+    let warm =
+        resolve::resolve_all(&manifest, &upstream, &Default::default(), now, &progress).await?;
+    let names = upstream.cached_names().await;
+    let http = reqwest::Client::new();
+    let mut snapshot = BTreeMap::new();
+    for name in &names {
+        let url = packument_url(upstream.base(), name);
+        let bytes = http
+            .get(&url)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .with_context(|| format!("cannot fetch {url}"))?
+            .bytes()
+            .await?;
+        snapshot.insert(name.replacen('/', "%2f", 1), bytes);
+    }
+    let local = serve(Arc::new(snapshot)).await?;
+    progress.step(format!("serving {} packuments on {local}", names.len()));
+
+    let mut ours = Vec::new();
+    for run in 1..=args.runs {
+        let registry = Registry::new(&local)?;
+        let start = Instant::now();
+        let again = resolve::resolve_all(
+            &manifest,
+            &registry,
+            &Default::default(),
+            now,
+            &Progress::default(),
+        )
+        .await?;
+        ours.push(start.elapsed());
+        if again.packages != warm.packages {
+            bail!(
+                "the local snapshot resolved differently from {}",
+                args.registry.registry
+            );
+        }
+        progress.step(format!(
+            "xtask resolve run {run}: {:.0} ms",
+            ms(*ours.last().unwrap())
+        ));
+    }
+
+    let mut theirs = Vec::new();
+    let npmrc = tempfile::NamedTempFile::new()?;
+    std::fs::write(npmrc.path(), format!("registry={local}\n"))?;
+    let cache = tempfile::tempdir()?;
+    for run in 1..=args.runs {
+        let start = Instant::now();
+        for package in &manifest.packages {
+            let output = tokio::process::Command::new("npm")
+                .args(["view", &package.name, "dist-tags", "time", "--json"])
+                .env("NPM_CONFIG_USERCONFIG", npmrc.path())
+                .env("NPM_CONFIG_CACHE", cache.path())
+                .env("NPM_CONFIG_PREFER_ONLINE", "true")
+                .output()
+                .await
+                .context("cannot run `npm`: the benchmark needs npm on PATH")?;
+            if !output.status.success() {
+                bail!(
+                    "`npm view {}` failed: {}",
+                    package.name,
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+        }
+        theirs.push(start.elapsed());
+        progress.step(format!(
+            "npm view x{} run {run}: {:.0} ms",
+            manifest.packages.len(),
+            ms(*theirs.last().unwrap())
+        ));
+    }
+
+    let report = BenchReport {
+        registry_snapshot_of: args.registry.registry.clone(),
+        local_registry: local,
+        packages: manifest.packages.len(),
+        packuments_served: names.len(),
+        runs: args.runs,
+        xtask_resolve_median_ms: median(&ours).as_millis(),
+        npm_view_median_ms: median(&theirs).as_millis(),
+        ratio: ms(median(&ours)) / ms(median(&theirs)),
+        xtask_resolve_ms: ours.iter().map(Duration::as_millis).collect(),
+        npm_view_ms: theirs.iter().map(Duration::as_millis).collect(),
+    };
+    if args.json {
+        print_json(&report)?;
+    } else {
+        println!(
+            "resolve of {} packages ({} packuments) from a local snapshot, median of {} runs:\n  \
+             cargo xtask resolve            {:>6} ms\n  \
+             npm view <pkg> dist-tags time  {:>6} ms  (once per package)\n  \
+             ratio                          {:>6.2}",
+            report.packages,
+            report.packuments_served,
+            report.runs,
+            report.xtask_resolve_median_ms,
+            report.npm_view_median_ms,
+            report.ratio
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn median(samples: &[Duration]) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    sorted[sorted.len() / 2]
+}
+
+/// Serves `snapshot` (URL path -> packument bytes) on an ephemeral loopback port.
+async fn serve(snapshot: Arc<BTreeMap<String, bytes::Bytes>>) -> Result<String> {
+    use axum::http::StatusCode;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+        let snapshot = snapshot.clone();
+        async move {
+            let path = uri.path().trim_start_matches('/').replace("%2F", "%2f");
+            match snapshot.get(&path) {
+                Some(bytes) => (StatusCode::OK, bytes.clone()),
+                None => (StatusCode::NOT_FOUND, bytes::Bytes::from_static(b"{}")),
+            }
+        }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(format!("http://{addr}/"))
 }

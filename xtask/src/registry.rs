@@ -119,6 +119,11 @@ impl Registry {
         &self.base
     }
 
+    /// The names of every packument this client has fetched so far.
+    pub async fn cached_names(&self) -> Vec<String> {
+        self.cache.lock().await.keys().cloned().collect()
+    }
+
     /// Fetches `name`'s packument (once per client), retrying transient failures.
     pub async fn packument(&self, name: &str) -> Result<Arc<Packument>> {
         match self.packument_if_exists(name).await? {
