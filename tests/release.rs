@@ -210,7 +210,7 @@ fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
     let amd64 = format!("xtask-test-publish:amd64-{}", std::process::id());
     let arm64 = format!("xtask-test-publish:arm64-{}", std::process::id());
     let amd64_id = load_image(&amd64, "amd64", &format!("amd64 {salt}"));
-    load_image(&arm64, "arm64", &format!("arm64 {salt}"));
+    let arm64_id = load_image(&arm64, "arm64", &format!("arm64 {salt}"));
     let images = [
         "--image".to_string(),
         format!("linux/amd64={amd64}"),
@@ -282,6 +282,33 @@ fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
         first["index"]["reference"],
         format!("{}/{repository}@{index_digest}", registry())
     );
+
+    // The engine itself can pull the release by its index digest and gets this machine's
+    // platform: the index and manifests are consumable, not just well-formed.
+    let reference = first["index"]["reference"].as_str().unwrap().to_string();
+    let docker = docker();
+    runtime().block_on(async {
+        use futures_util::StreamExt;
+        let mut pull = docker.create_image(
+            Some(
+                bollard::query_parameters::CreateImageOptionsBuilder::default()
+                    .from_image(&reference)
+                    .build(),
+            ),
+            None,
+            None,
+        );
+        while let Some(item) = pull.next().await {
+            item.unwrap_or_else(|e| panic!("docker pull {reference}: {e}"));
+        }
+        let pulled = docker.inspect_image(&reference).await.unwrap();
+        let native = if std::env::consts::ARCH == "aarch64" {
+            &arm64_id
+        } else {
+            &amd64_id
+        };
+        assert_eq!(pulled.id.as_ref(), Some(native));
+    });
 
     // Second publish of the same images under the same tag: a no-op.
     let second = publish(&repository, &[&images[..], &["--tag", "r1"]].concat());

@@ -699,6 +699,16 @@ impl RegistryClient {
         Ok(Some((bytes.to_vec(), content_type)))
     }
 
+    /// Whether the registry holds the manifest `digest`, exactly `size` bytes long.
+    pub async fn manifest_matches(&self, digest: &str, size: u64) -> Result<bool> {
+        Ok(match self.get_manifest(digest).await? {
+            Some((bytes, _)) => {
+                format!("sha256:{}", sha256_hex(&bytes)) == digest && bytes.len() as u64 == size
+            }
+            None => false,
+        })
+    }
+
     /// PUTs a manifest under `reference` (a digest or a tag); returns the digest the
     /// registry computed.
     pub async fn put_manifest(
@@ -1053,6 +1063,27 @@ async fn push_image(
         );
     }
 
+    // An image already pushed to this repository by an earlier run is not exported again:
+    // the record of that push is reused once the registry confirms it still has the manifest.
+    let cache = push_cache_path(&client.target, &image_id);
+    if let Some(cached) = read_push_cache(&cache) {
+        if cached.platform == platform
+            && client
+                .manifest_matches(&cached.digest, cached.manifest_size)
+                .await?
+        {
+            progress.step(format!(
+                "{platform}: {image} is already in the registry as {}",
+                cached.reference
+            ));
+            return Ok(PushedImage {
+                image: image.to_string(),
+                uploaded_bytes: 0,
+                ..cached
+            });
+        }
+    }
+
     progress.step(format!(
         "{platform}: exporting {image} and compressing its layers"
     ));
@@ -1123,7 +1154,7 @@ async fn push_image(
             client.target.reference(&prepared.manifest_digest)
         ));
     }
-    Ok(PushedImage {
+    let pushed = PushedImage {
         platform,
         image: image.to_string(),
         image_id,
@@ -1138,7 +1169,26 @@ async fn push_image(
         layers: prepared.layers.len(),
         reference: client.target.reference(&prepared.manifest_digest),
         uploaded_bytes: uploaded,
-    })
+    };
+    if !dry_run {
+        // Best effort: a missing cache only costs the next run an export.
+        if let Ok(bytes) = serde_json::to_vec_pretty(&pushed) {
+            let _ = crate::util::atomic_write(&cache, &bytes);
+        }
+    }
+    Ok(pushed)
+}
+
+/// Where the record of pushing `image_id` to `target` is kept between runs.
+fn push_cache_path(target: &RegistryTarget, image_id: &str) -> PathBuf {
+    let key = sha256_hex(format!("{}\n{}\n{image_id}", target.host, target.repository).as_bytes());
+    repo_root()
+        .join("target/xtask/pushed")
+        .join(format!("{key}.json"))
+}
+
+fn read_push_cache(path: &Path) -> Option<PushedImage> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
 /// The whole publish: push the local images, then (with a tag) the index.
@@ -1208,19 +1258,16 @@ pub async fn publish(options: &PublishOptions, progress: &Progress) -> Result<Pu
     }
     // Images pushed by other runs must really be in the registry, exactly as described.
     for earlier in &options.pushed {
-        match client.get_manifest(&earlier.digest).await? {
-            Some((bytes, _))
-                if format!("sha256:{}", sha256_hex(&bytes)) == earlier.digest
-                    && bytes.len() as u64 == earlier.manifest_size => {}
-            Some(_) => bail!(
-                "{} in the registry does not match its --pushed record (digest or size)",
-                earlier.reference
-            ),
-            None => bail!(
-                "{} is not in the registry; run `publish --image {}=...` for it first",
+        if !client
+            .manifest_matches(&earlier.digest, earlier.manifest_size)
+            .await?
+        {
+            bail!(
+                "{} is not in the registry as its --pushed record describes it (digest and \
+                 size); run `publish --image {}=...` for it first",
                 earlier.reference,
                 earlier.platform
-            ),
+            );
         }
         pushed.push(earlier.clone());
     }
