@@ -1,9 +1,625 @@
-//! Skeleton: filled in by its issue.
+//! `cargo xtask build --platform P`: the template image for one platform, through the Docker
+//! Engine API (classic builder, so Docker 20.10 and 28+ behave the same).
+//!
+//! The image is tagged `coding-agent:<build-id>`, the build id being a content hash of every
+//! input that decides the image: the Dockerfile, package.json, package-lock.json, the manifest,
+//! the build arguments derived from them and from the inventory, the base image's id and the
+//! platform. The same inputs give the same tag, so a build whose tag exists is skipped. The
+//! optional extra CA bundle is deliberately not an input: it only lets downloads through a
+//! TLS-inspecting proxy and leaves nothing in the image.
+//!
+//! The build context is made here, in memory, from exactly the files the Dockerfile needs.
+//! Pure functions decide the plan (arguments, id, context); IO stays in [`run`].
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Instant;
 
+use anyhow::{bail, Context, Result};
+use bollard::query_parameters::BuildImageOptionsBuilder;
+use futures_util::StreamExt;
+use serde::Serialize;
+
+use crate::docker;
 use crate::flags::BuildArgs;
+use crate::inventory::{NodeRuntime, INVENTORY_PATH};
+use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
+use crate::util::{print_json, sha256_hex, Progress};
 
-pub async fn run(_args: BuildArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`cargo xtask build` is not built yet")
+pub const DOCKERFILE_PATH: &str = "Dockerfile";
+pub const PACKAGE_JSON_PATH: &str = "template/package.json";
+pub const PACKAGE_LOCK_PATH: &str = "template/package-lock.json";
+/// Name of the optional extra CA bundle inside the build context (see the Dockerfile).
+pub const CONTEXT_CA_NAME: &str = "extra-ca.pem";
+/// Repository of the built images; the tag is the build id.
+pub const IMAGE_REPOSITORY: &str = "coding-agent";
+/// Debian suite of the default local base (`cargo xtask base`).
+pub const DEFAULT_SUITE: &str = "bookworm";
+/// Image label carrying the build id.
+pub const BUILD_ID_LABEL: &str = "org.sandbox0.coding-agent.build-id";
+/// Image label carrying the lockfile's sha256 (set in the Dockerfile).
+pub const LOCKFILE_LABEL: &str = "org.sandbox0.coding-agent.lockfile.sha256";
+/// The system trust store that is used as the extra CA bundle when nothing else is given.
+pub const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// The files a build reads, as bytes: the build id is computed over exactly these.
+#[derive(Debug, Clone)]
+pub struct BuildInputs {
+    pub dockerfile: Vec<u8>,
+    pub package_json: Vec<u8>,
+    pub package_lock: Vec<u8>,
+    pub manifest_text: Vec<u8>,
+    pub manifest: Manifest,
+    /// The `node` section of the inventory: the Node and npm tarballs and their sha512.
+    pub node: NodeRuntime,
+}
+
+impl BuildInputs {
+    pub fn load(root: &Path) -> Result<BuildInputs> {
+        let read = |rel: &str| {
+            std::fs::read(root.join(rel))
+                .with_context(|| format!("cannot read {}", root.join(rel).display()))
+        };
+        let manifest_path = root.join(MANIFEST_PATH);
+        Ok(BuildInputs {
+            dockerfile: read(DOCKERFILE_PATH)?,
+            package_json: read(PACKAGE_JSON_PATH)?,
+            package_lock: read(PACKAGE_LOCK_PATH)?,
+            manifest_text: read(MANIFEST_PATH)?,
+            manifest: Manifest::load(&manifest_path)?,
+            node: load_node_runtime(&root.join(INVENTORY_PATH))?,
+        })
+    }
+}
+
+/// Reads only the `node` section of the inventory: the rest of it (packages, licenses) does
+/// not decide the build.
+pub fn load_node_runtime(path: &Path) -> Result<NodeRuntime> {
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "cannot read {}; run `cargo xtask lock` first",
+            path.display()
+        )
+    })?;
+    let mut value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let node = value
+        .get_mut("node")
+        .map(serde_json::Value::take)
+        .with_context(|| {
+            format!(
+                "{} has no `node` section; run `cargo xtask lock`",
+                path.display()
+            )
+        })?;
+    serde_json::from_value(node)
+        .with_context(|| format!("the `node` section of {} is not valid", path.display()))
+}
+
+/// The exact version of every dependency pinned in template/package.json.
+pub fn locked_versions(package_json: &[u8]) -> Result<BTreeMap<String, String>> {
+    #[derive(serde::Deserialize)]
+    struct PackageJson {
+        #[serde(default)]
+        dependencies: BTreeMap<String, String>,
+    }
+    let parsed: PackageJson = serde_json::from_slice(package_json)
+        .with_context(|| format!("{PACKAGE_JSON_PATH} is not valid JSON"))?;
+    for (name, version) in &parsed.dependencies {
+        semver::Version::parse(version).with_context(|| {
+            format!(
+                "{PACKAGE_JSON_PATH} pins {name} to `{version}`, not an exact version; \
+                 run `cargo xtask lock`"
+            )
+        })?;
+    }
+    Ok(parsed.dependencies)
+}
+
+/// The build arguments of the Dockerfile for one platform, all derived from the manifest, the
+/// inventory and the lock. `BASE_IMAGE` is added by the caller.
+pub fn build_args(inputs: &BuildInputs, platform: Platform) -> Result<BTreeMap<String, String>> {
+    let manifest = &inputs.manifest;
+    let node = &inputs.node;
+    if node.version != manifest.node.version.to_string() {
+        bail!(
+            "{INVENTORY_PATH} has Node {} but {MANIFEST_PATH} asks for {}; run `cargo xtask lock`",
+            node.version,
+            manifest.node.version
+        );
+    }
+    if node.npm.version != manifest.node.npm_version.to_string() {
+        bail!(
+            "{INVENTORY_PATH} has npm {} but {MANIFEST_PATH} asks for {}; run `cargo xtask lock`",
+            node.npm.version,
+            manifest.node.npm_version
+        );
+    }
+    let tarball = node.platforms.get(&platform).with_context(|| {
+        format!("{INVENTORY_PATH} has no Node tarball for {platform}; run `cargo xtask lock`")
+    })?;
+    let versions = locked_versions(&inputs.package_json)?;
+    let mut pinned = Vec::new();
+    for package in &manifest.packages {
+        let version = versions.get(&package.name).with_context(|| {
+            format!(
+                "{PACKAGE_JSON_PATH} does not pin {}, which {MANIFEST_PATH} lists; run `cargo xtask lock`",
+                package.name
+            )
+        })?;
+        pinned.push(format!("{}@{version}", package.name));
+    }
+    let commands: Vec<&str> = manifest
+        .packages
+        .iter()
+        .filter_map(|p| p.command.as_deref())
+        .collect();
+    for value in [&tarball.sha512, &node.npm.sha512] {
+        if value.len() != 128 || !value.bytes().all(|b| b.is_ascii_hexdigit()) {
+            bail!("{INVENTORY_PATH} has a sha512 that is not 128 hex digits: `{value}`");
+        }
+    }
+    Ok(BTreeMap::from([
+        ("NODE_TARBALL_URL".into(), tarball.tarball.clone()),
+        ("NODE_SHA512".into(), tarball.sha512.clone()),
+        ("NPM_TARBALL_URL".into(), node.npm.tarball.clone()),
+        ("NPM_SHA512".into(), node.npm.sha512.clone()),
+        ("NODE_MINIMUM".into(), manifest.node.minimum.to_string()),
+        ("NODE_MAJOR".into(), manifest.node.major.to_string()),
+        ("NODE_VERSION".into(), node.version.clone()),
+        ("AGENT_COMMANDS".into(), commands.join(" ")),
+        ("LOCKFILE_SHA256".into(), sha256_hex(&inputs.package_lock)),
+        ("PACKAGE_VERSIONS".into(), pinned.join(" ")),
+    ]))
+}
+
+/// The content hash that names a build. It covers every input that decides the image and
+/// nothing else: not the base image's name (its id counts), not the CA bundle.
+pub fn build_id(
+    inputs: &BuildInputs,
+    args: &BTreeMap<String, String>,
+    base_image_id: &str,
+    platform: Platform,
+) -> String {
+    let mut text = String::from("coding-agent build id v1\n");
+    for (name, bytes) in [
+        (DOCKERFILE_PATH, &inputs.dockerfile),
+        (PACKAGE_JSON_PATH, &inputs.package_json),
+        (PACKAGE_LOCK_PATH, &inputs.package_lock),
+        (MANIFEST_PATH, &inputs.manifest_text),
+    ] {
+        text.push_str(&format!("file {name} sha256:{}\n", sha256_hex(bytes)));
+    }
+    for (name, value) in args {
+        if name != "BASE_IMAGE" {
+            text.push_str(&format!("arg {name}={value}\n"));
+        }
+    }
+    text.push_str(&format!("base {base_image_id}\nplatform {platform}\n"));
+    sha256_hex(text.as_bytes())
+}
+
+pub fn image_tag(build_id: &str) -> String {
+    format!("{IMAGE_REPOSITORY}:{build_id}")
+}
+
+/// Which extra CA bundle goes into the build context: the flag (or XTASK_EXTRA_CA_BUNDLE),
+/// else the file SSL_CERT_FILE names, else the system trust store when it exists. Hosts behind
+/// a TLS-inspecting proxy carry the proxy's CA there; containers do not inherit it.
+pub fn choose_ca_bundle(
+    flag: Option<&Path>,
+    ssl_cert_file: Option<&Path>,
+    system_bundle_exists: bool,
+) -> Option<PathBuf> {
+    flag.or(ssl_cert_file)
+        .map(Path::to_path_buf)
+        .or_else(|| system_bundle_exists.then(|| PathBuf::from(SYSTEM_CA_BUNDLE)))
+}
+
+/// The CA bundle the host would use, following [`choose_ca_bundle`] with this process's
+/// environment.
+pub fn host_ca_bundle(flag: Option<&Path>) -> Option<PathBuf> {
+    let ssl_cert_file = std::env::var_os("SSL_CERT_FILE")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    choose_ca_bundle(
+        flag,
+        ssl_cert_file.as_deref(),
+        Path::new(SYSTEM_CA_BUNDLE).exists(),
+    )
+}
+
+/// Reads a PEM bundle and makes sure it holds at least one certificate.
+pub fn read_ca_bundle(path: &Path) -> Result<Vec<u8>> {
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("cannot read the CA bundle {}", path.display()))?;
+    if !bytes
+        .windows(b"-----BEGIN CERTIFICATE-----".len())
+        .any(|w| w == b"-----BEGIN CERTIFICATE-----")
+    {
+        bail!(
+            "{} holds no PEM certificate (-----BEGIN CERTIFICATE-----); pass a PEM bundle with --ca-bundle",
+            path.display()
+        );
+    }
+    Ok(bytes)
+}
+
+/// The build context: a tar with fixed metadata, so equal files give an equal context.
+pub fn context_tar(files: &[(&str, &[u8])]) -> Result<Vec<u8>> {
+    let mut tar = tar::Builder::new(Vec::new());
+    for (name, bytes) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_mtime(0);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_cksum();
+        tar.append_data(&mut header, name, *bytes)
+            .with_context(|| format!("cannot add {name} to the build context"))?;
+    }
+    Ok(tar.into_inner()?)
+}
+
+/// What `build --json` prints.
+#[derive(Debug, Serialize)]
+pub struct BuildReport {
+    /// The reference built (or that would be built): later commands take it from here.
+    pub image: String,
+    pub platform: Platform,
+    pub build_id: String,
+    pub image_id: Option<String>,
+    /// False when an image with this build id existed and nothing was built.
+    pub built: bool,
+    /// The platform is not this machine's: it was built under qemu.
+    pub emulated: bool,
+    /// Bytes, as the engine reports the image's size.
+    pub size: Option<i64>,
+    pub base_image: String,
+    pub base_image_id: String,
+    pub ca_bundle: Option<PathBuf>,
+    pub dry_run: bool,
+    pub duration_secs: f64,
+}
+
+pub async fn run(args: BuildArgs) -> Result<ExitCode> {
+    let progress = Progress::default();
+    let root = repo_root();
+    let inputs = BuildInputs::load(&root)?;
+    let platform = args.platform;
+    if !inputs.manifest.platforms.contains(&platform) {
+        bail!("{MANIFEST_PATH} does not list {platform} under `platforms`");
+    }
+    let emulated = Platform::host() != Some(platform);
+    let mut build_args = build_args(&inputs, platform)?;
+
+    let docker = docker::connect().await?;
+    let base_image = args
+        .base_image
+        .clone()
+        .unwrap_or_else(|| crate::base::image_ref(DEFAULT_SUITE, platform));
+    let base = docker::inspect_image(&docker, &base_image)
+        .await?
+        .with_context(|| {
+            format!(
+                "the base image {base_image} is not in the engine; run \
+                 `cargo xtask base --platform {platform}` (or pass --base-image)"
+            )
+        })?;
+    docker::ensure_image_platform(&base_image, &base, platform)
+        .with_context(|| format!("the base image must be {platform}"))?;
+    let base_image_id = base
+        .id
+        .clone()
+        .context("the engine reports no id for the base image")?;
+    build_args.insert("BASE_IMAGE".into(), base_image.clone());
+
+    let build_id = build_id(&inputs, &build_args, &base_image_id, platform);
+    let tag = image_tag(&build_id);
+    let ca_bundle = host_ca_bundle(args.ca_bundle.as_deref());
+    let started = Instant::now();
+    let mut report = BuildReport {
+        image: tag.clone(),
+        platform,
+        build_id: build_id.clone(),
+        image_id: None,
+        built: false,
+        emulated,
+        size: None,
+        base_image: base_image.clone(),
+        base_image_id,
+        ca_bundle: ca_bundle.clone(),
+        dry_run: args.dry_run,
+        duration_secs: 0.0,
+    };
+
+    if let Some(existing) = docker::inspect_image(&docker, &tag).await? {
+        docker::ensure_image_platform(&tag, &existing, platform)?;
+        progress.step(format!("{tag} exists (same inputs); nothing to build"));
+        report.image_id = existing.id;
+        report.size = existing.size;
+    } else if args.dry_run {
+        progress.step(format!(
+            "would build {tag} for {platform} from {base_image}{}",
+            if emulated { " under emulation" } else { "" }
+        ));
+    } else {
+        if emulated {
+            crate::base::ensure_emulation(platform)?;
+        }
+        let ca = match &ca_bundle {
+            Some(path) => {
+                progress.step(format!(
+                    "extra CA bundle for the download steps: {}",
+                    path.display()
+                ));
+                Some(read_ca_bundle(path)?)
+            }
+            None => None,
+        };
+        let mut files: Vec<(&str, &[u8])> = vec![
+            (DOCKERFILE_PATH, &inputs.dockerfile),
+            (PACKAGE_JSON_PATH, &inputs.package_json),
+            (PACKAGE_LOCK_PATH, &inputs.package_lock),
+        ];
+        if let Some(ca) = &ca {
+            files.push((CONTEXT_CA_NAME, ca));
+        }
+        let context = context_tar(&files)?;
+        progress.step(format!(
+            "building {tag} for {platform}{}",
+            if emulated {
+                " (emulated: expect several times the native time)"
+            } else {
+                ""
+            }
+        ));
+        let image_id =
+            stream_build(&docker, &tag, platform, &build_args, &build_id, context).await?;
+        let image = docker::inspect_image(&docker, &tag)
+            .await?
+            .with_context(|| format!("the build finished but the engine has no {tag}"))?;
+        docker::ensure_image_platform(&tag, &image, platform)?;
+        report.built = true;
+        report.image_id = image.id.or(image_id);
+        report.size = image.size;
+        progress.step(format!(
+            "built {tag} in {:.0} s, {:.2} GB",
+            started.elapsed().as_secs_f64(),
+            report.size.unwrap_or(0) as f64 / 1e9
+        ));
+    }
+    report.duration_secs = started.elapsed().as_secs_f64();
+    if args.json {
+        print_json(&report)?;
+    } else {
+        println!("{}", report.image);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Sends the context and streams the builder's output to stderr. Returns the image id when the
+/// engine reports it.
+async fn stream_build(
+    docker: &bollard::Docker,
+    tag: &str,
+    platform: Platform,
+    build_args: &BTreeMap<String, String>,
+    build_id: &str,
+    context: Vec<u8>,
+) -> Result<Option<String>> {
+    let buildargs: std::collections::HashMap<String, String> =
+        build_args.clone().into_iter().collect();
+    let labels =
+        std::collections::HashMap::from([(BUILD_ID_LABEL.to_string(), build_id.to_string())]);
+    let options = BuildImageOptionsBuilder::default()
+        .dockerfile(DOCKERFILE_PATH)
+        .t(tag)
+        .rm(true)
+        .forcerm(true)
+        .buildargs(&buildargs)
+        .labels(&labels)
+        .platform(&platform.to_string())
+        .build();
+    let mut stream =
+        std::pin::pin!(docker.build_image(options, None, Some(bollard::body_full(context.into()))));
+    let mut image_id = None;
+    let mut last_lines: Vec<String> = Vec::new();
+    while let Some(item) = stream.next().await {
+        let info = match item {
+            Ok(info) => info,
+            Err(err) => {
+                bail!(
+                    "building {tag} failed: {err}\nlast output:\n{}",
+                    last_lines.join("")
+                );
+            }
+        };
+        if let Some(text) = info.stream.as_deref() {
+            eprint!("{text}");
+            last_lines.push(text.to_string());
+            if last_lines.len() > 30 {
+                last_lines.remove(0);
+            }
+        }
+        if let Some(status) = info.status.as_deref() {
+            eprintln!("{status}");
+        }
+        if let Some(id) = info.aux.and_then(|aux| aux.id) {
+            image_id = Some(id);
+        }
+    }
+    Ok(image_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs() -> BuildInputs {
+        BuildInputs::load(&repo_root()).expect("the committed template files load")
+    }
+
+    #[test]
+    fn build_args_come_from_manifest_inventory_and_lock() {
+        let inputs = inputs();
+        let args = build_args(&inputs, Platform::LinuxArm64).unwrap();
+        let node = &inputs.node.platforms[&Platform::LinuxArm64];
+        assert_eq!(args["NODE_TARBALL_URL"], node.tarball);
+        assert_eq!(args["NODE_SHA512"], node.sha512);
+        assert_eq!(args["NPM_SHA512"], inputs.node.npm.sha512);
+        assert_eq!(
+            args["NODE_MINIMUM"],
+            inputs.manifest.node.minimum.to_string()
+        );
+        assert_eq!(args["LOCKFILE_SHA256"], sha256_hex(&inputs.package_lock));
+        let commands: Vec<&str> = args["AGENT_COMMANDS"].split(' ').collect();
+        let expected: Vec<&str> = inputs
+            .manifest
+            .packages
+            .iter()
+            .filter_map(|p| p.command.as_deref())
+            .collect();
+        assert_eq!(commands, expected);
+        let versions = locked_versions(&inputs.package_json).unwrap();
+        for p in &inputs.manifest.packages {
+            let pin = format!("{}@{}", p.name, versions[&p.name]);
+            assert!(
+                args["PACKAGE_VERSIONS"].split(' ').any(|x| x == pin),
+                "{pin}"
+            );
+        }
+        let amd = build_args(&inputs, Platform::LinuxAmd64).unwrap();
+        assert_ne!(amd["NODE_TARBALL_URL"], args["NODE_TARBALL_URL"]);
+    }
+
+    #[test]
+    fn build_args_refuse_an_inventory_out_of_step() {
+        let mut inputs = inputs();
+        inputs.node.version = "22.1.0".into();
+        let msg = format!(
+            "{:#}",
+            build_args(&inputs, Platform::LinuxAmd64).unwrap_err()
+        );
+        assert!(msg.contains("cargo xtask lock"), "{msg}");
+
+        let mut inputs = self::inputs();
+        inputs.node.platforms.remove(&Platform::LinuxArm64);
+        let msg = format!(
+            "{:#}",
+            build_args(&inputs, Platform::LinuxArm64).unwrap_err()
+        );
+        assert!(msg.contains("linux/arm64"), "{msg}");
+    }
+
+    #[test]
+    fn ranges_in_package_json_are_rejected() {
+        let err = locked_versions(br#"{"dependencies":{"ws":"^8.0.0"}}"#).unwrap_err();
+        assert!(format!("{err:#}").contains("ws"));
+        let ok = locked_versions(br#"{"dependencies":{"ws":"8.23.0"}}"#).unwrap();
+        assert_eq!(ok["ws"], "8.23.0");
+    }
+
+    #[test]
+    fn build_id_follows_every_input_and_nothing_else() {
+        let inputs = inputs();
+        let platform = Platform::LinuxAmd64;
+        let mut args = build_args(&inputs, platform).unwrap();
+        args.insert(
+            "BASE_IMAGE".into(),
+            "coding-agent-base:bookworm-amd64".into(),
+        );
+        let id = build_id(&inputs, &args, "sha256:base1", platform);
+        assert_eq!(id.len(), 64);
+        assert_eq!(id, build_id(&inputs, &args, "sha256:base1", platform));
+
+        // The base image's name does not count, its id does.
+        let mut renamed = args.clone();
+        renamed.insert("BASE_IMAGE".into(), "elsewhere/base:1".into());
+        assert_eq!(id, build_id(&inputs, &renamed, "sha256:base1", platform));
+        assert_ne!(id, build_id(&inputs, &args, "sha256:base2", platform));
+        assert_ne!(
+            id,
+            build_id(&inputs, &args, "sha256:base1", Platform::LinuxArm64)
+        );
+
+        let mut changed = inputs.clone();
+        changed.package_lock.push(b'\n');
+        assert_ne!(id, build_id(&changed, &args, "sha256:base1", platform));
+        let mut changed = inputs.clone();
+        changed.dockerfile.extend_from_slice(b"# x\n");
+        assert_ne!(id, build_id(&changed, &args, "sha256:base1", platform));
+        let mut changed = inputs.clone();
+        changed.manifest_text.push(b'\n');
+        assert_ne!(id, build_id(&changed, &args, "sha256:base1", platform));
+        let mut changed = inputs.clone();
+        changed.package_json.push(b'\n');
+        assert_ne!(id, build_id(&changed, &args, "sha256:base1", platform));
+        let mut other_args = args.clone();
+        other_args.insert("NODE_SHA512".into(), "0".repeat(128));
+        assert_ne!(id, build_id(&inputs, &other_args, "sha256:base1", platform));
+        assert_eq!(image_tag(&id), format!("coding-agent:{id}"));
+    }
+
+    #[test]
+    fn ca_bundle_choice_prefers_the_flag_then_ssl_cert_file_then_the_system() {
+        let flag = Path::new("/x/flag.pem");
+        let env = Path::new("/x/env.pem");
+        assert_eq!(choose_ca_bundle(Some(flag), Some(env), true).unwrap(), flag);
+        assert_eq!(choose_ca_bundle(None, Some(env), true).unwrap(), env);
+        assert_eq!(
+            choose_ca_bundle(None, None, true).unwrap(),
+            Path::new(SYSTEM_CA_BUNDLE)
+        );
+        assert_eq!(choose_ca_bundle(None, None, false), None);
+    }
+
+    #[test]
+    fn a_bundle_without_certificates_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("empty.pem");
+        std::fs::write(&path, "not a certificate").unwrap();
+        let msg = format!("{:#}", read_ca_bundle(&path).unwrap_err());
+        assert!(msg.contains("empty.pem"), "{msg}");
+    }
+
+    #[test]
+    fn context_is_deterministic_and_holds_only_the_given_files() {
+        let a = context_tar(&[
+            ("Dockerfile", b"FROM x\n"),
+            ("template/package.json", b"{}"),
+        ])
+        .unwrap();
+        let b = context_tar(&[
+            ("Dockerfile", b"FROM x\n"),
+            ("template/package.json", b"{}"),
+        ])
+        .unwrap();
+        assert_eq!(a, b);
+        let mut archive = tar::Archive::new(a.as_slice());
+        let names: Vec<String> = archive
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["Dockerfile", "template/package.json"]);
+    }
+
+    #[test]
+    fn committed_dockerfile_declares_every_build_argument() {
+        let inputs = inputs();
+        let dockerfile = String::from_utf8(inputs.dockerfile.clone()).unwrap();
+        let mut args = build_args(&inputs, Platform::LinuxAmd64).unwrap();
+        args.insert("BASE_IMAGE".into(), String::new());
+        for name in args.keys() {
+            assert!(
+                dockerfile
+                    .lines()
+                    .any(|l| l.trim() == format!("ARG {name}")),
+                "the Dockerfile does not declare ARG {name}"
+            );
+        }
+    }
 }

@@ -1,1 +1,544 @@
-//! Skeleton.
+//! The Docker Engine API as the image commands use it: one connection with the API version
+//! negotiated (Docker 20.10 / API 1.41 on the build machines, 28+ on hosted runners), image
+//! lookups, and containers that are always removed again.
+//!
+//! Every container made here carries the label [`RUN_LABEL`] with the id of the command run that
+//! made it, so a run can remove whatever it left behind even after a timeout or a panic, and
+//! tests can prove that nothing was left.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use bollard::container::LogOutput;
+use bollard::errors::Error as DockerError;
+use bollard::models::{ContainerCreateBody, HostConfig, ImageInspect};
+use bollard::query_parameters::{
+    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder,
+    DownloadFromContainerOptionsBuilder, ListContainersOptionsBuilder,
+    RemoveContainerOptionsBuilder, WaitContainerOptions,
+};
+use bollard::Docker;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use tokio::io::AsyncWriteExt;
+
+use crate::manifest::Platform;
+
+/// Label on every container this tool creates; the value identifies one command run.
+pub const RUN_LABEL: &str = "org.sandbox0.xtask.run";
+
+/// What to tell someone whose engine cannot be reached.
+pub const SETUP_HINT: &str = "run `bash scripts/setup-host.sh` (installs and starts dockerd)";
+
+/// Connects to the local engine (DOCKER_HOST or the default socket) and negotiates the API
+/// version down to what the engine speaks.
+pub async fn connect() -> Result<Docker> {
+    let docker = Docker::connect_with_defaults()
+        .with_context(|| format!("cannot connect to the Docker engine; {SETUP_HINT}"))?
+        // Builds and image exports stream for minutes; bollard's timeout covers waiting for
+        // the response head only, but a slow engine under emulation can take long for that too.
+        .with_timeout(Duration::from_secs(900));
+    let docker = docker.negotiate_version().await.with_context(|| {
+        format!(
+            "the Docker engine at {} does not answer; {SETUP_HINT}",
+            std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into())
+        )
+    })?;
+    Ok(docker)
+}
+
+/// A fresh id for one command run, used as the value of [`RUN_LABEL`].
+pub fn new_run_id(command: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("{command}-{}-{nanos}", std::process::id())
+}
+
+fn is_not_found(err: &DockerError) -> bool {
+    matches!(
+        err,
+        DockerError::DockerResponseServerError {
+            status_code: 404,
+            ..
+        }
+    )
+}
+
+/// The image, or `None` when the engine does not have it.
+pub async fn inspect_image(docker: &Docker, reference: &str) -> Result<Option<ImageInspect>> {
+    match docker.inspect_image(reference).await {
+        Ok(image) => Ok(Some(image)),
+        Err(err) if is_not_found(&err) => Ok(None),
+        Err(err) => Err(err).with_context(|| format!("cannot inspect image {reference}")),
+    }
+}
+
+/// `os/architecture` of an inspected image, as the engine reports it.
+pub fn image_platform(image: &ImageInspect) -> String {
+    format!(
+        "{}/{}",
+        image.os.as_deref().unwrap_or("?"),
+        image.architecture.as_deref().unwrap_or("?")
+    )
+}
+
+/// Fails unless the image's config says `platform`.
+pub fn ensure_image_platform(
+    reference: &str,
+    image: &ImageInspect,
+    platform: Platform,
+) -> Result<()> {
+    let found = image_platform(image);
+    if found != platform.to_string() {
+        bail!("image {reference} is {found}, not {platform}");
+    }
+    Ok(())
+}
+
+/// A container to run: the image's own environment plus `env`, no TTY.
+#[derive(Debug, Clone)]
+pub struct ContainerSpec {
+    pub image: String,
+    pub cmd: Vec<String>,
+    pub env: Vec<String>,
+    pub user: Option<String>,
+    pub platform: Option<Platform>,
+    pub run_id: String,
+    /// Keep stdin open (attached) so the caller can write to it.
+    pub stdin: bool,
+}
+
+impl ContainerSpec {
+    pub fn new(image: &str, run_id: &str, cmd: &[&str]) -> ContainerSpec {
+        ContainerSpec {
+            image: image.to_string(),
+            cmd: cmd.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
+            user: None,
+            platform: None,
+            run_id: run_id.to_string(),
+            stdin: false,
+        }
+    }
+}
+
+/// Owns one container: [`ContainerGuard::remove`] removes it; if the guard is dropped without
+/// that (a timeout dropped the future, a panic unwound), removal is spawned on the runtime.
+pub struct ContainerGuard {
+    docker: Docker,
+    id: String,
+    armed: bool,
+}
+
+impl ContainerGuard {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub async fn remove(mut self) -> Result<()> {
+        self.armed = false;
+        remove_container(&self.docker, &self.id).await
+    }
+}
+
+impl Drop for ContainerGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let docker = self.docker.clone();
+        let id = std::mem::take(&mut self.id);
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let _ = remove_container(&docker, &id).await;
+            });
+        }
+    }
+}
+
+/// Removes a container, killing it first when it runs; a container that is already gone is fine.
+pub async fn remove_container(docker: &Docker, id: &str) -> Result<()> {
+    let options = RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .v(true)
+        .build();
+    match docker.remove_container(id, Some(options)).await {
+        Ok(()) => Ok(()),
+        Err(err) if is_not_found(&err) => Ok(()),
+        // 409: removal already in progress (the drop guard raced an explicit removal).
+        Err(DockerError::DockerResponseServerError {
+            status_code: 409, ..
+        }) => Ok(()),
+        Err(err) => Err(err).with_context(|| format!("cannot remove container {id}")),
+    }
+}
+
+/// Ids of the containers, running or not, that carry `RUN_LABEL=run_id`.
+pub async fn labelled_containers(docker: &Docker, run_id: &str) -> Result<Vec<String>> {
+    let filters = HashMap::from([("label", vec![format!("{RUN_LABEL}={run_id}")])]);
+    let options = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    let containers = docker
+        .list_containers(Some(options))
+        .await
+        .context("cannot list containers")?;
+    Ok(containers.into_iter().filter_map(|c| c.id).collect())
+}
+
+/// Removes every container of one run; returns how many there were.
+pub async fn remove_labelled(docker: &Docker, run_id: &str) -> Result<usize> {
+    let ids = labelled_containers(docker, run_id).await?;
+    for id in &ids {
+        remove_container(docker, id).await?;
+    }
+    Ok(ids.len())
+}
+
+/// Creates the container (not started) and returns its guard.
+pub async fn create(docker: &Docker, spec: &ContainerSpec) -> Result<ContainerGuard> {
+    let mut options = CreateContainerOptionsBuilder::default();
+    if let Some(platform) = spec.platform {
+        options = options.platform(&platform.to_string());
+    }
+    let body = ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        cmd: Some(spec.cmd.clone()),
+        env: Some(spec.env.clone()),
+        user: spec.user.clone(),
+        tty: Some(false),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        attach_stdin: Some(spec.stdin),
+        open_stdin: Some(spec.stdin),
+        stdin_once: Some(spec.stdin),
+        labels: Some(HashMap::from([(
+            RUN_LABEL.to_string(),
+            spec.run_id.clone(),
+        )])),
+        host_config: Some(HostConfig {
+            // Chromium needs more than Docker's default 64 MB of /dev/shm.
+            shm_size: Some(512 * 1024 * 1024),
+            init: Some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let created = docker
+        .create_container(Some(options.build()), body)
+        .await
+        .with_context(|| format!("cannot create a container from image {}", spec.image))?;
+    Ok(ContainerGuard {
+        docker: docker.clone(),
+        id: created.id,
+        armed: true,
+    })
+}
+
+/// A started container with its stdio attached over the API (pipes, no TTY).
+pub struct Attached {
+    pub guard: ContainerGuard,
+    pub output: OutputStream,
+    pub input: InputSink,
+}
+
+/// Creates, attaches to and starts a container. Attaching before the start is what makes the
+/// first bytes of output reach us.
+pub async fn start_attached(docker: &Docker, spec: &ContainerSpec) -> Result<Attached> {
+    let guard = create(docker, spec).await?;
+    match attach_and_start(docker, spec, guard.id()).await {
+        Ok((output, input)) => Ok(Attached {
+            guard,
+            output,
+            input,
+        }),
+        Err(err) => {
+            // E.g. the command does not exist in the image: the container was made, remove it.
+            guard.remove().await.ok();
+            Err(err)
+        }
+    }
+}
+
+type OutputStream = std::pin::Pin<Box<dyn Stream<Item = Result<LogOutput, DockerError>> + Send>>;
+type InputSink = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+
+async fn attach_and_start(
+    docker: &Docker,
+    spec: &ContainerSpec,
+    id: &str,
+) -> Result<(OutputStream, InputSink)> {
+    let options = AttachContainerOptionsBuilder::default()
+        .stdin(spec.stdin)
+        .stdout(true)
+        .stderr(true)
+        .stream(true)
+        .logs(false)
+        .build();
+    let attached = docker
+        .attach_container(id, Some(options))
+        .await
+        .with_context(|| format!("cannot attach to a container of {}", spec.image))?;
+    docker.start_container(id, None).await.with_context(|| {
+        format!(
+            "cannot start `{}` in a container of {}",
+            spec.cmd.join(" "),
+            spec.image
+        )
+    })?;
+    Ok((attached.output, attached.input))
+}
+
+/// What a container printed and how it ended.
+#[derive(Debug, Clone, Default)]
+pub struct ContainerOutput {
+    pub stdout: String,
+    pub stderr: String,
+    /// `None` when it was still running at the deadline.
+    pub exit_code: Option<i64>,
+    pub timed_out: bool,
+}
+
+impl ContainerOutput {
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+
+    /// stdout and stderr together, for reports.
+    pub fn combined(&self) -> String {
+        let mut text = self.stdout.trim_end().to_string();
+        let stderr = self.stderr.trim_end();
+        if !stderr.is_empty() {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(stderr);
+        }
+        if self.timed_out {
+            text.push_str("\n(timed out)");
+        } else if let Some(code) = self.exit_code.filter(|c| *c != 0) {
+            text.push_str(&format!("\n(exit code {code})"));
+        }
+        text
+    }
+}
+
+/// Runs a container to its end (or `timeout`), feeding it `stdin` when given, and removes it
+/// whatever happens.
+pub async fn run(
+    docker: &Docker,
+    spec: &ContainerSpec,
+    stdin: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<ContainerOutput> {
+    let mut spec = spec.clone();
+    spec.stdin = stdin.is_some();
+    let Attached {
+        guard,
+        mut output,
+        mut input,
+    } = start_attached(docker, &spec).await?;
+    let result = async {
+        if let Some(bytes) = stdin {
+            input
+                .write_all(bytes)
+                .await
+                .context("cannot write to the container's stdin")?;
+            input.shutdown().await.ok();
+        }
+        let mut collected = ContainerOutput::default();
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                item = output.next() => match item {
+                    Some(Ok(LogOutput::StdOut { message })) | Some(Ok(LogOutput::Console { message })) => {
+                        collected.stdout.push_str(&String::from_utf8_lossy(&message));
+                    }
+                    Some(Ok(LogOutput::StdErr { message })) => {
+                        collected.stderr.push_str(&String::from_utf8_lossy(&message));
+                    }
+                    Some(Ok(LogOutput::StdIn { .. })) => {}
+                    Some(Err(err)) => return Err(anyhow!(err).context("reading the container's output")),
+                    None => break,
+                },
+                _ = &mut deadline => {
+                    collected.timed_out = true;
+                    return Ok(collected);
+                }
+            }
+        }
+        collected.exit_code = Some(wait_exit_code(docker, guard.id()).await?);
+        Ok(collected)
+    }
+    .await;
+    let removed = guard.remove().await;
+    let collected = result?;
+    removed?;
+    Ok(collected)
+}
+
+/// The exit code of a container that has stopped (or stops soon).
+pub async fn wait_exit_code(docker: &Docker, id: &str) -> Result<i64> {
+    let mut wait = docker.wait_container(id, None::<WaitContainerOptions>);
+    match wait.next().await {
+        Some(Ok(response)) => Ok(response.status_code),
+        Some(Err(DockerError::DockerContainerWaitError { code, .. })) => Ok(code),
+        Some(Err(err)) => Err(err).with_context(|| format!("cannot wait for container {id}")),
+        None => bail!("the engine ended the wait for container {id} without a status"),
+    }
+}
+
+/// The regular files below `path` inside an image, read from a created (never started)
+/// container, so it works for any architecture without emulation. Returns (path, content).
+pub async fn read_image_files(
+    docker: &Docker,
+    image: &str,
+    run_id: &str,
+    path: &str,
+) -> Result<Vec<(String, Vec<u8>)>> {
+    let spec = ContainerSpec::new(image, run_id, &["/nonexistent"]);
+    let guard = create(docker, &spec).await?;
+    let options = DownloadFromContainerOptionsBuilder::default()
+        .path(path)
+        .build();
+    let collected: Result<Vec<Bytes>> = docker
+        .download_from_container(guard.id(), Some(options))
+        .map(|chunk| chunk.with_context(|| format!("cannot read {path} from image {image}")))
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect();
+    guard.remove().await?;
+    let archive: Vec<u8> = collected?.concat();
+    let mut files = Vec::new();
+    let mut tar = tar::Archive::new(archive.as_slice());
+    for entry in tar.entries().context("reading a container archive")? {
+        let mut entry = entry.context("reading a container archive")?;
+        if entry.header().entry_type().is_file() {
+            let name = entry.path()?.to_string_lossy().into_owned();
+            let mut content = Vec::new();
+            entry.read_to_end(&mut content)?;
+            files.push((name, content));
+        }
+    }
+    Ok(files)
+}
+
+/// A blocking reader over an async byte stream, for the synchronous tar parser. The stream is
+/// driven by a task on the runtime; the reader must be used on a blocking thread.
+pub struct StreamReader {
+    receiver: std::sync::mpsc::Receiver<std::io::Result<Bytes>>,
+    current: Bytes,
+}
+
+impl StreamReader {
+    pub fn spawn<S, E>(stream: S) -> StreamReader
+    where
+        S: Stream<Item = Result<Bytes, E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        // A small bound keeps memory flat: the engine waits while the scanner catches up.
+        let (sender, receiver) = std::sync::mpsc::sync_channel(16);
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                let item = item.map_err(|e| std::io::Error::other(e.to_string()));
+                let failed = item.is_err();
+                let sender = sender.clone();
+                // `send` blocks when the channel is full; do that off the async workers.
+                let sent = tokio::task::spawn_blocking(move || sender.send(item).is_ok())
+                    .await
+                    .unwrap_or(false);
+                if !sent || failed {
+                    break;
+                }
+            }
+        });
+        StreamReader {
+            receiver,
+            current: Bytes::new(),
+        }
+    }
+}
+
+impl Read for StreamReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.receiver.recv() {
+                Ok(Ok(bytes)) => self.current = bytes,
+                Ok(Err(err)) => return Err(err),
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        self.current = self.current.slice(n..);
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn combined_output_names_how_it_ended() {
+        let out = ContainerOutput {
+            stdout: "a\n".into(),
+            stderr: "b\n".into(),
+            exit_code: Some(3),
+            timed_out: false,
+        };
+        assert_eq!(out.combined(), "a\nb\n(exit code 3)");
+        assert!(!out.success());
+        let out = ContainerOutput {
+            timed_out: true,
+            ..Default::default()
+        };
+        assert_eq!(out.combined(), "\n(timed out)");
+    }
+
+    #[test]
+    fn run_ids_differ() {
+        assert_ne!(new_run_id("smoke"), new_run_id("smoke"));
+    }
+
+    #[tokio::test]
+    async fn stream_reader_reassembles_chunks() {
+        let chunks: Vec<Result<Bytes, String>> = vec![
+            Ok(Bytes::from_static(b"hello ")),
+            Ok(Bytes::new()),
+            Ok(Bytes::from_static(b"world")),
+        ];
+        let mut reader = StreamReader::spawn(futures_util::stream::iter(chunks));
+        let text = tokio::task::spawn_blocking(move || {
+            let mut s = String::new();
+            reader.read_to_string(&mut s).map(|_| s)
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(text, "hello world");
+    }
+
+    #[tokio::test]
+    async fn stream_reader_passes_errors_on() {
+        let chunks: Vec<Result<Bytes, String>> =
+            vec![Ok(Bytes::from_static(b"x")), Err("engine went away".into())];
+        let mut reader = StreamReader::spawn(futures_util::stream::iter(chunks));
+        let err = tokio::task::spawn_blocking(move || {
+            let mut v = Vec::new();
+            reader.read_to_end(&mut v)
+        })
+        .await
+        .unwrap()
+        .unwrap_err();
+        assert!(err.to_string().contains("engine went away"));
+    }
+}

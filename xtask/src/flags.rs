@@ -143,6 +143,10 @@ pub struct SmokeArgs {
     /// Platform the image must report; defaults to the image's own.
     #[arg(long)]
     pub platform: Option<Platform>,
+    /// The extra CA bundle the build may have used; its certificates that Debian does not
+    /// ship must appear in no layer. Defaults as for `build`.
+    #[arg(long, env = "XTASK_EXTRA_CA_BUNDLE", value_name = "PEM")]
+    pub ca_bundle: Option<PathBuf>,
     #[arg(long)]
     pub json: bool,
 }

@@ -1,0 +1,542 @@
+//! End-to-end tests of the image commands against the real Docker engine: `base`, `build` and
+//! `smoke` for amd64 (native) and arm64 (under qemu), from the committed lockfile, plus the
+//! cheap ways they must fail.
+//!
+//! Nothing here is skipped: without an engine every test fails and says to run
+//! `bash scripts/setup-host.sh`. The tests share one engine and the machines have two cores,
+//! so they run one at a time (a process-wide lock), and images are content-addressed, so a
+//! second run reuses what the first one built.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde_json::Value;
+use xtask::docker;
+use xtask::manifest::{repo_root, Manifest, MANIFEST_PATH};
+
+/// One image test at a time: each one already keeps both cores busy.
+static ENGINE: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ENGINE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Fails (never skips) when the engine is unreachable.
+fn require_engine() {
+    if let Err(err) = runtime().block_on(docker::connect()) {
+        panic!(
+            "these tests need a running Docker engine and none answers ({err:#}); \
+             run `bash scripts/setup-host.sh` first"
+        );
+    }
+}
+
+fn xtask(args: &[&str]) -> Output {
+    let started = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .expect("cannot run the xtask binary");
+    eprintln!(
+        "xtask {} -> {} in {:.0} s",
+        args.join(" "),
+        output.status,
+        started.elapsed().as_secs_f64()
+    );
+    output
+}
+
+/// Runs a command that must succeed and print one JSON object.
+fn xtask_json(args: &[&str]) -> Value {
+    let output = xtask(args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "xtask {} failed:\n{}",
+        args.join(" "),
+        tail(&stderr, 6000)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "xtask {} printed no JSON ({e}):\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+fn tail(text: &str, max: usize) -> &str {
+    let start = text.len().saturating_sub(max);
+    let start = (start..text.len())
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(text.len());
+    &text[start..]
+}
+
+fn manifest() -> Manifest {
+    Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap()
+}
+
+/// Containers of any xtask run that still exist.
+fn xtask_containers() -> Vec<String> {
+    runtime().block_on(async {
+        let docker = docker::connect().await.unwrap();
+        let filters =
+            std::collections::HashMap::from([("label", vec![docker::RUN_LABEL.to_string()])]);
+        let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        docker
+            .list_containers(Some(options))
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|c| c.id)
+            .collect()
+    })
+}
+
+/// `base`, then `build`, then the same `build` again (which must find the image and build
+/// nothing); returns the reference built.
+fn base_and_build(platform: &str) -> String {
+    let base = xtask_json(&["base", "--platform", platform, "--json"]);
+    assert_eq!(base["platform"], platform);
+    let base_ref = base["image"].as_str().unwrap().to_string();
+    let inspect = runtime()
+        .block_on(async {
+            let docker = docker::connect().await.unwrap();
+            docker::inspect_image(&docker, &base_ref).await
+        })
+        .unwrap()
+        .expect("base reported an image the engine does not have");
+    assert_eq!(
+        docker::image_platform(&inspect),
+        platform,
+        "base image config"
+    );
+
+    let built = xtask_json(&["build", "--platform", platform, "--json"]);
+    let image = built["image"].as_str().unwrap().to_string();
+    let build_id = built["build_id"].as_str().unwrap();
+    assert_eq!(image, format!("coding-agent:{build_id}"));
+    assert_eq!(built["platform"], platform);
+    assert_eq!(
+        built["emulated"],
+        xtask::manifest::Platform::host().map(|p| p.to_string()) != Some(platform.to_string())
+    );
+    assert!(built["size"].as_i64().unwrap() > 1_000_000_000, "{built}");
+    assert!(
+        built["size"].as_i64().unwrap() <= 2_300_000_000,
+        "the image must weigh at most 2.3 GB: {built}"
+    );
+    eprintln!(
+        "build {platform}: built={} in {} s, {} bytes",
+        built["built"], built["duration_secs"], built["size"]
+    );
+
+    // Same inputs, same id: the second build is a lookup.
+    let again = xtask_json(&["build", "--platform", platform, "--json"]);
+    assert_eq!(again["image"], built["image"]);
+    assert_eq!(again["image_id"], built["image_id"]);
+    assert_eq!(again["built"], false);
+    image
+}
+
+/// `smoke --json` on a good image: every check passes, each package, harness and browser part
+/// has its check, and no container is left.
+fn smoke_passes(image: &str, platform: &str) {
+    let output = xtask(&["smoke", "--image", image, "--platform", platform, "--json"]);
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "smoke printed no JSON ({e}):\n{}",
+            tail(&String::from_utf8_lossy(&output.stderr), 4000)
+        )
+    });
+    let failed: Vec<&Value> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["passed"] != true)
+        .collect();
+    assert!(
+        failed.is_empty() && report["passed"] == true && output.status.success(),
+        "smoke of {image} failed:\n{}",
+        serde_json::to_string_pretty(&failed).unwrap()
+    );
+    assert_eq!(report["image"], image);
+    assert_eq!(report["platform"], platform);
+    let names: BTreeSet<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    let manifest = manifest();
+    for package in &manifest.packages {
+        assert!(
+            names.contains(format!("version {}", package.name).as_str()),
+            "{names:?}"
+        );
+    }
+    for harness in &manifest.harnesses {
+        assert!(
+            names.contains(format!("harness {}", harness.name).as_str()),
+            "{names:?}"
+        );
+    }
+    for name in [
+        "platform",
+        "node runtime",
+        "home and working directory",
+        "no entrypoint or cmd",
+        "no-update and no-telemetry variables",
+        "provenance labels",
+        "playwright-cli drives chromium",
+        "xtigervnc and openbox start",
+        "ws loads and echoes",
+        "sandbox-browser user",
+        "no CA bundle left in the image",
+    ] {
+        assert!(names.contains(name), "no check named `{name}` in {names:?}");
+    }
+    assert!(
+        xtask_containers().is_empty(),
+        "smoke left containers behind"
+    );
+    eprintln!("smoke {platform}: {} s", report["duration_secs"]);
+}
+
+#[test]
+fn amd64_image_builds_from_the_lockfile_and_passes_every_smoke_check() {
+    let _engine = serial();
+    require_engine();
+    let image = base_and_build("linux/amd64");
+    smoke_passes(&image, "linux/amd64");
+}
+
+#[test]
+fn arm64_image_builds_and_passes_every_smoke_check_under_emulation() {
+    let _engine = serial();
+    require_engine();
+    let image = base_and_build("linux/arm64");
+    smoke_passes(&image, "linux/arm64");
+}
+
+#[test]
+fn smoke_of_a_bare_image_reports_every_failure_exits_nonzero_and_cleans_up() {
+    let _engine = serial();
+    require_engine();
+    let base = xtask_json(&["base", "--platform", "linux/amd64", "--json"]);
+    let bare = base["image"].as_str().unwrap();
+    let output = xtask(&["smoke", "--image", bare, "--json"]);
+    assert!(!output.status.success(), "smoke passed a bare Debian image");
+    let report: Value =
+        serde_json::from_slice(&output.stdout).expect("a JSON report even on failure");
+    assert_eq!(report["passed"], false);
+    let verdict = |name: &str| -> bool {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no check `{name}`"))["passed"]
+            == true
+    };
+    // What the bare image has, passes; what it lacks, fails, each with its own check.
+    assert!(verdict("platform"));
+    assert!(verdict("no entrypoint or cmd"));
+    assert!(verdict("no CA bundle left in the image"));
+    for name in [
+        "home and working directory",
+        "no-update and no-telemetry variables",
+        "provenance labels",
+        "node runtime",
+        "harness codex",
+        "harness claude-code",
+        "harness opencode",
+        "harness pi",
+        "playwright-cli drives chromium",
+        "xtigervnc and openbox start",
+        "ws loads and echoes",
+        "sandbox-browser user",
+    ] {
+        assert!(!verdict(name), "`{name}` passed on a bare Debian image");
+    }
+    for package in &manifest().packages {
+        assert!(!verdict(&format!("version {}", package.name)));
+    }
+    assert!(
+        xtask_containers().is_empty(),
+        "smoke left containers behind"
+    );
+}
+
+/// A PEM certificate that no distribution ships (random bytes: only its text matters here).
+fn unique_pem() -> String {
+    use base64::Engine as _;
+    let seed = format!("{:?}-{}", Instant::now(), std::process::id());
+    let mut der = Vec::new();
+    for i in 0..8u8 {
+        der.extend_from_slice(&sha2_digest(format!("{seed}-{i}").as_bytes()));
+    }
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&der);
+    let lines: Vec<&str> = b64
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        lines.join("\n")
+    )
+}
+
+fn sha2_digest(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).into()
+}
+
+/// Builds a throwaway image from `dockerfile` and the given context files; returns its tag.
+fn build_scratch_image(tag: &str, files: &[(&str, &[u8])]) -> Result<(), String> {
+    runtime().block_on(async {
+        use futures_util::StreamExt;
+        let docker = docker::connect().await.unwrap();
+        let context = xtask::build::context_tar(files).unwrap();
+        let options = bollard::query_parameters::BuildImageOptionsBuilder::default()
+            .dockerfile("Dockerfile")
+            .t(tag)
+            .rm(true)
+            .forcerm(true)
+            .build();
+        let mut stream = std::pin::pin!(docker.build_image(
+            options,
+            None,
+            Some(bollard::body_full(context.into()))
+        ));
+        let mut log = String::new();
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(info) => log.push_str(info.stream.as_deref().unwrap_or_default()),
+                Err(err) => return Err(format!("{err}\n{log}")),
+            }
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn a_ca_certificate_left_in_any_layer_fails_smoke() {
+    let _engine = serial();
+    require_engine();
+    let base = xtask_json(&["base", "--platform", "linux/amd64", "--json"]);
+    let base_ref = base["image"].as_str().unwrap();
+    let pem = unique_pem();
+    // The leak is removed again in a later layer: it is still in the image, and smoke must
+    // say where.
+    let dockerfile = format!(
+        "FROM {base_ref}\nCOPY proxy.pem /usr/local/share/ca-certificates/proxy.crt\n\
+         RUN rm /usr/local/share/ca-certificates/proxy.crt\nENV NODE_EXTRA_CA_CERTS=/etc/proxy.pem\n"
+    );
+    let tag = "coding-agent-test:leaked-ca";
+    build_scratch_image(
+        tag,
+        &[
+            ("Dockerfile", dockerfile.as_bytes()),
+            ("proxy.pem", pem.as_bytes()),
+        ],
+    )
+    .expect("the leaking test image builds");
+    let dir = tempfile::tempdir().unwrap();
+    let bundle: PathBuf = dir.path().join("bundle.pem");
+    std::fs::write(&bundle, &pem).unwrap();
+
+    let output = xtask(&[
+        "smoke",
+        "--image",
+        tag,
+        "--ca-bundle",
+        bundle.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(!output.status.success());
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "no CA bundle left in the image")
+        .expect("the CA check ran")
+        .clone();
+    let text = check["output"].as_str().unwrap();
+    assert_eq!(check["passed"], false, "{text}");
+    assert!(
+        text.contains("usr/local/share/ca-certificates/proxy.crt"),
+        "{text}"
+    );
+    assert!(text.contains("NODE_EXTRA_CA_CERTS"), "{text}");
+
+    // The same bundle against the clean base: nothing found.
+    let output = xtask(&[
+        "smoke",
+        "--image",
+        base_ref,
+        "--ca-bundle",
+        bundle.to_str().unwrap(),
+        "--json",
+    ]);
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "no CA bundle left in the image")
+        .unwrap()
+        .clone();
+    assert_eq!(check["passed"], true, "{}", check["output"]);
+    assert!(
+        check["output"]
+            .as_str()
+            .unwrap()
+            .contains("1 certificate(s)"),
+        "{}",
+        check["output"]
+    );
+
+    runtime().block_on(async {
+        let docker = docker::connect().await.unwrap();
+        let _ = docker
+            .remove_image(
+                tag,
+                None::<bollard::query_parameters::RemoveImageOptions>,
+                None,
+            )
+            .await;
+    });
+    assert!(xtask_containers().is_empty());
+}
+
+/// Builds only the Dockerfile's `node` stage with the committed arguments, overridden by
+/// `overrides`; returns the builder's error text when it fails.
+fn build_node_stage(overrides: &[(&str, &str)]) -> Result<(), String> {
+    let root = repo_root();
+    let inputs = xtask::build::BuildInputs::load(&root).unwrap();
+    let platform = xtask::manifest::Platform::LinuxAmd64;
+    let mut args = xtask::build::build_args(&inputs, platform).unwrap();
+    args.insert(
+        "BASE_IMAGE".into(),
+        xtask::base::image_ref(xtask::build::DEFAULT_SUITE, platform),
+    );
+    for (k, v) in overrides {
+        args.insert(k.to_string(), v.to_string());
+    }
+    let ca = xtask::build::host_ca_bundle(None).map(|p| std::fs::read(p).unwrap());
+    let mut files: Vec<(&str, &[u8])> = vec![("Dockerfile", &inputs.dockerfile)];
+    if let Some(ca) = &ca {
+        files.push((xtask::build::CONTEXT_CA_NAME, ca));
+    }
+    runtime().block_on(async {
+        use futures_util::StreamExt;
+        let docker = docker::connect().await.unwrap();
+        let context = xtask::build::context_tar(&files).unwrap();
+        let buildargs: std::collections::HashMap<String, String> = args.into_iter().collect();
+        let options = bollard::query_parameters::BuildImageOptionsBuilder::default()
+            .dockerfile("Dockerfile")
+            .target("node")
+            .buildargs(&buildargs)
+            .rm(true)
+            .forcerm(true)
+            .build();
+        let mut stream = std::pin::pin!(docker.build_image(
+            options,
+            None,
+            Some(bollard::body_full(context.into()))
+        ));
+        let mut log = String::new();
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(info) => log.push_str(info.stream.as_deref().unwrap_or_default()),
+                Err(err) => return Err(format!("{err}\n{log}")),
+            }
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn the_dockerfile_refuses_a_wrong_checksum_and_an_old_node() {
+    let _engine = serial();
+    require_engine();
+    xtask_json(&["base", "--platform", "linux/amd64", "--json"]);
+    // The committed arguments pass (so the failures below are the overrides' doing).
+    build_node_stage(&[]).expect("the node stage builds with the committed arguments");
+
+    let err = build_node_stage(&[("NODE_SHA512", &"0".repeat(128))]).unwrap_err();
+    assert!(
+        err.contains("FAILED"),
+        "a wrong sha512 must fail sha512sum -c:\n{err}"
+    );
+
+    let err = build_node_stage(&[("NODE_MINIMUM", "22.99.0")]).unwrap_err();
+    assert!(err.contains("older than 22.99.0"), "{err}");
+
+    let err = build_node_stage(&[("NODE_MAJOR", "24")]).unwrap_err();
+    assert!(err.contains("not on the 24.x line"), "{err}");
+}
+
+#[test]
+fn build_without_its_base_image_says_what_to_run() {
+    let _engine = serial();
+    require_engine();
+    let output = xtask(&[
+        "build",
+        "--platform",
+        "linux/amd64",
+        "--base-image",
+        "coding-agent-base:does-not-exist",
+    ]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("coding-agent-base:does-not-exist"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("cargo xtask base --platform linux/amd64"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn dry_runs_change_nothing() {
+    let _engine = serial();
+    require_engine();
+    let base = xtask_json(&["base", "--platform", "linux/amd64", "--json", "--dry-run"]);
+    assert_eq!(base["image"], "coding-agent-base:bookworm-amd64");
+    // With the base present, a dry-run build names the reference a build would make; that
+    // reference is the one `build` makes (the amd64 test checks the build side).
+    xtask_json(&["base", "--platform", "linux/amd64", "--json"]);
+    let plan = xtask_json(&["build", "--platform", "linux/amd64", "--dry-run", "--json"]);
+    let image = plan["image"].as_str().unwrap();
+    assert!(image.starts_with("coding-agent:"), "{plan}");
+    assert_eq!(plan["dry_run"], true);
+    assert_eq!(plan["built"], false);
+    let again = xtask_json(&["build", "--platform", "linux/amd64", "--dry-run", "--json"]);
+    assert_eq!(
+        again["image"], plan["image"],
+        "the build id is a pure function of the inputs"
+    );
+}
