@@ -8,6 +8,8 @@ set -euo pipefail
 need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+# mmdebstrap refuses foreign architectures (arm64 under qemu) without arch-test.
+command -v arch-test >/dev/null || need+=(arch-test)
 [ -e /usr/bin/qemu-aarch64-static ] || need+=(qemu-user-static)
 command -v update-binfmts >/dev/null || need+=(binfmt-support)
 [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
