@@ -129,7 +129,33 @@ RUN set -eu; \
         if [ -e "$dir" ]; then echo "build: pruning $dir"; rm -rf "$dir"; fi; \
     done; \
     find node_modules -type f -name '*.map' -delete; \
-    rm -rf /tmp/npm-cache /tmp/build-npmrc /root/.npm
+    rm -rf /tmp/npm-cache /tmp/build-npmrc /root/.npm; \
+    stage() { \
+        dest="/staging/$1/opt/coding-agents/node_modules"; shift; \
+        mkdir -p "$dest"; \
+        for package in "$@"; do \
+            [ -e "node_modules/$package" ] || continue; \
+            mkdir -p "$dest/$(dirname "$package")"; \
+            mv "node_modules/$package" "$dest/$package"; \
+        done; \
+    }; \
+    cd node_modules; \
+    claude=$(ls -d @anthropic-ai/claude-code*); \
+    codex=$(ls -d @openai/codex*); \
+    opencode=$(ls -d opencode-ai opencode-linux-*); \
+    cd ..; \
+    stage claude $claude; \
+    stage codex $codex; \
+    stage opencode $opencode; \
+    mkdir -p /staging/rest/opt; \
+    mv /opt/coding-agents /staging/rest/opt/; \
+    mkdir -p /opt/coding-agents
+
+# The install is then split into four directories, one final-image layer each: the three
+# large native CLIs (Claude Code, Codex, OpenCode, with the platform packages their launchers
+# hard-link, which must stay in one layer) and the rest. The classic builder's COPY cache key
+# is the content, not the time stamps, so a version bump re-copies only the layers after the
+# first one whose content changed, and registries store and pull only those.
 
 # ---------------------------------------------------------------------------------------------
 # The image.
@@ -185,7 +211,10 @@ RUN set -eux; \
     mkdir -p /workspace
 
 COPY --from=node /staging/node/ /usr/local/
-COPY --from=agents /opt/coding-agents /opt/coding-agents
+COPY --from=agents /staging/claude/ /
+COPY --from=agents /staging/codex/ /
+COPY --from=agents /staging/opencode/ /
+COPY --from=agents /staging/rest/ /
 
 # Space-separated executables to link into /usr/local/bin (the manifest's `command`s).
 ARG AGENT_COMMANDS

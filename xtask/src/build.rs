@@ -335,7 +335,11 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
         duration_secs: 0.0,
     };
 
-    if let Some(existing) = docker::inspect_image(&docker, &tag).await? {
+    let existing = match args.no_cache {
+        true => None,
+        false => docker::inspect_image(&docker, &tag).await?,
+    };
+    if let Some(existing) = existing {
         docker::ensure_image_platform(&tag, &existing, platform)?;
         progress.step(format!("{tag} exists (same inputs); nothing to build"));
         report.image_id = existing.id;
@@ -376,8 +380,16 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
                 ""
             }
         ));
-        let image_id =
-            stream_build(&docker, &tag, platform, &build_args, &build_id, context).await?;
+        let image_id = stream_build(
+            &docker,
+            &tag,
+            platform,
+            &build_args,
+            &build_id,
+            context,
+            args.no_cache,
+        )
+        .await?;
         let image = docker::inspect_image(&docker, &tag)
             .await?
             .with_context(|| format!("the build finished but the engine has no {tag}"))?;
@@ -409,6 +421,7 @@ async fn stream_build(
     build_args: &BTreeMap<String, String>,
     build_id: &str,
     context: Vec<u8>,
+    no_cache: bool,
 ) -> Result<Option<String>> {
     let buildargs: std::collections::HashMap<String, String> =
         build_args.clone().into_iter().collect();
@@ -422,11 +435,13 @@ async fn stream_build(
         .buildargs(&buildargs)
         .labels(&labels)
         .platform(&platform.to_string())
+        .nocache(no_cache)
         .build();
     let mut stream =
         std::pin::pin!(docker.build_image(options, None, Some(bollard::body_full(context.into()))));
     let mut image_id = None;
     let mut last_lines: Vec<String> = Vec::new();
+    let started = Instant::now();
     while let Some(item) = stream.next().await {
         let info = match item {
             Ok(info) => info,
@@ -438,7 +453,12 @@ async fn stream_build(
             }
         };
         if let Some(text) = info.stream.as_deref() {
-            eprint!("{text}");
+            // Time-stamp each step, so slow steps stand out in CI logs.
+            if text.starts_with("Step ") {
+                eprint!("[{:>6.1}s] {text}", started.elapsed().as_secs_f64());
+            } else {
+                eprint!("{text}");
+            }
             last_lines.push(text.to_string());
             if last_lines.len() > 30 {
                 last_lines.remove(0);

@@ -131,6 +131,10 @@ pub struct BuildArgs {
     /// Print the build id and the reference it would build, build nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Rebuild every layer (no build cache), even when the image exists: for cold-build
+    /// measurements and for suspected cache corruption.
+    #[arg(long)]
+    pub no_cache: bool,
     #[arg(long)]
     pub json: bool,
 }
