@@ -272,7 +272,7 @@ pub async fn smoke(
                 script_check(
                     &ctx,
                     "opencode x64 baseline build",
-                    OPENCODE_BASELINE_SCRIPT.into(),
+                    OPENCODE_BASELINE_SCRIPT,
                     None,
                     &["baseline build linked".into()],
                 )
