@@ -93,8 +93,12 @@ FROM fetch-tools AS agents
 COPY --from=node /staging/node/ /usr/local/
 WORKDIR /opt/coding-agents
 COPY template/package.json template/package-lock.json ./
-# Install scripts stay on: claude-code and opencode-ai swap a placeholder launcher for their
-# native binary in postinstall (`cargo xtask lock` rejects any other install script).
+ARG INSTALL_SCRIPTS_ALLOWED
+# Install scripts run only for the manifest's `install_scripts_allowed` (claude-code and
+# opencode-ai swap a placeholder launcher for their native binary in postinstall): `npm ci`
+# runs with --ignore-scripts, then `npm rebuild` runs the scripts of exactly those packages.
+# Every other install script in the lock was reviewed and is listed, not run, under
+# `install_scripts_skipped`; `cargo xtask lock` refuses one that is in neither list.
 #
 # OpenCode on x64: npm installs two builds of the same 177 MB binary, `opencode-linux-x64`
 # (needs AVX2) and `opencode-linux-x64-baseline` (any x86-64 CPU), and opencode-ai's postinstall
@@ -116,8 +120,11 @@ RUN set -eu; \
         'fund=false' 'audit=false' 'update-notifier=false' \
         'progress=false' 'loglevel=warn' \
         > /tmp/build-npmrc; \
+    [ -n "${INSTALL_SCRIPTS_ALLOWED:-}" ] || { echo "build argument INSTALL_SCRIPTS_ALLOWED is required" >&2; exit 1; }; \
     NODE_EXTRA_CA_CERTS=/tmp/build-ca/bundle.pem \
-    npm ci --omit=dev --userconfig /tmp/build-npmrc --cache /tmp/npm-cache; \
+    npm ci --omit=dev --ignore-scripts --userconfig /tmp/build-npmrc --cache /tmp/npm-cache; \
+    NODE_EXTRA_CA_CERTS=/tmp/build-ca/bundle.pem \
+    npm rebuild $INSTALL_SCRIPTS_ALLOWED --userconfig /tmp/build-npmrc --cache /tmp/npm-cache; \
     baseline=node_modules/opencode-linux-x64-baseline/bin/opencode; \
     if [ -e "$baseline" ]; then \
         ln -f "$baseline" node_modules/opencode-ai/bin/opencode.exe; \

@@ -169,6 +169,10 @@ pub fn build_args(inputs: &BuildInputs, platform: Platform) -> Result<BTreeMap<S
         ("NODE_MAJOR".into(), manifest.node.major.to_string()),
         ("NODE_VERSION".into(), node.version.clone()),
         ("AGENT_COMMANDS".into(), commands.join(" ")),
+        (
+            "INSTALL_SCRIPTS_ALLOWED".into(),
+            manifest.install_scripts_allowed.join(" "),
+        ),
         ("LOCKFILE_SHA256".into(), sha256_hex(&inputs.package_lock)),
         ("PACKAGE_VERSIONS".into(), pinned.join(" ")),
     ]))
