@@ -14,7 +14,9 @@ command -v arch-test >/dev/null || need+=(arch-test)
 command -v update-binfmts >/dev/null || need+=(binfmt-support)
 [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
 command -v zstd >/dev/null || need+=(zstd)
-command -v uidmap >/dev/null 2>&1 || true
+command -v curl >/dev/null || need+=(curl)
+command -v git >/dev/null || need+=(git)
+command -v node >/dev/null || need+=(nodejs npm)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup-host: installing ${need[*]}" >&2

@@ -1,0 +1,138 @@
+//! End-to-end test of `cargo xtask release`, the maintainer's one command: a real release of
+//! both platforms to a real local registry, then a second run with nothing changed, which
+//! must build nothing. It runs on a scratch copy of the repository (its own git commit, its
+//! own receipts), with the committed clock, so it regenerates exactly the committed lockfile
+//! and reuses the images other tests built (build ids are content addresses).
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use serde_json::Value;
+
+fn copy_repo() -> tempfile::TempDir {
+    let repo = support::npm_fixture::repo_root();
+    let scratch = tempfile::tempdir().unwrap();
+    let files = Command::new("git")
+        .args(["ls-files"])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert!(files.status.success());
+    for file in String::from_utf8(files.stdout).unwrap().lines() {
+        let to = scratch.path().join(file);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(repo.join(file), &to).unwrap();
+    }
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "scratch",
+        ],
+    ] {
+        assert!(Command::new("git")
+            .args(args)
+            .current_dir(scratch.path())
+            .status()
+            .unwrap()
+            .success());
+    }
+    scratch
+}
+
+fn release(root: &Path, extra: &[&str]) -> (Value, std::time::Duration) {
+    let inventory: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("template/inventory.json")).unwrap(),
+    )
+    .unwrap();
+    let now = inventory["resolved_at"].as_str().unwrap();
+    let start = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["release", "--force", "--json", "--now", now])
+        .args(["--platform", "linux/amd64", "--platform", "linux/arm64"])
+        .args(extra)
+        .env("XTASK_ROOT", root)
+        .env(
+            "XTASK_CACHE_DIR",
+            support::npm_fixture::repo_root().join(".xtask/cache"),
+        )
+        .output()
+        .unwrap();
+    let elapsed = start.elapsed();
+    assert!(
+        out.status.success(),
+        "release failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        serde_json::from_slice(&out.stdout).expect("release --json prints one object"),
+        elapsed,
+    )
+}
+
+#[test]
+fn dry_run_prints_the_plan_and_changes_nothing() {
+    let root = copy_repo();
+    let before = std::fs::read(root.path().join("template/package-lock.json")).unwrap();
+    let (plan, _) = release(root.path(), &["--dry-run"]);
+    let steps: Vec<&str> = plan["prepare"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(plan["ship"].as_array().unwrap())
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps.first(), Some(&"gate"));
+    assert!(steps.contains(&"smoke linux/arm64") && steps.contains(&"publish"));
+    assert_eq!(steps.last(), Some(&"receipt write"));
+    assert_eq!(
+        std::fs::read(root.path().join("template/package-lock.json")).unwrap(),
+        before
+    );
+    assert!(
+        !root.path().join(".xtask/runs").exists(),
+        "a dry run creates no run directory"
+    );
+}
+
+#[test]
+fn a_release_then_a_rerun_with_nothing_changed() {
+    let root = copy_repo();
+    let (first, took) = release(root.path(), &[]);
+    eprintln!("first release: {:.1}s", took.as_secs_f64());
+    assert_eq!(first["status"], "released", "{first}");
+    let receipt = first["receipt"].as_str().unwrap();
+    let verify = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["receipt", "verify", receipt, "--json"])
+        .env("XTASK_ROOT", root.path())
+        .output()
+        .unwrap();
+    let verdict: Value = serde_json::from_slice(&verify.stdout).unwrap();
+    assert_eq!(verdict["valid"], true, "{verdict}");
+    assert_eq!(verdict["complete"], true, "{verdict}");
+    // The committed clock regenerates the committed lockfile byte for byte.
+    let repo = support::npm_fixture::repo_root();
+    for file in ["template/package-lock.json", "template/inventory.json"] {
+        assert_eq!(
+            std::fs::read(root.path().join(file)).unwrap(),
+            std::fs::read(repo.join(file)).unwrap(),
+            "{file}"
+        );
+    }
+
+    let (second, took) = release(root.path(), &[]);
+    eprintln!("re-run with nothing changed: {:.1}s", took.as_secs_f64());
+    assert_eq!(second["status"], "unchanged", "{second}");
+    assert_eq!(second["tag"], first["tag"]);
+    assert!(second["changes"].as_array().unwrap().is_empty());
+}
