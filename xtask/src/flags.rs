@@ -60,6 +60,21 @@ pub struct RegistryArgs {
     pub now: Option<String>,
 }
 
+/// Where images and the release index are published.
+#[derive(Debug, Clone, Args)]
+pub struct OciTargetArgs {
+    /// OCI registry: `host[:port]` (https; http for loopback) or an http(s):// URL.
+    #[arg(long, env = "XTASK_OCI_REGISTRY", default_value = "127.0.0.1:5000")]
+    pub oci_registry: String,
+    /// Repository within the registry.
+    #[arg(
+        long,
+        env = "XTASK_OCI_REPOSITORY",
+        default_value = "sandbox0/coding-agent"
+    )]
+    pub repository: String,
+}
+
 #[derive(Debug, Args)]
 pub struct ResolveArgs {
     #[command(flatten)]
@@ -182,16 +197,8 @@ pub struct GateArgs {
 /// `auths` (~/.docker/config.json or $DOCKER_CONFIG), else anonymous.
 #[derive(Debug, Args)]
 pub struct PublishArgs {
-    /// OCI registry: `host[:port]` (https; http for loopback) or an http(s):// URL.
-    #[arg(long, env = "XTASK_OCI_REGISTRY", default_value = "127.0.0.1:5000")]
-    pub oci_registry: String,
-    /// Repository within the registry.
-    #[arg(
-        long,
-        env = "XTASK_OCI_REPOSITORY",
-        default_value = "sandbox0/coding-agent"
-    )]
-    pub repository: String,
+    #[command(flatten)]
+    pub target: OciTargetArgs,
     /// The unique, immutable release tag of the index. Without it, only the platform images
     /// are pushed (by digest). An existing tag with other content is an error; with the same
     /// content, a no-op.
@@ -308,14 +315,8 @@ pub struct ReleaseArgs {
     /// Platforms to build; defaults to those this machine can run (native or emulated).
     #[arg(long = "platform")]
     pub platforms: Vec<Platform>,
-    #[arg(long, env = "XTASK_OCI_REGISTRY", default_value = "127.0.0.1:5000")]
-    pub oci_registry: String,
-    #[arg(
-        long,
-        env = "XTASK_OCI_REPOSITORY",
-        default_value = "sandbox0/coding-agent"
-    )]
-    pub repository: String,
+    #[command(flatten)]
+    pub target: OciTargetArgs,
     #[arg(long, env = "XTASK_EXTRA_CA_BUNDLE", value_name = "PEM")]
     pub ca_bundle: Option<PathBuf>,
     /// Print the plan and change nothing.

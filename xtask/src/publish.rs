@@ -1028,16 +1028,6 @@ pub struct PublishOptions {
     pub dry_run: bool,
 }
 
-/// Connects to the local engine, negotiating the API version (Docker 20.10 speaks 1.41).
-pub async fn connect_docker() -> Result<bollard::Docker> {
-    let docker = bollard::Docker::connect_with_defaults()
-        .context("cannot connect to the Docker engine; run scripts/setup-host.sh")?;
-    docker
-        .negotiate_version()
-        .await
-        .context("the Docker engine does not answer; run scripts/setup-host.sh to start it")
-}
-
 async fn push_image(
     docker: &bollard::Docker,
     client: &RegistryClient,
@@ -1241,7 +1231,7 @@ pub async fn publish(options: &PublishOptions, progress: &Progress) -> Result<Pu
 
     let mut pushed = Vec::new();
     if !options.images.is_empty() {
-        let docker = connect_docker().await?;
+        let docker = crate::docker::connect().await?;
         for (platform, image) in &options.images {
             pushed.push(
                 push_image(
@@ -1381,8 +1371,8 @@ pub async fn run(args: PublishArgs) -> Result<ExitCode> {
         Manifest::load(&repo_root().join(MANIFEST_PATH))?.platforms
     };
     let options = PublishOptions {
-        registry: args.oci_registry,
-        repository: args.repository,
+        registry: args.target.oci_registry,
+        repository: args.target.repository,
         images,
         pushed,
         tag: args.tag,

@@ -262,8 +262,8 @@ pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
         npm_registry: args.registry.registry.clone(),
         previous_receipt: previous.as_ref().map(|(p, _)| p.clone()),
         platforms: platforms.clone(),
-        oci_registry: args.oci_registry.clone(),
-        repository: args.repository.clone(),
+        oci_registry: args.target.oci_registry.clone(),
+        repository: args.target.repository.clone(),
         ca_bundle: args.ca_bundle.clone(),
         receipts_dir: receipts_dir.clone(),
     };
@@ -352,8 +352,8 @@ pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
             .as_bytes(),
     );
     let tag = release_tag(now, &digest);
-    if is_loopback(&args.oci_registry) {
-        start_local_registry(&root, &args.oci_registry, &progress).await?;
+    if is_loopback(&args.target.oci_registry) {
+        start_local_registry(&root, &args.target.oci_registry, &progress).await?;
     }
     for step in plan_ship(&inputs, &tag) {
         let step = fill_in_images(step, &run_dir)?;
