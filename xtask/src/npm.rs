@@ -50,15 +50,20 @@ impl Npm {
             );
         };
         let dir = cache_dir().join(format!("npm-{version}"));
-        let marker = dir.join(".integrity");
         let cli = dir.join("package/bin/npm-cli.js");
-        if std::fs::read_to_string(&marker).ok().as_deref() == Some(integrity.as_str())
-            && cli.exists()
-        {
-            return Ok(Npm {
-                version: version.to_owned(),
-                cli,
-            });
+        let cached = || {
+            std::fs::read_to_string(dir.join(".integrity"))
+                .ok()
+                .as_deref()
+                == Some(integrity.as_str())
+                && cli.exists()
+        };
+        let pinned = || Npm {
+            version: version.to_owned(),
+            cli: cli.clone(),
+        };
+        if cached() {
+            return Ok(pinned());
         }
         eprintln!("downloading npm {version} from {tarball}");
         let bytes = download_verified(tarball, integrity).await?;
@@ -67,13 +72,20 @@ impl Npm {
             .unpack(staging.path())
             .with_context(|| format!("cannot unpack {tarball}"))?;
         std::fs::write(staging.path().join(".integrity"), integrity)?;
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::rename(staging.keep(), &dir)
-            .with_context(|| format!("cannot move npm into {}", dir.display()))?;
-        Ok(Npm {
-            version: version.to_owned(),
-            cli,
-        })
+        // Concurrent runs may race to fill the cache. Renaming a directory never replaces a
+        // non-empty one, so a complete copy another run put there first (and may be running
+        // npm from right now) is kept; only an incomplete one is cleared away.
+        let staged = staging.keep();
+        if std::fs::rename(&staged, &dir).is_err() {
+            if cached() {
+                let _ = std::fs::remove_dir_all(&staged);
+            } else {
+                let _ = std::fs::remove_dir_all(&dir);
+                std::fs::rename(&staged, &dir)
+                    .with_context(|| format!("cannot move npm into {}", dir.display()))?;
+            }
+        }
+        Ok(pinned())
     }
 
     /// Runs `npm <args>` in `dir` with only the configuration in `npmrc`.
