@@ -49,12 +49,23 @@ fn copy_repo() -> tempfile::TempDir {
     scratch
 }
 
-fn release(root: &Path, extra: &[&str]) -> (Value, std::time::Duration) {
+/// The committed resolution's clock, plus `later_secs`.
+fn committed_clock(later_secs: i64) -> String {
+    let repo = support::npm_fixture::repo_root();
     let inventory: Value = serde_json::from_str(
-        &std::fs::read_to_string(root.join("template/inventory.json")).unwrap(),
+        &std::fs::read_to_string(repo.join("template/inventory.json")).unwrap(),
     )
     .unwrap();
-    let now = inventory["resolved_at"].as_str().unwrap();
+    let at: chrono::DateTime<chrono::Utc> =
+        inventory["resolved_at"].as_str().unwrap().parse().unwrap();
+    (at + chrono::Duration::seconds(later_secs)).to_rfc3339()
+}
+
+fn release(root: &Path, extra: &[&str]) -> (Value, std::time::Duration) {
+    release_at(root, &committed_clock(0), extra)
+}
+
+fn release_at(root: &Path, now: &str, extra: &[&str]) -> (Value, std::time::Duration) {
     let start = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(["release", "--force", "--json", "--now", now])
@@ -120,6 +131,26 @@ fn a_release_then_a_rerun_with_nothing_changed() {
     let verdict: Value = serde_json::from_slice(&verify.stdout).unwrap();
     assert_eq!(verdict["valid"], true, "{verdict}");
     assert_eq!(verdict["complete"], true, "{verdict}");
+    // The release's assets, as a consumer downloads them, verify against the receipt.
+    let assets = Path::new(receipt)
+        .parent()
+        .unwrap()
+        .join(first["tag"].as_str().unwrap());
+    let with_assets = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["receipt", "verify", "--artifacts"])
+        .arg(&assets)
+        .arg(assets.join(Path::new(receipt).file_name().unwrap()))
+        .env("XTASK_ROOT", root.path())
+        .output()
+        .unwrap();
+    assert!(
+        with_assets.status.success(),
+        "{}",
+        String::from_utf8_lossy(&with_assets.stderr)
+    );
+    assert!(
+        assets.join("package-lock.json").exists() && assets.join("receipt.v1.schema.json").exists()
+    );
     // The committed clock regenerates the committed lockfile byte for byte.
     let repo = support::npm_fixture::repo_root();
     for file in ["template/package-lock.json", "template/inventory.json"] {
@@ -130,7 +161,8 @@ fn a_release_then_a_rerun_with_nothing_changed() {
         );
     }
 
-    let (second, took) = release(root.path(), &[]);
+    // A minute later: the inventory records a new clock, but nothing that is released changed.
+    let (second, took) = release_at(root.path(), &committed_clock(60), &[]);
     eprintln!("re-run with nothing changed: {:.1}s", took.as_secs_f64());
     assert_eq!(second["status"], "unchanged", "{second}");
     assert_eq!(second["tag"], first["tag"]);

@@ -43,6 +43,11 @@ impl Step {
         }
     }
 
+    fn args_push(mut self, value: impl Into<String>) -> Step {
+        self.args.push(value.into());
+        self
+    }
+
     fn arg(mut self, flag: &str, value: impl Into<String>) -> Step {
         self.args.push(flag.to_owned());
         self.args.push(value.into());
@@ -158,11 +163,12 @@ pub fn release_tag(now: DateTime<Utc>, inputs_digest: &str) -> String {
     format!("{}-{}", now.format("%Y.%m.%d"), &inputs_digest[..12])
 }
 
-/// The files whose digests the receipt records, relative to the repository root.
-pub const RELEASE_INPUTS: [&str; 5] = [
+/// The files that decide what is released, relative to the repository root. The inventory is
+/// left out on purpose: it also records *when* it was resolved, and a new clock alone is not a
+/// change (its package data is derived from the lockfile, which is here).
+pub const RELEASE_INPUTS: [&str; 4] = [
     "template/package.json",
     "template/package-lock.json",
-    "template/inventory.json",
     "Dockerfile",
     MANIFEST_PATH,
 ];
@@ -365,14 +371,21 @@ pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
             .as_str()
             .context("receipt write printed no path")?,
     );
+    let assets = collect_release_assets(&root, &receipt_path)?;
+    progress.step(format!("release assets in {}", assets.display()));
+    let receipt_in_assets = assets.join(
+        receipt_path
+            .file_name()
+            .context("receipt has no file name")?,
+    );
     execute(
         &Step::new("receipt verify", &["receipt", "verify"], None)
-            .arg("--artifacts", root.display().to_string()),
+            .arg("--artifacts", assets.display().to_string())
+            .args_push(receipt_in_assets.display().to_string()),
         &run_dir,
         &progress,
     )
-    .await
-    .ok();
+    .await?;
     for line in &changes {
         progress.step(line);
     }
@@ -386,6 +399,41 @@ pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
             changes,
         },
     )
+}
+
+/// Gathers what a GitHub release would carry — the receipt, the artifacts it names and the
+/// receipt schema — into `<receipts dir>/<tag>/`, the directory consumers verify against.
+fn collect_release_assets(root: &Path, receipt_path: &Path) -> Result<PathBuf> {
+    let receipt: Receipt = serde_json::from_slice(&std::fs::read(receipt_path)?)
+        .with_context(|| format!("{} is not a receipt", receipt_path.display()))?;
+    let dir = receipt_path
+        .parent()
+        .context("receipt has no directory")?
+        .join(&receipt.release_tag);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut copies: Vec<(PathBuf, String)> = receipt
+        .artifacts
+        .iter()
+        .map(|a| (root.join(&a.path), a.name.clone()))
+        .collect();
+    copies.push((
+        root.join(crate::receipt::SCHEMA_PATH),
+        "receipt.v1.schema.json".into(),
+    ));
+    copies.push((
+        receipt_path.to_path_buf(),
+        receipt_path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned(),
+    ));
+    for (from, name) in copies {
+        let bytes =
+            std::fs::read(&from).with_context(|| format!("cannot read {}", from.display()))?;
+        crate::util::atomic_write(&dir.join(name), &bytes)?;
+    }
+    Ok(dir)
 }
 
 #[derive(Serialize)]
