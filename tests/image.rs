@@ -321,16 +321,24 @@ fn sha2_digest(bytes: &[u8]) -> [u8; 32] {
 
 /// Builds a throwaway image from `dockerfile` and the given context files; returns its tag.
 fn build_scratch_image(tag: &str, files: &[(&str, &[u8])]) -> Result<(), String> {
+    let options = bollard::query_parameters::BuildImageOptionsBuilder::default()
+        .dockerfile("Dockerfile")
+        .t(tag)
+        .rm(true)
+        .forcerm(true)
+        .build();
+    build_through_engine(files, options)
+}
+
+/// Sends `files` as the build context and waits for the build; the builder's log on failure.
+fn build_through_engine(
+    files: &[(&str, &[u8])],
+    options: bollard::query_parameters::BuildImageOptions,
+) -> Result<(), String> {
     runtime().block_on(async {
         use futures_util::StreamExt;
         let docker = docker::connect().await.unwrap();
         let context = xtask::build::context_tar(files).unwrap();
-        let options = bollard::query_parameters::BuildImageOptionsBuilder::default()
-            .dockerfile("Dockerfile")
-            .t(tag)
-            .rm(true)
-            .forcerm(true)
-            .build();
         let mut stream = std::pin::pin!(docker.build_image(
             options,
             None,
@@ -457,32 +465,15 @@ fn build_node_stage(overrides: &[(&str, &str)]) -> Result<(), String> {
     if let Some(ca) = &ca {
         files.push((xtask::build::CONTEXT_CA_NAME, ca));
     }
-    runtime().block_on(async {
-        use futures_util::StreamExt;
-        let docker = docker::connect().await.unwrap();
-        let context = xtask::build::context_tar(&files).unwrap();
-        let buildargs: std::collections::HashMap<String, String> = args.into_iter().collect();
-        let options = bollard::query_parameters::BuildImageOptionsBuilder::default()
-            .dockerfile("Dockerfile")
-            .target("node")
-            .buildargs(&buildargs)
-            .rm(true)
-            .forcerm(true)
-            .build();
-        let mut stream = std::pin::pin!(docker.build_image(
-            options,
-            None,
-            Some(bollard::body_full(context.into()))
-        ));
-        let mut log = String::new();
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(info) => log.push_str(info.stream.as_deref().unwrap_or_default()),
-                Err(err) => return Err(format!("{err}\n{log}")),
-            }
-        }
-        Ok(())
-    })
+    let buildargs: std::collections::HashMap<String, String> = args.into_iter().collect();
+    let options = bollard::query_parameters::BuildImageOptionsBuilder::default()
+        .dockerfile("Dockerfile")
+        .target("node")
+        .buildargs(&buildargs)
+        .rm(true)
+        .forcerm(true)
+        .build();
+    build_through_engine(&files, options)
 }
 
 #[test]
