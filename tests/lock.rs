@@ -88,6 +88,15 @@ fn assert_lock_refused(registry: &FixtureRegistry, needle: &str) {
     assert_eq!(before, after, "a failed lock must not write into template/");
 }
 
+/// The realistic fixture registry serving the pinned npm, where pi depends on `helper@^1.0.0`
+/// (which each test publishes in the shape it needs).
+fn registry_with_transitive_helper() -> FixtureRegistry {
+    let registry = realistic();
+    with_pinned_npm(&registry);
+    pi_depends_on_helper(&registry);
+    registry
+}
+
 /// A transitive dependency of pi: `helper@^1.0.0`.
 fn pi_depends_on_helper(registry: &FixtureRegistry) {
     registry.edit("@earendil-works/pi-coding-agent", |p| {
@@ -97,9 +106,7 @@ fn pi_depends_on_helper(registry: &FixtureRegistry) {
 
 #[test]
 fn happy_path_lock_is_accepted_by_npm_ci() {
-    let registry = realistic();
-    with_pinned_npm(&registry);
-    pi_depends_on_helper(&registry);
+    let registry = registry_with_transitive_helper();
     registry.publish(
         "helper",
         "1.0.0",
@@ -209,9 +216,7 @@ fn a_platform_binary_npm_silently_drops_is_refused() {
 
 #[test]
 fn sha1_only_integrity_is_refused() {
-    let registry = realistic();
-    with_pinned_npm(&registry);
-    pi_depends_on_helper(&registry);
+    let registry = registry_with_transitive_helper();
     registry.publish("helper", "1.0.0", json!({}), &[], days_ago(9));
     registry.edit("helper", |p| {
         p["versions"]["1.0.0"]["dist"]["integrity"] = json!("sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk=")
@@ -224,9 +229,7 @@ fn sha1_only_integrity_is_refused() {
 
 #[test]
 fn a_tarball_off_the_registry_is_refused() {
-    let registry = realistic();
-    with_pinned_npm(&registry);
-    pi_depends_on_helper(&registry);
+    let registry = registry_with_transitive_helper();
     registry.publish("helper", "1.0.0", json!({}), &[], days_ago(9));
     registry.edit("helper", |p| {
         p["versions"]["1.0.0"]["dist"]["tarball"] =
@@ -240,9 +243,7 @@ fn a_tarball_off_the_registry_is_refused() {
 
 #[test]
 fn an_unreviewed_install_script_is_refused() {
-    let registry = realistic();
-    with_pinned_npm(&registry);
-    pi_depends_on_helper(&registry);
+    let registry = registry_with_transitive_helper();
     registry.publish(
         "helper",
         "1.0.0",
@@ -258,9 +259,7 @@ fn an_unreviewed_install_script_is_refused() {
 
 #[test]
 fn a_too_new_transitive_dependency_cannot_slip_in() {
-    let registry = realistic();
-    with_pinned_npm(&registry);
-    pi_depends_on_helper(&registry);
+    let registry = registry_with_transitive_helper();
     registry.publish("helper", "1.0.0", json!({}), &[], days_ago(9));
     // Published after the cutoff (now - 48h): a compromised release in its first hours.
     registry.publish(
