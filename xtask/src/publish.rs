@@ -239,7 +239,8 @@ impl RegistryTarget {
     }
 }
 
-fn is_loopback_host(host: &str) -> bool {
+/// `host[:port]` names this machine (pushes to it go over plain http).
+pub fn is_loopback_host(host: &str) -> bool {
     let name = host
         .rsplit_once(':')
         .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))

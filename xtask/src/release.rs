@@ -358,8 +358,11 @@ pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
             .as_bytes(),
     );
     let tag = release_tag(now, &digest);
-    if is_loopback(&args.target.oci_registry) {
-        start_local_registry(&root, &args.target.oci_registry, &progress).await?;
+    let target =
+        crate::publish::RegistryTarget::parse(&args.target.oci_registry, &args.target.repository)?;
+    if crate::publish::is_loopback_host(&target.host) {
+        let port = target.base.port().unwrap_or(5000);
+        start_local_registry(&root, port, &progress).await?;
     }
     for step in plan_ship(&inputs, &tag) {
         let step = fill_in_images(step, &run_dir)?;
@@ -544,25 +547,13 @@ fn read_json(path: &Path) -> Result<serde_json::Value> {
     serde_json::from_slice(&bytes).with_context(|| format!("{} is not JSON", path.display()))
 }
 
-fn is_loopback(registry: &str) -> bool {
-    let host = registry
-        .trim_start_matches("http://")
-        .trim_start_matches("https://");
-    host.starts_with("127.") || host.starts_with("localhost")
-}
-
-/// Starts the local registry (scripts/local-registry.sh) on the port of `registry`.
-async fn start_local_registry(root: &Path, registry: &str, progress: &Progress) -> Result<()> {
-    let port = registry
-        .rsplit(':')
-        .next()
-        .filter(|p| p.parse::<u16>().is_ok())
-        .unwrap_or("5000");
+/// Starts the local registry (scripts/local-registry.sh) on 127.0.0.1:`port`.
+async fn start_local_registry(root: &Path, port: u16, progress: &Progress) -> Result<()> {
     progress.step(format!("starting the local registry on 127.0.0.1:{port}"));
     let status = tokio::process::Command::new("bash")
         .arg(root.join("scripts/local-registry.sh"))
         .arg("start")
-        .env("XTASK_LOCAL_REGISTRY_PORT", port)
+        .env("XTASK_LOCAL_REGISTRY_PORT", port.to_string())
         .stdout(Stdio::null())
         .status()
         .await
