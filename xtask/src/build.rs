@@ -19,7 +19,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures_util::StreamExt;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::docker;
 use crate::flags::BuildArgs;
@@ -268,7 +268,7 @@ pub fn context_tar(files: &[(&str, &[u8])]) -> Result<Vec<u8>> {
 }
 
 /// What `build --json` prints.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BuildReport {
     /// The reference built (or that would be built): later commands take it from here.
     pub image: String,
@@ -286,6 +286,9 @@ pub struct BuildReport {
     pub ca_bundle: Option<PathBuf>,
     pub dry_run: bool,
     pub duration_secs: f64,
+    /// The image's Debian packages, `name=version`, sorted (from its dpkg database).
+    #[serde(default)]
+    pub debian_packages: Vec<String>,
 }
 
 pub async fn run(args: BuildArgs) -> Result<ExitCode> {
@@ -337,6 +340,7 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
         ca_bundle: ca_bundle.clone(),
         dry_run: args.dry_run,
         duration_secs: 0.0,
+        debian_packages: Vec::new(),
     };
 
     let existing = match args.no_cache {
@@ -407,6 +411,13 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
             report.size.unwrap_or(0) as f64 / 1e9
         ));
     }
+    if !args.dry_run {
+        report.debian_packages = debian_packages(&docker, &tag).await?;
+        progress.step(format!(
+            "{tag}: {} Debian packages installed",
+            report.debian_packages.len()
+        ));
+    }
     report.duration_secs = started.elapsed().as_secs_f64();
     if args.json {
         print_json(&report)?;
@@ -414,6 +425,45 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
         println!("{}", report.image);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The Debian packages installed in `image`, read from its dpkg database without starting it
+/// (so no emulation is needed for another CPU's image).
+async fn debian_packages(docker: &bollard::Docker, image: &str) -> Result<Vec<String>> {
+    let files = docker::read_image_files(
+        docker,
+        image,
+        &docker::new_run_id("dpkg"),
+        "/var/lib/dpkg/status",
+    )
+    .await?;
+    let (_, status) = files
+        .first()
+        .with_context(|| format!("{image} has no /var/lib/dpkg/status: is it Debian-based?"))?;
+    Ok(installed_packages(&String::from_utf8_lossy(status)))
+}
+
+/// `name=version` of every package whose status is `install ok installed`, sorted. Pure over
+/// the text of a dpkg status file.
+pub fn installed_packages(status: &str) -> Vec<String> {
+    let mut out: Vec<String> = status
+        .split("\n\n")
+        .filter_map(|stanza| {
+            let field = |name: &str| {
+                stanza
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(": "))
+                    .map(str::trim)
+            };
+            if field("Status")? != "install ok installed" {
+                return None;
+            }
+            Some(format!("{}={}", field("Package")?, field("Version")?))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// Sends the context and streams the builder's output to stderr. Returns the image id when the
@@ -484,6 +534,18 @@ mod tests {
 
     fn inputs() -> BuildInputs {
         BuildInputs::load(&repo_root()).expect("the committed template files load")
+    }
+
+    #[test]
+    fn installed_packages_come_from_the_dpkg_status_file() {
+        let status = "Package: libc6\nStatus: install ok installed\nArchitecture: arm64\n\
+                      Version: 2.36-9+deb12u13\n\nPackage: gone\nStatus: deinstall ok \
+                      config-files\nVersion: 1\n\nPackage: zlib1g\nStatus: install ok \
+                      installed\nVersion: 1:1.2.13.dfsg-1\nDescription: x\n with: colon\n";
+        assert_eq!(
+            installed_packages(status),
+            ["libc6=2.36-9+deb12u13", "zlib1g=1:1.2.13.dfsg-1"]
+        );
     }
 
     #[test]

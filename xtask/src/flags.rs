@@ -181,10 +181,12 @@ pub struct GateArgs {
     /// Proceed whatever the day (manual runs); the answer records that it was forced.
     #[arg(long)]
     pub force: bool,
-    /// The previous release's receipt: a run is due (catch-up) when at least the cadence
-    /// interval of UTC epoch days has passed since its `created_at`.
+    /// A previous release's receipt, once per file: the newest one that verifies is the
+    /// previous release, and a run is due (catch-up) when at least the cadence interval of
+    /// UTC epoch days has passed since its `created_at`. Receipts that do not verify are
+    /// reported and ignored.
     #[arg(long, value_name = "FILE")]
-    pub previous_receipt: Option<PathBuf>,
+    pub previous_receipt: Vec<PathBuf>,
     /// Print `{"due", "epoch_day", "next_due", "forced", "reason", "trigger", "catch_up", ...}`.
     #[arg(long)]
     pub json: bool,
@@ -214,6 +216,10 @@ pub struct PublishArgs {
     /// Allow an index that lacks some of the manifest's platforms (its receipt is incomplete).
     #[arg(long)]
     pub partial: bool,
+    /// With --tag: push the index by digest and check that the tag is free (or already this
+    /// index), but do not write the tag. `release ship` writes it after the receipt verified.
+    #[arg(long, requires = "tag")]
+    pub defer_tag: bool,
     /// Export and digest everything, read the registry, write nothing to it.
     #[arg(long)]
     pub dry_run: bool,
@@ -305,23 +311,109 @@ pub struct PinArgs {
     pub json: bool,
 }
 
+/// `cargo xtask release` alone runs the three phases on this machine; the workflow runs each
+/// phase in its own job (`plan` once, `build` once per platform, `ship` once).
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct ReleaseArgs {
+    #[command(subcommand)]
+    pub phase: Option<ReleasePhase>,
+    #[command(flatten)]
+    pub all: ReleaseAllArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReleasePhase {
+    /// Gate, resolve, lock, tag and "what changed": decides whether there is a release.
+    Plan(ReleasePlanArgs),
+    /// One platform: base image, build, smoke test, push by digest (when the plan publishes).
+    Build(ReleaseBuildArgs),
+    /// Index by digest, receipt written and verified, then the immutable tag and the assets.
+    Ship(ReleaseShipArgs),
+}
+
+/// Flags of the plan, shared by `release` and `release plan`.
+#[derive(Debug, Clone, Args)]
+pub struct PlanFlags {
     #[command(flatten)]
     pub registry: RegistryArgs,
     /// Proceed whatever the cadence says (manual runs).
     #[arg(long)]
     pub force: bool,
-    /// Platforms to build; defaults to those this machine can run (native or emulated).
+    /// Build and smoke-test only: push nothing, publish no release.
+    #[arg(long)]
+    pub no_publish: bool,
+    /// Where previous releases' receipts are: `receipt-*.json` in it and in its
+    /// subdirectories. The newest one that verifies is the previous release.
+    #[arg(long, value_name = "DIR", default_value = ".xtask/releases")]
+    pub previous_receipts: PathBuf,
+    /// Platforms to release; `release` defaults to those this machine can run (native or
+    /// emulated), `release plan` to the manifest's.
     #[arg(long = "platform")]
     pub platforms: Vec<Platform>,
     #[command(flatten)]
     pub target: OciTargetArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseAllArgs {
+    #[command(flatten)]
+    pub plan: PlanFlags,
     #[arg(long, env = "XTASK_EXTRA_CA_BUNDLE", value_name = "PEM")]
     pub ca_bundle: Option<PathBuf>,
     /// Print the plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Writes `plan.json` (with `gate.json`, `resolve.json`, `lock.json`) into `--out`, the
+/// template files into `template/`, and, under GitHub Actions, `action`, `tag`, `publish`
+/// and `now` to `$GITHUB_OUTPUT` and a summary to `$GITHUB_STEP_SUMMARY`.
+#[derive(Debug, Args)]
+pub struct ReleasePlanArgs {
+    #[command(flatten)]
+    pub plan: PlanFlags,
+    /// The plan directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Print the plan as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Writes `results-<os>-<arch>.json` into `--out` (also when smoke fails, then exits
+/// non-zero).
+#[derive(Debug, Args)]
+pub struct ReleaseBuildArgs {
+    /// The directory `release plan` wrote.
+    #[arg(long, value_name = "DIR")]
+    pub plan: PathBuf,
+    #[arg(long, value_name = "linux/amd64|linux/arm64")]
+    pub platform: Platform,
+    /// Where the results file goes.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    #[arg(long, env = "XTASK_EXTRA_CA_BUNDLE", value_name = "PEM")]
+    pub ca_bundle: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Writes the release assets (receipt, the files it names, the schema) into `--assets` and,
+/// under GitHub Actions, `tag`, `receipt` and `reference` to `$GITHUB_OUTPUT`.
+#[derive(Debug, Args)]
+pub struct ReleaseShipArgs {
+    /// The directory `release plan` wrote.
+    #[arg(long, value_name = "DIR")]
+    pub plan: PathBuf,
+    /// The directory holding every platform's `results-*.json`.
+    #[arg(long, value_name = "DIR")]
+    pub results: PathBuf,
+    /// Where the release assets go (created; files in it are replaced).
+    #[arg(long, value_name = "DIR")]
+    pub assets: PathBuf,
     #[arg(long)]
     pub json: bool,
 }

@@ -149,32 +149,6 @@ pub fn decide(
     }
 }
 
-/// Only the field of a previous receipt the gate needs; any receipt version has it.
-#[derive(Deserialize)]
-struct PreviousReceipt {
-    created_at: String,
-}
-
-fn read_previous_created_at(path: &Path) -> Result<DateTime<Utc>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the previous receipt {}", path.display()))?;
-    let receipt: PreviousReceipt = serde_json::from_str(&text).with_context(|| {
-        format!(
-            "{}: not a release receipt with a `created_at` field",
-            path.display()
-        )
-    })?;
-    DateTime::parse_from_rfc3339(&receipt.created_at)
-        .map(|t| t.with_timezone(&Utc))
-        .with_context(|| {
-            format!(
-                "{}: `created_at` `{}` is not an RFC 3339 time",
-                path.display(),
-                receipt.created_at
-            )
-        })
-}
-
 /// The lines appended to `$GITHUB_OUTPUT` for later workflow steps.
 pub fn github_output_lines(decision: &GateDecision) -> String {
     format!(
@@ -194,10 +168,25 @@ pub fn github_output_lines(decision: &GateDecision) -> String {
 pub fn run(args: GateArgs) -> Result<ExitCode> {
     let now = now_or(args.now.as_deref())?;
     let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH))?;
-    let previous = args
-        .previous_receipt
-        .as_deref()
-        .map(read_previous_created_at)
+    // After re-runs or hand edits there may be several receipts: the newest that verifies is
+    // the previous release; the others are named and ignored.
+    let selection = crate::release::previous::newest_verified(&args.previous_receipt)?;
+    for line in &selection.ignored {
+        eprintln!("gate: {line}");
+    }
+    let previous = selection
+        .newest
+        .map(|p| {
+            DateTime::parse_from_rfc3339(&p.receipt.created_at)
+                .map(|t| t.with_timezone(&Utc))
+                .with_context(|| {
+                    format!(
+                        "{}: `created_at` `{}` is not an RFC 3339 time",
+                        p.path.display(),
+                        p.receipt.created_at
+                    )
+                })
+        })
         .transpose()?;
     let decision = decide(now, manifest.cadence.interval_days, args.force, previous);
 

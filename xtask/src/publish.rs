@@ -1026,6 +1026,10 @@ pub struct PublishOptions {
     pub tag: Option<String>,
     /// Platforms the index must contain (empty: any).
     pub required_platforms: Vec<Platform>,
+    /// Push the index by digest only, after checking that the tag is free or already this
+    /// index; the tag is written by a later run without this option (after the receipt
+    /// verified), so a failure in between burns no tag.
+    pub defer_tag: bool,
     pub dry_run: bool,
 }
 
@@ -1291,6 +1295,22 @@ pub async fn publish(options: &PublishOptions, progress: &Progress) -> Result<Pu
                     progress.step(format!("would tag {} as {}:{tag}", digest, target.name()));
                     false
                 }
+                None if options.defer_tag => {
+                    client.put_manifest(&digest, OCI_INDEX, &bytes).await?;
+                    match client.get_manifest(&digest).await? {
+                        Some((stored, _)) if stored == bytes => {}
+                        _ => bail!(
+                            "{}@{digest} does not read back as the index just pushed",
+                            target.name()
+                        ),
+                    }
+                    progress.step(format!(
+                        "pushed the index {} to {} by digest; the tag {tag} is still free",
+                        digest,
+                        target.name()
+                    ));
+                    false
+                }
                 None => {
                     client.put_manifest(tag, OCI_INDEX, &bytes).await?;
                     // Read it back: the tag must now resolve to exactly our bytes.
@@ -1379,6 +1399,7 @@ pub async fn run(args: PublishArgs) -> Result<ExitCode> {
         tag: args.tag,
         required_platforms,
         dry_run: args.dry_run,
+        defer_tag: args.defer_tag,
     };
     let progress = Progress::default();
     let report = publish(&options, &progress).await?;

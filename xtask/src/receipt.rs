@@ -181,6 +181,8 @@ pub struct PlatformRecord {
     pub image_size: u64,
     /// Bytes in the registry: config plus compressed layers.
     pub pushed_size: u64,
+    /// The image's Debian packages (`name=version`, sorted), read from its dpkg database.
+    pub debian_packages: Vec<String>,
     pub smoke: SmokeRecord,
 }
 
@@ -258,6 +260,8 @@ pub struct BuildOutput {
     pub size: u64,
     pub base_image: String,
     pub base_image_id: String,
+    #[serde(default)]
+    pub debian_packages: Vec<String>,
 }
 
 /// `cargo xtask smoke --image REF --json`.
@@ -478,6 +482,7 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
             config_digest: pushed.config_digest.clone(),
             image_size: build.size,
             pushed_size: pushed.size,
+            debian_packages: build.debian_packages.clone(),
             smoke: SmokeRecord {
                 passed: smoke.passed,
                 checks: smoke.checks.clone(),
@@ -1471,6 +1476,7 @@ mod tests {
                 config_digest: digest(&format!("config {platform}")),
                 image_size: 10,
                 pushed_size: 5,
+                debian_packages: vec![],
                 smoke: SmokeRecord {
                     passed: true,
                     checks: vec![SmokeCheck {

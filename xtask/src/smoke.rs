@@ -32,7 +32,7 @@ use bollard::models::ImageInspect;
 use bollard::Docker;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
@@ -71,7 +71,7 @@ pub const FORBIDDEN_CA_ENV: &[&str] = &[
 pub const BROWSER_USER: &str = "sandbox-browser";
 
 /// One check and its evidence.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Check {
     pub name: String,
     pub passed: bool,
@@ -91,7 +91,7 @@ impl Check {
 }
 
 /// What `smoke --json` prints.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SmokeReport {
     pub image: String,
     pub image_id: Option<String>,

@@ -1,0 +1,367 @@
+//! The release: one plan, executed the same way by a maintainer and by the workflow.
+//!
+//! A release has three phases, each a subcommand that reads the previous phase's files:
+//!
+//! - [`plan`] (`release plan`): gate, resolve, lock, tag, "what changed", "may this run
+//!   publish" — every decision, written to `plan.json`.
+//! - [`platform`] (`release build --platform P`): base, build, smoke, push by digest —
+//!   `results-<os>-<arch>.json`.
+//! - [`ship`] (`release ship`): index by digest, receipt written and verified, then the
+//!   immutable tag; the release assets.
+//!
+//! The scheduled workflow runs `plan` in one job, `build` in a job per platform (native
+//! runners) and `ship` in the last job, and only moves files between them; `cargo xtask
+//! release` runs the same phases in the same order on one machine. Both therefore make the same
+//! tag from the same inputs and both stop after the plan on a day with nothing to do.
+
+pub mod plan;
+pub mod platform;
+pub mod previous;
+pub mod ship;
+pub mod steps;
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+
+use anyhow::{bail, Context, Result};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::flags::{PlanFlags, ReleaseAllArgs, ReleaseArgs, ReleasePhase};
+use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
+use crate::release::plan::{Action, ReleasePlan, Target};
+use crate::release::steps::{render_times, Step, StepRunner, StepTime};
+use crate::util::print_json;
+
+pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
+    match args.phase {
+        None => run_all(args.all).await,
+        Some(ReleasePhase::Plan(a)) => {
+            let root = repo_root();
+            let out = absolute(&a.out)?;
+            let platforms = if a.plan.platforms.is_empty() {
+                Manifest::load(&root.join(MANIFEST_PATH))?.platforms
+            } else {
+                a.plan.platforms.clone()
+            };
+            let mut runner = StepRunner::new(&root, 3)?;
+            let plan = plan::run(
+                plan::PlanRequest {
+                    flags: &a.plan,
+                    root: &root,
+                    out: &out,
+                    now: clock(&a.plan)?,
+                    platforms,
+                },
+                &mut runner,
+            )
+            .await?;
+            if a.json {
+                print_json(&plan)?;
+            } else {
+                println!("{}", plan::summary_markdown(&plan));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(ReleasePhase::Build(a)) => {
+            let root = repo_root();
+            let plan_dir = absolute(&a.plan)?;
+            let plan = ReleasePlan::load(&plan_dir)?;
+            if plan.publish {
+                ensure_local_registry(&root, &plan.target).await?;
+            }
+            let out = absolute(&a.out)?;
+            let ca = a.ca_bundle.as_deref().map(absolute).transpose()?;
+            let (results, path) = platform::run(platform::BuildRequest {
+                root: &root,
+                plan: &plan,
+                platform: a.platform,
+                out: &out,
+                ca_bundle: ca.as_deref(),
+            })
+            .await?;
+            if a.json {
+                print_json(&results)?;
+            } else {
+                println!("{}", path.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(ReleasePhase::Ship(a)) => {
+            let root = repo_root();
+            let plan_dir = absolute(&a.plan)?;
+            let plan = ReleasePlan::load(&plan_dir)?;
+            ensure_local_registry(&root, &plan.target).await?;
+            let shipped = ship::run(ship::ShipRequest {
+                root: &root,
+                plan_dir: &plan_dir,
+                plan: &plan,
+                results: &absolute(&a.results)?,
+                assets: &absolute(&a.assets)?,
+            })
+            .await?;
+            if a.json {
+                print_json(&shipped)?;
+            } else {
+                println!("{}\n{}", shipped.receipt.display(), shipped.reference);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The release clock: `--now`, else `XTASK_NOW` (tests and reproductions), else the time.
+fn clock(flags: &PlanFlags) -> Result<DateTime<Utc>> {
+    let env = std::env::var("XTASK_NOW").ok().filter(|s| !s.is_empty());
+    crate::util::now_or(flags.registry.now.as_deref().or(env.as_deref()))
+}
+
+fn absolute(path: &Path) -> Result<PathBuf> {
+    std::path::absolute(path).with_context(|| format!("cannot make {} absolute", path.display()))
+}
+
+/// The platforms this machine can build and run: its own, and arm64 under qemu when binfmt
+/// has it registered.
+fn runnable_platforms(manifest: &Manifest) -> Vec<Platform> {
+    let host = Platform::host();
+    manifest
+        .platforms
+        .iter()
+        .copied()
+        .filter(|p| Some(*p) == host || crate::base::ensure_emulation(*p).is_ok())
+        .collect()
+}
+
+#[derive(Serialize)]
+struct DryRun {
+    phases: Vec<DryRunPhase>,
+    note: &'static str,
+}
+
+#[derive(Serialize)]
+struct DryRunPhase {
+    phase: String,
+    steps: Vec<Step>,
+}
+
+/// Every step a run would take, without a plan: the plan's outputs are shown as placeholders.
+fn dry_run(flags: &PlanFlags, platforms: &[Platform], ca: Option<&Path>) -> DryRun {
+    let dir = Path::new("<run dir>");
+    let target = Target {
+        registry: flags.target.oci_registry.clone(),
+        repository: flags.target.repository.clone(),
+    };
+    let mut phases = vec![DryRunPhase {
+        phase: "plan".into(),
+        steps: ["gate", "resolve", "lock"]
+            .iter()
+            .map(|name| Step::new(*name, &[name, "--json"]).arg("--now", "<plan clock>"))
+            .collect(),
+    }];
+    for p in platforms {
+        phases.push(DryRunPhase {
+            phase: format!("build {p}"),
+            steps: platform::steps((!flags.no_publish).then_some(&target), *p, dir, ca),
+        });
+    }
+    if !flags.no_publish {
+        phases.push(DryRunPhase {
+            phase: "ship".into(),
+            steps: ship::STEP_NAMES
+                .iter()
+                .map(|name| Step::new(*name, &[]))
+                .collect(),
+        });
+    }
+    DryRun {
+        phases,
+        note: "the build and ship phases run only when the plan's action is `release`: a due \
+               day (or --force) whose inputs differ from the previous release",
+    }
+}
+
+#[derive(Serialize)]
+struct Outcome<'a> {
+    status: &'static str,
+    reason: &'a str,
+    run_dir: &'a Path,
+    receipt: Option<&'a Path>,
+    tag: Option<&'a str>,
+    reference: Option<&'a str>,
+    changes: Vec<String>,
+    steps: &'a [StepTime],
+}
+
+async fn run_all(args: ReleaseAllArgs) -> Result<ExitCode> {
+    let root = repo_root();
+    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+    let now = clock(&args.plan)?;
+    let platforms = if args.plan.platforms.is_empty() {
+        runnable_platforms(&manifest)
+    } else {
+        args.plan.platforms.clone()
+    };
+    if platforms.is_empty() {
+        bail!(
+            "this machine can build none of {:?}; pass --platform, or run \
+             `bash scripts/setup-host.sh` to register arm64 emulation",
+            manifest.platforms
+        );
+    }
+    let ca = args.ca_bundle.as_deref().map(absolute).transpose()?;
+    if args.dry_run {
+        let plan = dry_run(&args.plan, &platforms, ca.as_deref());
+        if args.json {
+            print_json(&plan)?;
+        } else {
+            println!("release plan (nothing is changed by --dry-run):");
+            for phase in &plan.phases {
+                println!("  {}:", phase.phase);
+                for step in &phase.steps {
+                    println!("    {}", step.command_line());
+                }
+            }
+            println!("{}", plan.note);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let run_dir = root
+        .join(".xtask/runs")
+        .join(now.format("%Y%m%dT%H%M%SZ").to_string());
+    let mut times = Vec::new();
+    let mut runner = StepRunner::new(&root, 3)?;
+    runner
+        .progress
+        .step(format!("release run in {}", run_dir.display()));
+    let plan = plan::run(
+        plan::PlanRequest {
+            flags: &args.plan,
+            root: &root,
+            out: &run_dir,
+            now,
+            platforms: platforms.clone(),
+        },
+        &mut runner,
+    )
+    .await?;
+    times.extend(runner.times.iter().cloned());
+    let changes: Vec<String> = plan.changes.iter().map(ToString::to_string).collect();
+    if plan.action != Action::Release {
+        let previous = plan.previous.as_ref();
+        return finish(
+            args.json,
+            &Outcome {
+                status: plan.action.as_str(),
+                reason: &plan.reason,
+                run_dir: &run_dir,
+                receipt: previous.map(|p| p.receipt.as_path()),
+                tag: previous.map(|p| p.tag.as_str()),
+                reference: previous.map(|p| p.reference.as_str()),
+                changes,
+                steps: &times,
+            },
+        );
+    }
+    if plan.publish {
+        ensure_local_registry(&root, &plan.target).await?;
+    }
+    for p in &plan.platforms {
+        let (results, _) = platform::run(platform::BuildRequest {
+            root: &root,
+            plan: &plan,
+            platform: *p,
+            out: &run_dir,
+            ca_bundle: ca.as_deref(),
+        })
+        .await?;
+        times.extend(results.steps);
+    }
+    if !plan.publish {
+        return finish(
+            args.json,
+            &Outcome {
+                status: "tested",
+                reason: &plan.publish_reason,
+                run_dir: &run_dir,
+                receipt: None,
+                tag: plan.tag.as_deref(),
+                reference: None,
+                changes,
+                steps: &times,
+            },
+        );
+    }
+    let tag = plan.release_tag()?.to_string();
+    let assets = root.join(&args.plan.previous_receipts).join(&tag);
+    let shipped = ship::run(ship::ShipRequest {
+        root: &root,
+        plan_dir: &run_dir,
+        plan: &plan,
+        results: &run_dir,
+        assets: &assets,
+    })
+    .await?;
+    times.extend(shipped.steps.iter().cloned());
+    finish(
+        args.json,
+        &Outcome {
+            status: "released",
+            reason: &plan.reason,
+            run_dir: &run_dir,
+            receipt: Some(&shipped.receipt),
+            tag: Some(&tag),
+            reference: Some(&shipped.reference),
+            changes,
+            steps: &times,
+        },
+    )
+}
+
+fn finish(json: bool, outcome: &Outcome<'_>) -> Result<ExitCode> {
+    eprint!("{}", render_times("release steps:", outcome.steps));
+    if json {
+        print_json(outcome)?;
+    } else {
+        println!("release: {} — {}", outcome.status, outcome.reason);
+        if let Some(tag) = outcome.tag {
+            println!("  tag        {tag}");
+        }
+        if let Some(reference) = outcome.reference {
+            println!("  reference  {reference}");
+        }
+        if let Some(receipt) = outcome.receipt {
+            println!("  receipt    {}", receipt.display());
+        }
+        for change in &outcome.changes {
+            println!("  {change}");
+        }
+        println!("  run dir    {}", outcome.run_dir.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Starts the local registry (scripts/local-registry.sh) when the target is on loopback, so
+/// the embedded default works on a bare machine.
+async fn ensure_local_registry(root: &Path, target: &Target) -> Result<()> {
+    let parsed = crate::publish::RegistryTarget::parse(&target.registry, &target.repository)?;
+    if !crate::publish::is_loopback_host(&parsed.host) {
+        return Ok(());
+    }
+    let port = parsed.base.port().unwrap_or(5000);
+    let status = tokio::process::Command::new("bash")
+        .arg(root.join("scripts/local-registry.sh"))
+        .arg("start")
+        .env("XTASK_LOCAL_REGISTRY_PORT", port.to_string())
+        .stdout(Stdio::null())
+        .status()
+        .await
+        .context("cannot run scripts/local-registry.sh")?;
+    if !status.success() {
+        bail!(
+            "scripts/local-registry.sh could not start a registry on 127.0.0.1:{port}; run \
+             `bash scripts/setup-host.sh` first"
+        );
+    }
+    Ok(())
+}

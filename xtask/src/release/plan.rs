@@ -1,0 +1,756 @@
+//! `cargo xtask release plan`: decides whether there is a release, and which.
+//!
+//! The plan is the one place where the release's decisions are made — cadence, versions,
+//! tag, "did anything change", "may this run publish" — so that the maintainer's
+//! `cargo xtask release` and the scheduled workflow cannot disagree: both run this phase and
+//! obey its `plan.json`. The decisions are pure functions ([`decide`], [`publish_decision`],
+//! [`changes_since`], [`release_tag`]); [`run`] gathers their inputs (previous receipts, the
+//! gate, resolve and lock steps, the GitHub context) and writes the outcome.
+//!
+//! The plan's clock (`now`) is the release's clock: the receipt's `created_at` comes from it,
+//! so re-running any later phase of the same plan writes the same receipt, byte for byte.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::flags::PlanFlags;
+use crate::gate::GateDecision;
+use crate::manifest::{Manifest, Platform, MANIFEST_PATH};
+use crate::receipt::Receipt;
+use crate::release::previous::{self, PreviousRelease};
+use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
+use crate::resolve::Resolution;
+use crate::util::{sha256_file, sha256_hex};
+
+pub const PLAN_FILE: &str = "plan.json";
+pub const PLAN_SCHEMA_VERSION: u32 = 1;
+
+/// The files that decide what is released, relative to the repository root. The inventory is
+/// left out on purpose: it also records *when* it was resolved, and a new clock alone is not a
+/// change (its package data is derived from the lockfile, which is here).
+pub const RELEASE_INPUTS: [&str; 4] = [
+    "template/package.json",
+    "template/package-lock.json",
+    "Dockerfile",
+    MANIFEST_PATH,
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Not a cadence day and not forced: nothing else runs.
+    NotDue,
+    /// Due, but the previous release already has exactly these inputs: nothing to build.
+    Unchanged,
+    /// Build every platform, then ship (when `publish`).
+    Release,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::NotDue => "not_due",
+            Action::Unchanged => "unchanged",
+            Action::Release => "release",
+        }
+    }
+}
+
+/// A release input and its sha256 (hex).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputDigest {
+    pub path: String,
+    pub sha256: String,
+}
+
+/// One top-level package whose version differs from the previous release.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    pub name: String,
+    /// `None`: not in the previous release (or there is none).
+    pub from: Option<String>,
+    pub to: String,
+    /// The version went down: upstream moved `latest` back.
+    pub rollback: bool,
+}
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.from {
+            None => write!(f, "{}: {} (new)", self.name, self.to),
+            Some(from) => write!(
+                f,
+                "{}: {from} -> {}{}",
+                self.name,
+                self.to,
+                if self.rollback { " (ROLLBACK)" } else { "" }
+            ),
+        }
+    }
+}
+
+/// The release this plan compares against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreviousSummary {
+    pub receipt: PathBuf,
+    pub tag: String,
+    pub created_at: String,
+    pub reference: String,
+}
+
+/// Where images go.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    pub registry: String,
+    pub repository: String,
+}
+
+/// `plan.json`: everything the later phases obey.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReleasePlan {
+    pub schema_version: u32,
+    /// The release's clock: gate, resolve, lock and the receipt's `created_at`.
+    pub now: DateTime<Utc>,
+    pub action: Action,
+    /// One sentence: why this action.
+    pub reason: String,
+    /// Whether the later phases push images and publish a release.
+    pub publish: bool,
+    pub publish_reason: String,
+    /// `<yyyy.mm.dd>-<first 12 hex of the inputs digest>`; `None` when not due.
+    pub tag: Option<String>,
+    pub platforms: Vec<Platform>,
+    pub target: Target,
+    pub npm_registry: String,
+    pub gate: GateDecision,
+    pub previous: Option<PreviousSummary>,
+    /// The release inputs as the plan wrote them; later phases refuse a checkout that differs.
+    pub inputs: Vec<InputDigest>,
+    /// sha256 over `inputs` (empty when not due).
+    pub inputs_digest: String,
+    pub changes: Vec<Change>,
+}
+
+impl ReleasePlan {
+    pub fn load(dir: &Path) -> Result<ReleasePlan> {
+        let plan: ReleasePlan = read_json(&dir.join(PLAN_FILE), "a release plan")?;
+        if plan.schema_version != PLAN_SCHEMA_VERSION {
+            bail!(
+                "{} has schema_version {}, this tool reads {PLAN_SCHEMA_VERSION}: run \
+                 `cargo xtask release plan` again with this version of the tool",
+                dir.join(PLAN_FILE).display(),
+                plan.schema_version
+            );
+        }
+        Ok(plan)
+    }
+
+    /// The tag, for phases that only run when there is a release.
+    pub fn release_tag(&self) -> Result<&str> {
+        match (self.action, &self.tag) {
+            (Action::Release, Some(tag)) => Ok(tag),
+            _ => bail!(
+                "the plan's action is `{}` ({}): there is nothing to build or ship",
+                self.action.as_str(),
+                self.reason
+            ),
+        }
+    }
+}
+
+/// The release tag: the day and a digest of what is released, so the same inputs on the same
+/// day name the same release (publishing it again is then a no-op) and anything else a new one.
+pub fn release_tag(now: DateTime<Utc>, inputs_digest: &str) -> String {
+    format!("{}-{}", now.format("%Y.%m.%d"), &inputs_digest[..12])
+}
+
+/// One digest over every input, path and content.
+pub fn inputs_digest(inputs: &[InputDigest]) -> String {
+    sha256_hex(
+        inputs
+            .iter()
+            .map(|i| format!("{} {}\n", i.path, i.sha256))
+            .collect::<String>()
+            .as_bytes(),
+    )
+}
+
+/// True when `previous` released exactly these inputs for at least these platforms, completely.
+pub fn unchanged_since(previous: &Receipt, inputs: &[InputDigest], platforms: &[Platform]) -> bool {
+    let recorded = |path: &str| {
+        previous
+            .artifacts
+            .iter()
+            .find(|a| a.path == path)
+            .map(|a| a.sha256.as_str())
+    };
+    previous.complete
+        && inputs
+            .iter()
+            .all(|i| recorded(&i.path) == Some(i.sha256.as_str()))
+        && platforms
+            .iter()
+            .all(|p| previous.platforms.iter().any(|r| r.platform == *p))
+}
+
+/// The top-level packages whose version differs from the previous release's.
+pub fn changes_since(previous: Option<&Receipt>, resolution: &Resolution) -> Vec<Change> {
+    resolution
+        .packages
+        .iter()
+        .filter_map(|p| {
+            let before = previous
+                .and_then(|r| r.packages.iter().find(|q| q.name == p.name))
+                .map(|q| q.version.clone());
+            if before.as_deref() == Some(p.version.as_str()) {
+                return None;
+            }
+            Some(Change {
+                name: p.name.clone(),
+                from: before,
+                to: p.version.clone(),
+                rollback: p.rollback,
+            })
+        })
+        .collect()
+}
+
+/// What the due gate and the inputs decide: the action, why, and the tag.
+pub fn decide(
+    now: DateTime<Utc>,
+    gate: &GateDecision,
+    previous: Option<&Receipt>,
+    inputs: &[InputDigest],
+    platforms: &[Platform],
+) -> (Action, String, Option<String>) {
+    if !gate.due {
+        return (Action::NotDue, format!("not due: {}", gate.reason), None);
+    }
+    let tag = release_tag(now, &inputs_digest(inputs));
+    if let Some(previous) = previous {
+        if unchanged_since(previous, inputs, platforms) {
+            return (
+                Action::Unchanged,
+                format!(
+                    "nothing changed since release {}: same versions, lockfile, Dockerfile and \
+                     manifest, so nothing is built or published",
+                    previous.release_tag
+                ),
+                None,
+            );
+        }
+    }
+    let why = match previous {
+        None => "no previous release verifies: a first release".to_string(),
+        Some(p) => format!("the inputs differ from release {}", p.release_tag),
+    };
+    (
+        Action::Release,
+        format!("{}; {why}", gate.reason),
+        Some(tag),
+    )
+}
+
+/// Where the run comes from, when it runs under GitHub Actions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GithubRef {
+    /// `GITHUB_REF`, e.g. `refs/heads/main`.
+    pub git_ref: String,
+    /// The repository's default branch, from the event payload.
+    pub default_branch: Option<String>,
+}
+
+/// Whether later phases may push and publish. Releases come only from the default branch: a
+/// manual run on another branch builds and smoke-tests, and publishes nothing.
+pub fn publish_decision(no_publish: bool, github: Option<&GithubRef>) -> (bool, String) {
+    if no_publish {
+        return (
+            false,
+            "--no-publish: build and smoke-test only, push nothing".into(),
+        );
+    }
+    match github {
+        None => (true, "a maintainer's run on this machine".into()),
+        Some(GithubRef {
+            git_ref,
+            default_branch: Some(default),
+        }) if *git_ref == format!("refs/heads/{default}") => {
+            (true, format!("running on the default branch {default}"))
+        }
+        Some(GithubRef {
+            git_ref,
+            default_branch: Some(default),
+        }) => (
+            false,
+            format!(
+                "running on {git_ref}, not the default branch {default}: releases are published \
+                 only from {default}"
+            ),
+        ),
+        Some(GithubRef {
+            git_ref,
+            default_branch: None,
+        }) => (
+            false,
+            format!(
+                "running on {git_ref}, and the event names no default branch: publishing is \
+                 refused rather than guessed"
+            ),
+        ),
+    }
+}
+
+/// The lines for `$GITHUB_OUTPUT`.
+pub fn github_outputs(plan: &ReleasePlan) -> String {
+    format!(
+        "action={}\ntag={}\npublish={}\nnow={}\n",
+        plan.action.as_str(),
+        plan.tag.as_deref().unwrap_or(""),
+        plan.publish && plan.action == Action::Release,
+        rfc3339(plan.now)
+    )
+}
+
+/// Markdown for `$GITHUB_STEP_SUMMARY` (and the end of a local run).
+pub fn summary_markdown(plan: &ReleasePlan) -> String {
+    let mut out = format!(
+        "## Release plan: {}\n\n{}\n\n",
+        plan.action.as_str(),
+        plan.reason
+    );
+    if let Some(tag) = &plan.tag {
+        out.push_str(&format!(
+            "- tag `{tag}`, platforms {}\n- publish: {} ({})\n",
+            plan.platforms
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            plan.publish,
+            plan.publish_reason
+        ));
+    }
+    match &plan.previous {
+        Some(p) => out.push_str(&format!(
+            "- previous release `{}` ({}), `{}`\n",
+            p.tag, p.created_at, p.reference
+        )),
+        None => out.push_str("- no previous release verifies\n"),
+    }
+    if !plan.changes.is_empty() {
+        out.push_str("\n| package | previous | now |\n| --- | --- | --- |\n");
+        for c in &plan.changes {
+            out.push_str(&format!(
+                "| `{}` | {} | {}{} |\n",
+                c.name,
+                c.from.as_deref().unwrap_or("—"),
+                c.to,
+                if c.rollback { " **ROLLBACK**" } else { "" }
+            ));
+        }
+    }
+    out
+}
+
+pub fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// The GitHub context, read from the environment the runner sets.
+pub fn github_ref_from_env() -> Result<Option<GithubRef>> {
+    if std::env::var("GITHUB_ACTIONS").as_deref() != Ok("true") {
+        return Ok(None);
+    }
+    let git_ref = std::env::var("GITHUB_REF").unwrap_or_default();
+    let default_branch = match std::env::var_os("GITHUB_EVENT_PATH").filter(|p| !p.is_empty()) {
+        None => None,
+        Some(path) => {
+            let event: serde_json::Value = read_json(Path::new(&path), "the GitHub event")?;
+            event["repository"]["default_branch"]
+                .as_str()
+                .map(str::to_owned)
+        }
+    };
+    Ok(Some(GithubRef {
+        git_ref,
+        default_branch,
+    }))
+}
+
+/// Appends `text` to the file a GitHub variable names, when it is set.
+pub fn append_to_github_file(variable: &str, text: &str) -> Result<()> {
+    use std::io::Write;
+    let Some(path) = std::env::var_os(variable).filter(|p| !p.is_empty()) else {
+        return Ok(());
+    };
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .with_context(|| {
+            format!(
+                "cannot append to ${variable} ({})",
+                Path::new(&path).display()
+            )
+        })
+}
+
+/// The release inputs in the checkout at `root`.
+pub fn current_inputs(root: &Path) -> Result<Vec<InputDigest>> {
+    RELEASE_INPUTS
+        .iter()
+        .map(|path| {
+            Ok(InputDigest {
+                path: path.to_string(),
+                sha256: sha256_file(&root.join(path))?,
+            })
+        })
+        .collect()
+}
+
+/// Later phases run in other checkouts (other runners): they must hold what the plan wrote.
+pub fn ensure_checkout_matches(root: &Path, plan: &ReleasePlan) -> Result<()> {
+    let current = current_inputs(root)?;
+    for expected in &plan.inputs {
+        let found = current.iter().find(|c| c.path == expected.path);
+        if found.map(|f| &f.sha256) != Some(&expected.sha256) {
+            bail!(
+                "{} in {} is not the file the plan wrote (sha256 {} expected): put the plan's \
+                 template files into the checkout first (the workflow downloads the `plan` \
+                 artifact), or run `cargo xtask release plan` again",
+                expected.path,
+                root.display(),
+                expected.sha256
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The flags the plan was made from, resolved to values.
+pub struct PlanRequest<'a> {
+    pub flags: &'a PlanFlags,
+    pub root: &'a Path,
+    pub out: &'a Path,
+    pub now: DateTime<Utc>,
+    pub platforms: Vec<Platform>,
+}
+
+/// Runs the plan phase: previous release, gate, and when due resolve + lock, then decides.
+pub async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Result<ReleasePlan> {
+    let PlanRequest {
+        flags,
+        root,
+        out,
+        now,
+        platforms,
+    } = request;
+    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+    for p in &platforms {
+        if !manifest.platforms.contains(p) {
+            bail!("{MANIFEST_PATH} does not list {p} under `platforms`");
+        }
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let now_text = rfc3339(now);
+
+    let candidates = previous::receipts_below(&root.join(&flags.previous_receipts))?;
+    let selection = previous::newest_verified(&candidates)?;
+    for line in &selection.ignored {
+        runner.progress.step(line);
+    }
+    let previous: Option<&PreviousRelease> = selection.newest.as_ref();
+    match previous {
+        Some(p) => runner.progress.step(format!(
+            "previous release: {} ({})",
+            p.receipt.release_tag,
+            p.path.display()
+        )),
+        None => runner.progress.step(format!(
+            "no previous release verifies among {} receipt(s) in {}",
+            candidates.len(),
+            flags.previous_receipts.display()
+        )),
+    }
+
+    let mut gate = Step::new("gate", &["gate", "--json"])
+        .arg("--now", &now_text)
+        .output(out.join("gate.json"));
+    if flags.force {
+        gate = gate.flag("--force");
+    }
+    if let Some(p) = previous {
+        gate = gate.arg("--previous-receipt", &p.path);
+    }
+    runner.run(&gate).await?;
+    let gate: GateDecision = read_json(&out.join("gate.json"), "the gate's decision")?;
+
+    let (inputs, changes) = if gate.due {
+        runner
+            .run(
+                &Step::new("resolve", &["resolve", "--json"])
+                    .arg("--registry", &flags.registry.registry)
+                    .arg("--now", &now_text)
+                    .output(out.join("resolve.json")),
+            )
+            .await?;
+        runner
+            .run(
+                &Step::new("lock", &["lock", "--json"])
+                    .arg("--registry", &flags.registry.registry)
+                    .arg("--now", &now_text)
+                    .output(out.join("lock.json")),
+            )
+            .await?;
+        let resolution: Resolution = read_json(&out.join("resolve.json"), "a resolution")?;
+        (
+            current_inputs(root)?,
+            changes_since(previous.map(|p| &p.receipt), &resolution),
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+
+    let (action, reason, tag) = decide(
+        now,
+        &gate,
+        previous.map(|p| &p.receipt),
+        &inputs,
+        &platforms,
+    );
+    let (publish, publish_reason) =
+        publish_decision(flags.no_publish, github_ref_from_env()?.as_ref());
+    let plan = ReleasePlan {
+        schema_version: PLAN_SCHEMA_VERSION,
+        now,
+        action,
+        reason,
+        publish,
+        publish_reason,
+        tag,
+        platforms,
+        target: Target {
+            registry: flags.target.oci_registry.clone(),
+            repository: flags.target.repository.clone(),
+        },
+        npm_registry: flags.registry.registry.clone(),
+        gate,
+        previous: previous.map(|p| PreviousSummary {
+            receipt: p.path.clone(),
+            tag: p.receipt.release_tag.clone(),
+            created_at: p.receipt.created_at.clone(),
+            reference: p.receipt.index.reference.clone(),
+        }),
+        inputs_digest: if inputs.is_empty() {
+            String::new()
+        } else {
+            inputs_digest(&inputs)
+        },
+        inputs,
+        changes,
+    };
+    write_json(&out.join(PLAN_FILE), &plan)?;
+    append_to_github_file("GITHUB_OUTPUT", &github_outputs(&plan))?;
+    append_to_github_file("GITHUB_STEP_SUMMARY", &summary_markdown(&plan))?;
+    runner.progress.step(format!(
+        "plan: {} — {}{}",
+        plan.action.as_str(),
+        plan.reason,
+        plan.tag
+            .as_deref()
+            .map(|t| format!(" (tag {t}, publish: {})", plan.publish))
+            .unwrap_or_default()
+    ));
+    for change in &plan.changes {
+        runner.progress.step(format!("  {change}"));
+    }
+    eprint!("{}", render_times("plan steps:", &runner.times));
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::decide as gate_decide;
+
+    fn at(text: &str) -> DateTime<Utc> {
+        text.parse().unwrap()
+    }
+
+    fn previous_receipt() -> Receipt {
+        serde_json::from_str(include_str!("../../../tests/fixtures/receipt-minimal.json")).unwrap()
+    }
+
+    fn inputs_of(receipt: &Receipt) -> Vec<InputDigest> {
+        RELEASE_INPUTS
+            .iter()
+            .map(|path| InputDigest {
+                path: path.to_string(),
+                sha256: receipt
+                    .artifacts
+                    .iter()
+                    .find(|a| a.path == *path)
+                    .unwrap()
+                    .sha256
+                    .clone(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn not_due_decides_nothing_else() {
+        let now = at("2026-12-01T04:37:00Z");
+        let gate = gate_decide(now, 3, false, None);
+        let (action, reason, tag) = decide(now, &gate, None, &[], &Platform::ALL);
+        assert_eq!(action, Action::NotDue);
+        assert!(reason.starts_with("not due: epoch day 20788"), "{reason}");
+        assert_eq!(tag, None);
+    }
+
+    #[test]
+    fn a_due_day_with_the_previous_inputs_is_unchanged() {
+        let now = at("2026-11-30T04:37:00Z");
+        let gate = gate_decide(now, 3, false, None);
+        let mut previous = previous_receipt();
+        let inputs = inputs_of(&previous);
+        // The fixture released amd64 only; the same inputs for amd64 are unchanged...
+        previous.platforms = vec![];
+        let (action, _, _) = decide(now, &gate, Some(&previous), &inputs, &[]);
+        assert_eq!(action, Action::Unchanged);
+        // ... one changed file is a release, tagged by day and content.
+        let mut changed = inputs.clone();
+        changed[1].sha256 = "f".repeat(64);
+        let (action, reason, tag) = decide(now, &gate, Some(&previous), &changed, &[]);
+        assert_eq!(action, Action::Release);
+        assert!(reason.contains("the inputs differ from release 2026.11.27-0123456789ab"));
+        let tag = tag.unwrap();
+        assert_eq!(tag, release_tag(now, &inputs_digest(&changed)));
+        assert!(tag.starts_with("2026.11.30-"));
+        // An incomplete previous release never counts as "unchanged".
+        previous.complete = false;
+        assert_eq!(
+            decide(now, &gate, Some(&previous), &inputs, &[]).0,
+            Action::Release
+        );
+    }
+
+    #[test]
+    fn the_same_inputs_on_the_same_day_name_the_same_release() {
+        let inputs = inputs_of(&previous_receipt());
+        let morning = release_tag(at("2026-11-30T04:37:00Z"), &inputs_digest(&inputs));
+        let evening = release_tag(at("2026-11-30T23:59:59Z"), &inputs_digest(&inputs));
+        let next_day = release_tag(at("2026-12-01T00:00:00Z"), &inputs_digest(&inputs));
+        assert_eq!(morning, evening);
+        assert_ne!(morning, next_day);
+        assert_eq!(morning.len(), "2026.11.30-".len() + 12);
+    }
+
+    #[test]
+    fn only_the_default_branch_publishes() {
+        let main = GithubRef {
+            git_ref: "refs/heads/main".into(),
+            default_branch: Some("main".into()),
+        };
+        let feature = GithubRef {
+            git_ref: "refs/heads/try-arm".into(),
+            default_branch: Some("main".into()),
+        };
+        let unknown = GithubRef {
+            git_ref: "refs/heads/main".into(),
+            default_branch: None,
+        };
+        assert!(publish_decision(false, None).0);
+        assert!(publish_decision(false, Some(&main)).0);
+        let (publish, why) = publish_decision(false, Some(&feature));
+        assert!(!publish);
+        assert!(why.contains("refs/heads/try-arm") && why.contains("only from main"));
+        assert!(!publish_decision(false, Some(&unknown)).0);
+        assert!(!publish_decision(true, Some(&main)).0);
+    }
+
+    #[test]
+    fn changes_are_measured_against_the_previous_release() {
+        let previous = previous_receipt();
+        let resolution = Resolution {
+            cutoff: "2026-11-28T04:37:00Z".into(),
+            now: "2026-11-30T04:37:00Z".into(),
+            registry: "https://registry.npmjs.org/".into(),
+            cooldown_hours: 48,
+            packages: vec![
+                resolved("@openai/codex", "0.171.0", false),
+                resolved("ws", "8.23.0", false),
+            ],
+        };
+        let changes = changes_since(Some(&previous), &resolution);
+        assert_eq!(
+            changes.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["@openai/codex: 0.170.0 -> 0.171.0", "ws: 8.23.0 (new)"]
+        );
+        let mut back = resolution.clone();
+        back.packages = vec![resolved("@openai/codex", "0.169.0", true)];
+        assert_eq!(
+            changes_since(Some(&previous), &back)[0].to_string(),
+            "@openai/codex: 0.170.0 -> 0.169.0 (ROLLBACK)"
+        );
+        let mut same = resolution;
+        same.packages = vec![resolved("@openai/codex", "0.170.0", false)];
+        assert!(changes_since(Some(&previous), &same).is_empty());
+    }
+
+    fn resolved(name: &str, version: &str, rollback: bool) -> crate::resolve::Resolved {
+        crate::resolve::Resolved {
+            name: name.into(),
+            version: version.into(),
+            latest: version.into(),
+            published: "2026-11-20T00:00:00Z".into(),
+            locked: None,
+            rollback,
+            held_back: false,
+            notes: vec![],
+            rejected: vec![],
+        }
+    }
+
+    #[test]
+    fn outputs_and_summary_say_what_happens() {
+        let now = at("2026-11-30T04:37:00Z");
+        let gate = gate_decide(now, 3, false, None);
+        let plan = ReleasePlan {
+            schema_version: PLAN_SCHEMA_VERSION,
+            now,
+            action: Action::Release,
+            reason: "due".into(),
+            publish: false,
+            publish_reason: "running on refs/heads/x".into(),
+            tag: Some("2026.11.30-0123456789ab".into()),
+            platforms: Platform::ALL.to_vec(),
+            target: Target {
+                registry: "ghcr.io".into(),
+                repository: "sandbox0/coding-agent".into(),
+            },
+            npm_registry: "https://registry.npmjs.org/".into(),
+            gate,
+            previous: None,
+            inputs: vec![],
+            inputs_digest: String::new(),
+            changes: vec![],
+        };
+        assert_eq!(
+            github_outputs(&plan),
+            "action=release\ntag=2026.11.30-0123456789ab\npublish=false\nnow=2026-11-30T04:37:00Z\n"
+        );
+        let summary = summary_markdown(&plan);
+        assert!(
+            summary.contains("publish: false (running on refs/heads/x)"),
+            "{summary}"
+        );
+        let round_trip: ReleasePlan =
+            serde_json::from_slice(&serde_json::to_vec(&plan).unwrap()).unwrap();
+        assert_eq!(round_trip, plan);
+    }
+}

@@ -1,0 +1,377 @@
+//! `cargo xtask release ship`: turns tested platforms into a release.
+//!
+//! Order matters, because a tag can never be taken back: the index goes to the registry by
+//! digest (and the tag is checked to be free or already this index), the receipt is written
+//! from the plan's clock and the platforms' results, the assets are gathered and verified as a
+//! consumer would verify them, and only then is the immutable tag written. A failure anywhere
+//! before that leaves the tag free; running the phase again repeats no-ops and writes the
+//! same receipt, byte for byte, so a release has exactly one receipt however often it is
+//! re-run.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use crate::manifest::{Manifest, Platform, MANIFEST_PATH};
+use crate::publish::PublishReport;
+use crate::receipt::{Receipt, SCHEMA_PATH};
+use crate::release::plan::{append_to_github_file, ensure_checkout_matches, rfc3339, ReleasePlan};
+use crate::release::platform::{results_file_name, PlatformResults};
+use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner, StepTime};
+use crate::util::atomic_write;
+
+/// What `release ship --json` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct Shipped {
+    pub tag: String,
+    pub receipt: PathBuf,
+    pub assets: PathBuf,
+    pub reference: String,
+    pub debian_difference: DebianDifference,
+    pub steps: Vec<StepTime>,
+}
+
+/// The phase's steps, in order.
+pub const STEP_NAMES: [&str; 4] = ["index by digest", "receipt write", "receipt verify", "tag"];
+
+/// How the platforms' Debian package sets differ (`name=version`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DebianDifference {
+    pub platforms: (String, String),
+    pub only_first: Vec<String>,
+    pub only_second: Vec<String>,
+    /// `name: version on first -> version on second`.
+    pub versions: Vec<String>,
+}
+
+/// The difference between two `name=version` package sets.
+pub fn debian_difference(
+    (first, a): (Platform, &[String]),
+    (second, b): (Platform, &[String]),
+) -> DebianDifference {
+    let split = |list: &[String]| -> std::collections::BTreeMap<String, String> {
+        list.iter()
+            .filter_map(|e| e.split_once('='))
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    };
+    let (a, b) = (split(a), split(b));
+    let names: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let mut out = DebianDifference {
+        platforms: (first.to_string(), second.to_string()),
+        ..Default::default()
+    };
+    for name in names {
+        match (a.get(name), b.get(name)) {
+            (Some(v), None) => out.only_first.push(format!("{name}={v}")),
+            (None, Some(v)) => out.only_second.push(format!("{name}={v}")),
+            (Some(x), Some(y)) if x != y => out.versions.push(format!("{name}: {x} -> {y}")),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Checks that the results belong to this plan and are fit to ship.
+pub fn check_results(
+    plan: &ReleasePlan,
+    tag: &str,
+    file: &Path,
+    r: &PlatformResults,
+) -> Result<()> {
+    let file = file.display();
+    if r.tag != tag || r.inputs_digest != plan.inputs_digest {
+        bail!(
+            "{file} belongs to release {} (inputs {}), not to this plan's {tag} (inputs {}): \
+             download the results of this run",
+            r.tag,
+            r.inputs_digest,
+            plan.inputs_digest
+        );
+    }
+    if !r.smoke.passed {
+        bail!(
+            "{file}: {} failed its smoke checks; a release needs every platform",
+            r.platform
+        );
+    }
+    if r.pushed.is_none() {
+        bail!(
+            "{file}: {} was not pushed (was the plan made with --no-publish?)",
+            r.platform
+        );
+    }
+    if r.build.debian_packages.is_empty() {
+        bail!("{file}: {} records no Debian packages", r.platform);
+    }
+    Ok(())
+}
+
+pub struct ShipRequest<'a> {
+    pub root: &'a Path,
+    pub plan_dir: &'a Path,
+    pub plan: &'a ReleasePlan,
+    pub results: &'a Path,
+    pub assets: &'a Path,
+}
+
+pub async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
+    let ShipRequest {
+        root,
+        plan_dir,
+        plan,
+        results,
+        assets,
+    } = request;
+    let tag = plan.release_tag()?.to_string();
+    if !plan.publish {
+        bail!(
+            "the plan does not publish ({}); nothing is shipped",
+            plan.publish_reason
+        );
+    }
+    ensure_checkout_matches(root, plan)?;
+    let mut platforms = Vec::new();
+    for p in &plan.platforms {
+        let file = results.join(results_file_name(*p));
+        let r: PlatformResults = read_json(&file, "a platform's results")?;
+        if r.platform != *p {
+            bail!(
+                "{} holds the results of {}, not {p}",
+                file.display(),
+                r.platform
+            );
+        }
+        check_results(plan, &tag, &file, &r)?;
+        platforms.push(r);
+    }
+
+    // The subcommands read files; write each platform's pieces where they can.
+    let work = root.join(".xtask/ship").join(&tag);
+    std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
+    let mut pushed_files = Vec::new();
+    let mut receipt_args = Vec::new();
+    for r in &platforms {
+        let arch = r.platform.arch();
+        let build = work.join(format!("build-{arch}.json"));
+        write_json(&build, &r.build)?;
+        receipt_args.push(("--build", build));
+        let smoke = work.join(format!("smoke-{arch}.json"));
+        write_json(&smoke, &r.smoke)?;
+        receipt_args.push(("--smoke", smoke));
+        let pushed = PublishReport {
+            registry: plan.target.registry.clone(),
+            repository: plan.target.repository.clone(),
+            dry_run: false,
+            platforms: r.pushed.iter().cloned().collect(),
+            index: None,
+        };
+        let pushed_file = work.join(format!("pushed-{arch}.json"));
+        write_json(&pushed_file, &pushed)?;
+        pushed_files.push(pushed_file);
+    }
+
+    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+    let partial = manifest
+        .platforms
+        .iter()
+        .any(|p| !plan.platforms.contains(p));
+    let publish = |name: &str| {
+        let mut step = Step::new(name, &["publish", "--json"])
+            .arg("--oci-registry", &plan.target.registry)
+            .arg("--repository", &plan.target.repository)
+            .arg("--tag", &tag);
+        for file in &pushed_files {
+            step = step.arg("--pushed", file);
+        }
+        if partial {
+            // A maintainer's single-platform release: its receipt says it is incomplete.
+            step = step.flag("--partial");
+        }
+        step
+    };
+    let index_step = publish(STEP_NAMES[0])
+        .flag("--defer-tag")
+        .output(work.join("index.json"));
+    let mut write = Step::new(STEP_NAMES[1], &["receipt", "write", "--json"])
+        .arg("--gate", plan_dir.join("gate.json"))
+        .arg("--resolve", plan_dir.join("resolve.json"))
+        .arg("--publish", work.join("index.json"))
+        .arg("--tag", &tag)
+        .arg("--now", rfc3339(plan.now))
+        .arg("--out-dir", assets)
+        .output(work.join("receipt.json"));
+    for (flag, path) in &receipt_args {
+        write = write.arg(flag, path);
+    }
+    let tag_step = publish(STEP_NAMES[3]).output(work.join("tagged.json"));
+
+    let mut runner = StepRunner::new(root, 4)?;
+    runner.run(&index_step).await?;
+    // A release has one receipt: an earlier attempt's (other content, other name) goes.
+    remove_receipts(assets)?;
+    runner.run(&write).await?;
+    #[derive(serde::Deserialize)]
+    struct Written {
+        path: PathBuf,
+    }
+    let written: Written = read_json(&work.join("receipt.json"), "`receipt write --json` output")?;
+    let receipt: Receipt = read_json(&written.path, "a receipt")?;
+    copy_assets(root, &receipt, assets)?;
+    runner
+        .run(
+            &Step::new(STEP_NAMES[2], &["receipt", "verify", "--json"])
+                .arg("--artifacts", assets)
+                .positional(&written.path)
+                .output(work.join("verify.json")),
+        )
+        .await?;
+    runner.run(&tag_step).await?;
+    let tagged: PublishReport = read_json(&work.join("tagged.json"), "a publish report")?;
+    match &tagged.index {
+        Some(index) if index.digest == receipt.index.digest => {}
+        other => bail!(
+            "the tag {tag} was written for {:?}, not the receipt's index {}",
+            other.as_ref().map(|i| &i.digest),
+            receipt.index.digest
+        ),
+    }
+
+    let debian_difference = match platforms.as_slice() {
+        [a, b, ..] => debian_difference(
+            (a.platform, &a.build.debian_packages),
+            (b.platform, &b.build.debian_packages),
+        ),
+        _ => DebianDifference::default(),
+    };
+    let shipped = Shipped {
+        tag: tag.clone(),
+        receipt: written.path.clone(),
+        assets: assets.to_path_buf(),
+        reference: receipt.index.reference.clone(),
+        debian_difference,
+        steps: runner.times.clone(),
+    };
+    append_to_github_file(
+        "GITHUB_OUTPUT",
+        &format!(
+            "tag={tag}\nreceipt={}\nreference={}\n",
+            written
+                .path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy(),
+            shipped.reference
+        ),
+    )?;
+    append_to_github_file("GITHUB_STEP_SUMMARY", &summary_markdown(&shipped, &receipt))?;
+    eprint!("{}", render_times("ship steps:", &runner.times));
+    Ok(shipped)
+}
+
+/// Markdown for the job summary: what a consumer pins, and how the platforms differ.
+pub fn summary_markdown(shipped: &Shipped, receipt: &Receipt) -> String {
+    let mut out = format!(
+        "## Release {}\n\nPin `{}`\n\n| platform | digest | Debian packages |\n| --- | --- | --- |\n",
+        shipped.tag, shipped.reference
+    );
+    for p in &receipt.platforms {
+        out.push_str(&format!(
+            "| `{}` | `{}` | {} |\n",
+            p.platform,
+            p.digest,
+            p.debian_packages.len()
+        ));
+    }
+    let d = &shipped.debian_difference;
+    if !d.platforms.0.is_empty() {
+        out.push_str(&format!(
+            "\nDebian packages only on {}: {}; only on {}: {}; other versions: {}\n",
+            d.platforms.0,
+            list_or_none(&d.only_first),
+            d.platforms.1,
+            list_or_none(&d.only_second),
+            list_or_none(&d.versions)
+        ));
+    }
+    out
+}
+
+fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items
+            .iter()
+            .map(|i| format!("`{i}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn remove_receipts(assets: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(assets) else {
+        return Ok(());
+    };
+    for entry in entries {
+        let path = entry?.path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if name.starts_with("receipt-") && name.ends_with(".json") {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("cannot remove the stale receipt {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies the files the receipt names, and its schema, next to it: what a GitHub release
+/// carries and what consumers verify against.
+fn copy_assets(root: &Path, receipt: &Receipt, assets: &Path) -> Result<()> {
+    let mut copies: Vec<(PathBuf, String)> = receipt
+        .artifacts
+        .iter()
+        .map(|a| (root.join(&a.path), a.name.clone()))
+        .collect();
+    copies.push((
+        root.join(SCHEMA_PATH),
+        Path::new(SCHEMA_PATH)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned(),
+    ));
+    for (from, name) in copies {
+        let bytes =
+            std::fs::read(&from).with_context(|| format!("cannot read {}", from.display()))?;
+        atomic_write(&assets.join(name), &bytes)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_debian_difference_lists_each_side_and_versions() {
+        let amd64 = [
+            "libc6=2.36-9+deb12u13".to_string(),
+            "grub=1".into(),
+            "zlib1g=1:1.2.13".into(),
+        ];
+        let arm64 = [
+            "libc6=2.36-9+deb12u13".to_string(),
+            "zlib1g=1:1.2.14".into(),
+            "u-boot=2".into(),
+        ];
+        let d = debian_difference(
+            (Platform::LinuxAmd64, &amd64),
+            (Platform::LinuxArm64, &arm64),
+        );
+        assert_eq!(d.only_first, ["grub=1"]);
+        assert_eq!(d.only_second, ["u-boot=2"]);
+        assert_eq!(d.versions, ["zlib1g: 1:1.2.13 -> 1:1.2.14"]);
+    }
+}

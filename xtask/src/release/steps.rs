@@ -1,0 +1,255 @@
+//! Runs the toolchain's own subcommands as child processes, one step at a time: each prints
+//! `==> [n/m] name` before it starts, its stdout (`--json`) is kept in a file, its stderr
+//! (progress) passes through, and its time is recorded for the table every phase ends with.
+//!
+//! Children rather than function calls, because each subcommand is also what a maintainer runs
+//! by hand: the release is exactly those commands, in that order, with those files.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use crate::util::{atomic_write, Progress};
+
+/// One subcommand: `cargo xtask <args>`, its stdout kept in `output` when given.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Step {
+    pub name: String,
+    pub args: Vec<String>,
+    pub output: Option<PathBuf>,
+}
+
+impl Step {
+    pub fn new(name: impl Into<String>, args: &[&str]) -> Step {
+        Step {
+            name: name.into(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            output: None,
+        }
+    }
+
+    pub fn arg(mut self, flag: &str, value: impl AsRef<std::ffi::OsStr>) -> Step {
+        self.args.push(flag.to_owned());
+        self.args
+            .push(value.as_ref().to_string_lossy().into_owned());
+        self
+    }
+
+    pub fn positional(mut self, value: impl AsRef<std::ffi::OsStr>) -> Step {
+        self.args
+            .push(value.as_ref().to_string_lossy().into_owned());
+        self
+    }
+
+    pub fn flag(mut self, flag: &str) -> Step {
+        self.args.push(flag.to_owned());
+        self
+    }
+
+    pub fn output(mut self, path: impl Into<PathBuf>) -> Step {
+        self.output = Some(path.into());
+        self
+    }
+
+    /// The command line a person would type.
+    pub fn command_line(&self) -> String {
+        format!("cargo xtask {}", self.args.join(" "))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Ok,
+    Failed,
+}
+
+/// How long one step took, for the table at the end of a phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepTime {
+    pub name: String,
+    pub seconds: f64,
+    pub status: StepStatus,
+}
+
+/// Executes steps in order and remembers their times.
+pub struct StepRunner {
+    exe: PathBuf,
+    root: PathBuf,
+    total: usize,
+    done: usize,
+    pub progress: Progress,
+    pub times: Vec<StepTime>,
+}
+
+impl StepRunner {
+    /// `total` is how many steps the phase plans, for the `[n/m]` counter.
+    pub fn new(root: &Path, total: usize) -> Result<StepRunner> {
+        Ok(StepRunner {
+            exe: std::env::current_exe().context("cannot find the running xtask binary")?,
+            root: root.to_path_buf(),
+            total,
+            done: 0,
+            progress: Progress::default(),
+            times: Vec::new(),
+        })
+    }
+
+    /// Runs `step`; a non-zero exit is an error naming the step and where its output is.
+    pub async fn run(&mut self, step: &Step) -> Result<()> {
+        if !self.run_allowing_failure(step).await? {
+            bail!(
+                "step `{}` failed: `{}`{}. Fix the cause and run it again: finished steps are \
+                 skipped or no-ops",
+                step.name,
+                step.command_line(),
+                step.output
+                    .as_ref()
+                    .map(|o| format!("; its output is in {}", o.display()))
+                    .unwrap_or_default()
+            );
+        }
+        Ok(())
+    }
+
+    /// Runs `step` and reports whether it exited zero (its output is kept either way).
+    pub async fn run_allowing_failure(&mut self, step: &Step) -> Result<bool> {
+        self.done += 1;
+        self.progress.step(format!(
+            "==> [{}/{}] {}: {}",
+            self.done,
+            self.total.max(self.done),
+            step.name,
+            step.command_line()
+        ));
+        let started = Instant::now();
+        let output = tokio::process::Command::new(&self.exe)
+            .args(&step.args)
+            .current_dir(&self.root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .output()
+            .await
+            .with_context(|| format!("cannot start step `{}`", step.name))?;
+        if let Some(path) = &step.output {
+            atomic_write(path, &output.stdout)?;
+        }
+        let ok = output.status.success();
+        let seconds = started.elapsed().as_secs_f64();
+        self.times.push(StepTime {
+            name: step.name.clone(),
+            seconds,
+            status: if ok {
+                StepStatus::Ok
+            } else {
+                StepStatus::Failed
+            },
+        });
+        self.progress.step(format!(
+            "<== {} {} in {}",
+            step.name,
+            if ok { "done" } else { "FAILED" },
+            format_duration(seconds)
+        ));
+        Ok(ok)
+    }
+}
+
+/// Reads a step's JSON output through its owner's type.
+pub fn read_json<T: DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("cannot read {what} from {}", path.display()))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("{} is not {what}", path.display()))
+}
+
+/// Writes a value as pretty JSON (with a final newline), atomically.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value)?;
+    bytes.push(b'\n');
+    atomic_write(path, &bytes)
+}
+
+/// `1 min 05 s`, `12.3 s`.
+pub fn format_duration(seconds: f64) -> String {
+    if seconds < 60.0 {
+        format!("{seconds:.1} s")
+    } else {
+        let whole = seconds.round() as u64;
+        format!("{} min {:02} s", whole / 60, whole % 60)
+    }
+}
+
+/// The table of step times a phase prints when it ends.
+pub fn render_times(title: &str, times: &[StepTime]) -> String {
+    let width = times.iter().map(|t| t.name.len()).max().unwrap_or(0);
+    let mut out = format!("{title}\n");
+    for t in times {
+        out.push_str(&format!(
+            "  {:<width$}  {:>12}{}\n",
+            t.name,
+            format_duration(t.seconds),
+            if t.status == StepStatus::Failed {
+                "  FAILED"
+            } else {
+                ""
+            }
+        ));
+    }
+    let total: f64 = times.iter().map(|t| t.seconds).sum();
+    out.push_str(&format!(
+        "  {:<width$}  {:>12}\n",
+        "total",
+        format_duration(total)
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_a_person_writes_them() {
+        assert_eq!(format_duration(12.34), "12.3 s");
+        assert_eq!(format_duration(65.2), "1 min 05 s");
+        assert_eq!(format_duration(3600.0), "60 min 00 s");
+    }
+
+    #[test]
+    fn the_times_table_totals_and_marks_failures() {
+        let times = [
+            StepTime {
+                name: "build linux/amd64".into(),
+                seconds: 90.0,
+                status: StepStatus::Ok,
+            },
+            StepTime {
+                name: "smoke".into(),
+                seconds: 10.0,
+                status: StepStatus::Failed,
+            },
+        ];
+        let table = render_times("steps:", &times);
+        let build = table
+            .lines()
+            .find(|l| l.contains("build linux/amd64"))
+            .unwrap();
+        assert!(build.ends_with("1 min 30 s"), "{table}");
+        assert!(table.contains("FAILED"));
+        assert!(table.trim_end().ends_with("1 min 40 s"), "{table}");
+    }
+
+    #[test]
+    fn steps_print_as_the_command_a_person_types() {
+        let step = Step::new("gate", &["gate", "--json"]).arg("--now", "2026-11-30T04:37:00Z");
+        assert_eq!(
+            step.command_line(),
+            "cargo xtask gate --json --now 2026-11-30T04:37:00Z"
+        );
+    }
+}
