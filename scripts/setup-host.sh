@@ -8,6 +8,8 @@ set -euo pipefail
 need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+# On Ubuntu mmdebstrap does not pull in Debian's keyring; `cargo xtask base` passes it explicitly.
+[ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
 # mmdebstrap refuses foreign architectures (arm64 under qemu) without arch-test.
 command -v arch-test >/dev/null || need+=(arch-test)
 [ -e /usr/bin/qemu-aarch64-static ] || need+=(qemu-user-static)

@@ -54,12 +54,50 @@ pub struct BasePlan {
     pub emulated: bool,
 }
 
-pub fn plan(root: &Path, suite: &str, platform: Platform, host: Option<Platform>) -> BasePlan {
+/// Debian's archive keyring. Passed explicitly: on Ubuntu, mmdebstrap neither depends on
+/// nor recommends `debian-archive-keyring`, and without it apt in the bootstrap fails with
+/// NO_PUBKEY.
+pub const DEBIAN_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
+
+/// Who runs `base`: mmdebstrap needs root (its unshare mode is blocked by Ubuntu 24.04's
+/// AppArmor, and fakechroot is not installed on GitHub's runners), so a non-root user runs
+/// it through passwordless sudo.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Privilege {
+    Root,
+    Sudo,
+}
+
+impl Privilege {
+    pub fn current() -> Privilege {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            Privilege::Root
+        } else {
+            Privilege::Sudo
+        }
+    }
+}
+
+pub fn plan(
+    root: &Path,
+    suite: &str,
+    platform: Platform,
+    host: Option<Platform>,
+    privilege: Privilege,
+) -> BasePlan {
     let stem = format!("{suite}-{}", platform.arch());
     let cache = root.join(CACHE_DIR);
     let rootfs = cache.join(format!("{stem}.rootfs.tar"));
-    let mmdebstrap = vec![
+    let mut mmdebstrap = match privilege {
+        Privilege::Root => vec![],
+        // -n: fail at once instead of asking for a password nobody can type in CI.
+        Privilege::Sudo => vec!["sudo".to_string(), "-n".to_string(), "--".to_string()],
+    };
+    mmdebstrap.extend([
         "mmdebstrap".to_string(),
+        "--mode=root".to_string(),
+        format!("--keyring={DEBIAN_KEYRING}"),
         "--variant=minbase".to_string(),
         "--include=ca-certificates".to_string(),
         format!("--architectures={}", platform.arch()),
@@ -72,7 +110,7 @@ pub fn plan(root: &Path, suite: &str, platform: Platform, host: Option<Platform>
             .join(format!("{stem}.partial.tar"))
             .to_string_lossy()
             .into_owned(),
-    ];
+    ]);
     BasePlan {
         image: image_ref(suite, platform),
         platform,
@@ -153,7 +191,13 @@ struct BaseReport<'a> {
 pub async fn run(args: BaseArgs) -> Result<ExitCode> {
     let progress = Progress::default();
     let root = repo_root();
-    let plan = plan(&root, &args.suite, args.platform, Platform::host());
+    let plan = plan(
+        &root,
+        &args.suite,
+        args.platform,
+        Platform::host(),
+        Privilege::current(),
+    );
     let docker = docker::connect().await?;
     let existing = docker::inspect_image(&docker, &plan.image).await?;
 
@@ -230,6 +274,35 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The keyring and, for a non-root user, passwordless sudo: checked first, so the error says
+/// what to install or configure rather than what mmdebstrap tripped over.
+async fn ensure_bootstrap_prerequisites(plan: &BasePlan) -> Result<()> {
+    if !Path::new(DEBIAN_KEYRING).is_file() {
+        bail!(
+            "{DEBIAN_KEYRING} is missing: install Debian's archive keyring (`apt-get install \
+             debian-archive-keyring`, also on Ubuntu; scripts/setup-host.sh does it)"
+        );
+    }
+    if plan.mmdebstrap[0] == "sudo" {
+        let sudo = tokio::process::Command::new("sudo")
+            .args(["-n", "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await;
+        if !sudo.is_ok_and(|s| s.success()) {
+            bail!(
+                "`cargo xtask base` runs mmdebstrap as root, and this user is not root and has \
+                 no passwordless sudo (`sudo -n true` failed). Run it as root, or give the user \
+                 passwordless sudo (GitHub's runners have it); mmdebstrap's rootless modes do \
+                 not work on Ubuntu 24.04 (AppArmor blocks unprivileged user namespaces)"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Fails with what to do when the host cannot run the target's binaries.
 pub fn ensure_emulation(platform: Platform) -> Result<()> {
     if Platform::host() == Some(platform) {
@@ -267,6 +340,7 @@ async fn make_rootfs(plan: &BasePlan, progress: &Progress) -> Result<()> {
             .expect("the output path is the last argument"),
     );
     let _ = std::fs::remove_file(&partial);
+    ensure_bootstrap_prerequisites(plan).await?;
     progress.step(format!(
         "running {}{}",
         plan.mmdebstrap.join(" "),
@@ -303,6 +377,7 @@ async fn make_rootfs(plan: &BasePlan, progress: &Progress) -> Result<()> {
     let status = child.wait().await?;
     if !status.success() {
         let _ = std::fs::remove_file(&partial);
+        ensure_bootstrap_prerequisites(plan).await?;
         bail!(
             "mmdebstrap failed ({status}) making the {} {} root filesystem:\n{}{}",
             plan.suite,
@@ -322,16 +397,21 @@ async fn make_rootfs(plan: &BasePlan, progress: &Progress) -> Result<()> {
 }
 
 /// Writes the docker-archive next to the rootfs: the rootfs tar is the layer as it is.
+/// The history line of the base layer: the mmdebstrap command without sudo and the output.
+fn created_by(plan: &BasePlan) -> String {
+    let start = plan
+        .mmdebstrap
+        .iter()
+        .position(|a| a == "mmdebstrap")
+        .unwrap_or(0);
+    plan.mmdebstrap[start..plan.mmdebstrap.len() - 1].join(" ")
+}
+
 fn write_archive(plan: &BasePlan, progress: &Progress) -> Result<()> {
     progress.step(format!("hashing {}", plan.rootfs.display()));
     let diff_id = sha256_of_file(&plan.rootfs)?;
     let created = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let config = image_config(
-        plan.platform,
-        &diff_id,
-        &created,
-        &plan.mmdebstrap[..5].join(" "),
-    )?;
+    let config = image_config(plan.platform, &diff_id, &created, &created_by(plan))?;
     let config_json = config.to_string()?;
     let config_file = format!("{}.json", crate::util::sha256_hex(config_json.as_bytes()));
     let layer_file = format!("{diff_id}/layer.tar");
@@ -445,6 +525,7 @@ mod tests {
             "bookworm",
             Platform::LinuxArm64,
             Some(Platform::LinuxAmd64),
+            Privilege::Root,
         );
         assert_eq!(p.image, "coding-agent-base:bookworm-arm64");
         assert_eq!(
@@ -460,9 +541,18 @@ mod tests {
             "bookworm",
             Platform::LinuxAmd64,
             Some(Platform::LinuxAmd64),
+            Privilege::Sudo,
         );
         assert!(!native.emulated);
         assert_eq!(native.image, "coding-agent-base:bookworm-amd64");
+        // A runner user goes through passwordless sudo; the keyring is always explicit.
+        assert_eq!(native.mmdebstrap[..4], ["sudo", "-n", "--", "mmdebstrap"]);
+        assert_eq!(p.mmdebstrap[0], "mmdebstrap");
+        for plan in [&p, &native] {
+            assert!(plan
+                .mmdebstrap
+                .contains(&format!("--keyring={DEBIAN_KEYRING}")));
+        }
     }
 
     #[test]

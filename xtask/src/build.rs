@@ -427,6 +427,23 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// How often a silent build step is reported as still running.
+const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `Step 7/15 : RUN npm ci ...` -> `step 7/15 (RUN npm ci ...)`, clipped for one log line.
+fn step_label(line: &str) -> String {
+    let line = line.trim();
+    let (number, command) = line
+        .strip_prefix("Step ")
+        .and_then(|rest| rest.split_once(" : "))
+        .unwrap_or((line, ""));
+    let mut command: String = command.chars().take(60).collect();
+    if command.len() < line.len() && command.chars().count() == 60 {
+        command.push('…');
+    }
+    format!("step {number} ({command})")
+}
+
 /// The Debian packages installed in `image`, read from its dpkg database without starting it
 /// (so no emulation is needed for another CPU's image).
 async fn debian_packages(docker: &bollard::Docker, image: &str) -> Result<Vec<String>> {
@@ -496,7 +513,28 @@ async fn stream_build(
     let mut image_id = None;
     let mut last_lines: Vec<String> = Vec::new();
     let started = Instant::now();
-    while let Some(item) = stream.next().await {
+    // Some steps print nothing for many minutes (npm ci under qemu): a heartbeat line says
+    // which step is still running, so a CI log never looks hung.
+    let mut heartbeat =
+        tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
+    let mut current_step = String::from("sending the build context");
+    let mut step_started = Instant::now();
+    loop {
+        let item = tokio::select! {
+            item = stream.next() => match item {
+                Some(item) => item,
+                None => break,
+            },
+            _ = heartbeat.tick() => {
+                eprintln!(
+                    "[{:>6.1}s] still running {} ({:.0} s so far)",
+                    started.elapsed().as_secs_f64(),
+                    current_step,
+                    step_started.elapsed().as_secs_f64()
+                );
+                continue;
+            }
+        };
         let info = match item {
             Ok(info) => info,
             Err(err) => {
@@ -510,6 +548,9 @@ async fn stream_build(
             // Time-stamp each step, so slow steps stand out in CI logs.
             if text.starts_with("Step ") {
                 eprint!("[{:>6.1}s] {text}", started.elapsed().as_secs_f64());
+                current_step = step_label(text);
+                step_started = Instant::now();
+                heartbeat.reset();
             } else {
                 eprint!("{text}");
             }
@@ -534,6 +575,16 @@ mod tests {
 
     fn inputs() -> BuildInputs {
         BuildInputs::load(&repo_root()).expect("the committed template files load")
+    }
+
+    #[test]
+    fn silent_steps_are_named_in_heartbeats() {
+        assert_eq!(
+            step_label("Step 7/15 : RUN npm ci --omit=dev\n"),
+            "step 7/15 (RUN npm ci --omit=dev)"
+        );
+        let long = format!("Step 1/2 : RUN {}", "x".repeat(100));
+        assert!(step_label(&long).ends_with("…)"));
     }
 
     #[test]

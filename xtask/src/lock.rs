@@ -333,6 +333,17 @@ pub async fn run(args: LockArgs) -> Result<ExitCode> {
             diffs.push_str(&d);
         }
     }
+    // A new clock alone is not a change: when the pinned files are as committed and the
+    // inventory differs only in when it was resolved, the committed inventory stays (its
+    // clock is what `lock --check` replays), so a run with nothing new leaves the checkout
+    // untouched.
+    if !args.check {
+        let current_inventory = read_or_empty(&root.join(INVENTORY_PATH))?;
+        if clock_only_change(&changed, &current_inventory, &generated.inventory) {
+            changed.clear();
+            diffs.clear();
+        }
+    }
     let mode = if args.check {
         "check"
     } else if args.dry_run {
@@ -382,10 +393,59 @@ pub async fn run(args: LockArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// True when only the inventory files changed, and the inventory only in its clock
+/// (`resolved_at`, `cutoff`).
+pub fn clock_only_change(changed: &[&str], current_inventory: &str, new: &Inventory) -> bool {
+    if changed.is_empty()
+        || changed
+            .iter()
+            .any(|p| *p != INVENTORY_PATH && *p != INVENTORY_MD_PATH)
+    {
+        return false;
+    }
+    let Ok(mut current) = serde_json::from_str::<Inventory>(current_inventory) else {
+        return false;
+    };
+    current.resolved_at = new.resolved_at.clone();
+    current.cutoff = new.cutoff.clone();
+    current == *new
+}
+
 fn read_or_empty(path: &Path) -> Result<String> {
     match std::fs::read_to_string(path) {
         Ok(s) => Ok(s),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn committed() -> (String, Inventory) {
+        let text =
+            std::fs::read_to_string(crate::manifest::repo_root().join(INVENTORY_PATH)).unwrap();
+        let inventory = serde_json::from_str(&text).unwrap();
+        (text, inventory)
+    }
+
+    #[test]
+    fn a_new_clock_alone_rewrites_nothing() {
+        let (text, mut later) = committed();
+        later.resolved_at = "2030-01-01T00:00:00Z".into();
+        later.cutoff = "2029-12-30T00:00:00Z".into();
+        let both = [INVENTORY_PATH, INVENTORY_MD_PATH];
+        assert!(clock_only_change(&both, &text, &later));
+        // A changed lockfile, or any other inventory field, is a change.
+        assert!(!clock_only_change(
+            &[LOCKFILE_PATH, INVENTORY_PATH],
+            &text,
+            &later
+        ));
+        later.packages[0].version.push_str("-x");
+        assert!(!clock_only_change(&both, &text, &later));
+        // Nothing changed at all: nothing to keep back either.
+        assert!(!clock_only_change(&[], &text, &committed().1));
     }
 }
