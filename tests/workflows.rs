@@ -350,7 +350,7 @@ fn check_release_concurrency(w: &Workflow) -> Vec<String> {
 }
 
 /// The release workflow's triggers: a daily schedule off the top of the hour, and manual runs
-/// with boolean `force` and `dry_run` inputs.
+/// with boolean `force` and `no_publish` inputs.
 fn check_release_triggers(w: &Workflow) -> Vec<String> {
     let mut problems = Vec::new();
     let Some(on) = w.doc.get("on").and_then(Value::as_mapping) else {
@@ -385,7 +385,7 @@ fn check_release_triggers(w: &Workflow) -> Vec<String> {
         }
     }
     let inputs = on.get("workflow_dispatch").and_then(|d| d.get("inputs"));
-    for input in ["force", "dry_run"] {
+    for input in ["force", "no_publish"] {
         match inputs.and_then(|i| i.get(input)) {
             Some(def) if def.get("type").and_then(Value::as_str) == Some("boolean") => {}
             Some(_) => problems.push(format!("workflow_dispatch input {input} is not boolean")),
@@ -454,6 +454,34 @@ fn check_release_draft_order(w: &Workflow) -> Vec<String> {
             publish.is_some()
         )],
     }
+}
+
+/// The write token (`GH_TOKEN`) is only in the environment of steps that run `gh`: never at
+/// the workflow or job level, where every cargo build script would see it.
+fn check_token_only_where_gh_runs(w: &Workflow) -> Vec<String> {
+    let mut problems = Vec::new();
+    let has_token = |v: Option<&Value>| v.and_then(|e| e.get("GH_TOKEN")).is_some();
+    if has_token(w.doc.get("env")) {
+        problems.push("GH_TOKEN in the workflow's env".to_string());
+    }
+    for (job_id, job) in jobs(&w.doc) {
+        if has_token(job.get("env")) {
+            problems.push(format!("job {job_id}: GH_TOKEN in the job's env"));
+        }
+        for (i, step) in steps(job).into_iter().enumerate() {
+            let run = step.get("run").and_then(Value::as_str).unwrap_or("");
+            let calls_gh = run
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+                .any(|word| word == "gh");
+            if has_token(step.get("env")) && !calls_gh {
+                problems.push(format!(
+                    "job {job_id}, {}: GH_TOKEN in a step that does not run `gh`",
+                    step_label(i, step)
+                ));
+            }
+        }
+    }
+    problems
 }
 
 /// CI runs formatting, clippy, the tests and the lock check.
@@ -537,10 +565,14 @@ fn every_xtask_call_in_the_workflows_exists() {
             }
         }
     }
-    assert!(
-        calls.iter().any(|(_, c)| c.subcommand == ["gate"]),
-        "expected the workflows to call `cargo xtask gate`, found {calls:?}"
-    );
+    for phase in ["plan", "build", "ship"] {
+        assert!(
+            calls
+                .iter()
+                .any(|(_, c)| c.subcommand == ["release", phase]),
+            "expected the workflows to call `cargo xtask release {phase}`, found {calls:?}"
+        );
+    }
     let mut problems = Vec::new();
     for (place, call) in &calls {
         if call.subcommand.is_empty() {
@@ -626,6 +658,7 @@ fn the_release_workflow_has_its_shape() {
     problems.extend(check_release_triggers(w));
     problems.extend(check_release_matrix(w));
     problems.extend(check_release_draft_order(w));
+    problems.extend(check_token_only_where_gh_runs(w));
     assert!(
         problems.is_empty(),
         "{RELEASE_WORKFLOW}:\n{}",
@@ -810,7 +843,7 @@ mod rules {
 
     const ON: &str =
         "  schedule:\n    - cron: \"37 4 * * *\"\n  workflow_dispatch:\n    inputs:\n      \
-                      force:\n        type: boolean\n      dry_run:\n        type: boolean";
+                      force:\n        type: boolean\n      no_publish:\n        type: boolean";
     const CONCURRENCY: &str = "concurrency:\n  group: release\n  cancel-in-progress: false";
 
     #[test]
@@ -868,10 +901,10 @@ mod rules {
             check_release_triggers(&release(CONCURRENCY, &no_schedule)),
             "schedule",
         );
-        let no_dry_run = ON.replace("      dry_run:\n        type: boolean", "");
+        let no_dry_run = ON.replace("      no_publish:\n        type: boolean", "");
         assert_flags(
             check_release_triggers(&release(CONCURRENCY, &no_dry_run)),
-            "dry_run",
+            "no_publish",
         );
         let string_force = ON.replacen("type: boolean", "type: string", 1);
         assert_flags(
@@ -949,6 +982,30 @@ mod rules {
         assert_flags(
             check_release_draft_order(&release_steps(&[create, upload])),
             "missing",
+        );
+    }
+
+    #[test]
+    fn a_token_outside_the_gh_steps_fails() {
+        let job = |env_at_job: &str, step_env: &str, run: &str| {
+            wf(&format!(
+                "name: r\non: push\npermissions: {{}}\njobs:\n  ship:\n    runs-on: x\n{env_at_job}    \
+                 steps:\n      - name: s\n{step_env}        run: {run}\n"
+            ))
+        };
+        let token = "        env:\n          GH_TOKEN: t\n";
+        assert!(check_token_only_where_gh_runs(&job("", token, "gh release view x")).is_empty());
+        assert_flags(
+            check_token_only_where_gh_runs(&job("", token, "cargo xtask release ship")),
+            "does not run `gh`",
+        );
+        assert_flags(
+            check_token_only_where_gh_runs(&job(
+                "    env:\n      GH_TOKEN: t\n",
+                "",
+                "gh release view x",
+            )),
+            "job's env",
         );
     }
 

@@ -534,9 +534,10 @@ pub async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Result<Re
         publish_reason,
         tag,
         platforms,
+        // OCI repository names are lowercase; GitHub owners (`<owner>/coding-agent`) may not be.
         target: Target {
             registry: flags.target.oci_registry.clone(),
-            repository: flags.target.repository.clone(),
+            repository: flags.target.repository.to_lowercase(),
         },
         npm_registry: flags.registry.registry.clone(),
         gate,
