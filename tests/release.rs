@@ -819,6 +819,25 @@ fn receipts_verify_and_pin_only_when_complete_and_untampered() {
     assert_eq!(gate["next_due"], "2026-12-06");
     let lines = std::fs::read_to_string(&output).unwrap();
     assert!(lines.lines().any(|l| l == "due=true"), "{lines}");
+
+    // Several receipts (a re-run, a hand-edited copy): the newest that verifies decides, the
+    // others are named and ignored, and the gate never fails on them.
+    let mut edited: Value = serde_json::from_slice(&std::fs::read(&good).unwrap()).unwrap();
+    edited["created_at"] = json!("2026-12-03T06:17:00Z");
+    let edited_dir = work.path().join("edited");
+    std::fs::create_dir_all(&edited_dir).unwrap();
+    let edited_path = edited_dir.join(good.file_name().unwrap());
+    std::fs::write(&edited_path, serde_json::to_vec(&edited).unwrap()).unwrap();
+    let out = run(xtask()
+        .args(["gate", "--json", "--now", "2026-12-04T06:17:00Z"])
+        .arg("--previous-receipt")
+        .arg(&edited_path)
+        .arg("--previous-receipt")
+        .arg(&good));
+    assert!(out.status.success());
+    let gate = stdout_json(&out);
+    assert_eq!(gate["catch_up"], true, "the edited, newer receipt is ignored");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ignored"));
 }
 
 #[test]

@@ -96,16 +96,27 @@ fn dry_run_prints_the_plan_and_changes_nothing() {
     let root = copy_repo();
     let before = std::fs::read(root.path().join("template/package-lock.json")).unwrap();
     let (plan, _) = release(root.path(), &["--dry-run"]);
-    let steps: Vec<&str> = plan["prepare"]
+    let phases: Vec<&str> = plan["phases"]
         .as_array()
         .unwrap()
         .iter()
-        .chain(plan["ship"].as_array().unwrap())
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        phases,
+        ["plan", "build linux/amd64", "build linux/arm64", "ship"]
+    );
+    let steps: Vec<&str> = plan["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["steps"].as_array().unwrap())
         .map(|s| s["name"].as_str().unwrap())
         .collect();
     assert_eq!(steps.first(), Some(&"gate"));
-    assert!(steps.contains(&"smoke linux/arm64") && steps.contains(&"publish"));
-    assert_eq!(steps.last(), Some(&"receipt write"));
+    assert!(steps.contains(&"smoke linux/arm64") && steps.contains(&"push linux/arm64 by digest"));
+    // The immutable tag is the very last step, after the receipt verified.
+    assert_eq!(steps[steps.len() - 2..], ["receipt verify", "tag"]);
     assert_eq!(
         std::fs::read(root.path().join("template/package-lock.json")).unwrap(),
         before
@@ -161,10 +172,28 @@ fn a_release_then_a_rerun_with_nothing_changed() {
         );
     }
 
-    // A minute later: the inventory records a new clock, but nothing that is released changed.
+    let receipts: Vec<_> = std::fs::read_dir(&assets)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("receipt-"))
+        .collect();
+    assert_eq!(receipts.len(), 1, "one receipt per release: {receipts:?}");
+
+    // A minute later: a new clock, but nothing that is released changed. The plan ends the
+    // run, and the checkout is left exactly as it was (the inventory keeps its clock).
     let (second, took) = release_at(root.path(), &committed_clock(60), &[]);
     eprintln!("re-run with nothing changed: {:.1}s", took.as_secs_f64());
     assert_eq!(second["status"], "unchanged", "{second}");
     assert_eq!(second["tag"], first["tag"]);
     assert!(second["changes"].as_array().unwrap().is_empty());
+    let status = Command::new("git")
+        .args(["status", "--porcelain", "--", "template", "Dockerfile"])
+        .current_dir(root.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&status.stdout),
+        "",
+        "an unchanged run leaves the checkout unchanged"
+    );
 }
