@@ -5,6 +5,12 @@
 # only checks.
 set -euo pipefail
 
+# Installing packages and starting dockerd need root: a non-root user with passwordless sudo
+# (GitHub's runners, a maintainer's laptop) gets the same setup through sudo.
+if [ "$(id -u)" -ne 0 ]; then
+  exec sudo -n bash "$0" "$@"
+fi
+
 need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
