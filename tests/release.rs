@@ -836,7 +836,10 @@ fn receipts_verify_and_pin_only_when_complete_and_untampered() {
         .arg(&good));
     assert!(out.status.success());
     let gate = stdout_json(&out);
-    assert_eq!(gate["catch_up"], true, "the edited, newer receipt is ignored");
+    assert_eq!(
+        gate["catch_up"], true,
+        "the edited, newer receipt is ignored"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("ignored"));
 }
 

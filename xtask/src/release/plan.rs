@@ -197,7 +197,9 @@ pub fn unchanged_since(previous: &Receipt, inputs: &[InputDigest], platforms: &[
             .all(|p| previous.platforms.iter().any(|r| r.platform == *p))
 }
 
-/// The top-level packages whose version differs from the previous release's.
+/// The top-level packages whose version differs from the previous release's. The baseline is
+/// the previous release's receipt, not the checkout's lockfile: the workflow never commits its
+/// lockfile, so the checkout's can be many releases old.
 pub fn changes_since(previous: Option<&Receipt>, resolution: &Resolution) -> Vec<Change> {
     resolution
         .packages
@@ -209,11 +211,15 @@ pub fn changes_since(previous: Option<&Receipt>, resolution: &Resolution) -> Vec
             if before.as_deref() == Some(p.version.as_str()) {
                 return None;
             }
+            let rollback = match before.as_deref().map(semver::Version::parse) {
+                Some(Ok(from)) => semver::Version::parse(&p.version).is_ok_and(|to| to < from),
+                _ => false,
+            };
             Some(Change {
                 name: p.name.clone(),
                 from: before,
                 to: p.version.clone(),
-                rollback: p.rollback,
+                rollback,
             })
         })
         .collect()
@@ -692,8 +698,10 @@ mod tests {
             changes.iter().map(ToString::to_string).collect::<Vec<_>>(),
             ["@openai/codex: 0.170.0 -> 0.171.0", "ws: 8.23.0 (new)"]
         );
+        // A rollback is measured against the previous release, whatever the checkout's lock
+        // says (the resolver's own flag compares with the checkout).
         let mut back = resolution.clone();
-        back.packages = vec![resolved("@openai/codex", "0.169.0", true)];
+        back.packages = vec![resolved("@openai/codex", "0.169.0", false)];
         assert_eq!(
             changes_since(Some(&previous), &back)[0].to_string(),
             "@openai/codex: 0.170.0 -> 0.169.0 (ROLLBACK)"
