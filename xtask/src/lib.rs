@@ -1,9 +1,13 @@
 //! The coding-agent template's release toolchain. `main.rs` dispatches; each module below is
 //! one concern. See ARCHITECTURE.md for the map and the invariants between modules.
 
+pub mod bounded_read;
 pub mod flags;
 pub mod inventory;
 pub mod manifest;
+pub mod oci_reference;
+pub mod strict_json;
+pub mod terminal_text;
 pub mod util;
 
 // npm side: registry data in, exact versions and pinned files out.
