@@ -29,4 +29,6 @@ pub mod gate;
 pub mod pin;
 pub mod publish;
 pub mod receipt;
+pub mod receipt_policy;
+pub mod receipt_registry;
 pub mod release;

