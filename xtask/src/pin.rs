@@ -231,32 +231,36 @@ pub fn anchor_check(current: &str, new: &str, allow_change: bool, template: &Pat
     Ok(())
 }
 
+/// Prints a rejection and leaves the template as it is.
+fn reject(args: &PinArgs, problems: &[crate::receipt::Problem]) -> ExitCode {
+    eprintln!(
+        "{}: rejected; {} left unchanged",
+        escape(&args.receipt.display().to_string()),
+        escape(&args.template.display().to_string())
+    );
+    crate::receipt::print_problems(problems);
+    ExitCode::FAILURE
+}
+
+/// The order matters: every offline check first, then the anchor (so no registry the
+/// template does not already name is ever contacted), then the registry, then the write.
 pub fn run(args: PinArgs) -> Result<ExitCode> {
     let mut verification = verify_file(&args.receipt, args.artifacts.as_deref())?;
-    if args.check_registry {
-        crate::receipt::add_registry_check(&mut verification)?;
-    }
     if !verification.valid {
-        eprintln!(
-            "{}: rejected; {} left unchanged",
-            escape(&args.receipt.display().to_string()),
-            escape(&args.template.display().to_string())
-        );
-        crate::receipt::print_problems(&verification.problems);
-        return Ok(ExitCode::FAILURE);
+        return Ok(reject(&args, &verification.problems));
     }
     let receipt = verification
         .receipt
-        .as_ref()
+        .clone()
         .context("a valid verification carries its receipt")?;
     let new_image = receipt.index.reference.clone();
 
-    let text = std::fs::read_to_string(&args.template).with_context(|| {
-        format!(
-            "cannot read the template definition {}",
-            args.template.display()
-        )
-    })?;
+    let text = String::from_utf8(crate::bounded_read::read_regular(
+        &args.template,
+        1 << 20,
+        "template definition",
+    )?)
+    .with_context(|| format!("{} is not UTF-8", args.template.display()))?;
     let (old, new_text) = pin_text(&text, &new_image, &args.template)?;
     anchor_check(
         &old,
@@ -264,6 +268,12 @@ pub fn run(args: PinArgs) -> Result<ExitCode> {
         args.allow_repository_change,
         &args.template,
     )?;
+    if !args.offline {
+        crate::receipt::add_registry_check(&mut verification)?;
+        if !verification.valid {
+            return Ok(reject(&args, &verification.problems));
+        }
+    }
     let changed = new_text != text;
     if changed && !args.dry_run {
         atomic_write(&args.template, new_text.as_bytes())?;
@@ -279,14 +289,18 @@ pub fn run(args: PinArgs) -> Result<ExitCode> {
     if args.json {
         print_json_escaped(&report)?;
     } else if !changed {
-        println!("{} already pins {}", report.template, report.new);
+        println!(
+            "{} already pins {}",
+            escape(&report.template),
+            escape(&report.new)
+        );
     } else {
         println!(
             "{}{}: image {} -> {}",
             if args.dry_run { "would pin " } else { "" },
-            report.template,
-            report.old,
-            report.new
+            escape(&report.template),
+            escape(&report.old),
+            escape(&report.new)
         );
     }
     Ok(ExitCode::SUCCESS)

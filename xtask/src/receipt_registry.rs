@@ -255,7 +255,8 @@ pub async fn fetch(r: &Receipt) -> Result<RegistryEvidence> {
                 .map(|found| found.map(|(bytes, _)| bytes))
                 .with_context(|| {
                     format!(
-                        "cannot read {}:{reference} from the registry",
+                        "index.repository: cannot read {}:{reference} from the registry the \
+                         receipt names, so the receipt cannot be checked against it",
                         r.index.repository
                     )
                 })
