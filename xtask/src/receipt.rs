@@ -1228,6 +1228,9 @@ fn pattern_matches(pattern: &str, s: &str) -> Option<bool> {
                 })
         }),
         "^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$" => is_valid_tag(s),
+        "^[0-9]{4}[.][0-9]{2}[.][0-9]{2}-([0-9a-f]{12}|[1-9][0-9]{0,19})$" => {
+            crate::receipt_policy::parse_release_tag(s).is_some()
+        }
         _ => return None,
     })
 }
@@ -1833,11 +1836,170 @@ mod tests {
         r.index.reference = "elsewhere@sha256:0".into();
         assert!(fields(&verify_sample(&r)).contains(&"index.reference"));
         let mut r = sample();
-        r.release_tag = "2026-12-01.1".into();
+        r.release_tag = "2026.12.01-0123456789ab".into();
         assert!(fields(&verify_sample(&r)).contains(&"index.tag"));
         let mut r = sample();
         r.complete = false;
         assert!(fields(&verify_sample(&r)).contains(&"complete"));
+    }
+
+    /// Each tampering of a genuine receipt (file renamed to its new digest) is rejected
+    /// offline, naming the field.
+    #[test]
+    fn tampered_receipts_are_rejected_naming_the_field() {
+        type Tamper = fn(&mut Receipt);
+        let cases: &[(&str, Tamper)] = &[
+            ("platforms[0].smoke.checks", |r| {
+                r.platforms[0]
+                    .smoke
+                    .checks
+                    .retain(|c| c.name != "no CA bundle left in the image")
+            }),
+            ("platforms[1].smoke.checks", |r| {
+                r.platforms[1].smoke.checks.truncate(1)
+            }),
+            ("platforms[1].smoke.checks", |r| {
+                r.platforms[1].build = BuildMode::Emulated
+            }),
+            ("platforms[0].smoke.checks[1].name", |r| {
+                r.platforms[0].smoke.checks[1].name = r.platforms[0].smoke.checks[0].name.clone()
+            }),
+            ("index.repository", |r| {
+                r.index.repository = "127.0.0.1:5000/S0/ca".into();
+                r.index.reference = format!("{}@{}", r.index.repository, r.index.digest);
+            }),
+            ("index.repository", |r| {
+                r.index.repository = "https://127.0.0.1:5000/s0/ca".into();
+                r.index.reference = format!("{}@{}", r.index.repository, r.index.digest);
+            }),
+            ("index.repository", |r| {
+                r.index.repository = "127.0.0.1:5000/s0/ca\u{200b}".into();
+                r.index.reference = format!("{}@{}", r.index.repository, r.index.digest);
+            }),
+            ("index.repository", |r| {
+                r.index.repository = "127.0.0.1:5000/s0/ca:v1".into();
+                r.index.reference = format!("{}@{}", r.index.repository, r.index.digest);
+            }),
+            ("created_at", |r| {
+                r.created_at = "2026-12-30T06:30:00Z".into()
+            }),
+            ("created_at", |r| {
+                r.created_at = "2026-11-30T06:30:00.000Z".into()
+            }),
+            ("resolver.cutoff", |r| {
+                r.resolver.cutoff = "2026-11-30T06:30:01Z".into()
+            }),
+            ("release_tag", |r| {
+                r.release_tag = "2026.11.29-0123456789ab".into();
+                r.index.tag = r.release_tag.clone();
+                r.created_at = "2026-12-02T06:30:00Z".into();
+            }),
+            ("gate.epoch_day", |r| r.gate.epoch_day += 5),
+            ("platforms[0].media_type", |r| {
+                r.platforms[0].media_type = crate::publish::OCI_INDEX.into()
+            }),
+            ("required_platforms", |r| {
+                r.required_platforms = vec![Platform::LinuxAmd64, Platform::LinuxAmd64]
+            }),
+            ("packages", |r| {
+                r.packages.pop();
+            }),
+            ("node.platforms", |r| {
+                r.node.platforms.remove(&Platform::LinuxArm64);
+            }),
+            ("node.platforms.linux/amd64.package", |r| {
+                r.node
+                    .platforms
+                    .get_mut(&Platform::LinuxAmd64)
+                    .unwrap()
+                    .package = "x".into()
+            }),
+            ("artifacts[0].path", |r| r.artifacts[0].path = "../x".into()),
+        ];
+        for (field, tamper) in cases {
+            let mut r = sample();
+            tamper(&mut r);
+            let v = verify_sample(&r);
+            assert!(fields(&v).contains(field), "{field}: {:?}", v.problems);
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_are_rejected_naming_the_path() {
+        let text = String::from_utf8(receipt_bytes(&sample())).unwrap();
+        let text = text.replacen(
+            "\"complete\": true",
+            "\"complete\": false, \"complete\": true",
+            1,
+        );
+        let name = receipt_file_name(SAMPLE_TAG, &sha256_hex(text.as_bytes()));
+        let v = verify_bytes(&name, text.as_bytes(), None);
+        assert_eq!(fields(&v), vec!["complete"], "{:?}", v.problems);
+    }
+
+    #[test]
+    fn metadata_is_checked_against_the_artifact_documents() {
+        let r = sample();
+        let bytes = receipt_bytes(&r);
+        let name = receipt_file_name(&r.release_tag, &sha256_hex(&bytes));
+        let deps: serde_json::Map<String, serde_json::Value> = r
+            .packages
+            .iter()
+            .map(|p| (p.name.clone(), p.version.clone().into()))
+            .collect();
+        let mut lock = serde_json::json!({"packages": {}});
+        for p in &r.packages {
+            lock["packages"][format!("node_modules/{}", p.name)] =
+                serde_json::json!({"version": p.version, "integrity": p.integrity});
+        }
+        let tarball = |t: &TarballRecord| serde_json::json!({"package": t.package, "version": t.version, "integrity": t.integrity});
+        let inventory = serde_json::json!({
+            "cutoff": r.resolver.cutoff,
+            "registry": r.resolver.registry,
+            "node": {
+                "version": r.node.version,
+                "npm": tarball(&r.node.npm),
+                "platforms": r.node.platforms.iter()
+                    .map(|(p, t)| (p.to_string(), tarball(t)))
+                    .collect::<serde_json::Map<_, _>>(),
+            },
+        });
+        let mut evidence = ArtifactEvidence {
+            digests: ARTIFACTS
+                .iter()
+                .map(|(n, _)| (n.to_string(), Ok(sha256_hex(n.as_bytes()))))
+                .collect(),
+            documents: [
+                (
+                    "package.json".to_string(),
+                    serde_json::json!({"dependencies": deps}),
+                ),
+                ("package-lock.json".to_string(), lock.clone()),
+                ("inventory.json".to_string(), inventory.clone()),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let v = verify_bytes(&name, &bytes, Some(&evidence));
+        assert!(v.valid, "{:?}", v.problems);
+
+        lock["packages"]["node_modules/ws"]["version"] = "0.0.1".into();
+        evidence.documents.insert("package-lock.json".into(), lock);
+        let mut changed = inventory;
+        changed["node"]["platforms"]["linux/arm64"]["integrity"] = "sha512-ZZZZ".into();
+        evidence.documents.insert("inventory.json".into(), changed);
+        let v = verify_bytes(&name, &bytes, Some(&evidence));
+        let ws = r.packages.iter().position(|p| p.name == "ws").unwrap();
+        assert!(
+            fields(&v).contains(&format!("packages[{ws}].version").as_str()),
+            "{:?}",
+            v.problems
+        );
+        assert!(
+            fields(&v).contains(&"node.platforms.linux/arm64"),
+            "{:?}",
+            v.problems
+        );
     }
 
     #[test]

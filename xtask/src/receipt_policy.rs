@@ -157,6 +157,34 @@ pub fn form_problems(r: &Receipt, now: DateTime<Utc>) -> Vec<Problem> {
             ),
         ));
     }
+    for (i, a) in r.artifacts.iter().enumerate() {
+        let known = crate::receipt::ARTIFACTS
+            .iter()
+            .find(|(name, _)| *name == a.name);
+        if let Some((_, path)) = known {
+            if a.path != *path {
+                out.push(problem(
+                    format!("artifacts[{i}].path"),
+                    format!("`{}` is not where {} lives ({path})", a.path, a.name),
+                ));
+            }
+        }
+    }
+    if let Some(day) = tag_day {
+        let epoch_day = day
+            .signed_duration_since(NaiveDate::from_ymd_opt(1970, 1, 1).expect("a date"))
+            .num_days();
+        // The gate decides on the day the run starts, which names the tag.
+        if (r.gate.epoch_day - epoch_day).abs() > 1 {
+            out.push(problem(
+                "gate.epoch_day",
+                format!(
+                    "{} is not the day of the release tag ({day}, epoch day {epoch_day})",
+                    r.gate.epoch_day
+                ),
+            ));
+        }
+    }
     for (i, p) in r.platforms.iter().enumerate() {
         if p.media_type != OCI_MANIFEST {
             out.push(problem(
