@@ -22,6 +22,13 @@ use crate::publish::{credentials_for, RegistryClient, RegistryTarget};
 use crate::receipt::{problem, Problem, Receipt};
 use crate::util::sha256_hex;
 
+/// The largest manifest or index read from a registry (the limit registries themselves
+/// commonly enforce): the registry is named by the receipt, so it may be hostile.
+pub const MAX_MANIFEST_BYTES: usize = 4 << 20;
+
+/// How long the whole registry check may take before it is a failure.
+pub const REGISTRY_CHECK_LIMIT: std::time::Duration = std::time::Duration::from_secs(180);
+
 /// What the registry answered: `None` where it has no such manifest (404).
 #[derive(Debug, Clone, Default)]
 pub struct RegistryEvidence {
@@ -250,9 +257,8 @@ pub async fn fetch(r: &Receipt) -> Result<RegistryEvidence> {
         let client = &client;
         async move {
             client
-                .get_manifest(&reference)
+                .get_manifest_bounded(&reference, MAX_MANIFEST_BYTES)
                 .await
-                .map(|found| found.map(|(bytes, _)| bytes))
                 .with_context(|| {
                     format!(
                         "index.repository: cannot read {}:{reference} from the registry the \
@@ -284,7 +290,17 @@ pub fn check(r: &Receipt) -> Result<Vec<Problem>> {
                     .enable_all()
                     .build()
                     .context("cannot start the async runtime for the registry check")?
-                    .block_on(fetch(r))
+                    .block_on(async {
+                        tokio::time::timeout(REGISTRY_CHECK_LIMIT, fetch(r))
+                            .await
+                            .map_err(|_| {
+                                anyhow::anyhow!(
+                                    "index.repository: the registry {} did not answer within \
+                                     {REGISTRY_CHECK_LIMIT:?}",
+                                    r.index.repository
+                                )
+                            })?
+                    })
             })
             .join()
             .map_err(|_| anyhow::anyhow!("the registry check panicked"))?
@@ -340,6 +356,46 @@ mod tests {
                 .map(|p| (p.digest.clone(), None))
                 .collect(),
         }
+    }
+
+    /// A hostile registry cannot make the check read without bound, with or without a
+    /// Content-Length.
+    #[tokio::test]
+    async fn oversized_manifests_are_refused_while_streaming() {
+        use axum::body::Body;
+        use axum::http::Uri;
+        let app = axum::Router::new().fallback(|uri: Uri| async move {
+            let chunk = bytes::Bytes::from(vec![b' '; 1 << 20]);
+            if uri.path().ends_with("/sized") {
+                Body::from(vec![b' '; MAX_MANIFEST_BYTES + 1])
+            } else if uri.path().ends_with("/small") {
+                Body::from("{}")
+            } else {
+                // Chunked, no length: 64 MiB unless the reader stops early.
+                Body::from_stream(futures_util::stream::iter(
+                    (0..64).map(move |_| Ok::<_, std::io::Error>(chunk.clone())),
+                ))
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let target = RegistryTarget::parse(&addr.to_string(), "s0/ca").unwrap();
+        let client = RegistryClient::new(target, None).unwrap();
+        for reference in ["sized", "endless"] {
+            let err = client
+                .get_manifest_bounded(reference, MAX_MANIFEST_BYTES)
+                .await
+                .unwrap_err();
+            assert!(
+                format!("{err:#}").contains("larger than"),
+                "{reference}: {err:#}"
+            );
+        }
+        let small = client
+            .get_manifest_bounded("small", MAX_MANIFEST_BYTES)
+            .await;
+        assert_eq!(small.unwrap(), Some(b"{}".to_vec()));
     }
 
     #[test]
