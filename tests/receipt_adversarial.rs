@@ -720,6 +720,8 @@ fn every_tampered_receipt_is_refused_by_verify_and_pin() {
 
         let v = verify(&tampered.receipt, artifacts_dir);
         let stderr = String::from_utf8_lossy(&v.stderr).into_owned();
+        // Shown by the test harness when the test fails (or with --nocapture).
+        eprintln!("--- {}: verify\n{stderr}", c.name);
         if v.status.success() {
             problems.push("verify accepted it".to_string());
         }
@@ -761,6 +763,7 @@ fn every_tampered_receipt_is_refused_by_verify_and_pin() {
 
         let p = pin(&tampered.receipt, artifacts_dir);
         let pin_stderr = String::from_utf8_lossy(&p.stderr).into_owned();
+        eprintln!("--- {}: pin\n{pin_stderr}", c.name);
         if p.status.success() {
             problems.push("pin succeeded".to_string());
         }

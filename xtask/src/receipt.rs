@@ -700,7 +700,10 @@ pub fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Verificatio
         Err(e) if e.to_string().starts_with("duplicate key") => {
             v.problems.push(problem(
                 field_of_serde_error(&e.to_string()),
-                format!("{e}; one document must not say two things"),
+                format!(
+                    "{e}: JSON readers disagree on which of two equal keys counts, so a receipt \
+                     says each thing once"
+                ),
             ));
             return v;
         }
@@ -1162,7 +1165,7 @@ pub fn verify_cmd(args: ReceiptVerifyArgs) -> Result<ExitCode> {
             if args.check_registry {
                 ", matches the registry"
             } else {
-                ""
+                " (not compared with the registry: add --check-registry)"
             },
             escape(v.reference.as_deref().unwrap_or("?"))
         );

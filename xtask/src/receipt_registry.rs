@@ -260,9 +260,14 @@ pub async fn fetch(r: &Receipt) -> Result<RegistryEvidence> {
                 .get_manifest_bounded(&reference, MAX_MANIFEST_BYTES)
                 .await
                 .with_context(|| {
+                    let separator = if reference.starts_with("sha256:") {
+                        '@'
+                    } else {
+                        ':'
+                    };
                     format!(
-                        "index.repository: cannot read {}:{reference} from the registry the \
-                         receipt names, so the receipt cannot be checked against it",
+                        "index.repository: cannot read {}{separator}{reference} from the registry \
+                         the receipt names, so the receipt cannot be checked against it",
                         r.index.repository
                     )
                 })

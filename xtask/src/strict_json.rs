@@ -86,9 +86,7 @@ impl<'de> Visitor<'de> for ValueAt {
         while let Some(key) = map.next_key::<String>()? {
             let path = child(&self.path, &key);
             if object.contains_key(&key) {
-                return Err(de::Error::custom(format!(
-                    "duplicate key `{path}`: a receipt must say each thing once"
-                )));
+                return Err(de::Error::custom(format!("duplicate key `{path}`")));
             }
             let value = map.next_value_seed(ValueAt { path })?;
             object.insert(key, value);
