@@ -1893,9 +1893,12 @@ mod tests {
                 r.resolver.cutoff = "2026-11-30T06:30:01Z".into()
             }),
             ("release_tag", |r| {
-                r.release_tag = "2026.11.29-0123456789ab".into();
+                r.release_tag = "2026.12.01-0123456789ab".into();
                 r.index.tag = r.release_tag.clone();
-                r.created_at = "2026-12-02T06:30:00Z".into();
+            }),
+            ("release_tag", |r| {
+                r.release_tag = "2026.10.30-0123456789ab".into();
+                r.index.tag = r.release_tag.clone();
             }),
             ("gate.epoch_day", |r| r.gate.epoch_day += 5),
             ("platforms[0].media_type", |r| {

@@ -26,6 +26,10 @@ use crate::receipt::{problem, BuildMode, Problem, Receipt};
 /// release runner and the consumer), in seconds.
 pub const CLOCK_SKEW_SECONDS: i64 = 300;
 
+/// How many days after its tag's day a receipt may be written: GitHub lets failed jobs of a
+/// workflow run be re-run for 30 days, and a re-run keeps the run's tag.
+pub const MAX_RERUN_DAYS: i64 = 30;
+
 /// The release tags this tool makes: `YYYY.MM.DD-` and either the first 12 hex digits of the
 /// release inputs' digest (`cargo xtask release`) or the workflow's run id (1 to 20 digits).
 /// Returns the tag's day.
@@ -117,14 +121,15 @@ pub fn form_problems(r: &Receipt, now: DateTime<Utc>) -> Vec<Problem> {
     }
     if let (Some(day), Some(created)) = (tag_day, created) {
         let created_day = created.date_naive();
-        // The tag is named when the run starts; the receipt is written hours later, possibly
-        // after midnight UTC.
-        if day > created_day || (created_day - day).num_days() > 1 {
+        // The tag is named when the run starts; the receipt is written hours later, or, when
+        // failed jobs of the workflow run are re-run (which keeps the run's tag), up to
+        // GitHub's re-run window later. It is never written before the day its tag names.
+        if day > created_day || (created_day - day).num_days() > MAX_RERUN_DAYS {
             out.push(problem(
                 "release_tag",
                 format!(
-                    "names the day {day}, but created_at is {}: a release is tagged the day it \
-                     runs",
+                    "names the day {day}, but created_at is {}: a receipt is written on its \
+                     tag's day or within {MAX_RERUN_DAYS} days after (a re-run)",
                     r.created_at
                 ),
             ));
