@@ -366,6 +366,12 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
             index.tag
         );
     }
+    if crate::receipt_policy::parse_release_tag(&release_tag).is_none() {
+        bail!(
+            "release tag `{release_tag}` is not a form consumers accept (`YYYY.MM.DD-` and 12 hex \
+             digits of the inputs' digest, or the workflow run id); publish under such a tag"
+        );
+    }
     if resolve.cutoff != inventory.cutoff {
         bail!(
             "the resolve output's cutoff {} differs from {INVENTORY_PATH}'s cutoff {}: the \
