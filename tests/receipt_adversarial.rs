@@ -802,6 +802,80 @@ fn every_tampered_receipt_is_refused_by_verify_and_pin() {
     )));
 }
 
+/// The anchor can be moved only on purpose, and moving it never skips the registry check;
+/// `--offline` skips only the registry.
+#[test]
+fn pin_flags_move_the_anchor_only_on_purpose() {
+    let work = tempfile::tempdir().unwrap();
+    let (out, path) = write_receipt(work.path(), None);
+    assert!(out.status.success());
+    let genuine_path = path.unwrap();
+    let genuine: Value = serde_json::from_slice(&std::fs::read(&genuine_path).unwrap()).unwrap();
+    let repository = genuine["index"]["repository"].as_str().unwrap();
+    let (host, _) = repository.split_once('/').unwrap();
+    let pin = |receipt: &Path, template: &Path, flags: &[&str]| {
+        run_bounded(
+            xtask()
+                .args(["pin", "--receipt"])
+                .arg(receipt)
+                .arg("--template")
+                .arg(template)
+                .args(flags),
+        )
+    };
+
+    // A template that names another repository: refused, then pinned when told to move.
+    let elsewhere = work.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let template = template_for(&elsewhere, &format!("{host}/sandbox0/coding-agent"));
+    let before = std::fs::read(&template).unwrap();
+    let refused = pin(&genuine_path, &template, &[]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains(repository) && stderr.contains(&format!("{host}/sandbox0/coding-agent")),
+        "the error names both repositories: {stderr}"
+    );
+    assert_eq!(std::fs::read(&template).unwrap(), before);
+    let moved = pin(&genuine_path, &template, &["--allow-repository-change"]);
+    assert!(
+        moved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&moved.stderr)
+    );
+    assert!(std::fs::read_to_string(&template)
+        .unwrap()
+        .contains(&format!(
+            "image: {}\n",
+            genuine["index"]["reference"].as_str().unwrap()
+        )));
+
+    // A receipt moved to a repository the registry does not hold: allowed to move, it is
+    // still refused by the registry; with --offline instead, the anchor refuses it.
+    let mut tampered = genuine.clone();
+    let evil = format!("{host}/evil/coding-agent");
+    tampered["index"]["repository"] = json!(evil);
+    tampered["index"]["reference"] = json!(format!(
+        "{evil}@{}",
+        genuine["index"]["digest"].as_str().unwrap()
+    ));
+    let mut bytes = serde_json::to_vec_pretty(&tampered).unwrap();
+    bytes.push(b'\n');
+    let tampered_path = work
+        .path()
+        .join(format!("receipt-{TAG}-{}.json", sha256_hex(&bytes)));
+    std::fs::write(&tampered_path, &bytes).unwrap();
+    let template = template_for(work.path(), repository);
+    let before = std::fs::read(&template).unwrap();
+    let out = pin(&tampered_path, &template, &["--allow-repository-change"]);
+    assert!(!out.status.success(), "the registry does not hold it");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("index.digest"));
+    assert_eq!(std::fs::read(&template).unwrap(), before);
+    let out = pin(&tampered_path, &template, &["--offline"]);
+    assert!(!out.status.success(), "the anchor holds offline too");
+    assert_eq!(std::fs::read(&template).unwrap(), before);
+}
+
 /// `receipt write` refuses smoke results that lack a required check (and writes nothing).
 #[test]
 fn receipt_write_refuses_incomplete_smoke_results() {
