@@ -13,7 +13,10 @@
 //!
 //! Besides format checks, verification recomputes the multi-arch index digest from the
 //! per-platform records (the index bytes are canonical, see [`crate::publish::index_bytes`]),
-//! so a tampered platform digest is caught even in a receipt whose file name was recomputed.
+//! so a receipt must hold together. Someone who edits a receipt can still make it hold
+//! together and rename it; what catches that is in [`crate::receipt_policy`] (the manifest,
+//! the tool's own forms, the clock, the artifact files) and [`crate::receipt_registry`] (the
+//! registry, `--check-registry`), and, for what no one else records, the attestation.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -1008,8 +1011,8 @@ fn index_digest_problems(r: &Receipt) -> Vec<Problem> {
     out
 }
 
-/// Why a receipt is not complete; empty when every required platform is present once and
-/// passed every smoke check.
+/// Why a receipt is not complete; empty when every required platform is present once, has
+/// every smoke check the manifest requires of it, and passed every smoke check.
 pub fn completeness_problems(r: &Receipt, manifest: &Manifest) -> Vec<Problem> {
     let mut out = crate::receipt_policy::smoke_coverage_problems(r, manifest);
     let mut required: BTreeSet<Platform> = r.required_platforms.iter().copied().collect();
