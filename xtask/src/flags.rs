@@ -247,6 +247,12 @@ pub struct ReceiptVerifyArgs {
     /// inventory.json, Dockerfile, manifest.yaml), checked against the receipt's sha256s.
     #[arg(long)]
     pub artifacts: Option<PathBuf>,
+    /// Also ask the registry the receipt names (after every offline check passed): the index
+    /// fetched by digest must hash to it and list exactly the receipt's platform manifests,
+    /// each manifest's config digest must be the recorded one, and the release tag must
+    /// resolve to the index digest. Credentials as for `publish`.
+    #[arg(long)]
+    pub check_registry: bool,
     /// Print `{"file", "valid", "sha256", "release_tag", "reference", "complete",
     /// "problems": [{"field", "problem"}]}`.
     #[arg(long)]
@@ -291,7 +297,8 @@ pub struct ReceiptWriteArgs {
 }
 
 /// Rewrites only the `image:` line of the template definition, and only from a valid,
-/// complete receipt; otherwise the file stays byte-for-byte unchanged and the exit is non-zero.
+/// complete receipt that the registry confirms and that names the repository the template
+/// already names; otherwise the file stays byte-for-byte unchanged and the exit is non-zero.
 #[derive(Debug, Args)]
 pub struct PinArgs {
     /// A release receipt (verified before anything is written).
@@ -303,6 +310,17 @@ pub struct PinArgs {
     /// The Sandbox0 template definition to rewrite.
     #[arg(long, default_value = "template/sandbox0-template.yaml")]
     pub template: PathBuf,
+    /// Skip the registry check that pin runs by default (the one `receipt verify
+    /// --check-registry` runs: index, platform manifests, configs and tag as the receipt
+    /// says). Only for a machine without access to the registry, after that check passed
+    /// elsewhere on this same receipt file.
+    #[arg(long)]
+    pub offline: bool,
+    /// Pin a receipt whose registry or repository differs from the one the template's
+    /// `image:` already names. Without it such a receipt is refused: the template's current
+    /// repository is the trust anchor, and moving it is a decision, not a side effect.
+    #[arg(long)]
+    pub allow_repository_change: bool,
     /// Show the change, write nothing.
     #[arg(long)]
     pub dry_run: bool,

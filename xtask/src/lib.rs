@@ -1,9 +1,13 @@
 //! The coding-agent template's release toolchain. `main.rs` dispatches; each module below is
 //! one concern. See ARCHITECTURE.md for the map and the invariants between modules.
 
+pub mod bounded_read;
 pub mod flags;
 pub mod inventory;
 pub mod manifest;
+pub mod oci_reference;
+pub mod strict_json;
+pub mod terminal_text;
 pub mod util;
 
 // npm side: registry data in, exact versions and pinned files out.
@@ -25,4 +29,6 @@ pub mod gate;
 pub mod pin;
 pub mod publish;
 pub mod receipt;
+pub mod receipt_policy;
+pub mod receipt_registry;
 pub mod release;

@@ -30,7 +30,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // Errors can quote a receipt or a registry's answer: printed escaped, line by line.
+            let text = format!("{err:#}");
+            let lines: Vec<String> = text.lines().map(xtask::terminal_text::escape).collect();
+            eprintln!("error: {}", lines.join("\n"));
             ExitCode::FAILURE
         }
     }

@@ -3,7 +3,7 @@
 //! Parsing is strict: unknown keys and wrong types are errors naming the key and the file,
 //! because a misspelt policy key that were silently ignored would turn a safety rule off.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -27,6 +27,33 @@ pub struct Manifest {
     #[serde(default)]
     pub install_scripts_skipped: Vec<String>,
     pub harnesses: Vec<Harness>,
+    /// The smoke checks a receipt must show passed; see [`Manifest::required_smoke_checks`].
+    pub smoke_checks: SmokeCheckSpec,
+}
+
+/// The smoke check of a package's version (`cargo xtask smoke` names it so).
+pub fn version_check_name(package: &str) -> String {
+    format!("version {package}")
+}
+
+/// The smoke check of a harness's native handshake (`cargo xtask smoke` names it so).
+pub fn harness_check_name(harness: &str) -> String {
+    format!("harness {harness}")
+}
+
+/// The names of the smoke checks every release must pass, besides the derived `version
+/// <package>` and `harness <name>` checks.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SmokeCheckSpec {
+    /// Required on every platform, native or emulated.
+    pub every_build: Vec<String>,
+    /// Required only when the platform was built and tested on its own CPU.
+    pub native: Vec<String>,
+    /// Required instead of `native` when the platform was built and tested under emulation.
+    pub emulated: Vec<String>,
+    /// Required on one platform only; every manifest platform has an entry (maybe empty).
+    pub platform: BTreeMap<Platform, Vec<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -253,6 +280,86 @@ impl Manifest {
                 }
             }
         }
+        self.validate_smoke_checks()?;
+        Ok(())
+    }
+
+    /// The names of the smoke checks a `platform` image must have passed, built natively or
+    /// under emulation: the manifest's `smoke_checks` lists, `version <package>` for every
+    /// package and `harness <name>` for every harness.
+    pub fn required_smoke_checks(&self, platform: Platform, emulated: bool) -> BTreeSet<String> {
+        let spec = &self.smoke_checks;
+        let by_build = if emulated {
+            &spec.emulated
+        } else {
+            &spec.native
+        };
+        spec.every_build
+            .iter()
+            .chain(by_build)
+            .chain(spec.platform.get(&platform).into_iter().flatten())
+            .cloned()
+            .chain(self.packages.iter().map(|p| version_check_name(&p.name)))
+            .chain(self.harnesses.iter().map(|h| harness_check_name(&h.name)))
+            .collect()
+    }
+
+    fn validate_smoke_checks(&self) -> Result<()> {
+        let spec = &self.smoke_checks;
+        if spec.every_build.is_empty() {
+            bail!("`smoke_checks.every_build` is empty: a release would need no checks");
+        }
+        if spec.native.is_empty() || spec.emulated.is_empty() {
+            bail!(
+                "`smoke_checks.native` and `smoke_checks.emulated` each need at least one check \
+                 (the browser check differs between them)"
+            );
+        }
+        for platform in &self.platforms {
+            if !spec.platform.contains_key(platform) {
+                bail!("`smoke_checks.platform` has no entry for {platform} (use [] for none)");
+            }
+        }
+        for platform in spec.platform.keys() {
+            if !self.platforms.contains(platform) {
+                bail!("`smoke_checks.platform` names {platform}, which is not under `platforms`");
+            }
+        }
+        let derived = self
+            .packages
+            .iter()
+            .map(|p| version_check_name(&p.name))
+            .chain(self.harnesses.iter().map(|h| harness_check_name(&h.name)));
+        let mut seen: BTreeMap<String, String> = derived
+            .map(|n| (n, "packages/harnesses".to_string()))
+            .collect();
+        let lists = [
+            ("every_build".to_string(), &spec.every_build),
+            ("native".to_string(), &spec.native),
+            ("emulated".to_string(), &spec.emulated),
+        ];
+        let named = lists
+            .into_iter()
+            .chain(
+                spec.platform
+                    .iter()
+                    .map(|(p, names)| (format!("platform.{p}"), names)),
+            )
+            .flat_map(|(list, names)| names.iter().map(move |n| (list.clone(), n)));
+        for (list, name) in named {
+            if name.trim().is_empty() || name.trim() != name {
+                bail!("`smoke_checks.{list}` has an empty or space-padded check name `{name}`");
+            }
+            // `native` and `emulated` never apply together, so one name may be in both.
+            if let Some(first) = seen.insert(name.clone(), list.clone()) {
+                if [first.as_str(), list.as_str()] != ["native", "emulated"] {
+                    bail!(
+                        "smoke check `{name}` is required twice (`{first}` and \
+                         `smoke_checks.{list}`)"
+                    );
+                }
+            }
+        }
         Ok(())
     }
 
@@ -330,6 +437,46 @@ mod tests {
             Manifest::parse(&text, Path::new("m.yaml")).unwrap_err()
         );
         assert!(msg.contains("node.major"), "{msg}");
+    }
+
+    #[test]
+    fn required_smoke_checks_differ_by_build_and_platform() {
+        let m = Manifest::parse(&committed(), Path::new(MANIFEST_PATH)).unwrap();
+        let native = m.required_smoke_checks(Platform::LinuxAmd64, false);
+        let emulated = m.required_smoke_checks(Platform::LinuxArm64, true);
+        assert!(native.contains("playwright-cli drives chromium"));
+        assert!(!native.contains("chromium starts (emulated)"));
+        assert!(native.contains("opencode x64 baseline build"));
+        assert!(emulated.contains("chromium starts (emulated)"));
+        assert!(!emulated.contains("opencode x64 baseline build"));
+        for set in [&native, &emulated] {
+            assert!(set.contains("no CA bundle left in the image"));
+            assert!(set.contains("harness claude-code") && set.contains("version ws"));
+        }
+        assert_eq!(native.len(), 10 + 1 + 1 + 6 + 4);
+    }
+
+    #[test]
+    fn smoke_check_lists_are_strict() {
+        for (from, to, expect) in [
+            ("  every_build:", "  every_buld:", "every_buld"),
+            ("    linux/arm64: []\n", "", "no entry for linux/arm64"),
+            (
+                "    - node runtime\n",
+                "    - node runtime\n    - node runtime\n",
+                "twice",
+            ),
+            ("    - node runtime\n", "    - harness pi\n", "twice"),
+            ("smoke_checks:", "smoke_checkz:", "smoke_checkz"),
+        ] {
+            let text = committed().replacen(from, to, 1);
+            assert_ne!(text, committed(), "{from}");
+            let msg = format!(
+                "{:#}",
+                Manifest::parse(&text, Path::new("m.yaml")).unwrap_err()
+            );
+            assert!(msg.contains(expect), "{from} -> {to}: {msg}");
+        }
     }
 
     #[test]

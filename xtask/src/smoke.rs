@@ -230,7 +230,7 @@ pub async fn smoke(
     let mut container_checks: Vec<BoxFuture<'static, Check>> = Vec::new();
     for package in &manifest.packages {
         let ctx = ctx.clone();
-        let name = format!("version {}", package.name);
+        let name = crate::manifest::version_check_name(&package.name);
         let expected = versions
             .get(&package.name)
             .map(|v| package.expected_version_output(v));
@@ -271,7 +271,7 @@ pub async fn smoke(
             timed(async move {
                 script_check(
                     &ctx,
-                    "opencode x64 baseline build",
+                    OPENCODE_BASELINE_CHECK,
                     OPENCODE_BASELINE_SCRIPT,
                     None,
                     &["baseline build linked".into()],
@@ -514,7 +514,7 @@ pub fn node_version_verdict(printed: &str, node: &crate::manifest::NodeSpec) -> 
 }
 
 async fn node_check(ctx: &Ctx, node: &crate::manifest::NodeSpec) -> Check {
-    let name = "node runtime";
+    let name = NODE_CHECK;
     match docker::run(
         &ctx.docker,
         &ctx.spec(&["node", "--version"]),
@@ -565,7 +565,7 @@ pub fn record_matches(record: &Value, expect: &BTreeMap<String, Value>) -> bool 
 }
 
 async fn harness_check(ctx: &Ctx, harness: &Harness) -> Check {
-    let name = format!("harness {}", harness.name);
+    let name = crate::manifest::harness_check_name(&harness.name);
     let started = Instant::now();
     let mut spec = ctx.spec(
         &harness
@@ -663,6 +663,11 @@ fn token() -> String {
 }
 
 /// Name of the browser check where the platform runs natively.
+pub const NODE_CHECK: &str = "node runtime";
+/// The scan of every layer for the build CA (template/manifest.yaml requires it by this name).
+pub const CA_CHECK: &str = "no CA bundle left in the image";
+/// Only on linux/amd64: the OpenCode launcher is the baseline (non-AVX2) build.
+pub const OPENCODE_BASELINE_CHECK: &str = "opencode x64 baseline build";
 pub const PLAYWRIGHT_CHECK: &str = "playwright-cli drives chromium";
 /// Name of the browser check that replaces it under emulation (see [`browser_scripts`]).
 pub const EMULATED_CHROMIUM_CHECK: &str = "chromium starts (emulated)";
@@ -1061,7 +1066,7 @@ fn fingerprint(der: &[u8]) -> String {
 }
 
 async fn ca_bundle_absent(ctx: &Ctx, env: Vec<String>, bundle: Option<PathBuf>) -> Check {
-    let name = "no CA bundle left in the image";
+    let name = CA_CHECK;
     match ca_bundle_absent_inner(ctx, env, bundle).await {
         Ok((passed, text)) => Check::new(name, passed, text),
         Err(err) => Check::new(name, false, format!("{err:#}")),
@@ -1400,6 +1405,55 @@ Z0UwDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNIADBFAiEAu0h3l8tq9lGJ
         assert!(!v["no-update and no-telemetry variables"]);
         let v = verdicts(&inspect(&good_env, None, "amd64"), None, "other-lock");
         assert!(!v["provenance labels"]);
+    }
+
+    /// The manifest's required smoke checks (what receipts are judged by) are exactly the
+    /// checks this module runs, for each platform built natively and under emulation.
+    #[test]
+    fn the_manifest_requires_exactly_the_checks_smoke_runs() {
+        let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap();
+        let versions =
+            locked_versions(&std::fs::read(repo_root().join(PACKAGE_JSON_PATH)).unwrap()).unwrap();
+        for platform in Platform::ALL {
+            for emulated in [false, true] {
+                let mut run: BTreeSet<String> = config_checks(
+                    &inspect(&[], None, platform.arch()),
+                    Some(platform),
+                    &manifest,
+                    &versions,
+                    "abc",
+                )
+                .into_iter()
+                .map(|c| c.name)
+                .collect();
+                run.extend(
+                    browser_scripts(emulated)
+                        .into_iter()
+                        .map(|(name, ..)| name.to_string()),
+                );
+                run.extend(
+                    manifest
+                        .packages
+                        .iter()
+                        .map(|p| crate::manifest::version_check_name(&p.name)),
+                );
+                run.extend(
+                    manifest
+                        .harnesses
+                        .iter()
+                        .map(|h| crate::manifest::harness_check_name(&h.name)),
+                );
+                run.extend([NODE_CHECK.to_string(), CA_CHECK.to_string()]);
+                if platform == Platform::LinuxAmd64 {
+                    run.insert(OPENCODE_BASELINE_CHECK.to_string());
+                }
+                assert_eq!(
+                    run,
+                    manifest.required_smoke_checks(platform, emulated),
+                    "{platform}, emulated: {emulated}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -1,0 +1,943 @@
+//! Adversarial receipts: each case derives a tampered receipt from a genuine one (published
+//! to a real local registry from tiny images, see `support/genuine_release.rs`), renames it to
+//! its new sha256 so the self-digest passes, and asserts that `receipt verify --check-registry`
+//! and `pin` both refuse it, that the template definition is byte-identical afterwards, and
+//! that the refusal names the field (or, for files that cannot be read, says why).
+//!
+//! The categories are those of issue #11: no trust anchor (registry and repository),
+//! completeness, the image reference grammar, metadata against the artifacts, duplicate keys,
+//! raw terminal output, unbounded reading, and loose fields.
+
+#[path = "support/genuine_release.rs"]
+mod genuine_release;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use genuine_release::*;
+use serde_json::{json, Value};
+
+/// A hang is a failure: every command must answer well within this.
+const COMMAND_LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `cmd`, killing it and failing the test if it does not finish in [`COMMAND_LIMIT`].
+fn run_bounded(cmd: &mut Command) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run the xtask binary");
+    let started = Instant::now();
+    // Drain the pipes on threads so a chatty child cannot block on a full pipe.
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_thread = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        out.read_to_end(&mut v).map(|_| v).unwrap_or_default()
+    });
+    let err_thread = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        err.read_to_end(&mut v).map(|_| v).unwrap_or_default()
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > COMMAND_LIMIT {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("{cmd:?} did not finish within {COMMAND_LIMIT:?}: it hangs");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out_thread.join().unwrap(),
+        stderr: err_thread.join().unwrap(),
+    }
+}
+
+/// What one tampering produces: a receipt file, and maybe a different artifacts directory.
+struct Tampered {
+    receipt: PathBuf,
+    artifacts: Option<PathBuf>,
+}
+
+type Edit = Box<dyn Fn(&mut Value)>;
+type MakeFile = Box<dyn Fn(&Path, &str) -> PathBuf>;
+
+enum Make {
+    /// Edit the genuine receipt's JSON; written pretty and renamed to its sha256.
+    Json(Edit),
+    /// Edit the genuine receipt's JSON, then recompute the index digest, size and reference
+    /// and the file name, so the receipt holds together offline.
+    Consistent(Edit),
+    /// Edit the genuine receipt's bytes as text; renamed to its sha256.
+    Text(Box<dyn Fn(&str) -> String>),
+    /// Make a special receipt file in the given directory.
+    File(MakeFile),
+    /// The genuine receipt with the artifacts directory changed by this function.
+    Artifacts(Box<dyn Fn(&Path)>),
+}
+
+struct Case {
+    name: &'static str,
+    make: Make,
+    /// What `receipt verify`'s stderr (and its JSON problems, when it got as far as the
+    /// receipt) must name.
+    verify_names: &'static str,
+    /// What `pin`'s stderr must name (defaults to `verify_names`).
+    pin_names: Option<&'static str>,
+}
+
+fn case(name: &'static str, verify_names: &'static str, make: Make) -> Case {
+    Case {
+        name,
+        make,
+        verify_names,
+        pin_names: None,
+    }
+}
+
+fn json_edit(f: impl Fn(&mut Value) + 'static) -> Make {
+    Make::Json(Box::new(f))
+}
+
+fn consistent(f: impl Fn(&mut Value) + 'static) -> Make {
+    Make::Consistent(Box::new(f))
+}
+
+fn bytes_of(value: &Value) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(value).unwrap();
+    bytes.push(b'\n');
+    bytes
+}
+
+fn write_named(dir: &Path, tag: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.join(format!("receipt-{tag}-{}.json", sha256_hex(bytes)));
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// Recomputes what depends on the platform records: the canonical index, its digest and
+/// size, and the reference.
+fn recompute_index(v: &mut Value) {
+    let entries: Vec<xtask::publish::IndexEntry> = v["platforms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| xtask::publish::IndexEntry {
+            platform: p["platform"].as_str().unwrap().parse().unwrap(),
+            os: p["os"].as_str().unwrap().into(),
+            architecture: p["architecture"].as_str().unwrap().into(),
+            variant: p["variant"].as_str().map(Into::into),
+            digest: p["digest"].as_str().unwrap().into(),
+            media_type: p["media_type"].as_str().unwrap().into(),
+            size: p["manifest_size"].as_u64().unwrap(),
+        })
+        .collect();
+    let index = xtask::publish::index_bytes(&entries).unwrap();
+    let digest = format!("sha256:{}", sha256_hex(&index));
+    v["index"]["digest"] = json!(digest);
+    v["index"]["size"] = json!(index.len());
+    v["index"]["reference"] = json!(format!(
+        "{}@{digest}",
+        v["index"]["repository"].as_str().unwrap()
+    ));
+}
+
+/// Sets the repository and the matching reference.
+fn move_to(v: &mut Value, repository: &str) {
+    v["index"]["repository"] = json!(repository);
+    v["index"]["reference"] = json!(format!(
+        "{repository}@{}",
+        v["index"]["digest"].as_str().unwrap()
+    ));
+}
+
+fn remove_checks(v: &mut Value, platform: usize, drop: impl Fn(&str) -> bool) {
+    v["platforms"][platform]["smoke"]["checks"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|c| !drop(c["name"].as_str().unwrap()));
+}
+
+fn other_digest(seed: &str) -> String {
+    format!("sha256:{}", sha256_hex(seed.as_bytes()))
+}
+
+/// PUTs `bytes` as an OCI index under `tag` in the local registry.
+fn put_index(repository: &str, tag: &str, bytes: Vec<u8>) {
+    let url = format!("http://{}/v2/{repository}/manifests/{tag}", registry());
+    runtime().block_on(async {
+        let response = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap()
+            .put(&url)
+            .header("Content-Type", "application/vnd.oci.image.index.v1+json")
+            .body(bytes)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("PUT {url}: {e}"));
+        assert!(
+            response.status().is_success(),
+            "PUT {url}: {}",
+            response.status()
+        );
+    });
+}
+
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success());
+}
+
+fn cases(genuine: &Value) -> Vec<Case> {
+    let repository = genuine["index"]["repository"].as_str().unwrap().to_string();
+    let (host, path) = repository.split_once('/').unwrap();
+    let (host, path) = (host.to_string(), path.to_string());
+    let index_digest = genuine["index"]["digest"].as_str().unwrap().to_string();
+
+    // A tag in the registry that points at another index: one of the genuine amd64 manifest
+    // alone.
+    let elsewhere_tag = "2026.11.30-eeeeeeeeeeee";
+    {
+        let p = &genuine["platforms"][0];
+        let entry = xtask::publish::IndexEntry {
+            platform: p["platform"].as_str().unwrap().parse().unwrap(),
+            os: p["os"].as_str().unwrap().into(),
+            architecture: p["architecture"].as_str().unwrap().into(),
+            variant: None,
+            digest: p["digest"].as_str().unwrap().into(),
+            media_type: p["media_type"].as_str().unwrap().into(),
+            size: p["manifest_size"].as_u64().unwrap(),
+        };
+        put_index(
+            &path,
+            elsewhere_tag,
+            xtask::publish::index_bytes(&[entry]).unwrap(),
+        );
+    }
+
+    let mut cases = vec![
+        // -- No trust anchor: consistent edits that only the registry or the template's
+        //    repository can contradict.
+        Case {
+            pin_names: Some("index.repository"),
+            ..case(
+                "repository moved within the registry",
+                "index.digest",
+                json_edit({
+                    let moved = format!("{host}/evil/coding-agent");
+                    move_to_fn(moved)
+                }),
+            )
+        },
+        Case {
+            pin_names: Some("index.repository"),
+            ..case(
+                "repository moved to another registry",
+                "index.repository",
+                json_edit(move_to_fn(format!("127.0.0.1:5019/{path}"))),
+            )
+        },
+        case(
+            "platform digest that does not exist, index recomputed",
+            "platforms[1].digest",
+            consistent(|v| v["platforms"][1]["digest"] = json!(other_digest("no such manifest"))),
+        ),
+        case(
+            "config digest edited",
+            "platforms[0].config_digest",
+            json_edit(|v| v["platforms"][0]["config_digest"] = json!(other_digest("config"))),
+        ),
+        case(
+            "manifest size edited, index recomputed",
+            "index.digest",
+            consistent(|v| v["platforms"][0]["manifest_size"] = json!(1)),
+        ),
+        case(
+            "index digest that does not exist",
+            "index.digest",
+            json_edit(|v| {
+                let d = other_digest("no such index");
+                v["index"]["digest"] = json!(d);
+                let repository = v["index"]["repository"].as_str().unwrap().to_owned();
+                move_to(v, &repository);
+            }),
+        ),
+        case(
+            "release tag pointing at another index",
+            "release_tag",
+            json_edit(move |v| {
+                v["release_tag"] = json!(elsewhere_tag);
+                v["index"]["tag"] = json!(elsewhere_tag);
+            }),
+        ),
+        case(
+            "release tag never published",
+            "release_tag",
+            json_edit(|v| {
+                v["release_tag"] = json!("2026.11.30-bbbbbbbbbbbb");
+                v["index"]["tag"] = json!("2026.11.30-bbbbbbbbbbbb");
+            }),
+        ),
+        // -- Completeness counts the manifest's required checks, not the ones present.
+        case(
+            "CA scan removed",
+            "platforms[0].smoke.checks",
+            json_edit(|v| remove_checks(v, 0, |n| n == "no CA bundle left in the image")),
+        ),
+        case(
+            "every harness check removed",
+            "platforms[1].smoke.checks",
+            json_edit(|v| remove_checks(v, 1, |n| n.starts_with("harness "))),
+        ),
+        case(
+            "all checks replaced by one passing check",
+            "platforms[0].smoke.checks",
+            json_edit(|v| {
+                v["platforms"][0]["smoke"]["checks"] =
+                    json!([{"name": "everything", "passed": true, "output": "ok"}]);
+            }),
+        ),
+        case(
+            "browser check removed from the native platform",
+            "platforms[0].smoke.checks",
+            json_edit(|v| remove_checks(v, 0, |n| n == "playwright-cli drives chromium")),
+        ),
+        case(
+            "emulated platform relabelled native",
+            "platforms[1].smoke.checks",
+            json_edit(|v| v["platforms"][1]["build"] = json!("native")),
+        ),
+        case(
+            "a version check removed",
+            "platforms[0].smoke.checks",
+            json_edit(|v| remove_checks(v, 0, |n| n == "version ws")),
+        ),
+        case(
+            "a check duplicated in place of another",
+            "platforms[0].smoke.checks",
+            json_edit(|v| {
+                let checks = v["platforms"][0]["smoke"]["checks"].as_array_mut().unwrap();
+                let first = checks[0].clone();
+                checks.pop();
+                checks.push(first);
+            }),
+        ),
+        case(
+            "a platform no longer required",
+            "required_platforms",
+            consistent(|v| {
+                v["required_platforms"] = json!(["linux/amd64"]);
+                v["platforms"].as_array_mut().unwrap().truncate(1);
+            }),
+        ),
+        case(
+            "a failed check",
+            "platforms[0].smoke.checks[2].passed",
+            json_edit(|v| v["platforms"][0]["smoke"]["checks"][2]["passed"] = json!(false)),
+        ),
+        // -- The image reference grammar.
+        case(
+            "space in the repository",
+            "index.repository",
+            json_edit(move_to_fn(format!("{host}/evil repo"))),
+        ),
+        case(
+            "quotes in the repository",
+            "index.repository",
+            json_edit(move_to_fn(format!("\"{host}/{path}\""))),
+        ),
+        case(
+            "upper case in the repository",
+            "index.repository",
+            json_edit(move_to_fn(format!("{host}/{}", path.to_uppercase()))),
+        ),
+        case(
+            "a scheme",
+            "index.repository",
+            json_edit(move_to_fn(format!("http://{host}/{path}"))),
+        ),
+        case(
+            "a tag beside the digest",
+            "index.repository",
+            json_edit(move_to_fn(format!("{host}/{path}:latest"))),
+        ),
+        case(
+            "two digests",
+            "index.repository",
+            json_edit(move_to_fn(format!("{host}/{path}@{index_digest}"))),
+        ),
+        case(
+            "a zero-width space",
+            "index.repository",
+            json_edit(move_to_fn(format!("{host}/{path}\u{200b}"))),
+        ),
+        case(
+            "a bidi override",
+            "index.repository",
+            json_edit(move_to_fn(format!("{host}/\u{202e}{path}"))),
+        ),
+        case(
+            "a newline and YAML in the repository",
+            "index.repository",
+            json_edit(move_to_fn(format!("{host}/{path}\nuser: evil"))),
+        ),
+        case(
+            "YAML flow syntax in the repository",
+            "index.repository",
+            json_edit(move_to_fn(format!("{host}/{{a: b}}"))),
+        ),
+        case(
+            "reference with a tag and the digest",
+            "index.reference",
+            json_edit(move |v| {
+                v["index"]["reference"] = json!(format!(
+                    "{}:v1@{}",
+                    v["index"]["repository"].as_str().unwrap(),
+                    v["index"]["digest"].as_str().unwrap()
+                ))
+            }),
+        ),
+        // -- Metadata against the verified artifacts.
+        case(
+            "package version not the lockfile's",
+            "packages[0].version",
+            json_edit(|v| v["packages"][0]["version"] = json!("9.9.9")),
+        ),
+        case(
+            "package integrity not the lockfile's",
+            "packages[2].integrity",
+            json_edit(|v| v["packages"][2]["integrity"] = json!("sha512-AAAA")),
+        ),
+        case(
+            "dependency version not the lockfile's",
+            "dependencies[0].version",
+            json_edit(|v| v["dependencies"][0]["version"] = json!("0.0.1")),
+        ),
+        case(
+            "Node platform package not the manifest's",
+            "node.platforms.linux/arm64.package",
+            json_edit(|v| v["node"]["platforms"]["linux/arm64"]["package"] = json!("node-evil")),
+        ),
+        case(
+            "Node platform dropped",
+            "node.platforms",
+            json_edit(|v| {
+                v["node"]["platforms"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("linux/arm64");
+            }),
+        ),
+        case(
+            "Node version not the inventory's",
+            "node.version",
+            json_edit(|v| {
+                v["node"]["version"] = json!("22.0.0");
+                for p in v["node"]["platforms"].as_object_mut().unwrap().values_mut() {
+                    p["version"] = json!("22.0.0");
+                }
+            }),
+        ),
+        case(
+            "npm registry not the inventory's",
+            "resolver.registry",
+            json_edit(|v| v["resolver"]["registry"] = json!("https://evil.example/")),
+        ),
+        // -- Duplicate keys.
+        case(
+            "duplicate top-level key",
+            "release_tag",
+            Make::Text(Box::new(|t| {
+                t.replacen("{\n", "{\n  \"release_tag\": \"x\",\n", 1)
+            })),
+        ),
+        case(
+            "duplicate nested key",
+            "platforms[1].digest",
+            Make::Text(Box::new(move |t| {
+                let arm = t.find("\"platform\": \"linux/arm64\"").unwrap();
+                let mut out = t.to_string();
+                out.insert_str(
+                    arm,
+                    &format!("\"digest\": \"{}\",\n      ", other_digest("dup")),
+                );
+                out
+            })),
+        ),
+        // -- Raw output: ANSI and bidi in what the refusal prints.
+        case(
+            "ANSI sequences in a failed check's output",
+            "platforms[0].smoke.checks[0].passed",
+            json_edit(|v| {
+                v["platforms"][0]["smoke"]["checks"][0]["passed"] = json!(false);
+                v["platforms"][0]["smoke"]["checks"][0]["name"] =
+                    json!("x\u{1b}[2K\u{1b}[1A\rvalid, complete");
+            }),
+        ),
+        case(
+            "ANSI sequences in the repository",
+            "index.repository",
+            json_edit(move_to_fn(format!("{host}/{path}\u{1b}[2K\u{1b}[1A"))),
+        ),
+        // -- Unbounded reading.
+        case(
+            "receipt is a FIFO",
+            "FIFO",
+            Make::File(Box::new(|dir, tag| {
+                let path = dir.join(format!("receipt-{tag}-{}.json", "0".repeat(64)));
+                mkfifo(&path);
+                path
+            })),
+        ),
+        case(
+            "receipt is /dev/zero",
+            "character device",
+            Make::File(Box::new(|dir, tag| {
+                let path = dir.join(format!("receipt-{tag}-{}.json", "1".repeat(64)));
+                std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+                path
+            })),
+        ),
+        case(
+            "receipt is huge",
+            "limit",
+            Make::File(Box::new(|dir, tag| {
+                let path = dir.join(format!("receipt-{tag}-{}.json", "2".repeat(64)));
+                let f = std::fs::File::create(&path).unwrap();
+                f.set_len(1 << 30).unwrap();
+                path
+            })),
+        ),
+        case(
+            "an artifact is /dev/zero",
+            "artifacts[1]",
+            Make::Artifacts(Box::new(|dir| {
+                std::fs::remove_file(dir.join("package-lock.json")).unwrap();
+                std::os::unix::fs::symlink("/dev/zero", dir.join("package-lock.json")).unwrap();
+            })),
+        ),
+        case(
+            "an artifact is a FIFO",
+            "artifacts[2]",
+            Make::Artifacts(Box::new(|dir| {
+                std::fs::remove_file(dir.join("inventory.json")).unwrap();
+                mkfifo(&dir.join("inventory.json"));
+            })),
+        ),
+        // -- Loose fields.
+        case(
+            "a tag the tool never makes",
+            "release_tag",
+            json_edit(|v| {
+                v["release_tag"] = json!("2026-11-30.1");
+                v["index"]["tag"] = json!("2026-11-30.1");
+            }),
+        ),
+        case(
+            "the tag `latest`",
+            "release_tag",
+            json_edit(|v| {
+                v["release_tag"] = json!("latest");
+                v["index"]["tag"] = json!("latest");
+            }),
+        ),
+        case(
+            "created_at in the future",
+            "created_at",
+            json_edit(|v| v["created_at"] = json!("2999-01-01T00:00:00Z")),
+        ),
+        case(
+            "created_at not in the tool's form",
+            "created_at",
+            json_edit(|v| v["created_at"] = json!("2026-11-30T07:30:00+01:00")),
+        ),
+        case(
+            "cutoff after created_at",
+            "resolver.cutoff",
+            json_edit(|v| v["resolver"]["cutoff"] = json!("2026-11-30T06:31:00Z")),
+        ),
+        case(
+            "platform media type not an image manifest",
+            "platforms[0].media_type",
+            consistent(|v| {
+                v["platforms"][0]["media_type"] = json!("application/vnd.oci.image.index.v1+json")
+            }),
+        ),
+        case(
+            "index media type not an index",
+            "index.media_type",
+            json_edit(|v| {
+                v["index"]["media_type"] = json!("application/vnd.oci.image.manifest.v1+json")
+            }),
+        ),
+        case(
+            "tag dated after the receipt",
+            "release_tag",
+            json_edit(|v| {
+                v["release_tag"] = json!("2026.12.05-0123456789ab");
+                v["index"]["tag"] = json!("2026.12.05-0123456789ab");
+            }),
+        ),
+    ];
+    cases.sort_by_key(|c| c.name);
+    cases
+}
+
+fn move_to_fn(repository: String) -> impl Fn(&mut Value) + 'static {
+    move |v: &mut Value| move_to(v, &repository)
+}
+
+fn tag_of(v: &Value) -> String {
+    v["release_tag"].as_str().unwrap_or("x").to_string()
+}
+
+#[test]
+fn every_tampered_receipt_is_refused_by_verify_and_pin() {
+    let work = tempfile::tempdir().unwrap();
+    let (out, path) = write_receipt(work.path(), None);
+    assert!(out.status.success(), "the genuine receipt is written");
+    let genuine_path = path.unwrap();
+    let genuine_bytes = std::fs::read(&genuine_path).unwrap();
+    let genuine: Value = serde_json::from_slice(&genuine_bytes).unwrap();
+
+    // The release's artifact files, as a consumer downloads them.
+    let r = release();
+    let artifacts = work.path().join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    for a in genuine["artifacts"].as_array().unwrap() {
+        std::fs::copy(
+            r.root.path().join(a["path"].as_str().unwrap()),
+            artifacts.join(a["name"].as_str().unwrap()),
+        )
+        .unwrap();
+    }
+    let template = template_for(
+        work.path(),
+        genuine["index"]["repository"].as_str().unwrap(),
+    );
+    let original_template = std::fs::read(&template).unwrap();
+
+    let verify = |receipt: &Path, artifacts: &Path| {
+        run_bounded(
+            xtask()
+                .args(["receipt", "verify", "--check-registry", "--artifacts"])
+                .arg(artifacts)
+                .arg(receipt),
+        )
+    };
+    let verify_json = |receipt: &Path, artifacts: &Path| {
+        run_bounded(
+            xtask()
+                .args([
+                    "receipt",
+                    "verify",
+                    "--json",
+                    "--check-registry",
+                    "--artifacts",
+                ])
+                .arg(artifacts)
+                .arg(receipt),
+        )
+    };
+    let pin = |receipt: &Path, artifacts: &Path| {
+        run_bounded(
+            xtask()
+                .args(["pin", "--receipt"])
+                .arg(receipt)
+                .arg("--artifacts")
+                .arg(artifacts)
+                .arg("--template")
+                .arg(&template),
+        )
+    };
+
+    // The control: the genuine receipt verifies online with its artifacts.
+    let control = verify(&genuine_path, &artifacts);
+    assert!(
+        control.status.success(),
+        "the genuine receipt must verify: {}",
+        String::from_utf8_lossy(&control.stderr)
+    );
+
+    let all = cases(&genuine);
+    assert!(all.len() >= 40, "only {} cases", all.len());
+    let mut failures = Vec::new();
+    for (i, c) in all.into_iter().enumerate() {
+        let dir = work.path().join(format!("case-{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tampered = match &c.make {
+            Make::Json(edit) => {
+                let mut v = genuine.clone();
+                edit(&mut v);
+                Tampered {
+                    receipt: write_named(&dir, &tag_of(&v), &bytes_of(&v)),
+                    artifacts: None,
+                }
+            }
+            Make::Consistent(edit) => {
+                let mut v = genuine.clone();
+                edit(&mut v);
+                recompute_index(&mut v);
+                Tampered {
+                    receipt: write_named(&dir, &tag_of(&v), &bytes_of(&v)),
+                    artifacts: None,
+                }
+            }
+            Make::Text(edit) => {
+                let text = edit(std::str::from_utf8(&genuine_bytes).unwrap());
+                Tampered {
+                    receipt: write_named(&dir, &tag_of(&genuine), text.as_bytes()),
+                    artifacts: None,
+                }
+            }
+            Make::File(make) => Tampered {
+                receipt: make(&dir, &tag_of(&genuine)),
+                artifacts: None,
+            },
+            Make::Artifacts(change) => {
+                let copy = dir.join("artifacts");
+                std::fs::create_dir_all(&copy).unwrap();
+                for entry in std::fs::read_dir(&artifacts).unwrap() {
+                    let entry = entry.unwrap();
+                    std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+                }
+                change(&copy);
+                Tampered {
+                    receipt: genuine_path.clone(),
+                    artifacts: Some(copy),
+                }
+            }
+        };
+        let artifacts_dir = tampered.artifacts.as_deref().unwrap_or(&artifacts);
+        let mut problems = Vec::new();
+
+        let v = verify(&tampered.receipt, artifacts_dir);
+        let stderr = String::from_utf8_lossy(&v.stderr).into_owned();
+        // Shown by the test harness when the test fails (or with --nocapture).
+        eprintln!("--- {}: verify\n{stderr}", c.name);
+        if v.status.success() {
+            problems.push("verify accepted it".to_string());
+        }
+        if !stderr.contains(c.verify_names) {
+            problems.push(format!(
+                "verify's stderr does not name `{}`:\n{stderr}",
+                c.verify_names
+            ));
+        }
+        // Nothing from the receipt reaches the terminal raw.
+        for bad in ['\u{1b}', '\u{202e}', '\u{200b}', '\r'] {
+            if stderr.contains(bad) || String::from_utf8_lossy(&v.stdout).contains(bad) {
+                problems.push(format!("verify printed U+{:04X} raw", bad as u32));
+            }
+        }
+        let vj = verify_json(&tampered.receipt, artifacts_dir);
+        if vj.status.success() {
+            problems.push("verify --json accepted it".to_string());
+        }
+        if let Ok(report) = serde_json::from_slice::<Value>(&vj.stdout) {
+            let fields: Vec<String> = report["problems"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| p["field"].as_str().unwrap_or("").to_string())
+                .collect();
+            if !fields.iter().any(|f| f.contains(c.verify_names)) {
+                problems.push(format!(
+                    "verify --json lists no problem with `{}`: {fields:?}",
+                    c.verify_names
+                ));
+            }
+            for bad in ['\u{1b}', '\u{202e}', '\u{200b}'] {
+                if String::from_utf8_lossy(&vj.stdout).contains(bad) {
+                    problems.push(format!("verify --json printed U+{:04X} raw", bad as u32));
+                }
+            }
+        }
+
+        let p = pin(&tampered.receipt, artifacts_dir);
+        let pin_stderr = String::from_utf8_lossy(&p.stderr).into_owned();
+        eprintln!("--- {}: pin\n{pin_stderr}", c.name);
+        if p.status.success() {
+            problems.push("pin succeeded".to_string());
+        }
+        let pin_names = c.pin_names.unwrap_or(c.verify_names);
+        if !pin_stderr.contains(pin_names) {
+            problems.push(format!(
+                "pin's stderr does not name `{pin_names}`:\n{pin_stderr}"
+            ));
+        }
+        if std::fs::read(&template).unwrap() != original_template {
+            problems.push("pin changed the template".to_string());
+            std::fs::write(&template, &original_template).unwrap();
+        }
+        if !problems.is_empty() {
+            failures.push(format!("{}:\n  {}", c.name, problems.join("\n  ")));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} case(s) wrongly handled:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+
+    // And the genuine receipt still pins, from the same template.
+    let out = pin(&genuine_path, &artifacts);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pinned = std::fs::read_to_string(&template).unwrap();
+    assert!(pinned.contains(&format!(
+        "image: {}\n",
+        genuine["index"]["reference"].as_str().unwrap()
+    )));
+}
+
+/// The anchor can be moved only on purpose, and moving it never skips the registry check;
+/// `--offline` skips only the registry.
+#[test]
+fn pin_flags_move_the_anchor_only_on_purpose() {
+    let work = tempfile::tempdir().unwrap();
+    let (out, path) = write_receipt(work.path(), None);
+    assert!(out.status.success());
+    let genuine_path = path.unwrap();
+    let genuine: Value = serde_json::from_slice(&std::fs::read(&genuine_path).unwrap()).unwrap();
+    let repository = genuine["index"]["repository"].as_str().unwrap();
+    let (host, _) = repository.split_once('/').unwrap();
+    let pin = |receipt: &Path, template: &Path, flags: &[&str]| {
+        run_bounded(
+            xtask()
+                .args(["pin", "--receipt"])
+                .arg(receipt)
+                .arg("--template")
+                .arg(template)
+                .args(flags),
+        )
+    };
+
+    // A template that names another repository: refused, then pinned when told to move.
+    let elsewhere = work.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let template = template_for(&elsewhere, &format!("{host}/sandbox0/coding-agent"));
+    let before = std::fs::read(&template).unwrap();
+    let refused = pin(&genuine_path, &template, &[]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains(repository) && stderr.contains(&format!("{host}/sandbox0/coding-agent")),
+        "the error names both repositories: {stderr}"
+    );
+    assert_eq!(std::fs::read(&template).unwrap(), before);
+    let moved = pin(&genuine_path, &template, &["--allow-repository-change"]);
+    assert!(
+        moved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&moved.stderr)
+    );
+    assert!(std::fs::read_to_string(&template)
+        .unwrap()
+        .contains(&format!(
+            "image: {}\n",
+            genuine["index"]["reference"].as_str().unwrap()
+        )));
+
+    // A receipt moved to a repository the registry does not hold: allowed to move, it is
+    // still refused by the registry; with --offline instead, the anchor refuses it.
+    let mut tampered = genuine.clone();
+    let evil = format!("{host}/evil/coding-agent");
+    tampered["index"]["repository"] = json!(evil);
+    tampered["index"]["reference"] = json!(format!(
+        "{evil}@{}",
+        genuine["index"]["digest"].as_str().unwrap()
+    ));
+    let mut bytes = serde_json::to_vec_pretty(&tampered).unwrap();
+    bytes.push(b'\n');
+    let tampered_path = work
+        .path()
+        .join(format!("receipt-{TAG}-{}.json", sha256_hex(&bytes)));
+    std::fs::write(&tampered_path, &bytes).unwrap();
+    let template = template_for(work.path(), repository);
+    let before = std::fs::read(&template).unwrap();
+    let out = pin(&tampered_path, &template, &["--allow-repository-change"]);
+    assert!(!out.status.success(), "the registry does not hold it");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("index.digest"));
+    assert_eq!(std::fs::read(&template).unwrap(), before);
+    let out = pin(&tampered_path, &template, &["--offline"]);
+    assert!(!out.status.success(), "the anchor holds offline too");
+    assert_eq!(std::fs::read(&template).unwrap(), before);
+}
+
+/// `receipt write` refuses smoke results that lack a required check (and writes nothing).
+#[test]
+fn receipt_write_refuses_incomplete_smoke_results() {
+    let r = release();
+    let work = tempfile::tempdir().unwrap();
+    let (amd64, build) = &r.builds[0];
+    let image = build["image"].as_str().unwrap();
+    for (what, drop) in [
+        ("CA scan", "no CA bundle left in the image"),
+        ("a harness", "harness codex"),
+        ("the browser", "playwright-cli drives chromium"),
+    ] {
+        let mut smoke = smoke(image, "linux/amd64", false, None);
+        smoke["checks"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|c| c["name"] != drop);
+        let smoke_amd64 = work.path().join(format!("smoke-{amd64}.json"));
+        std::fs::write(&smoke_amd64, smoke.to_string()).unwrap();
+        let (_, arm_build) = &r.builds[1];
+        let smoke_arm64 = work.path().join("smoke-arm64.json");
+        std::fs::write(
+            &smoke_arm64,
+            genuine_release::smoke(
+                arm_build["image"].as_str().unwrap(),
+                "linux/arm64",
+                true,
+                None,
+            )
+            .to_string(),
+        )
+        .unwrap();
+        let out_dir = work.path().join(format!("out-{what}"));
+        let out = run_bounded(
+            xtask()
+                .env("XTASK_ROOT", r.root.path())
+                .args(["receipt", "write"])
+                .arg("--gate")
+                .arg(r.inputs.join("gate.json"))
+                .arg("--resolve")
+                .arg(r.inputs.join("resolve.json"))
+                .arg("--publish")
+                .arg(&r.publish)
+                .args(["--source-commit", &"ab12".repeat(10)])
+                .args(["--now", "2026-11-30T06:30:00Z"])
+                .arg("--out-dir")
+                .arg(&out_dir)
+                .arg("--build")
+                .arg(r.inputs.join("build-amd64.json"))
+                .arg("--smoke")
+                .arg(&smoke_amd64)
+                .arg("--build")
+                .arg(r.inputs.join("build-arm64.json"))
+                .arg("--smoke")
+                .arg(&smoke_arm64),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{what}: receipt write accepted it");
+        assert!(
+            stderr.contains(drop) && stderr.contains("lacks the required check"),
+            "{what}: {stderr}"
+        );
+        assert!(!out_dir.exists(), "{what}: something was written");
+    }
+}
