@@ -4,16 +4,17 @@
 # /home/runner, passwordless sudo, member of `docker` when that group exists, and a working
 # Rust toolchain of its own.
 #
-# Run as root. Idempotent (a second run changes nothing and takes well under a second) and safe
-# to run concurrently: everything happens under an exclusive lock, and the toolchain is linked
-# into a temporary directory that is renamed into place only when complete.
+# Run as root. Idempotent (a second run changes nothing: measured 0.3 s) and safe to run
+# concurrently: everything happens under an exclusive lock, and the toolchain is linked into a
+# temporary directory that is renamed into place only when complete.
 #
 # The toolchain: root's lives in /root/.rustup and /root/.cargo, and /root is mode 700, which
 # stays as it is. The runner gets a hard-linked copy (`cp -al`) of root's default toolchain:
-# the same filesystem holds both, so linking ~1.4 GB of files costs only directory entries
-# (measured here: about 2 s for the first run, nothing afterwards) and no disk space. The
-# linked files stay owned by root and read-only for the runner — chowning a hard link would
-# chown root's original too — which is what a toolchain needs: it is read, never written.
+# the same filesystem holds both, so linking ~1.4 GB of files costs only directory entries and
+# no disk space (measured here: 6.9 s for linking plus seeding the registry below; 18 s for a
+# first run that also installs sudo). The linked files stay owned by root and read-only for the
+# runner (chowning a hard link would chown root's original too), which is what a toolchain
+# needs: it is read, never written.
 # A read-only bind mount would also work but needs mount privileges at every boot and is not
 # idempotent across reboots; links are plain files.
 #
