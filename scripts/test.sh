@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs and starts what the tests need (Docker engine,
-# mmdebstrap, qemu binfmt, Debian's docker-registry, zizmor), then runs every test for real,
+# mmdebstrap, qemu binfmt, Debian's docker-registry, zizmor, actionlint), then runs every test for real,
 # Docker ones included. The fast unit tests alone: `cargo test -p xtask --lib`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
