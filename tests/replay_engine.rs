@@ -192,6 +192,52 @@ jobs:
     assert!(job.log_of("explicit bash").contains("exit code 1"));
 }
 
+#[test]
+fn working_directory_comes_from_the_step_or_the_defaults_and_background_processes_end_with_the_job()
+{
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    defaults:
+      run:
+        working-directory: sub
+    steps:
+      - name: prepare
+        working-directory: .
+        run: mkdir -p sub/deeper
+      - id: where
+        run: |
+          echo "default=${{PWD#"$GITHUB_WORKSPACE"/}}" >> "$GITHUB_OUTPUT"
+          sleep 600 &
+          echo "pid=$!" >> "$GITHUB_OUTPUT"
+      - id: deeper
+        working-directory: sub/deeper
+        run: echo "dir=${{PWD#"$GITHUB_WORKSPACE"/}}" >> "$GITHUB_OUTPUT"
+      - name: missing
+        working-directory: nowhere
+        run: echo never
+"#
+    ));
+    let run = run_workflow(r).unwrap();
+    let job = run.job("j");
+    assert_eq!(job.step("where").outputs["default"], "sub");
+    assert_eq!(job.step("deeper").outputs["dir"], "sub/deeper");
+    assert_eq!(job.step("missing").outcome, Status::Failure);
+    assert!(job.log_of("missing").contains("working directory"));
+    // The background `sleep` a step started is gone once the job ended.
+    let pid = &job.step("where").outputs["pid"];
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    // Gone, or a zombie this container's init has not reaped yet: dead either way.
+    let alive = !status.is_empty() && !status.contains("State:\tZ");
+    assert!(
+        !alive,
+        "the step's background process {pid} outlived the job:\n{status}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Outputs, env files, summaries
 // ---------------------------------------------------------------------------------------------

@@ -130,6 +130,7 @@ fn run_stand_in(
                     ok: true,
                     timed_out: false,
                     outputs,
+                    pgid: None,
                 }),
                 Err(e) => {
                     let mut logf = std::fs::OpenOptions::new()

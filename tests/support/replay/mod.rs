@@ -331,6 +331,16 @@ struct Workflow {
     inputs: Map<String, Value>,
 }
 
+const WORKFLOW_KEYS: &[&str] = &[
+    "name",
+    "run-name",
+    "on",
+    "permissions",
+    "env",
+    "defaults",
+    "concurrency",
+    "jobs",
+];
 const JOB_KEYS: &[&str] = &[
     "name",
     "needs",
@@ -374,6 +384,11 @@ impl Workflow {
         let Value::Object(doc) = doc else {
             bail!("workflow {file}: not a mapping")
         };
+        for key in doc.keys() {
+            if !WORKFLOW_KEYS.contains(&key.as_str()) {
+                bail!("workflow {file}: top-level `{key}` is not supported by the replay harness (or misspelled)");
+            }
+        }
         let jobs = doc
             .get("jobs")
             .and_then(Value::as_object)
@@ -510,6 +525,8 @@ struct Ctx<'a> {
     inputs_declared: &'a Map<String, Value>,
     status: StatusMode,
     workspace: Option<&'a Path>,
+    /// False after the job failed: an output a step did not get to write reads as empty.
+    strict_outputs: bool,
 }
 
 impl expr::Scope for Ctx<'_> {
@@ -546,7 +563,7 @@ impl expr::Scope for Ctx<'_> {
             }
             ["steps", id, "outputs", name] if found.is_none() => {
                 let step = &self.contexts["steps"][*id];
-                if step["outcome"] == "success" {
+                if self.strict_outputs && step["outcome"] == "success" {
                     let written: Vec<&String> = step["outputs"]
                         .as_object()
                         .map(|o| o.keys().collect())
@@ -831,7 +848,7 @@ fn github_context(
         .to_owned();
     json!({
         "event_name": r.event_name,
-        "event": event_payload(r),
+        "event": event_payload(run),
         "ref": r.git_ref,
         "ref_name": ref_name,
         "ref_type": if r.git_ref.starts_with("refs/tags/") { "tag" } else { "branch" },
@@ -858,9 +875,20 @@ fn github_context(
     })
 }
 
-fn event_payload(r: &Replay) -> Value {
+/// The event payload (`github.event`, `$GITHUB_EVENT_PATH`): the replay's, with the repository
+/// and sender GitHub adds, and for workflow_dispatch every declared input as a string (GitHub
+/// keeps `github.event.inputs` untyped).
+fn event_payload(run: &WorkflowRun) -> Value {
+    let r = &run.replay;
     let mut payload = r.event.clone();
-    if let Value::Object(map) = &mut payload {
+    if let (Value::Object(map), Ok(inputs)) = (&mut payload, inputs_context(run)) {
+        if r.event_name == "workflow_dispatch" {
+            let strings: Map<String, Value> = inputs
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(expr::to_string(v))))
+                .collect();
+            map.insert("inputs".into(), Value::Object(strings));
+        }
         let owner = r.repository.split('/').next().unwrap_or_default();
         map.entry("repository").or_insert(json!({
             "full_name": r.repository,
@@ -1043,6 +1071,7 @@ impl JobEnv<'_> {
             inputs_declared: &self.run.workflow.inputs,
             status,
             workspace: None,
+            strict_outputs: true,
         }
     }
 }
@@ -1326,6 +1355,7 @@ pub(crate) struct Leg<'a> {
     post: Vec<actions::CacheSave>,
     token: String,
     process_env: BTreeMap<String, String>,
+    pgids: Vec<u32>,
 }
 
 fn run_leg(
@@ -1420,10 +1450,7 @@ fn run_leg(
     give_to_runner(&dir)?;
     let event_path = temp.join("_github_workflow").join("event.json");
     std::fs::create_dir_all(event_path.parent().expect("has a parent"))?;
-    std::fs::write(
-        &event_path,
-        serde_json::to_vec_pretty(&event_payload(&run.replay))?,
-    )?;
+    std::fs::write(&event_path, serde_json::to_vec_pretty(&event_payload(run))?)?;
     give_to_runner(&temp)?;
     let gh_bin = gh_bin_dir(&run.replay)?;
 
@@ -1530,6 +1557,7 @@ fn run_leg(
         post: Vec::new(),
         token: token.to_owned(),
         process_env,
+        pgids: Vec::new(),
     };
 
     let mut error = None;
@@ -1553,6 +1581,16 @@ fn run_leg(
                 leg.timeout_minutes
             ));
         }
+    }
+
+    // The end of the job: like GitHub's orphan-process clean-up, what the steps left running
+    // in the background (servers for later steps) is stopped. Only the runner's processes in
+    // the steps' own process groups: a daemon that left its group, or one started with sudo,
+    // outlives the job here.
+    for pgid in std::mem::take(&mut leg.pgids) {
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-g", &pgid.to_string(), "-u", RUNNER_USER])
+            .status();
     }
 
     // Post-job: cache saves, in reverse order, only when the job succeeded.
@@ -1630,13 +1668,7 @@ impl Leg<'_> {
             env_ctx.extend(e.clone());
         }
         let job_ctx = json!({ "status": if self.failed { "failure" } else { "success" }, "container": {}, "services": {} });
-        let mut steps_ctx = self.steps_ctx.clone();
-        if !strict_outputs {
-            // After a failure, a step that never ran or wrote nothing reads as empty.
-            for v in steps_ctx.values_mut() {
-                v["outcome"] = Value::String("failure".into());
-            }
-        }
+        let steps_ctx = self.steps_ctx.clone();
         let mut c = self.env.ctx(
             place,
             &["github", "needs", "vars", "inputs"],
@@ -1657,6 +1689,7 @@ impl Leg<'_> {
         c.contexts.insert("github".into(), self.github.clone());
         c.step_ids = Some(&self.step_ids);
         c.workspace = Some(&self.workspace);
+        c.strict_outputs = strict_outputs;
         c
     }
 
@@ -1815,6 +1848,11 @@ impl Leg<'_> {
                     .iter()
                     .map(|a| a.replace("{0}", &script_path.display().to_string()))
                     .collect();
+                // Like GitHub's log: the script, then what it printed.
+                for line in script.lines() {
+                    writeln!(logf, "##[replay] {line}")?;
+                }
+                writeln!(logf, "##[replay] shell: {}", argv.join(" "))?;
                 drop(logf);
                 exec_as_runner(&argv, &penv, &wd, &log, step_deadline)?
             }
@@ -1879,6 +1917,7 @@ impl Leg<'_> {
         }
         self.summary += &std::fs::read_to_string(files.join("summary"))?;
 
+        self.pgids.extend(end.pgid);
         record.outputs = end.outputs;
         record.outcome = if end.ok {
             Status::Success
@@ -1932,6 +1971,8 @@ impl Leg<'_> {
 pub(crate) struct StepEnd {
     pub ok: bool,
     pub timed_out: bool,
+    /// The process group the step ran in (for the end-of-job clean-up).
+    pub pgid: Option<u32>,
     pub outputs: BTreeMap<String, String>,
 }
 
@@ -1941,6 +1982,7 @@ impl StepEnd {
             ok: true,
             timed_out: false,
             outputs: BTreeMap::new(),
+            pgid: None,
         }
     }
     pub fn failed() -> StepEnd {
@@ -1948,6 +1990,7 @@ impl StepEnd {
             ok: false,
             timed_out: false,
             outputs: BTreeMap::new(),
+            pgid: None,
         }
     }
 }
@@ -2106,7 +2149,7 @@ pub(crate) fn exec_as_runner(
                     status.code().unwrap_or(-1)
                 )?;
             }
-            end.timed_out = false;
+            end.pgid = Some(child.id());
             return Ok(end);
         }
         if Instant::now() >= deadline {
@@ -2118,6 +2161,7 @@ pub(crate) fn exec_as_runner(
                 ok: false,
                 timed_out: true,
                 outputs: BTreeMap::new(),
+                pgid: None,
             });
         }
         std::thread::sleep(Duration::from_millis(10));
