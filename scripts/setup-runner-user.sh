@@ -62,50 +62,60 @@ if getent group docker > /dev/null && ! id -nG "$RUNNER" | tr ' ' '\n' | grep -q
 fi
 
 # --- Rust toolchain -------------------------------------------------------------------------
-toolchain=$(sed -n 's/^default_toolchain = "\(.*\)"$/\1/p' "$SOURCE_RUSTUP/settings.toml")
-if [ -z "$toolchain" ] || [ ! -d "$SOURCE_RUSTUP/toolchains/$toolchain" ]; then
-  echo "setup-runner-user: no default toolchain in $SOURCE_RUSTUP/settings.toml" >&2
-  exit 1
-fi
-src="$SOURCE_RUSTUP/toolchains/$toolchain"
-rustup_home="$RUNNER_HOME/.rustup"
-dst="$rustup_home/toolchains/$toolchain"
-install -d -o "$RUNNER" -g "$RUNNER" "$rustup_home" "$rustup_home/toolchains"
-# Linked once: afterwards the toolchain is the runner's, as on GitHub, where a workflow's
-# `rustup toolchain install stable` updates it when a newer stable exists. So its directories
-# (new inodes, not links) belong to the runner, and rustup can replace files in them; the
-# files themselves stay root's hard links, which rustup unlinks and replaces but never writes
-# into, so root's toolchain is never changed. (With root-owned directories, such an update
-# fails and rustup retries its renames for minutes.)
-if [ ! -d "$dst" ]; then
-  staging=$(mktemp -d "$rustup_home/toolchains/.staging.XXXXXX")
-  cp -al "$src" "$staging/$toolchain"
-  find "$staging/$toolchain" -type d -exec chown "$RUNNER:$RUNNER" {} +
-  mv "$staging/$toolchain" "$dst"
-  rmdir "$staging"
-fi
-# Other toolchain names that are symbolic links to the default one (e.g. `1.95.0 -> stable`):
-# recreated relative, because root's point into /root, which the runner cannot enter.
-for link in "$SOURCE_RUSTUP"/toolchains/*; do
-  if [ -L "$link" ] && [ "$(readlink -f "$link")" = "$(readlink -f "$src")" ]; then
-    ln -sfn "$toolchain" "$rustup_home/toolchains/$(basename "$link")"
-  fi
-done
-printf 'version = "12"\ndefault_toolchain = "%s"\nprofile = "minimal"\nauto_self_update = "disable"\n' \
-  "$toolchain" > "$rustup_home/settings.toml"
-chown "$RUNNER:$RUNNER" "$rustup_home/settings.toml"
-
-# rustup's proxies (cargo, rustc, rustup, ...) are hard links of one binary that dispatches on
-# its name: linking them is enough. The bin directory itself belongs to the runner so that
-# `cargo install` can add to it.
+runner_cargo() {
+  runuser -u "$RUNNER" -- env -i HOME="$RUNNER_HOME" PATH="$RUNNER_HOME/.cargo/bin:/usr/bin:/bin" cargo --version
+}
 cargo_home="$RUNNER_HOME/.cargo"
-install -d -o "$RUNNER" -g "$RUNNER" "$cargo_home" "$cargo_home/bin"
-for proxy in "$SOURCE_CARGO"/bin/*; do
-  name=$(basename "$proxy")
-  if [ ! "$proxy" -ef "$cargo_home/bin/$name" ]; then
-    ln -f "$proxy" "$cargo_home/bin/$name"
+link_root_toolchain() {
+  toolchain=$(sed -n 's/^default_toolchain = "\(.*\)"$/\1/p' "$SOURCE_RUSTUP/settings.toml")
+  if [ -z "$toolchain" ] || [ ! -d "$SOURCE_RUSTUP/toolchains/$toolchain" ]; then
+    echo "setup-runner-user: no default toolchain in $SOURCE_RUSTUP/settings.toml" >&2
+    exit 1
   fi
-done
+  src="$SOURCE_RUSTUP/toolchains/$toolchain"
+  rustup_home="$RUNNER_HOME/.rustup"
+  dst="$rustup_home/toolchains/$toolchain"
+  install -d -o "$RUNNER" -g "$RUNNER" "$rustup_home" "$rustup_home/toolchains"
+  # Linked once: afterwards the toolchain is the runner's, as on GitHub, where a workflow's
+  # `rustup toolchain install stable` updates it when a newer stable exists. So its directories
+  # (new inodes, not links) belong to the runner, and rustup can replace files in them; the
+  # files themselves stay root's hard links, which rustup unlinks and replaces but never writes
+  # into, so root's toolchain is never changed. (With root-owned directories, such an update
+  # fails and rustup retries its renames for minutes.)
+  if [ ! -d "$dst" ]; then
+    staging=$(mktemp -d "$rustup_home/toolchains/.staging.XXXXXX")
+    cp -al "$src" "$staging/$toolchain"
+    find "$staging/$toolchain" -type d -exec chown "$RUNNER:$RUNNER" {} +
+    mv "$staging/$toolchain" "$dst"
+    rmdir "$staging"
+  fi
+  # Other toolchain names that are symbolic links to the default one (e.g. `1.95.0 -> stable`):
+  # recreated relative, because root's point into /root, which the runner cannot enter.
+  for link in "$SOURCE_RUSTUP"/toolchains/*; do
+    if [ -L "$link" ] && [ "$(readlink -f "$link")" = "$(readlink -f "$src")" ]; then
+      ln -sfn "$toolchain" "$rustup_home/toolchains/$(basename "$link")"
+    fi
+  done
+  printf 'version = "12"\ndefault_toolchain = "%s"\nprofile = "minimal"\nauto_self_update = "disable"\n' \
+    "$toolchain" > "$rustup_home/settings.toml"
+  chown "$RUNNER:$RUNNER" "$rustup_home/settings.toml"
+
+  # rustup's proxies (cargo, rustc, rustup, ...) are hard links of one binary that dispatches on
+  # its name: linking them is enough. The bin directory itself belongs to the runner so that
+  # `cargo install` can add to it.
+  install -d -o "$RUNNER" -g "$RUNNER" "$cargo_home" "$cargo_home/bin"
+  for proxy in "$SOURCE_CARGO"/bin/*; do
+    name=$(basename "$proxy")
+    if [ ! "$proxy" -ef "$cargo_home/bin/$name" ]; then
+      ln -f "$proxy" "$cargo_home/bin/$name"
+    fi
+  done
+}
+# A runner that already has a working cargo keeps it: a GitHub-hosted runner (where CI runs this
+# script too) has its own toolchain and no /root/.rustup to link from.
+if ! runner_cargo > /dev/null 2>&1; then
+  link_root_toolchain
+fi
 if [ ! -d "$cargo_home/registry" ] && [ -d "$SOURCE_CARGO/registry" ]; then
   staging=$(mktemp -d "$cargo_home/.registry.XXXXXX")
   cp -a "$SOURCE_CARGO/registry/." "$staging/"
@@ -121,4 +131,4 @@ if ! grep -qs 'HOME/.cargo/bin' "$profile"; then
   chown "$RUNNER:$RUNNER" "$profile"
 fi
 
-runuser -u "$RUNNER" -- env -i HOME="$RUNNER_HOME" PATH="$cargo_home/bin:/usr/bin:/bin" cargo --version > /dev/null
+runner_cargo > /dev/null

@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup-host.sh
+# The workflow replay tests run steps as the non-root runner user, as GitHub does.
+bash scripts/setup-runner-user.sh
 cargo fmt --all --check
 bash scripts/lint-workflows.sh
 cargo test --workspace --locked --no-fail-fast -- --test-threads=2

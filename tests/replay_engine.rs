@@ -112,7 +112,7 @@ const ON: &str = "on:\n  workflow_dispatch:\n  push:\n";
 fn steps_run_as_the_non_root_runner_with_github_s_environment_only() {
     // Something the root caller has must not reach the step.
     std::env::set_var("REPLAY_ROOT_ONLY", "leaked");
-    let (_f, run) = run_ok(&format!(
+    let (_f, r) = replay(&format!(
         r#"name: identity
 {ON}
 env:
@@ -152,13 +152,24 @@ jobs:
           test "$WORKFLOW_LEVEL $JOB_LEVEL $STEP_LEVEL" = "wf job step"
           case ":$PATH:" in *":/home/runner/.cargo/bin:"*) ;; *) echo "no cargo bin in $PATH"; exit 1;; esac
           test "$(command -v gh)" != ""
+      - name: secrets are masked in logs
+        env:
+          TOKEN: ${{{{ github.token }}}}
+          PASSWORD: ${{{{ secrets.REGISTRY_PASSWORD }}}}
+        run: echo "token=$TOKEN password=$PASSWORD"
       - name: default shell has no pipefail, bash has
         run: |
           false | true
           echo "ok"
 "#
     ));
+    let run = run_workflow(r.secret("REGISTRY_PASSWORD", "hunter2-secret")).unwrap();
+    run.assert_success();
     let job = run.job("who");
+    assert_eq!(
+        job.log_of("secrets are masked in logs").lines().last(),
+        Some("token=*** password=***")
+    );
     let outputs = &job.step("id").outputs;
     assert_ne!(outputs["uid"], "0", "steps must not run as root");
     assert_eq!(outputs["user"], "runner");
@@ -524,6 +535,8 @@ jobs:
         job.error
     );
     assert!(job.log_of("Run sleep 30").contains("timed out"));
+    // The job was cancelled: an `always()` step still runs.
+    assert_eq!(job.step("Run echo after").outcome, Status::Success);
 }
 
 #[test]

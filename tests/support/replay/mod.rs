@@ -37,6 +37,9 @@ pub use actions::{ActionCall, ActionFn, StandIn};
 /// The user GitHub-hosted runners run jobs as.
 pub const RUNNER_USER: &str = "runner";
 pub const RUNNER_HOME: &str = "/home/runner";
+/// How long steps that run after a job was cancelled may take (GitHub's default
+/// `cancel-timeout-minutes`).
+const CANCEL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
 // ---------------------------------------------------------------------------------------------
 // Results
@@ -1563,19 +1566,13 @@ fn run_leg(
     let mut error = None;
     for (i, step) in job["steps"].as_array().expect("checked").iter().enumerate() {
         let step = step.as_object().expect("checked");
-        let timed_out = Instant::now() >= leg.deadline;
-        if timed_out && !leg.cancelled {
-            leg.cancelled = true;
-            leg.failed = true;
-            error = Some(format!(
-                "the job exceeded its timeout-minutes ({})",
-                leg.timeout_minutes
-            ));
-        }
         leg.run_step(i, step)?;
-        if Instant::now() >= leg.deadline && error.is_none() {
+        if Instant::now() >= leg.deadline && !leg.cancelled {
+            // GitHub cancels the job: only `always()`/`cancelled()` steps still run, each
+            // within the cancellation timeout.
             leg.cancelled = true;
             leg.failed = true;
+            leg.deadline = Instant::now() + CANCEL_TIMEOUT;
             error = Some(format!(
                 "the job exceeded its timeout-minutes ({})",
                 leg.timeout_minutes
@@ -1918,6 +1915,7 @@ impl Leg<'_> {
         self.summary += &std::fs::read_to_string(files.join("summary"))?;
 
         self.pgids.extend(end.pgid);
+        self.mask_secrets(&log)?;
         record.outputs = end.outputs;
         record.outcome = if end.ok {
             Status::Success
@@ -1932,10 +1930,23 @@ impl Leg<'_> {
         if record.conclusion == Status::Failure {
             self.failed = true;
         }
-        if end.timed_out && !continue_on_error && Instant::now() >= self.deadline {
-            self.cancelled = true;
-        }
         self.finish_step(record)
+    }
+
+    /// GitHub masks the token and secrets in logs.
+    fn mask_secrets(&self, log: &Path) -> Result<()> {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let mut masked = text.clone();
+        let secrets = self.env.run.replay.secrets.values();
+        for secret in std::iter::once(&self.token).chain(secrets) {
+            if !secret.is_empty() {
+                masked = masked.replace(secret.as_str(), "***");
+            }
+        }
+        if masked != text {
+            std::fs::write(log, masked)?;
+        }
+        Ok(())
     }
 
     fn finish_step(&mut self, record: StepRun) -> Result<()> {
@@ -2114,17 +2125,27 @@ pub(crate) fn exec_as_runner(
     log: &Path,
     deadline: Instant,
 ) -> Result<StepEnd> {
+    use std::os::unix::fs::MetadataExt as _;
     let (uid, gid) = runner_ids()?;
     let out = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)?;
-    let mut child = Command::new("setpriv")
-        .arg(format!("--reuid={uid}"))
-        .arg(format!("--regid={gid}"))
-        .arg("--init-groups")
-        .arg("--")
-        .args(argv)
+    // As root (here): switch to the runner. Already the runner (on a GitHub-hosted runner,
+    // where CI runs these tests): run as is.
+    let mut command = if std::fs::metadata("/proc/self")?.uid() == uid {
+        Command::new(&argv[0])
+    } else {
+        let mut c = Command::new("setpriv");
+        c.arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={gid}"))
+            .arg("--init-groups")
+            .arg("--")
+            .arg(&argv[0]);
+        c
+    };
+    let mut child = command
+        .args(&argv[1..])
         .env_clear()
         .envs(env)
         .current_dir(cwd)
