@@ -12,6 +12,22 @@
 //! Where GitHub silently evaluates a mistake to an empty string — a misspelled step id or
 //! output, a need the job does not declare, a matrix key or input that does not exist — the
 //! replay stops with an error naming the workflow, job, step and expression.
+//!
+//! ```ignore
+//! let replay = Replay::new(".github/workflows/update-template.yml", repo_root)?
+//!     .dispatch(json!({ "dry_run": true }))
+//!     .stand_in("actions/attest-build-provenance", StandIn::Script("...".into()));
+//! replay.gh_fail_once("release edit")?;           // the last step fails once
+//! let mut run = run_workflow(replay)?;             // Err = the workflow itself is wrong
+//! assert_eq!(run.result("release"), Status::Failure);
+//! rerun_failed(&mut run)?;                         // attempt 2, same run id
+//! run.assert_success();                            // panics with the failing steps' log tails
+//! ```
+//!
+//! Needs root (steps switch to the runner with `setpriv`) or to run as the runner itself, and
+//! `scripts/setup-runner-user.sh` to have run. Jobs do not get fresh machines: they share
+//! /home/runner, and steps run on this machine's architecture whatever `runs-on` says
+//! (`RUNNER_ARCH` follows the label).
 
 #![allow(dead_code)]
 
