@@ -934,6 +934,7 @@ jobs:
           test -f all/results-linux-arm64/build-linux-arm64.json
           test -f all/lock/template/package.json
           test "$(stat -c %U release/build-linux-amd64.json)" = runner
+          touch all/lock/template/written-by-the-runner
 "#
     ));
     assert!(run

@@ -389,17 +389,38 @@ fn upload(
     Ok(end)
 }
 
-fn copy_tree(from: &Path, to: &Path) -> Result<usize> {
+/// Creates `dir` and any missing parents, each the runner's (what a step would have made).
+fn create_runner_dirs(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        create_runner_dirs(parent)?;
+    }
+    std::fs::create_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
+    give_to_runner(dir)
+}
+
+/// Copies a tree; with `for_runner`, what it creates in a job's files belongs to the runner
+/// (only what it creates: a download into a large workspace does not walk the workspace).
+fn copy_tree(from: &Path, to: &Path, for_runner: bool) -> Result<usize> {
     let mut n = 0;
-    std::fs::create_dir_all(to)?;
+    if for_runner {
+        create_runner_dirs(to)?;
+    } else {
+        std::fs::create_dir_all(to)?;
+    }
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
         let target = to.join(entry.file_name());
         if entry.file_type()?.is_dir() {
-            n += copy_tree(&entry.path(), &target)?;
+            n += copy_tree(&entry.path(), &target, for_runner)?;
         } else {
             std::fs::copy(entry.path(), &target)
                 .with_context(|| format!("writing {}", target.display()))?;
+            if for_runner {
+                give_to_runner(&target)?;
+            }
             n += 1;
         }
     }
@@ -443,7 +464,7 @@ fn download(
                 "Unable to download artifact(s): Artifact not found for name: {name}\nPlease ensure that your artifact is not expired and the artifact was uploaded using a compatible version of toolkit/upload-artifact.\n(artifacts of this run: {names:?})"
             );
         }
-        let n = copy_tree(&store.join(name).join("files"), &dest)?;
+        let n = copy_tree(&store.join(name).join("files"), &dest, true)?;
         writeln!(
             logf,
             "Artifact {name} downloaded to {}: {n} file(s)",
@@ -461,7 +482,7 @@ fn download(
         }
         for name in selected {
             let to = if merge { dest.clone() } else { dest.join(name) };
-            let n = copy_tree(&store.join(name).join("files"), &to)?;
+            let n = copy_tree(&store.join(name).join("files"), &to, true)?;
             writeln!(
                 logf,
                 "Artifact {name} downloaded to {}: {n} file(s)",
@@ -469,8 +490,7 @@ fn download(
             )?;
         }
     }
-    std::fs::create_dir_all(&dest)?;
-    give_to_runner(&dest)?;
+    create_runner_dirs(&dest)?;
     Ok(end)
 }
 
@@ -577,12 +597,10 @@ fn cache_restore(
             for (i, path) in paths.iter().enumerate() {
                 let saved = dir.join("data").join(i.to_string());
                 if saved.is_dir() {
-                    copy_tree(&saved, path)?;
+                    copy_tree(&saved, path, true)?;
                 } else if saved.is_file() {
-                    std::fs::create_dir_all(path.parent().expect("has a parent"))?;
+                    create_runner_dirs(path.parent().expect("has a parent"))?;
                     std::fs::copy(&saved, path)?;
-                }
-                if path.exists() {
                     give_to_runner(path)?;
                 }
             }
@@ -628,7 +646,7 @@ impl CacheSave {
         for (i, path) in self.paths.iter().enumerate() {
             let to = staging.join("data").join(i.to_string());
             if path.is_dir() {
-                copy_tree(path, &to)?;
+                copy_tree(path, &to, false)?;
             } else if path.is_file() {
                 std::fs::create_dir_all(to.parent().expect("has a parent"))?;
                 std::fs::copy(path, &to)?;
