@@ -769,6 +769,27 @@ jobs:
     run.assert_success();
 }
 
+#[test]
+fn fake_tools_come_first_on_the_runner_s_path() {
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    steps:
+      - id: s
+        run: |
+          echo "gate=$(cargo xtask gate --json)" >> "$GITHUB_OUTPUT"
+          echo "real=$(rustc --version | cut -d' ' -f1)" >> "$GITHUB_OUTPUT"
+"#
+    ));
+    let run = run_workflow(r.fake_tool("cargo", "#!/bin/sh\necho \"fake cargo $*\"\n")).unwrap();
+    run.assert_success();
+    let outputs = &run.job("j").step("s").outputs;
+    assert_eq!(outputs["gate"], "fake cargo xtask gate --json");
+    assert_eq!(outputs["real"], "rustc", "other tools stay the real ones");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Actions: checkout, artifacts, cache
 // ---------------------------------------------------------------------------------------------

@@ -253,6 +253,7 @@ pub struct Replay {
     pub vars: BTreeMap<String, String>,
     pub secrets: BTreeMap<String, String>,
     stand_ins: BTreeMap<String, StandIn>,
+    tools: BTreeMap<String, String>,
     cache_dir: Option<PathBuf>,
     root: Arc<tempfile::TempDir>,
 }
@@ -282,6 +283,7 @@ impl Replay {
             vars: BTreeMap::new(),
             secrets: BTreeMap::new(),
             stand_ins: BTreeMap::new(),
+            tools: BTreeMap::new(),
             cache_dir: None,
             root: Arc::new(root),
         })
@@ -309,6 +311,13 @@ impl Replay {
     }
     pub fn secret(mut self, name: &str, value: &str) -> Self {
         self.secrets.insert(name.into(), value.into());
+        self
+    }
+    /// Puts an executable `name` with this script (start it with a `#!` line) first on the
+    /// runner's PATH, in front of the real one: fakes for the fast replays of a release
+    /// workflow (`cargo`, `rustup`, `sudo`...). A `gh` here replaces the gh stand-in.
+    pub fn fake_tool(mut self, name: &str, script: &str) -> Self {
+        self.tools.insert(name.into(), script.into());
         self
     }
     /// Where `actions/cache` keeps entries (default: inside this replay's directory).
@@ -2117,17 +2126,21 @@ pub(crate) fn give_to_runner(path: &Path) -> Result<()> {
 }
 
 /// Writes the gh stand-in for this replay (state dir and repository baked in).
+/// The directory first on the runner's PATH: the gh stand-in (state dir and repository baked
+/// in) and the test's fake tools.
 fn gh_bin_dir(r: &Replay) -> Result<PathBuf> {
     let bin = r.root().join("bin");
-    let gh = bin.join("gh");
-    if !gh.exists() {
-        std::fs::create_dir_all(&bin)?;
-        let text = include_str!("gh.py")
-            .replace("@STATE@", &r.gh_state_dir().display().to_string())
-            .replace("@REPOSITORY@", &r.repository);
-        std::fs::write(&gh, text)?;
-        set_mode(&gh, 0o755)?;
-        set_mode(&bin, 0o755)?;
+    std::fs::create_dir_all(&bin)?;
+    set_mode(&bin, 0o755)?;
+    let gh = include_str!("gh.py")
+        .replace("@STATE@", &r.gh_state_dir().display().to_string())
+        .replace("@REPOSITORY@", &r.repository);
+    let mut tools = BTreeMap::from([("gh".to_owned(), gh)]);
+    tools.extend(r.tools.clone());
+    for (name, script) in tools {
+        let path = bin.join(&name);
+        std::fs::write(&path, script).with_context(|| format!("writing {}", path.display()))?;
+        set_mode(&path, 0o755)?;
     }
     Ok(bin)
 }
