@@ -278,7 +278,9 @@ jobs:
       - name: later steps see GITHUB_ENV and GITHUB_PATH
         env:
           VIA_EXPR: ${{{{ env.FROM_ENV_FILE }}}}
+          CASED: ${{{{ steps.MAKE.outputs.WORD }}}}
         run: |
+          test "$CASED" = hello
           test "$FROM_ENV_FILE" = set-by-step
           test "$VIA_EXPR" = set-by-step
           test "$(mytool)" = tool-ran

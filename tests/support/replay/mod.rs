@@ -572,7 +572,7 @@ impl expr::Scope for Ctx<'_> {
         match p.as_slice() {
             ["steps", id] => {
                 let ids = self.step_ids.unwrap_or(&[]);
-                if !ids.iter().any(|s| s == id) {
+                if !ids.iter().any(|s| s.eq_ignore_ascii_case(id)) {
                     return Err(format!(
                         "`steps.{id}`: no step of this job has id `{id}` (ids: {})",
                         ids.join(", ")
@@ -590,7 +590,11 @@ impl expr::Scope for Ctx<'_> {
                 ));
             }
             ["steps", id, "outputs", name] if found.is_none() => {
-                let step = &self.contexts["steps"][*id];
+                let step = self.contexts["steps"]
+                    .as_object()
+                    .and_then(|steps| steps.iter().find(|(k, _)| k.eq_ignore_ascii_case(id)))
+                    .map(|(_, v)| v)
+                    .unwrap_or(&Value::Null);
                 if self.strict_outputs && step["outcome"] == "success" {
                     let written: Vec<&String> = step["outputs"]
                         .as_object()
@@ -601,7 +605,7 @@ impl expr::Scope for Ctx<'_> {
                     ));
                 }
             }
-            ["needs", id] if !self.need_ids.iter().any(|n| n == id) => {
+            ["needs", id] if !self.need_ids.iter().any(|n| n.eq_ignore_ascii_case(id)) => {
                 return Err(format!(
                     "`needs.{id}`: this job does not need `{id}` (needs: {})",
                     self.need_ids.join(", ")
@@ -613,8 +617,13 @@ impl expr::Scope for Ctx<'_> {
                 ));
             }
             ["needs", id, "outputs", name] => {
-                let declared = self.need_outputs.get(*id).cloned().unwrap_or_default();
-                if !declared.contains(*name) {
+                let declared = self
+                    .need_outputs
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(id))
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default();
+                if !declared.iter().any(|d| d.eq_ignore_ascii_case(name)) {
                     return Err(format!("`needs.{id}.outputs.{name}`: job `{id}` declares no output `{name}` (outputs: {declared:?})"));
                 }
             }
@@ -629,7 +638,12 @@ impl expr::Scope for Ctx<'_> {
                     "`matrix.{key}`: this matrix leg has no key `{key}` (keys: {keys:?})"
                 ));
             }
-            ["inputs", name] if !self.inputs_declared.contains_key(*name) => {
+            ["inputs", name]
+                if !self
+                    .inputs_declared
+                    .keys()
+                    .any(|k| k.eq_ignore_ascii_case(name)) =>
+            {
                 return Err(format!(
                     "`inputs.{name}`: the workflow declares no input `{name}` (inputs: {:?})",
                     self.inputs_declared.keys().collect::<Vec<_>>()
