@@ -1105,6 +1105,47 @@ jobs:
     assert!(rerun_failed(&mut run).is_err(), "nothing left to re-run");
 }
 
+#[test]
+fn rerun_failed_reruns_only_the_failed_and_cancelled_matrix_legs() {
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  m:
+    strategy:
+      matrix:
+        n: [1, 2, 3]
+    runs-on: ubuntu-latest
+    steps:
+      - run: test "${{{{ matrix.n }}}}" != 2 || test "$GITHUB_RUN_ATTEMPT" -ge 2
+"#
+    ));
+    let mut run = run_workflow(r).unwrap();
+    let statuses = |run: &WorkflowRun| {
+        run.legs("m")
+            .iter()
+            .map(|l| (l.status, l.attempt))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        statuses(&run),
+        vec![
+            (Status::Success, 1),
+            (Status::Failure, 1),
+            (Status::Cancelled, 1)
+        ]
+    );
+    rerun_failed(&mut run).unwrap();
+    assert_eq!(
+        statuses(&run),
+        vec![
+            (Status::Success, 1),
+            (Status::Success, 2),
+            (Status::Success, 2)
+        ]
+    );
+    assert_eq!(run.history.len(), 3 + 2);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The gh stand-in
 // ---------------------------------------------------------------------------------------------

@@ -798,7 +798,10 @@ fn run_attempt(
                 Some((&previous, &rerun_legs))
             },
         )?;
-        run.history.extend(results.iter().cloned());
+        // Legs kept from an earlier attempt are already in the history.
+        let attempt = run.run_attempt;
+        run.history
+            .extend(results.iter().filter(|r| r.attempt == attempt).cloned());
         let first = run
             .jobs
             .iter()
@@ -1246,7 +1249,8 @@ fn run_job(
             &permissions,
             &token,
         )?;
-        leg_failed |= r.outcome == Status::Failure;
+        // A leg with continue-on-error does not trigger fail-fast.
+        leg_failed |= r.status == Status::Failure;
         results.push(r);
     }
     Ok(results)
