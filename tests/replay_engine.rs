@@ -37,18 +37,17 @@ impl Fixture {
                 String::from_utf8_lossy(&out.stderr)
             );
         };
+        let commit = |message: &str| {
+            git(&["add", "."]);
+            git(&["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+                .into_iter()
+                .chain(["commit", "--quiet", "-m", message])
+                .collect::<Vec<_>>());
+        };
         git(&["init", "--quiet", "--initial-branch=main"]);
-        git(&["add", "."]);
-        git(&[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.invalid",
-            "commit",
-            "--quiet",
-            "-m",
-            "fixture",
-        ]);
+        commit("first");
+        std::fs::write(repo.join("src/b.txt"), "b\n").unwrap();
+        commit("second");
         Fixture { dir }
     }
     fn repo(&self) -> PathBuf {
@@ -810,13 +809,18 @@ jobs:
       - run: |
           test "$(cat hello.txt)" = "hello from the source repository"
           test "$(git rev-parse HEAD)" = "$GITHUB_SHA"
+          test "$(git rev-parse --is-shallow-repository)" = true
+          test "$(git log --oneline | wc -l)" = 1
           test -z "$(git config --get http.https://github.com/.extraheader || true)"
           touch written-by-runner
       - uses: actions/checkout@0000000000000000000000000000000000000000 # v7
         with:
           path: second
+          fetch-depth: 0
       - run: |
           git -C second config --get http.https://github.com/.extraheader | grep -q 'AUTHORIZATION: basic'
+          test "$(git -C second log --oneline | wc -l)" = 2
+          git -C second rev-parse --verify origin/main
 "#
     ));
     use std::os::unix::fs::MetadataExt as _;

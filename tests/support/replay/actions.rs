@@ -176,10 +176,9 @@ fn truthy_input(with: &BTreeMap<String, String>, key: &str, default: bool) -> Re
 // actions/checkout
 // ---------------------------------------------------------------------------------------------
 
-/// Clones the harness's source repository at the run's sha (or `ref`) into the workspace (or
-/// `path` below it). Cloned without hard links: the clone is handed to the runner, and chowning
-/// a hard link would chown the source's objects too. `fetch-depth` is not emulated (always a
-/// full clone); `origin` stays the local source, so nothing can reach github.com.
+/// Checks out the harness's source repository at the run's sha (or `ref`) into the workspace
+/// (or `path` below it), detached, `fetch-depth` commits deep. `origin` is the local source, so
+/// nothing can reach github.com.
 fn checkout(
     leg: &mut Leg,
     with: &BTreeMap<String, String>,
@@ -220,7 +219,7 @@ fn checkout(
         .filter(|r| !r.is_empty())
         .cloned()
         .unwrap_or(sha);
-    let git = |args: &[&str], cwd: &Path| -> Result<()> {
+    let git = |args: &[&str], cwd: &Path| -> Result<String> {
         // Root runs git in the runner's directory: trust it for this command only.
         let out = Command::new("git")
             .args(["-c", "safe.directory=*"])
@@ -228,27 +227,56 @@ fn checkout(
             .current_dir(cwd)
             .output()?;
         let mut f = std::fs::OpenOptions::new().append(true).open(log)?;
-        f.write_all(&out.stdout)?;
         f.write_all(&out.stderr)?;
         if !out.status.success() {
             bail!("git {} failed", args.join(" "));
         }
-        Ok(())
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     };
-    let source = replay.source_repo.display().to_string();
-    let dest_s = dest.display().to_string();
-    git(
-        &[
-            "clone",
-            "--quiet",
-            "--no-hardlinks",
-            "--no-checkout",
-            &source,
-            &dest_s,
-        ],
-        &leg.workspace,
-    )?;
-    git(&["checkout", "--quiet", "--detach", &target], &dest)?;
+    let source = std::fs::canonicalize(&replay.source_repo)
+        .with_context(|| format!("source repository {}", replay.source_repo.display()))?;
+    let commit = git(
+        &["rev-parse", "--verify", &format!("{target}^{{commit}}")],
+        &source,
+    )
+    .with_context(|| format!("`{target}` is not a commit of {}", source.display()))?;
+    // Fetched over file:// (objects are copied, never hard-linked: the clone is handed to the
+    // runner, and chowning a hard link would chown the source's objects), `fetch-depth`
+    // commits deep like GitHub's (default 1; 0 = every branch and tag with full history).
+    let depth: u32 = match with.get("fetch-depth").map(String::as_str) {
+        None | Some("") => 1,
+        Some(d) => d
+            .parse()
+            .map_err(|_| anyhow!("fetch-depth must be a number, got {d:?}"))?,
+    };
+    let url = format!("file://{}", source.display());
+    git(&["init", "--quiet", "--initial-branch=replay", "."], &dest)?;
+    git(&["remote", "add", "origin", &url], &dest)?;
+    if depth == 0 {
+        git(
+            &[
+                "fetch",
+                "--quiet",
+                "--tags",
+                "origin",
+                "+refs/heads/*:refs/remotes/origin/*",
+            ],
+            &dest,
+        )?;
+    } else {
+        git(
+            &[
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                &format!("--depth={depth}"),
+                "origin",
+                &commit,
+            ],
+            &dest,
+        )?;
+    }
+    git(&["checkout", "--quiet", "--detach", &commit], &dest)?;
     if truthy_input(with, "persist-credentials", true)? {
         let token = with
             .get("token")
