@@ -109,8 +109,12 @@ const ON: &str = "on:\n  workflow_dispatch:\n  push:\n";
 
 #[test]
 fn steps_run_as_the_non_root_runner_with_github_s_environment_only() {
-    // Something the root caller has must not reach the step.
-    std::env::set_var("REPLAY_ROOT_ONLY", "leaked");
+    // What the caller's environment has (cargo sets this for test binaries) must not reach
+    // the step.
+    assert!(
+        std::env::var("CARGO_PKG_NAME").is_ok(),
+        "the check below needs a caller variable"
+    );
     let (_f, r) = replay(&format!(
         r#"name: identity
 {ON}
@@ -135,7 +139,7 @@ jobs:
         env:
           STEP_LEVEL: step
         run: |
-          test -z "${{REPLAY_ROOT_ONLY:-}}"
+          test -z "${{CARGO_PKG_NAME:-}}"
           test "$HOME" = /home/runner
           test "$CI" = true && test "$GITHUB_ACTIONS" = true
           test "$RUNNER_OS" = Linux && test "$RUNNER_ARCH" = X64
