@@ -428,6 +428,11 @@ jobs:
       - name: on failure
         if: failure()
         run: echo "failure() is true"
+      - name: the step's own env is not in its if
+        if: always() && env.OWN == 'yes'
+        env:
+          OWN: "yes"
+        run: echo never
       - name: success is false
         if: success()
         run: echo never
@@ -465,6 +470,7 @@ jobs:
             Status::Skipped,
             Status::Success,
             Status::Success,
+            Status::Skipped,
             Status::Skipped
         ]
     );

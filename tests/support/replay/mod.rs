@@ -1743,9 +1743,18 @@ impl Leg<'_> {
         let here = format!("{}, step '{label}'", self.here);
         let log = self.dir.join("logs").join(format!("{:02}.log", i + 1));
 
-        // Step env (evaluated with the job's env), then name and if.
+        // The condition first, as the runner does: it sees the job's env, not the step's own
+        // (which is evaluated only for a step that runs).
+        let cond = step
+            .get("if")
+            .map(scalar_text)
+            .unwrap_or_else(|| "success()".into());
+        let go = {
+            let ctx = self.ctx("a step's `if:`", None, true);
+            expr::condition(&cond, &ctx).map_err(|e| anyhow!("{here}: `if: {cond}`: {e}"))?
+        };
         let mut step_env = Map::new();
-        {
+        if go {
             let ctx = self.ctx("a step's `env:`", None, true);
             eval_env(step.get("env"), &ctx, &mut step_env)
                 .map_err(|e| anyhow!("{here}: env: {e}"))?;
@@ -1759,11 +1768,6 @@ impl Leg<'_> {
                 .or_else(|| step.get("uses").map(|u| format!("Run {}", scalar_text(u))))
                 .unwrap_or_default(),
         };
-        let cond = step
-            .get("if")
-            .map(scalar_text)
-            .unwrap_or_else(|| "success()".into());
-        let go = expr::condition(&cond, &ctx).map_err(|e| anyhow!("{here}: `if: {cond}`: {e}"))?;
         let mut record = StepRun {
             id: id.clone(),
             name,
