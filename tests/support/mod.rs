@@ -1,1 +1,2 @@
 pub mod npm_fixture;
+pub mod replay;

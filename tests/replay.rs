@@ -1,0 +1,400 @@
+//! The release workflow, replayed on this machine as a GitHub-hosted runner runs it: jobs in
+//! `needs` order, every `run:` step as the non-root `runner` user with passwordless sudo, the
+//! real `cargo xtask` commands, a real Docker engine, a local registry standing in for ghcr.io,
+//! and a `gh` stand-in that keeps releases in a directory and refuses to change a published
+//! one (tests/support/replay).
+//!
+//! The workflow file is replayed as committed, with two lines changed and checked: the registry
+//! (ghcr.io -> 127.0.0.1:5000) and a fixed clock (`XTASK_NOW`), so that the plan reproduces the
+//! committed lockfile and the images other tests built are reused (build ids are content
+//! addresses). amd64 runs natively, arm64 under qemu.
+//!
+//! Scenarios share one Rust build cache and run one at a time.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use serde_json::{json, Value};
+use support::replay::{rerun_failed, run_workflow, Replay, Status};
+
+const WORKFLOW: &str = ".github/workflows/update-template.yml";
+/// A cadence day (epoch day 20787) whose resolution reproduces the committed lockfile.
+const DUE: &str = "2026-11-30T04:37:00Z";
+/// The local registry that stands in for ghcr.io.
+const REGISTRY: &str = "127.0.0.1:5000";
+
+fn repo_root() -> PathBuf {
+    support::npm_fixture::repo_root()
+}
+
+/// The committed resolution's clock: epoch day 20786, not a cadence day.
+fn not_due() -> String {
+    let inventory: Value = serde_json::from_slice(
+        &std::fs::read(repo_root().join("template/inventory.json")).unwrap(),
+    )
+    .unwrap();
+    inventory["resolved_at"].as_str().unwrap().to_owned()
+}
+
+/// One scenario at a time: they share the engine, the registry, /home/runner and the cache.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Shared {
+    /// A git repository holding this working tree's tracked files, committed on `main`.
+    repo: tempfile::TempDir,
+    /// The `actions/cache` store every scenario shares (the runner's Rust build cache).
+    cache: tempfile::TempDir,
+}
+
+fn shared() -> &'static Shared {
+    static SHARED: OnceLock<Shared> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        let root = repo_root();
+        let setup = Command::new("bash")
+            .arg(root.join("scripts/setup-runner-user.sh"))
+            .status()
+            .unwrap();
+        assert!(setup.success(), "scripts/setup-runner-user.sh failed");
+        let registry = Command::new("bash")
+            .arg(root.join("scripts/local-registry.sh"))
+            .arg("start")
+            .status()
+            .unwrap();
+        assert!(registry.success(), "scripts/local-registry.sh start failed");
+        Shared {
+            repo: scratch_repo(&root),
+            cache: tempfile::Builder::new()
+                .prefix("replay-cache-")
+                .tempdir()
+                .unwrap(),
+        }
+    })
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "git {args:?} failed in {}", dir.display());
+}
+
+fn scratch_repo(root: &Path) -> tempfile::TempDir {
+    let files = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(files.status.success());
+    let scratch = tempfile::Builder::new()
+        .prefix("replay-repo-")
+        .tempdir()
+        .unwrap();
+    for file in files.stdout.split(|b| *b == 0).filter(|f| !f.is_empty()) {
+        let file = std::str::from_utf8(file).unwrap();
+        let to = scratch.path().join(file);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(root.join(file), &to).unwrap();
+    }
+    git(scratch.path(), &["init", "-q", "-b", "main"]);
+    git(scratch.path(), &["add", "-A"]);
+    git(scratch.path(), &["commit", "-qm", "scratch"]);
+    scratch
+}
+
+/// The committed workflow with the registry and the clock replaced (and `edit` applied); each
+/// replacement must match exactly once, so a change to the workflow cannot silently void it.
+fn workflow(dir: &Path, now: &str, edit: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(repo_root().join(WORKFLOW)).unwrap();
+    let mut replacements = vec![
+        (
+            "  XTASK_OCI_REGISTRY: ghcr.io\n",
+            format!("  XTASK_OCI_REGISTRY: {REGISTRY}\n  XTASK_NOW: \"{now}\"\n"),
+        ),
+        ("  CARGO_TERM_COLOR: always\n", "  CARGO_TERM_COLOR: never\n".into()),
+    ];
+    replacements.extend(edit.iter().map(|(a, b)| (*a, b.to_string())));
+    for (from, to) in replacements {
+        assert_eq!(
+            text.matches(from).count(),
+            1,
+            "{WORKFLOW} no longer holds {from:?} exactly once; update tests/replay.rs"
+        );
+        text = text.replace(from, &to);
+    }
+    let path = dir.join("update-template.yml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn event(kind: &str, inputs: Value) -> (String, Value) {
+    let repository = json!({ "default_branch": "main", "full_name": "sandbox0/coding-agent-template" });
+    match kind {
+        "schedule" => (
+            "schedule".into(),
+            json!({ "schedule": "37 4 * * *", "repository": repository }),
+        ),
+        _ => (
+            "workflow_dispatch".into(),
+            json!({ "inputs": inputs, "repository": repository, "ref": "refs/heads/main" }),
+        ),
+    }
+}
+
+fn replay(workflow: &Path, (name, payload): (String, Value)) -> Replay {
+    let shared = shared();
+    Replay::new(workflow, shared.repo.path())
+        .unwrap()
+        .repository("sandbox0/coding-agent-template")
+        .cache_dir(shared.cache.path())
+        .event(&name, payload)
+}
+
+fn outputs(run: &support::replay::WorkflowRun, job: &str) -> std::collections::BTreeMap<String, String> {
+    run.job(job).outputs.clone()
+}
+
+fn releases(dir: &Path) -> Vec<(String, Value, Vec<String>)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return vec![];
+    };
+    let mut out: Vec<(String, Value, Vec<String>)> = entries
+        .map(|e| e.unwrap().path())
+        .map(|release| {
+            let meta: Value =
+                serde_json::from_slice(&std::fs::read(release.join("release.json")).unwrap())
+                    .unwrap();
+            let mut assets: Vec<String> = std::fs::read_dir(release.join("assets"))
+                .map(|a| {
+                    a.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            assets.sort();
+            (
+                release.file_name().unwrap().to_string_lossy().into_owned(),
+                meta,
+                assets,
+            )
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// The tag `cargo xtask release plan` makes on this machine for the same inputs and clock.
+fn local_plan_tag(now: &str) -> String {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["release", "plan", "--json", "--force", "--now", now])
+        .arg("--out")
+        .arg(out_dir.path())
+        .arg("--previous-receipts")
+        .arg(out_dir.path().join("none"))
+        .env("XTASK_ROOT", shared().repo.path())
+        .env_remove("GITHUB_ACTIONS")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    plan["tag"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_scheduled_day_that_is_not_due_ends_after_the_plan() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_workflow(replay(
+        &workflow(dir.path(), &not_due(), &[]),
+        event("schedule", json!({})),
+    ))
+    .expect("the workflow replays");
+    run.assert_success();
+    assert_eq!(outputs(&run, "plan")["action"], "not_due");
+    assert_eq!(outputs(&run, "plan")["publish"], "false");
+    assert_eq!(run.result("build"), Status::Skipped);
+    assert_eq!(run.result("ship"), Status::Skipped);
+    assert!(
+        run.summary().contains("not due: epoch day 20786"),
+        "the job summary says why: {}",
+        run.summary()
+    );
+    assert!(releases(&run.releases_dir()).is_empty());
+}
+
+#[test]
+fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let due = replay(&workflow(dir.path(), DUE, &[]), event("schedule", json!({})));
+
+    // The last step (publishing the draft) fails once, as a GitHub API hiccup would.
+    due.gh_fail_once("release edit").unwrap();
+    let mut run = run_workflow(due.clone()).expect("the workflow replays");
+    assert_eq!(run.result("plan"), Status::Success, "{}", run.failure_report());
+    let plan = outputs(&run, "plan");
+    assert_eq!(plan["action"], "release");
+    assert_eq!(plan["publish"], "true");
+    let legs = run.legs("build");
+    assert_eq!(legs.len(), 2);
+    for leg in legs {
+        assert_eq!(leg.status, Status::Success, "{}", run.failure_report());
+    }
+    assert_eq!(run.result("ship"), Status::Failure);
+    assert_eq!(
+        run.job("ship").step("Publish the release").outcome,
+        Status::Failure
+    );
+
+    // "Re-run failed jobs": ship again, same run, same plan and results.
+    rerun_failed(&mut run).expect("the re-run replays");
+    run.assert_success();
+    let tag = plan["tag"].clone();
+    assert_eq!(
+        tag,
+        local_plan_tag(DUE),
+        "cargo xtask release and the workflow name the same release"
+    );
+    let published = releases(&run.releases_dir());
+    assert_eq!(published.len(), 1, "{published:?}");
+    let (name, meta, assets) = &published[0];
+    assert_eq!(*name, tag);
+    assert_eq!(meta["isDraft"], false, "{meta}");
+    let receipts: Vec<&String> = assets.iter().filter(|a| a.starts_with("receipt-")).collect();
+    assert_eq!(receipts.len(), 1, "one receipt per release: {assets:?}");
+    for asset in ["package-lock.json", "inventory.json", "receipt.v1.schema.json"] {
+        assert!(assets.iter().any(|a| a == asset), "{asset} in {assets:?}");
+    }
+
+    // What a consumer does with the published assets: verify against the registry.
+    let release_dir = run.releases_dir().join(&tag).join("assets");
+    let verify = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["receipt", "verify", "--check-registry", "--artifacts"])
+        .arg(&release_dir)
+        .arg(release_dir.join(receipts[0]))
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    let receipt: Value =
+        serde_json::from_slice(&std::fs::read(release_dir.join(receipts[0])).unwrap()).unwrap();
+    for platform in receipt["platforms"].as_array().unwrap() {
+        assert!(
+            platform["debian_packages"].as_array().unwrap().len() > 100,
+            "each platform's Debian packages are recorded"
+        );
+    }
+    assert!(run.summary().contains("Debian packages only on linux/amd64"));
+
+    // The same due day again: the previous release has exactly these inputs. The plan ends
+    // the run; nothing is built, pushed or released.
+    let again = run_workflow(due.clone()).expect("the workflow replays");
+    again.assert_success();
+    assert_eq!(outputs(&again, "plan")["action"], "unchanged");
+    assert_eq!(again.result("build"), Status::Skipped);
+    assert_eq!(again.result("ship"), Status::Skipped);
+    assert!(again.summary().contains("nothing changed since release"));
+    assert_eq!(releases(&again.releases_dir()).len(), 1);
+}
+
+#[test]
+fn a_forced_dispatch_on_a_day_that_is_not_due_builds_and_tests_without_publishing() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_workflow(replay(
+        &workflow(dir.path(), &not_due(), &[]),
+        event(
+            "workflow_dispatch",
+            json!({ "force": true, "no_publish": true }),
+        ),
+    ))
+    .expect("the workflow replays");
+    run.assert_success();
+    let plan = outputs(&run, "plan");
+    assert_eq!(plan["action"], "release", "force passes the gate");
+    assert_eq!(plan["publish"], "false");
+    assert_eq!(run.legs("build").len(), 2);
+    assert_eq!(run.result("build"), Status::Success);
+    assert_eq!(run.result("ship"), Status::Skipped);
+    assert!(releases(&run.releases_dir()).is_empty());
+}
+
+#[test]
+fn a_dispatch_from_another_branch_publishes_nothing() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut branch = replay(
+        &workflow(dir.path(), &not_due(), &[]),
+        event("workflow_dispatch", json!({ "force": true })),
+    );
+    branch.git_ref = "refs/heads/try-arm".into();
+    let run = run_workflow(branch).expect("the workflow replays");
+    run.assert_success();
+    let plan = outputs(&run, "plan");
+    assert_eq!(plan["action"], "release");
+    assert_eq!(plan["publish"], "false");
+    assert_eq!(run.result("build"), Status::Success);
+    assert_eq!(run.result("ship"), Status::Skipped);
+    assert!(
+        run.summary().contains("releases are published only from main"),
+        "{}",
+        run.summary()
+    );
+    assert!(releases(&run.releases_dir()).is_empty());
+}
+
+#[test]
+fn the_replay_fails_on_a_misspelled_step_output_or_artifact_name() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let misspelled_output = workflow(
+        dir.path(),
+        &not_due(),
+        &[(
+            "action: ${{ steps.plan.outputs.action }}",
+            "action: ${{ steps.plan.outputs.acton }}",
+        )],
+    );
+    let error = match run_workflow(replay(&misspelled_output, event("schedule", json!({})))) {
+        Err(e) => format!("{e:#}"),
+        Ok(run) => run.failure_report(),
+    };
+    assert!(error.contains("acton"), "{error}");
+
+    let misspelled_artifact = workflow(
+        dir.path(),
+        &not_due(),
+        &[(
+            "          name: plan\n          path: .\n      - name: Rust build cache",
+            "          name: plans\n          path: .\n      - name: Rust build cache",
+        )],
+    );
+    let run = run_workflow(replay(
+        &misspelled_artifact,
+        event(
+            "workflow_dispatch",
+            json!({ "force": true, "no_publish": true }),
+        ),
+    ))
+    .expect("the workflow replays");
+    assert!(!run.succeeded());
+    let report = run.failure_report();
+    assert!(report.contains("plans"), "{report}");
+}

@@ -1,0 +1,1389 @@
+//! The workflow replay harness's own tests (`tests/support/replay/`): small fixture workflows
+//! whose steps are `echo`, `cat` and `id -u`, replayed as the non-root runner user. No Docker,
+//! no cargo builds inside. Needs `scripts/setup-runner-user.sh` to have run (as root).
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use support::replay::expr;
+use support::replay::{rerun_failed, run_workflow, Replay, StandIn, Status, WorkflowRun};
+
+/// A throwaway git repository (the source `actions/checkout` clones) with one commit, and a
+/// workflow file beside it.
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(repo.join("src")).unwrap();
+        std::fs::write(repo.join("hello.txt"), "hello from the source repository\n").unwrap();
+        std::fs::write(repo.join("src/a.txt"), "a\n").unwrap();
+        let git = |args: &[&str]| {
+            let out = Command::new("git")
+                .args(args)
+                .current_dir(&repo)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "git {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let commit = |message: &str| {
+            git(&["add", "."]);
+            git(&["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+                .into_iter()
+                .chain(["commit", "--quiet", "-m", message])
+                .collect::<Vec<_>>());
+        };
+        git(&["init", "--quiet", "--initial-branch=main"]);
+        commit("first");
+        std::fs::write(repo.join("src/b.txt"), "b\n").unwrap();
+        commit("second");
+        Fixture { dir }
+    }
+    fn repo(&self) -> PathBuf {
+        self.dir.path().join("repo")
+    }
+    fn workflow(&self, name: &str, yaml: &str) -> Replay {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, yaml).unwrap();
+        Replay::new(&path, self.repo()).unwrap()
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn replay(yaml: &str) -> (Fixture, Replay) {
+    let f = Fixture::new();
+    let r = f.workflow("wf.yml", yaml);
+    (f, r)
+}
+
+fn run_ok(yaml: &str) -> (Fixture, WorkflowRun) {
+    let (f, r) = replay(yaml);
+    let run = run_workflow(r).unwrap_or_else(|e| panic!("{e:#}"));
+    run.assert_success();
+    (f, run)
+}
+
+/// The replay error of a workflow that must not replay.
+fn replay_error(yaml: &str) -> String {
+    let (_f, r) = replay(yaml);
+    match run_workflow(r) {
+        Ok(run) => panic!(
+            "the replay should have stopped with an error; jobs: {:?}",
+            run.jobs
+                .iter()
+                .map(|j| (&j.name, j.status))
+                .collect::<Vec<_>>()
+        ),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+const ON: &str = "on:\n  workflow_dispatch:\n  push:\n";
+
+// ---------------------------------------------------------------------------------------------
+// The runner user and the step environment
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn steps_run_as_the_non_root_runner_with_github_s_environment_only() {
+    // What the caller's environment has (cargo sets this for test binaries) must not reach
+    // the step.
+    assert!(
+        std::env::var("CARGO_PKG_NAME").is_ok(),
+        "the check below needs a caller variable"
+    );
+    let (_f, r) = replay(&format!(
+        r#"name: identity
+{ON}
+env:
+  WORKFLOW_LEVEL: wf
+jobs:
+  who:
+    runs-on: ubuntu-latest
+    env:
+      JOB_LEVEL: job
+    steps:
+      - id: id
+        run: |
+          echo "uid=$(id -u)" >> "$GITHUB_OUTPUT"
+          echo "user=$(id -un)" >> "$GITHUB_OUTPUT"
+          echo "groups=$(id -Gn)" >> "$GITHUB_OUTPUT"
+      - name: sudo works without a password
+        run: sudo -n true
+      - name: cargo works
+        run: cargo --version
+      - name: environment
+        env:
+          STEP_LEVEL: step
+        run: |
+          test -z "${{CARGO_PKG_NAME:-}}"
+          test "$HOME" = /home/runner
+          test "$CI" = true && test "$GITHUB_ACTIONS" = true
+          test "$RUNNER_OS" = Linux && test "$RUNNER_ARCH" = X64
+          test "$PWD" = "$GITHUB_WORKSPACE"
+          test -d "$RUNNER_TEMP" && test -w "$RUNNER_TEMP"
+          test "$GITHUB_REPOSITORY" = sandbox0/coding-agent-template
+          test "$GITHUB_REPOSITORY_OWNER" = sandbox0
+          test "$GITHUB_REF" = refs/heads/main && test "$GITHUB_REF_NAME" = main
+          test "$GITHUB_RUN_ATTEMPT" = 1 && test -n "$GITHUB_RUN_ID" && test "$GITHUB_JOB" = who
+          test "$GITHUB_EVENT_NAME" = workflow_dispatch
+          test "$(jq -r .repository.default_branch "$GITHUB_EVENT_PATH")" = main
+          test "${{#GITHUB_SHA}}" = 40
+          test "$WORKFLOW_LEVEL $JOB_LEVEL $STEP_LEVEL" = "wf job step"
+          case ":$PATH:" in *":/home/runner/.cargo/bin:"*) ;; *) echo "no cargo bin in $PATH"; exit 1;; esac
+          test "$(command -v gh)" != ""
+      - name: secrets are masked in logs
+        env:
+          TOKEN: ${{{{ github.token }}}}
+          PASSWORD: ${{{{ secrets.REGISTRY_PASSWORD }}}}
+        run: echo "token=$TOKEN password=$PASSWORD"
+      - name: default shell has no pipefail, bash has
+        run: |
+          false | true
+          echo "ok"
+"#
+    ));
+    let run = run_workflow(r.secret("REGISTRY_PASSWORD", "hunter2-secret")).unwrap();
+    run.assert_success();
+    let job = run.job("who");
+    assert_eq!(
+        job.log_of("secrets are masked in logs").lines().last(),
+        Some("token=*** password=***")
+    );
+    let outputs = &job.step("id").outputs;
+    assert_ne!(outputs["uid"], "0", "steps must not run as root");
+    assert_eq!(outputs["user"], "runner");
+    assert!(
+        job.log_of("cargo works").contains("cargo "),
+        "{}",
+        job.log_of("cargo works")
+    );
+    assert_eq!(job.runs_on, json!("ubuntu-latest"));
+}
+
+#[test]
+fn bash_shell_has_pipefail_and_the_default_shell_does_not() {
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    steps:
+      - name: implicit
+        run: false | true
+      - name: explicit bash
+        shell: bash
+        run: false | true
+"#
+    ));
+    let run = run_workflow(r).unwrap();
+    let job = run.job("j");
+    assert_eq!(job.step("implicit").outcome, Status::Success);
+    assert_eq!(job.step("explicit bash").outcome, Status::Failure);
+    assert!(job.log_of("explicit bash").contains("exit code 1"));
+}
+
+#[test]
+fn working_directory_comes_from_the_step_or_the_defaults_and_background_processes_end_with_the_job()
+{
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    defaults:
+      run:
+        working-directory: sub
+    steps:
+      - name: prepare
+        working-directory: .
+        run: mkdir -p sub/deeper
+      - id: where
+        run: |
+          echo "default=${{PWD#"$GITHUB_WORKSPACE"/}}" >> "$GITHUB_OUTPUT"
+          sleep 600 &
+          echo "pid=$!" >> "$GITHUB_OUTPUT"
+      - id: deeper
+        working-directory: sub/deeper
+        run: echo "dir=${{PWD#"$GITHUB_WORKSPACE"/}}" >> "$GITHUB_OUTPUT"
+      - name: missing
+        working-directory: nowhere
+        run: echo never
+"#
+    ));
+    let run = run_workflow(r).unwrap();
+    let job = run.job("j");
+    assert_eq!(job.step("where").outputs["default"], "sub");
+    assert_eq!(job.step("deeper").outputs["dir"], "sub/deeper");
+    assert_eq!(job.step("missing").outcome, Status::Failure);
+    assert!(job.log_of("missing").contains("working directory"));
+    // The background `sleep` a step started is gone once the job ended.
+    let pid = &job.step("where").outputs["pid"];
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    // Gone, or a zombie this container's init has not reaped yet: dead either way.
+    let alive = !status.is_empty() && !status.contains("State:\tZ");
+    assert!(
+        !alive,
+        "the step's background process {pid} outlived the job:\n{status}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outputs, env files, summaries
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn outputs_flow_from_step_to_job_to_needs_with_env_path_and_summary_files() {
+    let (_f, run) = run_ok(&format!(
+        r#"{ON}
+defaults:
+  run:
+    shell: bash
+jobs:
+  produce:
+    runs-on: ubuntu-latest
+    outputs:
+      word: ${{{{ steps.make.outputs.word }}}}
+      text: ${{{{ steps.make.outputs.text }}}}
+    steps:
+      - id: make
+        run: |
+          echo "word=hello" >> "$GITHUB_OUTPUT"
+          {{ echo "text<<EOF"; echo "line one"; echo "line two"; echo "EOF"; }} >> "$GITHUB_OUTPUT"
+          echo "FROM_ENV_FILE=set-by-step" >> "$GITHUB_ENV"
+          mkdir -p "$RUNNER_TEMP/tools" && printf '#!/bin/sh\necho tool-ran\n' > "$RUNNER_TEMP/tools/mytool" && chmod +x "$RUNNER_TEMP/tools/mytool"
+          echo "$RUNNER_TEMP/tools" >> "$GITHUB_PATH"
+          echo '## produced' >> "$GITHUB_STEP_SUMMARY"
+      - name: later steps see GITHUB_ENV and GITHUB_PATH
+        env:
+          VIA_EXPR: ${{{{ env.FROM_ENV_FILE }}}}
+          CASED: ${{{{ steps.MAKE.outputs.WORD }}}}
+        run: |
+          test "$CASED" = hello
+          test "$FROM_ENV_FILE" = set-by-step
+          test "$VIA_EXPR" = set-by-step
+          test "$(mytool)" = tool-ran
+  consume:
+    needs: produce
+    runs-on: ubuntu-latest
+    steps:
+      - id: echo
+        env:
+          WORD: ${{{{ needs.produce.outputs.word }}}}
+          TEXT: ${{{{ needs.produce.outputs.text }}}}
+          RESULT: ${{{{ needs.produce.result }}}}
+        run: |
+          echo "got=$WORD/$RESULT" >> "$GITHUB_OUTPUT"
+          test "$TEXT" = "$(printf 'line one\nline two')"
+"#
+    ));
+    assert_eq!(run.job("produce").outputs["word"], "hello");
+    assert_eq!(run.job("produce").outputs["text"], "line one\nline two");
+    assert_eq!(
+        run.job("consume").step("echo").outputs["got"],
+        "hello/success"
+    );
+    assert!(run.summary().contains("## produced"));
+}
+
+#[test]
+fn matrix_legs_expand_axes_and_include_and_evaluate_runs_on_and_name() {
+    let (_f, run) = run_ok(&format!(
+        r#"{ON}
+jobs:
+  build:
+    name: Build ${{{{ matrix.platform }}}}
+    strategy:
+      fail-fast: false
+      matrix:
+        include:
+          - platform: linux/amd64
+            runner: ubuntu-latest
+            slug: linux-amd64
+          - platform: linux/arm64
+            runner: ubuntu-24.04-arm
+            slug: linux-arm64
+    runs-on: ${{{{ matrix.runner }}}}
+    env:
+      SLUG: ${{{{ matrix.slug }}}}
+    steps:
+      - id: s
+        run: echo "slug=$SLUG arch=$RUNNER_ARCH" >> "$GITHUB_OUTPUT"
+  grid:
+    strategy:
+      matrix:
+        os: [a, b]
+        n: [1, 2]
+        exclude:
+          - os: b
+            n: 2
+        include:
+          - os: a
+            extra: x
+          - os: c
+            n: 3
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo "${{{{ matrix.os }}}}-${{{{ matrix.n }}}}"
+"#
+    ));
+    let legs = run.legs("build");
+    assert_eq!(legs.len(), 2);
+    assert_eq!(legs[0].name, "Build linux/amd64");
+    assert_eq!(legs[1].runs_on, json!("ubuntu-24.04-arm"));
+    assert_eq!(legs[0].step("s").outputs["slug"], "linux-amd64 arch=X64");
+    assert_eq!(legs[1].step("s").outputs["slug"], "linux-arm64 arch=ARM64");
+    let grid: Vec<Value> = run
+        .legs("grid")
+        .iter()
+        .map(|l| Value::Object(l.matrix.clone().unwrap()))
+        .collect();
+    assert_eq!(
+        grid,
+        vec![
+            json!({"os": "a", "n": 1, "extra": "x"}),
+            json!({"os": "a", "n": 2, "extra": "x"}),
+            json!({"os": "b", "n": 1}),
+            json!({"os": "c", "n": 3}),
+        ]
+    );
+}
+
+#[test]
+fn fail_fast_cancels_the_remaining_legs_and_fail_fast_false_runs_them() {
+    let yaml = |ff: bool| {
+        format!(
+            r#"{ON}
+jobs:
+  m:
+    strategy:
+      fail-fast: {ff}
+      matrix:
+        n: [1, 2]
+    runs-on: ubuntu-latest
+    steps:
+      - run: test "${{{{ matrix.n }}}}" != 1
+"#
+        )
+    };
+    let (_f, r) = replay(&yaml(true));
+    let run = run_workflow(r).unwrap();
+    let legs = run.legs("m");
+    assert_eq!(
+        (legs[0].status, legs[1].status),
+        (Status::Failure, Status::Cancelled)
+    );
+    let (_f, r) = replay(&yaml(false));
+    let run = run_workflow(r).unwrap();
+    let legs = run.legs("m");
+    assert_eq!(
+        (legs[0].status, legs[1].status),
+        (Status::Failure, Status::Success)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conditions and failure propagation
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_job_is_skipped_when_its_need_failed_and_not_cancelled_steps_still_run() {
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  first:
+    runs-on: ubuntu-latest
+    steps:
+      - name: breaks
+        run: echo "about to fail"; exit 3
+      - name: skipped by default
+        run: echo never
+      - name: still runs
+        if: ${{{{ !cancelled() }}}}
+        run: echo "ran after the failure"
+      - name: on failure
+        if: failure()
+        run: echo "failure() is true"
+      - name: the step's own env is not in its if
+        if: always() && env.OWN == 'yes'
+        env:
+          OWN: "yes"
+        run: echo never
+      - name: success is false
+        if: success()
+        run: echo never
+  second:
+    needs: first
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo never
+  report:
+    needs: [first, second]
+    if: always()
+    runs-on: ubuntu-latest
+    steps:
+      - env:
+          FIRST: ${{{{ needs.first.result }}}}
+          SECOND: ${{{{ needs.second.result }}}}
+        run: test "$FIRST/$SECOND" = failure/skipped
+  on-failure:
+    needs: second
+    if: failure()
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo "an ancestor failed"
+"#
+    ));
+    let run = run_workflow(r).unwrap();
+    assert!(!run.succeeded());
+    let first = run.job("first");
+    assert_eq!(first.status, Status::Failure);
+    let outcomes: Vec<Status> = first.steps.iter().map(|s| s.outcome).collect();
+    assert_eq!(
+        outcomes,
+        vec![
+            Status::Failure,
+            Status::Skipped,
+            Status::Success,
+            Status::Success,
+            Status::Skipped,
+            Status::Skipped
+        ]
+    );
+    assert_eq!(run.result("second"), Status::Skipped);
+    assert_eq!(
+        run.result("report"),
+        Status::Success,
+        "{}",
+        run.failure_report()
+    );
+    assert_eq!(run.result("on-failure"), Status::Success);
+    let report = run.failure_report();
+    assert!(
+        report.contains("about to fail") && report.contains("exit code 3"),
+        "{report}"
+    );
+}
+
+#[test]
+fn continue_on_error_keeps_the_job_green_with_the_outcome_recorded() {
+    let (_f, run) = run_ok(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    steps:
+      - id: flaky
+        continue-on-error: true
+        run: exit 1
+      - env:
+          OUTCOME: ${{{{ steps.flaky.outcome }}}}
+          CONCLUSION: ${{{{ steps.flaky.conclusion }}}}
+        run: test "$OUTCOME/$CONCLUSION" = failure/success
+  tolerated:
+    runs-on: ubuntu-latest
+    continue-on-error: true
+    steps:
+      - run: exit 1
+"#
+    ));
+    assert_eq!(run.job("tolerated").outcome, Status::Failure);
+    assert_eq!(run.job("tolerated").status, Status::Success);
+}
+
+#[test]
+fn timeout_minutes_kills_the_step_and_fails_the_job() {
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  slow:
+    runs-on: ubuntu-latest
+    timeout-minutes: 0.02
+    steps:
+      - run: sleep 30
+      - if: always()
+        run: echo after
+"#
+    ));
+    let started = std::time::Instant::now();
+    let run = run_workflow(r).unwrap();
+    assert!(
+        started.elapsed().as_secs() < 10,
+        "the timeout did not stop the step"
+    );
+    let job = run.job("slow");
+    assert_eq!(job.status, Status::Failure);
+    assert!(
+        job.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("timeout-minutes"),
+        "{:?}",
+        job.error
+    );
+    assert!(job.log_of("Run sleep 30").contains("timed out"));
+    // The job was cancelled: an `always()` step still runs.
+    assert_eq!(job.step("Run echo after").outcome, Status::Success);
+}
+
+#[test]
+fn typed_dispatch_inputs_permissions_environment_and_events_are_recorded() {
+    let f = Fixture::new();
+    let yaml = r#"
+on:
+  schedule:
+    - cron: "0 0 * * *"
+  workflow_dispatch:
+    inputs:
+      force:
+        type: boolean
+        default: false
+      dry_run:
+        type: boolean
+        default: true
+      label:
+        type: string
+        default: plain
+permissions: {}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    environment: release
+    permissions:
+      contents: write
+      packages: read
+    steps:
+      - id: v
+        env:
+          FORCE: ${{ inputs.force }}
+          FORCE_IS_BOOL: ${{ inputs.force == true }}
+          DRY: ${{ inputs.dry_run || false }}
+          LABEL: ${{ inputs.label }}
+          EVENT_FORCE: ${{ github.event.inputs.force }}
+        run: echo "all=$FORCE $FORCE_IS_BOOL $DRY $LABEL $EVENT_FORCE" >> "$GITHUB_OUTPUT"
+"#;
+    let run = run_workflow(f.workflow("w.yml", yaml).dispatch(json!({ "force": true }))).unwrap();
+    run.assert_success();
+    let job = run.job("j");
+    assert_eq!(job.step("v").outputs["all"], "true true true plain true");
+    assert_eq!(job.environment, Some(json!("release")));
+    assert_eq!(
+        job.permissions.get("contents").map(String::as_str),
+        Some("write")
+    );
+    // A scheduled run has no inputs: declared inputs read as empty, `|| false` gives false.
+    let run = run_workflow(f.workflow("w.yml", yaml).event("schedule", json!({}))).unwrap();
+    assert_eq!(run.job("j").step("v").outputs["all"], " false false  ");
+    // An event the workflow is not triggered by is an error.
+    let err = run_workflow(f.workflow("w.yml", yaml).event("push", json!({})))
+        .err()
+        .unwrap();
+    assert!(
+        format!("{err:#}").contains("not triggered by `push`"),
+        "{err:#}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strictness
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_misspelled_step_output_reference_stops_the_replay_naming_it() {
+    let err = replay_error(&format!(
+        r#"name: typo
+{ON}
+jobs:
+  build:
+    runs-on: ubuntu-latest
+    steps:
+      - id: build
+        run: echo "image=abc" >> "$GITHUB_OUTPUT"
+      - name: Smoke test
+        env:
+          IMAGE: ${{{{ steps.build.outputs.imgae }}}}
+        run: echo "$IMAGE"
+"#
+    ));
+    assert!(
+        err.contains("wf.yml") && err.contains("job build") && err.contains("step 'Smoke test'"),
+        "{err}"
+    );
+    assert!(
+        err.contains("steps.build.outputs.imgae") && err.contains("never wrote output `imgae`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn strict_references_are_errors_naming_the_expression() {
+    let cases: &[(&str, &str, &str)] = &[
+        // (job extras, expression, expected in the error)
+        (
+            "",
+            "steps.nope.outputs.x",
+            "no step of this job has id `nope`",
+        ),
+        ("", "steps.later.outputs.x", "has not run yet"),
+        (
+            "",
+            "needs.other.outputs.x",
+            "this job does not need `other`",
+        ),
+        (
+            "needs: other\n    ",
+            "needs.other.outputs.undeclared",
+            "declares no output `undeclared`",
+        ),
+        ("", "matrix.platform", "no key `platform`"),
+        ("", "inputs.nope", "declares no input `nope`"),
+        ("", "github.repository_ownr", "github.repository_ownr"),
+        ("", "fromJSON('{')", "is not JSON"),
+    ];
+    for (extra, expression, expected) in cases {
+        let err = replay_error(&format!(
+            r#"{ON}
+jobs:
+  other:
+    runs-on: ubuntu-latest
+    outputs:
+      x: declared
+    steps:
+      - run: "true"
+  j:
+    {extra}runs-on: ubuntu-latest
+    steps:
+      - name: uses it
+        env:
+          V: ${{{{ {expression} }}}}
+        run: "true"
+      - id: later
+        run: "true"
+"#
+        ));
+        assert!(
+            err.contains(expected) && err.contains(expression) && err.contains("step 'uses it'"),
+            "{expression}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_misspelled_artifact_name_fails_the_download_naming_it() {
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  up:
+    runs-on: ubuntu-latest
+    steps:
+      - run: mkdir -p out && echo 1 > out/gate.json
+      - uses: actions/upload-artifact@0000000000000000000000000000000000000000 # v7
+        with:
+          name: gate
+          path: out/gate.json
+  down:
+    needs: up
+    runs-on: ubuntu-latest
+    steps:
+      - name: Download
+        uses: actions/download-artifact@0000000000000000000000000000000000000000 # v8
+        with:
+          name: gaet
+"#
+    ));
+    let run = run_workflow(r).unwrap();
+    assert_eq!(run.result("down"), Status::Failure);
+    let report = run.failure_report();
+    assert!(
+        report.contains("Artifact not found for name: gaet") && report.contains("step 'Download'"),
+        "{report}"
+    );
+}
+
+#[test]
+fn an_action_without_emulation_or_stand_in_is_an_error_naming_it() {
+    let err = replay_error(&format!(
+        "{ON}\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/attest-build-provenance@abc # v3\n"
+    ));
+    assert!(
+        err.contains("actions/attest-build-provenance") && err.contains("Replay::stand_in"),
+        "{err}"
+    );
+    let err = replay_error(&format!(
+        "{ON}\njobs:\n  j:\n    runs-on: ubuntu-latest\n    step:\n      - run: 'true'\n"
+    ));
+    assert!(err.contains("`step` is not supported"), "{err}");
+}
+
+#[test]
+fn stand_ins_replace_actions_as_closures_or_scripts() {
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    steps:
+      - id: attest
+        uses: actions/attest-build-provenance@abc # v3
+        with:
+          subject-path: out.bin
+      - id: scripted
+        uses: example/scripted@v1
+        with:
+          greeting: hi there
+      - env:
+          BUNDLE: ${{{{ steps.attest.outputs.bundle-path }}}}
+          SAID: ${{{{ steps.scripted.outputs.said }}}}
+        run: test "$BUNDLE/$SAID/$(id -u)" = "attested:out.bin/hi there/$(id -u runner)"
+"#
+    ));
+    let r = r
+        .stand_in(
+            "actions/attest-build-provenance",
+            StandIn::Closure(Arc::new(|call| {
+                let subject = call
+                    .with
+                    .get("subject-path")
+                    .ok_or("subject-path is required")?;
+                Ok([("bundle-path".to_owned(), format!("attested:{subject}"))].into())
+            })),
+        )
+        .stand_in(
+            "example/scripted",
+            StandIn::Script(r#"echo "said=$INPUT_GREETING" >> "$GITHUB_OUTPUT""#.into()),
+        );
+    let run = run_workflow(r).unwrap();
+    run.assert_success();
+}
+
+#[test]
+fn fake_tools_come_first_on_the_runner_s_path() {
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    steps:
+      - id: s
+        run: |
+          echo "gate=$(cargo xtask gate --json)" >> "$GITHUB_OUTPUT"
+          echo "real=$(rustc --version | cut -d' ' -f1)" >> "$GITHUB_OUTPUT"
+"#
+    ));
+    let run = run_workflow(r.fake_tool("cargo", "#!/bin/sh\necho \"fake cargo $*\"\n")).unwrap();
+    run.assert_success();
+    let outputs = &run.job("j").step("s").outputs;
+    assert_eq!(outputs["gate"], "fake cargo xtask gate --json");
+    assert_eq!(outputs["real"], "rustc", "other tools stay the real ones");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Actions: checkout, artifacts, cache
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn checkout_clones_the_run_sha_for_the_runner_and_honours_persist_credentials() {
+    let (f, run) = run_ok(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@0000000000000000000000000000000000000000 # v7
+        with:
+          persist-credentials: false
+      - run: |
+          test "$(cat hello.txt)" = "hello from the source repository"
+          test "$(git rev-parse HEAD)" = "$GITHUB_SHA"
+          test "$(git rev-parse --is-shallow-repository)" = true
+          test "$(git log --oneline | wc -l)" = 1
+          test -z "$(git config --get http.https://github.com/.extraheader || true)"
+          touch written-by-runner
+      - uses: actions/checkout@0000000000000000000000000000000000000000 # v7
+        with:
+          path: second
+          fetch-depth: 0
+      - run: |
+          git -C second config --get http.https://github.com/.extraheader | grep -q 'AUTHORIZATION: basic'
+          test "$(git -C second log --oneline | wc -l)" = 2
+          git -C second rev-parse --verify origin/main
+"#
+    ));
+    use std::os::unix::fs::MetadataExt as _;
+    let workspace = run.job("j").dir.join("work/coding-agent-template");
+    let (uid, _) = support::replay::runner_ids().unwrap();
+    assert_eq!(
+        std::fs::metadata(workspace.join("written-by-runner"))
+            .unwrap()
+            .uid(),
+        uid
+    );
+    assert_eq!(
+        std::fs::metadata(workspace.join("hello.txt"))
+            .unwrap()
+            .uid(),
+        uid
+    );
+    // The clone shares no inode with the source: the source's objects are still root's.
+    let objects = walk(&f.repo().join(".git/objects"));
+    assert!(
+        !objects.is_empty()
+            && objects
+                .iter()
+                .all(|p| std::fs::metadata(p).unwrap().uid() == 0)
+    );
+}
+
+#[test]
+fn upload_name_clash_fails_without_overwrite_passes_with_it_also_across_a_rerun() {
+    let yaml = |overwrite: bool| {
+        format!(
+            r#"{ON}
+jobs:
+  a:
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo a > file.txt
+      - uses: actions/upload-artifact@0000000000000000000000000000000000000000 # v7
+        with:
+          name: same
+          path: file.txt
+  b:
+    needs: a
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo b > file.txt
+      - name: Upload again
+        uses: actions/upload-artifact@0000000000000000000000000000000000000000 # v7
+        with:
+          name: same
+          path: file.txt
+          overwrite: {overwrite}
+      - run: test "$GITHUB_RUN_ATTEMPT" -ge 2
+"#
+        )
+    };
+    // Without overwrite: the second upload of `same` fails.
+    let (_f, r) = replay(&yaml(false));
+    let mut run = run_workflow(r).unwrap();
+    assert_eq!(run.result("b"), Status::Failure);
+    assert!(
+        run.failure_report().contains("(409) Conflict"),
+        "{}",
+        run.failure_report()
+    );
+    // Re-running: attempt 2 of job b uploads `same` again, which job a's attempt 1 made.
+    rerun_failed(&mut run).unwrap();
+    assert_eq!(run.result("b"), Status::Failure);
+    assert!(run
+        .job("b")
+        .log_of("Upload again")
+        .contains("(409) Conflict"));
+
+    // With overwrite: attempt 1 passes the upload (and fails its last step), attempt 2 re-uploads.
+    let (_f, r) = replay(&yaml(true));
+    let mut run = run_workflow(r).unwrap();
+    assert_eq!(run.job("b").step("Upload again").outcome, Status::Success);
+    assert_eq!(run.result("b"), Status::Failure);
+    rerun_failed(&mut run).unwrap();
+    run.assert_success();
+    assert_eq!(
+        std::fs::read_to_string(run.artifacts_dir().join("same/files/file.txt")).unwrap(),
+        "b\n"
+    );
+}
+
+#[test]
+fn download_by_pattern_merges_and_the_upload_root_is_the_least_common_ancestor() {
+    let (_f, run) = run_ok(&format!(
+        r#"{ON}
+jobs:
+  build:
+    strategy:
+      matrix:
+        slug: [linux-amd64, linux-arm64]
+    runs-on: ubuntu-latest
+    steps:
+      - run: |
+          mkdir -p release template .hidden
+          echo "${{{{ matrix.slug }}}}" > "release/build-${{{{ matrix.slug }}}}.json"
+          echo other > release/other.json
+          echo t > template/package.json
+          echo h > release/.secret
+      - uses: actions/upload-artifact@0000000000000000000000000000000000000000 # v7
+        with:
+          name: results-${{{{ matrix.slug }}}}
+          if-no-files-found: error
+          path: release/*-${{{{ matrix.slug }}}}.json
+      - if: matrix.slug == 'linux-amd64'
+        uses: actions/upload-artifact@0000000000000000000000000000000000000000 # v7
+        with:
+          name: lock
+          path: |
+            template/package.json
+            release/
+            !release/other.json
+  release:
+    needs: build
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/download-artifact@0000000000000000000000000000000000000000 # v8
+        with:
+          pattern: results-*
+          merge-multiple: true
+          path: release
+      - uses: actions/download-artifact@0000000000000000000000000000000000000000 # v8
+        with:
+          name: lock
+          path: .
+      - uses: actions/download-artifact@0000000000000000000000000000000000000000 # v8
+        with:
+          path: all
+      - run: |
+          test "$(cat release/build-linux-amd64.json release/build-linux-arm64.json)" = "$(printf 'linux-amd64\nlinux-arm64')"
+          test "$(cat template/package.json)" = t
+          test ! -e release/other.json
+          test ! -e release/.secret
+          test -f all/results-linux-arm64/build-linux-arm64.json
+          test -f all/lock/template/package.json
+          test "$(stat -c %U release/build-linux-amd64.json)" = runner
+          touch all/lock/template/written-by-the-runner
+"#
+    ));
+    assert!(run
+        .artifacts_dir()
+        .join("lock/files/release/build-linux-amd64.json")
+        .exists());
+}
+
+#[test]
+fn if_no_files_found_error_fails_and_warn_passes() {
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    steps:
+      - name: warn
+        uses: actions/upload-artifact@0000000000000000000000000000000000000000 # v7
+        with:
+          path: nothing-here/*
+      - name: error
+        uses: actions/upload-artifact@0000000000000000000000000000000000000000 # v7
+        with:
+          path: nothing-here/*
+          if-no-files-found: error
+"#
+    ));
+    let run = run_workflow(r).unwrap();
+    let job = run.job("j");
+    assert_eq!(
+        (job.step("warn").outcome, job.step("error").outcome),
+        (Status::Success, Status::Failure)
+    );
+    assert!(job.log_of("error").contains("No files were found"));
+}
+
+#[test]
+fn cache_misses_saves_after_a_successful_job_and_hits_on_the_next_run() {
+    let f = Fixture::new();
+    let cache = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    steps:
+      - id: cache
+        uses: actions/cache@0000000000000000000000000000000000000000 # v4
+        with:
+          path: deps
+          key: deps-${{{{ hashFiles('hello.txt', 'src/**') }}}}
+          restore-keys: deps-
+      - if: steps.cache.outputs.cache-hit != 'true'
+        run: mkdir -p deps && echo built > deps/lib && echo "${{{{ hashFiles('hello.txt') }}}}" > deps/hash
+      - id: check
+        run: echo "lib=$(cat deps/lib)" >> "$GITHUB_OUTPUT"
+"#
+    );
+    let mut yaml_with_sources = yaml.replace(
+        "      - id: cache\n",
+        "      - run: |\n          echo hello > hello.txt\n          mkdir -p src && echo a > src/a.txt\n      - id: cache\n",
+    );
+    yaml_with_sources.push('\n');
+    let first = f
+        .workflow("c.yml", &yaml_with_sources)
+        .cache_dir(cache.path());
+    let run = run_workflow(first).unwrap();
+    run.assert_success();
+    assert_eq!(run.job("j").step("cache").outputs["cache-hit"], "");
+    let run = run_workflow(
+        f.workflow("c.yml", &yaml_with_sources)
+            .cache_dir(cache.path()),
+    )
+    .unwrap();
+    run.assert_success();
+    let job = run.job("j");
+    assert_eq!(job.step("cache").outputs["cache-hit"], "true");
+    assert_eq!(job.steps[2].outcome, Status::Skipped);
+    assert_eq!(job.step("check").outputs["lib"], "built");
+    // The hash is GitHub's: sha256 over the sha256 digests of the matched files.
+    let expected = {
+        use sha2::{Digest, Sha256};
+        hex::encode(Sha256::digest(Sha256::digest(b"hello\n")))
+    };
+    let saved = std::fs::read_dir(cache.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("data/0/hash"))
+        .find(|p| p.exists())
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(saved).unwrap().trim(), expected);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Re-runs
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn rerun_failed_reruns_only_the_failed_job_and_its_dependents() {
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  ok:
+    runs-on: ubuntu-latest
+    outputs:
+      attempt: ${{{{ steps.a.outputs.attempt }}}}
+    steps:
+      - id: a
+        run: echo "attempt=$GITHUB_RUN_ATTEMPT" >> "$GITHUB_OUTPUT"
+  flaky:
+    needs: ok
+    runs-on: ubuntu-latest
+    steps:
+      - run: test "$GITHUB_RUN_ATTEMPT" -ge 2
+  independent:
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo fine
+  after:
+    needs: [ok, flaky]
+    runs-on: ubuntu-latest
+    steps:
+      - id: s
+        env:
+          OK_ATTEMPT: ${{{{ needs.ok.outputs.attempt }}}}
+        run: echo "seen=$OK_ATTEMPT/$GITHUB_RUN_ATTEMPT" >> "$GITHUB_OUTPUT"
+"#
+    ));
+    let mut run = run_workflow(r).unwrap();
+    let first_id = run.run_id;
+    assert_eq!(run.result("flaky"), Status::Failure);
+    assert_eq!(run.result("after"), Status::Skipped);
+    rerun_failed(&mut run).unwrap();
+    run.assert_success();
+    assert_eq!((run.run_id, run.run_attempt), (first_id, 2));
+    assert_eq!(
+        run.job("ok").attempt,
+        1,
+        "a successful job keeps its attempt-1 result"
+    );
+    assert_eq!(run.job("independent").attempt, 1);
+    assert_eq!(run.job("flaky").attempt, 2);
+    assert_eq!(run.job("after").step("s").outputs["seen"], "1/2");
+    assert_eq!(run.history.len(), 4 + 2);
+    assert!(rerun_failed(&mut run).is_err(), "nothing left to re-run");
+}
+
+#[test]
+fn rerun_failed_reruns_only_the_failed_and_cancelled_matrix_legs() {
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  m:
+    strategy:
+      matrix:
+        n: [1, 2, 3]
+    runs-on: ubuntu-latest
+    steps:
+      - run: test "${{{{ matrix.n }}}}" != 2 || test "$GITHUB_RUN_ATTEMPT" -ge 2
+"#
+    ));
+    let mut run = run_workflow(r).unwrap();
+    let statuses = |run: &WorkflowRun| {
+        run.legs("m")
+            .iter()
+            .map(|l| (l.status, l.attempt))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        statuses(&run),
+        vec![
+            (Status::Success, 1),
+            (Status::Failure, 1),
+            (Status::Cancelled, 1)
+        ]
+    );
+    rerun_failed(&mut run).unwrap();
+    assert_eq!(
+        statuses(&run),
+        vec![
+            (Status::Success, 1),
+            (Status::Success, 2),
+            (Status::Success, 2)
+        ]
+    );
+    assert_eq!(run.history.len(), 3 + 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The gh stand-in
+// ---------------------------------------------------------------------------------------------
+
+const RELEASE_JOB: &str = r#"
+  release:
+    runs-on: ubuntu-latest
+    permissions:
+      contents: write
+    env:
+      GH_TOKEN: ${{ github.token }}
+      GH_REPO: ${{ github.repository }}
+      TAG: v1
+    steps:
+      - name: No release yet
+        run: |
+          if gh release download --pattern '*.json' --dir prev 2> err.txt; then exit 1; fi
+          grep -q "release not found" err.txt
+      - name: Create the draft release
+        run: |
+          echo notes > notes.md && echo '{}' > receipt.json
+          gh release view "$TAG" > /dev/null 2>&1 \
+            || gh release create "$TAG" --draft --target "$GITHUB_SHA" --title "T $TAG" --notes-file notes.md
+      - name: Attach the assets
+        run: gh release upload "$TAG" receipt.json --clobber
+      - name: Publish the release
+        run: gh release edit "$TAG" --draft=false --latest
+      - name: Published is immutable
+        run: |
+          ! gh release upload "$TAG" notes.md --clobber 2> e1 && grep -q immutable e1
+          ! gh release edit "$TAG" --notes-file notes.md 2> e2 && grep -q immutable e2
+          ! gh release delete-asset "$TAG" receipt.json -y 2> e3 && grep -q immutable e3
+          ! gh release create "$TAG" --draft 2> e4 && grep -q "cannot be reused" e4
+      - name: Read back
+        id: read
+        run: |
+          gh release download --pattern 'receipt-*.json' --pattern '*.json' --dir got
+          test -f got/receipt.json
+          echo "list=$(gh release list --json tagName,isDraft,isLatest --exclude-drafts --limit 5 | jq -c .)" >> "$GITHUB_OUTPUT"
+"#;
+
+#[test]
+fn gh_stand_in_keeps_releases_and_refuses_to_change_a_published_one() {
+    let (_f, run) = run_ok(&format!("{ON}\njobs:{RELEASE_JOB}"));
+    assert_eq!(
+        run.job("release").step("read").outputs["list"],
+        r#"[{"tagName":"v1","isDraft":false,"isLatest":true}]"#
+    );
+    let release: Value =
+        serde_json::from_slice(&std::fs::read(run.releases_dir().join("v1/release.json")).unwrap())
+            .unwrap();
+    assert_eq!(release["isDraft"], json!(false));
+    assert!(run.releases_dir().join("v1/assets/receipt.json").exists());
+}
+
+#[test]
+fn gh_stand_in_refuses_writes_without_contents_write_and_calls_without_a_token() {
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+permissions:
+  contents: read
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    steps:
+      - name: read-only token
+        env:
+          GH_TOKEN: ${{{{ github.token }}}}
+          GH_REPO: ${{{{ github.repository }}}}
+        run: gh release create v1 --draft
+      - name: no token
+        if: always()
+        run: gh release list
+      - name: another repository
+        if: always()
+        env:
+          GH_TOKEN: ${{{{ github.token }}}}
+          GH_REPO: someone/else
+        run: gh release list
+"#
+    ));
+    let run = run_workflow(r).unwrap();
+    let job = run.job("j");
+    assert!(
+        job.steps.iter().all(|s| s.outcome == Status::Failure),
+        "{}",
+        run.failure_report()
+    );
+    let log = job.log_of("read-only token");
+    assert!(
+        log.contains("HTTP 403") && log.contains("contents: write"),
+        "{log}"
+    );
+    assert!(job
+        .log_of("no token")
+        .contains("set the GH_TOKEN environment variable"));
+    assert!(job.log_of("another repository").contains("someone/else"));
+    assert!(!run.releases_dir().join("v1").exists());
+}
+
+#[test]
+fn gh_fail_once_fails_the_last_step_and_a_rerun_finishes_the_release() {
+    let (_f, r) = replay(&format!("{ON}\njobs:{RELEASE_JOB}"));
+    r.gh_fail_once("release edit").unwrap();
+    let mut run = run_workflow(r).unwrap();
+    let job = run.job("release");
+    assert_eq!(job.step("Publish the release").outcome, Status::Failure);
+    assert!(job.log_of("Publish the release").contains("injected once"));
+    // The draft exists; re-running the job finds it (`gh release view`), re-uploads with
+    // --clobber and publishes.
+    rerun_failed(&mut run).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(run.run_attempt, 2);
+    let release: Value =
+        serde_json::from_slice(&std::fs::read(run.releases_dir().join("v1/release.json")).unwrap())
+            .unwrap();
+    assert_eq!(release["isDraft"], json!(false));
+    assert_eq!(run.job("release").attempt, 2);
+    run.assert_success();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The expression language alone
+// ---------------------------------------------------------------------------------------------
+
+struct Plain(Value);
+
+impl expr::Scope for Plain {
+    fn context(&self, name: &str) -> Result<Value, String> {
+        self.0
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("no context {name}"))
+    }
+    fn check_path(&self, _: &[String], _: Option<&Value>) -> Result<(), String> {
+        Ok(())
+    }
+    fn status(&self, f: &str) -> Result<bool, String> {
+        Ok(f == "success" || f == "always")
+    }
+    fn hash_files(&self, _: &[String]) -> Result<String, String> {
+        Err("no files".into())
+    }
+}
+
+#[test]
+fn expressions_follow_github_s_coercion_and_functions() {
+    let scope = Plain(json!({
+        "env": { "DRY_RUN": "false", "EMPTY": "" },
+        "inputs": { "force": true },
+        "obj": { "Name": "x", "list": ["a", "b"] },
+    }));
+    let eval = |src: &str| {
+        expr::eval(
+            &expr::parse(src).unwrap_or_else(|e| panic!("{src}: {e}")),
+            &scope,
+        )
+        .unwrap_or_else(|e| panic!("{src}: {e}"))
+    };
+    let cases: &[(&str, Value)] = &[
+        ("env.DRY_RUN != 'true'", json!(true)),
+        ("inputs.force || false", json!(true)),
+        ("env.EMPTY || 'fallback'", json!("fallback")),
+        ("env.EMPTY && 'x'", json!("")),
+        ("'a' && 'b'", json!("b")),
+        ("'ABC' == 'abc'", json!(true)),
+        ("1 == '1'", json!(true)),
+        ("true == 1", json!(true)),
+        ("null == 0", json!(true)),
+        ("'' == 0", json!(true)),
+        ("'x' == 0", json!(false)),
+        ("fromJSON('[]') == fromJSON('[]')", json!(false)),
+        ("2 > 1 && 1 >= 1 && 'b' > 'A'", json!(true)),
+        ("!0", json!(true)),
+        ("!(1 == 1)", json!(false)),
+        ("obj.name", json!("x")),
+        ("obj['Name']", json!("x")),
+        ("obj.list[1]", json!("b")),
+        ("obj.missing", Value::Null),
+        ("'it''s'", json!("it's")),
+        ("format('{0}-{1}{{x}}', 'a', 2)", json!("a-2{x}")),
+        ("contains(obj.list, 'A')", json!(true)),
+        ("contains('Hello', 'ell')", json!(true)),
+        ("startsWith('refs/tags/v1', 'refs/TAGS')", json!(true)),
+        ("endsWith('file.json', '.JSON')", json!(true)),
+        ("join(obj.list, '+')", json!("a+b")),
+        ("join(obj.list)", json!("a,b")),
+        ("toJSON(obj.list)", json!("[\n  \"a\",\n  \"b\"\n]")),
+        ("fromJSON('{\"a\": [1, true]}').a[1]", json!(true)),
+        ("fromJSON('3') == 3", json!(true)),
+        ("0x10 == 16 && -1.5 < 0 && 1e2 == 100", json!(true)),
+        ("success() && !failure()", json!(true)),
+    ];
+    for (src, expected) in cases {
+        assert_eq!(&eval(src), expected, "{src}");
+    }
+    assert!(expr::parse("1 +").is_err());
+    assert!(expr::parse("'unterminated").is_err());
+    assert!(
+        expr::render("a ${{ obj }} b", &scope).is_err(),
+        "an object inside text is an error"
+    );
+    assert_eq!(
+        expr::render("${{ obj.list }}", &scope).unwrap(),
+        json!(["a", "b"])
+    );
+    assert_eq!(
+        expr::render_string("x-${{ 'a' }}-${{ 1 }}", &scope).unwrap(),
+        "x-a-1"
+    );
+    assert!(expr::condition("${{ env.DRY_RUN == 'false' }}", &scope).unwrap());
+    assert!(!expr::condition("env.DRY_RUN == 'true'", &scope).unwrap());
+}
+
+#[test]
+fn command_files_parse_single_and_multi_line_forms() {
+    let parsed = support::replay::parse_command_file("a=1\n\nb<<EOF\nx\ny=z\nEOF\nc=\n").unwrap();
+    assert_eq!(
+        parsed,
+        vec![
+            ("a".into(), "1".into()),
+            ("b".into(), "x\ny=z".into()),
+            ("c".into(), String::new())
+        ]
+    );
+    assert!(support::replay::parse_command_file("b<<EOF\nno end\n").is_err());
+    assert!(support::replay::parse_command_file("just text\n").is_err());
+}
