@@ -307,8 +307,9 @@ impl Authenticator {
 
     fn need_credentials(&self, url: &Url) -> anyhow::Error {
         anyhow!(
-            "{url} asks for credentials: set {USERNAME_ENV}/{PASSWORD_ENV} or run `docker login \
-             {}`",
+            "registry {} asks for credentials ({url} refused anonymous access): set \
+             {USERNAME_ENV}/{PASSWORD_ENV} or run `docker login {}`",
+            self.host,
             self.host
         )
     }
