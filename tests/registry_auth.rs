@@ -8,7 +8,8 @@
 //!   its policy allows for the scopes it is asked for, and signs ES256 JWTs whose `x5c`
 //!   header carries a signing certificate issued by the same CA (distribution verifies that
 //!   chain against `rootcertbundle`); it can issue tokens that expire within seconds;
-//! - a TLS proxy in front of the registry that can delay or fail (503) blob uploads.
+//! - a TLS proxy in front of the registry that answers `GET /v2/` with ghcr.io's placeholder
+//!   scope in its challenge, and can hold or fail (503) blob uploads.
 //!
 //! The tool trusts the test CA only through `SSL_CERT_FILE` (the system trust store
 //! mechanism reqwest's verifier reads): no insecure flags. Ports are 5400-5499 on 127.0.0.1,
@@ -323,6 +324,9 @@ async fn token_endpoint(
 // ---------------------------------------------------------------------------------------------
 // The fault-injecting proxy.
 
+/// What ghcr.io puts in the scope of its `GET /v2/` challenge.
+const PLACEHOLDER_SCOPE: &str = "repository:user/image:pull";
+
 /// How long the proxy holds a blob upload: longer than a short-lived token lives.
 const HOLD: Duration = Duration::from_secs(3);
 
@@ -418,7 +422,13 @@ async fn proxy_endpoint(
                 .invalid_token_answers
                 .fetch_add(1, Ordering::SeqCst);
         }
-        response = response.header(name.as_str(), value.replace(&proxy.upstream, &proxy.public));
+        let mut value = value.replace(&proxy.upstream, &proxy.public);
+        // ghcr.io's shape: `GET /v2/` challenges with a placeholder scope; a client that
+        // caches a token for it cannot push.
+        if name == "www-authenticate" && path == "/v2/" {
+            value.push_str(&format!(",scope=\"{PLACEHOLDER_SCOPE}\""));
+        }
+        response = response.header(name.as_str(), value);
     }
     let body = upstream.bytes().await.unwrap_or_default();
     response.body(axum::body::Body::from(body)).unwrap()
@@ -925,6 +935,12 @@ fn a_resumed_publish_uploads_only_the_missing_blobs() {
         .count();
     assert_eq!(puts, 1, "{:?}", stand_in.faults.seen.lock().unwrap());
     assert!(stderr(&second).contains("is already in the registry"));
+    // The placeholder scope of the `/v2/` challenge was never asked for.
+    assert!(stand_in
+        .tokens
+        .requests()
+        .iter()
+        .all(|r| r.scopes == vec![format!("repository:{repository}:pull,push")]));
     let index = report["index"]["digest"].as_str().unwrap();
     assert_eq!(
         stand_in.manifest(&repository, "r1"),
