@@ -22,16 +22,24 @@ const CHUNK: usize = 1 << 20;
 /// How often a progress line may be printed, unless `XTASK_PROGRESS_INTERVAL_SECS` says.
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
 
-/// `sha256:0123456789ab: 512.0 of 2048.0 MB (25%), 85.3 MB/s`
+/// `sha256:0123456789ab: 512.0 MB of 2048.0 MB (25%), 85.3 MB/s`
 pub fn progress_line(label: &str, sent: u64, total: u64, elapsed: Duration) -> String {
-    const MB: f64 = 1_000_000.0;
     let percent = sent.saturating_mul(100).checked_div(total).unwrap_or(100);
-    let rate = sent as f64 / MB / elapsed.as_secs_f64().max(0.001);
+    let rate = sent as f64 / 1e6 / elapsed.as_secs_f64().max(0.001);
     format!(
-        "{label}: {:.1} of {:.1} MB ({percent}%), {rate:.1} MB/s",
-        sent as f64 / MB,
-        total as f64 / MB
+        "{label}: {} of {} ({percent}%), {rate:.1} MB/s",
+        human_size(sent),
+        human_size(total)
     )
+}
+
+/// `189 B`, `12.3 kB`, `1573.1 MB` (decimal units, as registries and `docker push` print).
+pub fn human_size(bytes: u64) -> String {
+    match bytes {
+        0..1_000 => format!("{bytes} B"),
+        1_000..1_000_000 => format!("{:.1} kB", bytes as f64 / 1e3),
+        _ => format!("{:.1} MB", bytes as f64 / 1e6),
+    }
 }
 
 /// A progress line is due when `interval` passed since the last one.
@@ -173,11 +181,15 @@ mod tests {
                 2_048_000_000,
                 Duration::from_secs(4)
             ),
-            "sha256:abc: 512.0 of 2048.0 MB (25%), 128.0 MB/s"
+            "sha256:abc: 512.0 MB of 2048.0 MB (25%), 128.0 MB/s"
         );
         assert_eq!(
             progress_line("x", 0, 0, Duration::ZERO),
-            "x: 0.0 of 0.0 MB (100%), 0.0 MB/s"
+            "x: 0 B of 0 B (100%), 0.0 MB/s"
+        );
+        assert_eq!(
+            progress_line("cfg", 189, 12_345, Duration::from_secs(1)),
+            "cfg: 189 B of 12.3 kB (1%), 0.0 MB/s"
         );
         let t = Instant::now();
         assert!(!line_due(
