@@ -1179,3 +1179,56 @@ fn credential_helpers_from_the_docker_config_are_run() {
     assert!(stand_in.tokens.requests().iter().all(|r| r.authenticated));
     assert_no_secrets(&stand_in, &[&out]);
 }
+
+/// The peak memory of publishing a large image through the ghcr-shaped stand-in, measured
+/// with `/usr/bin/time -v` (maximum resident set size). Needs a large linux/amd64 image in
+/// the engine, named by `XTASK_LARGE_IMAGE`; run it on purpose:
+/// `XTASK_LARGE_IMAGE=ref cargo test --test registry_auth -- --ignored --nocapture`.
+#[test]
+#[ignore = "needs a multi-GB image in the engine (XTASK_LARGE_IMAGE); run on purpose"]
+fn peak_memory_publishing_a_large_image_stays_bounded() {
+    let image = std::env::var("XTASK_LARGE_IMAGE")
+        .expect("set XTASK_LARGE_IMAGE to a large linux/amd64 image in the engine");
+    assert!(
+        Path::new("/usr/bin/time").exists(),
+        "/usr/bin/time is missing (Debian package `time`)"
+    );
+    let stand_in = StandIn::start(Policy::default());
+    let repository = unique("measure/large").to_lowercase();
+    let out = Command::new("/usr/bin/time")
+        .arg("-v")
+        .arg(env!("CARGO_BIN_EXE_xtask"))
+        .args(["publish", "--json", "--partial", "--oci-registry"])
+        .arg(stand_in.direct())
+        .args(["--repository", &repository, "--image"])
+        .arg(format!("linux/amd64={image}"))
+        .env("SSL_CERT_FILE", &stand_in.ca_file)
+        .env("DOCKER_CONFIG", stand_in.dir.path())
+        .envs(CREDENTIALS)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    eprintln!("{err}");
+    assert!(out.status.success());
+    let uploaded = stdout_json(&out)["platforms"][0]["uploaded_bytes"]
+        .as_u64()
+        .unwrap();
+    let max_rss_kb: u64 = err
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("Maximum resident set size (kbytes): ")
+        })
+        .expect("/usr/bin/time -v reports the maximum resident set size")
+        .parse()
+        .unwrap();
+    eprintln!(
+        "published {uploaded} bytes to a TLS token-auth registry; peak RSS {} MB",
+        max_rss_kb / 1024
+    );
+    assert!(
+        uploaded > 1_000_000_000,
+        "not a large image: {uploaded} bytes"
+    );
+    assert!(max_rss_kb < 256 * 1024, "peak RSS {max_rss_kb} kB");
+}

@@ -163,7 +163,7 @@ struct Token {
     value: String,
     scopes: BTreeSet<String>,
     /// When to fetch a new one before using it again.
-    refresh_after: Option<Instant>,
+    refresh_after: Instant,
 }
 
 #[derive(Clone)]
@@ -221,7 +221,7 @@ impl Authenticator {
             } => {
                 let stale = token
                     .as_ref()
-                    .is_none_or(|t| t.refresh_after.is_some_and(|at| Instant::now() >= at));
+                    .is_none_or(|t| Instant::now() >= t.refresh_after);
                 if stale {
                     let scopes = scopes_for(&self.repository, mount_sources, None);
                     *token = Some(self.fetch_token(realm, service.as_deref(), scopes).await?);
@@ -416,11 +416,10 @@ impl Authenticator {
             .filter(|t| !t.is_empty())
             .with_context(|| format!("the token service {realm} answered without a token"))?;
         // Fetch the next token a little before this one runs out (a quarter of its life,
-        // at most 30 s early): a request started with a valid token is not refused midway.
-        let refresh_after = answer.expires_in.map(|secs| {
-            let life = Duration::from_secs(secs);
-            Instant::now() + life - (life / 4).min(Duration::from_secs(30))
-        });
+        // at most 30 s early), so a long upload does not start with a token about to expire.
+        // Without `expires_in` a token lives 60 s (the token specification's default).
+        let life = Duration::from_secs(answer.expires_in.unwrap_or(60));
+        let refresh_after = Instant::now() + life - (life / 4).min(Duration::from_secs(30));
         Ok(Token {
             value,
             scopes,
