@@ -239,19 +239,30 @@ pub fn parse_helper_answer(
 /// Runs `docker-credential-<helper> get` with `server_url` on stdin.
 async fn run_helper(helper: &str, server_url: &str) -> Result<Option<Credentials>> {
     let program = format!("docker-credential-{helper}");
-    let mut child = tokio::process::Command::new(&program)
+    let spawned = tokio::process::Command::new(&program)
         .arg("get")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
-        .spawn()
-        .with_context(|| {
-            format!(
-                "the docker config names the credential helper `{helper}`, but `{program}` \
-                 cannot be run (is it on PATH?); install it or set {USERNAME_ENV}/{PASSWORD_ENV}"
-            )
-        })?;
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        // A docker config copied from a desktop (`credsStore: desktop`) onto a machine
+        // without that helper: Docker fails there too, but an anonymous registry needs no
+        // credentials, so go on without them and say why a later 401 may follow.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!(
+                "publish: the docker config names the credential helper `{helper}`, but \
+                 `{program}` is not on PATH; going on without credentials for {server_url} \
+                 (install the helper or set {USERNAME_ENV}/{PASSWORD_ENV})"
+            );
+            return Ok(None);
+        }
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot run `{program} get`"));
+        }
+    };
     let mut stdin = child.stdin.take().expect("stdin is piped");
     stdin
         .write_all(server_url.as_bytes())
@@ -419,6 +430,14 @@ mod tests {
             docker_config_answer(&text, "ghcr.io", origin).unwrap(),
             DockerConfigAnswer::Inline(_)
         ));
+    }
+
+    #[tokio::test]
+    async fn a_missing_helper_means_no_credentials() {
+        let found = run_helper("xtask-test-helper-that-does-not-exist", "ghcr.io")
+            .await
+            .unwrap();
+        assert!(found.is_none());
     }
 
     #[test]
