@@ -233,17 +233,15 @@ impl Authenticator {
 
     /// Makes the next token also grant `pull` on `source` (for a cross-repository mount;
     /// without it, distribution silently starts a plain upload instead of mounting).
-    pub async fn want_pull_from(&self, source: &str) -> Result<()> {
+    pub async fn want_pull_from(&self, source: &str) {
         let mut state = self.state.lock().await;
         let (scheme, mount_sources) = &mut *state;
-        if !mount_sources.insert(source.to_string()) {
-            return Ok(());
+        if mount_sources.insert(source.to_string()) {
+            if let Scheme::Bearer { token, .. } = scheme {
+                // The next request fetches a token with the wider scope set.
+                *token = None;
+            }
         }
-        if let Scheme::Bearer { token, .. } = scheme {
-            // The next request fetches a token with the wider scope set.
-            *token = None;
-        }
-        Ok(())
     }
 
     /// Answers a 401 from `url`. `round` counts the challenges this request already had:
@@ -427,7 +425,7 @@ impl Authenticator {
         })
     }
 
-    /// The token currently held, to keep it out of logs and errors.
+    /// The password and the token currently held: what error messages must not quote.
     pub async fn secrets(&self) -> Vec<String> {
         let state = self.state.lock().await;
         let mut secrets: Vec<String> = self
@@ -442,16 +440,6 @@ impl Authenticator {
             secrets.push(token.value.clone());
         }
         secrets
-    }
-
-    /// Scopes of the token currently held (tests and messages).
-    pub async fn token_scopes(&self) -> Option<BTreeSet<String>> {
-        match &self.state.lock().await.0 {
-            Scheme::Bearer {
-                token: Some(token), ..
-            } => Some(token.scopes.clone()),
-            _ => None,
-        }
     }
 }
 

@@ -405,7 +405,7 @@ impl RegistryClient {
             session += 1;
             let mut start = self.target.url("blobs/uploads/");
             if let Some(source) = mount_from {
-                self.auth.want_pull_from(source).await?;
+                self.auth.want_pull_from(source).await;
                 start
                     .query_pairs_mut()
                     .append_pair("mount", &blob.digest)
