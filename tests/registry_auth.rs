@@ -1066,8 +1066,11 @@ fn a_token_without_push_is_refused_with_what_it_lacks() {
 
 #[test]
 fn a_5xx_during_a_blob_upload_is_retried() {
+    // Five failures: four answers to the same upload session (the client's retries with
+    // backoff), then the client gives that session up and the new session's second try
+    // gets through.
     let stand_in = StandIn::start(Policy::default());
-    stand_in.faults.fail_blob_puts.store(2, Ordering::SeqCst);
+    stand_in.faults.fail_blob_puts.store(5, Ordering::SeqCst);
     let repository = unique("team/flaky").to_lowercase();
     let images = test_images("flaky");
     let out = publish(
@@ -1078,7 +1081,22 @@ fn a_5xx_during_a_blob_upload_is_retried() {
         &CREDENTIALS,
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stand_in.faults.injected_failures.load(Ordering::SeqCst), 2);
+    assert_eq!(stand_in.faults.injected_failures.load(Ordering::SeqCst), 5);
+    let err = stderr(&out);
+    assert!(
+        err.contains("503 Service Unavailable; starting a new upload session"),
+        "{err}"
+    );
+    let sessions = stand_in
+        .faults
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.starts_with("POST") && r.contains("/blobs/uploads/"))
+        .count();
+    // Config and layer: one session each, plus the one given up.
+    assert_eq!(sessions, 3, "{:?}", stand_in.faults.seen.lock().unwrap());
     let digest = stdout_json(&out)["platforms"][0]["digest"]
         .as_str()
         .unwrap()
