@@ -11,6 +11,8 @@
 //! - a TLS proxy in front of the registry that answers `GET /v2/` with ghcr.io's placeholder
 //!   scope in its challenge, and can hold or fail (503) blob uploads.
 //!
+//! One test swaps token auth for htpasswd (Basic), as a self-hosted registry has it.
+//!
 //! The tool trusts the test CA only through `SSL_CERT_FILE` (the system trust store
 //! mechanism reqwest's verifier reads): no insecure flags. Ports are 5400-5499 on 127.0.0.1,
 //! storage a temporary directory; the registry is killed when the test's stand-in drops.
@@ -440,6 +442,8 @@ async fn proxy_endpoint(
 struct Policy {
     may_push: bool,
     token_lifetime_secs: i64,
+    /// Basic auth from an htpasswd file (a self-hosted registry) instead of tokens.
+    htpasswd: bool,
 }
 
 impl Default for Policy {
@@ -447,6 +451,7 @@ impl Default for Policy {
         Policy {
             may_push: true,
             token_lifetime_secs: 300,
+            htpasswd: false,
         }
     }
 }
@@ -508,6 +513,20 @@ impl StandIn {
 
         let registry_port = free_port();
         let storage = dir.path().join("storage");
+        let auth = if policy.htpasswd {
+            let hash = bcrypt::hash(PASSWORD, 4).unwrap();
+            std::fs::write(dir.path().join("htpasswd"), format!("{USERNAME}:{hash}\n")).unwrap();
+            format!(
+                "auth:\n  htpasswd:\n    realm: xtask-test\n    path: {}/htpasswd\n",
+                dir.path().display()
+            )
+        } else {
+            format!(
+                "auth:\n  token:\n    realm: https://127.0.0.1:{token_port}/token\n    \
+                 service: {SERVICE}\n    issuer: {ISSUER}\n    rootcertbundle: {}/ca.pem\n",
+                dir.path().display()
+            )
+        };
         let config = format!(
             "version: 0.1
 log:
@@ -524,13 +543,7 @@ http:
   tls:
     certificate: {dir}/server.pem
     key: {dir}/server.key
-auth:
-  token:
-    realm: https://127.0.0.1:{token_port}/token
-    service: {SERVICE}
-    issuer: {ISSUER}
-    rootcertbundle: {dir}/ca.pem
-",
+{auth}",
             storage = storage.display(),
             dir = dir.path().display(),
         );
@@ -1249,4 +1262,52 @@ fn peak_memory_publishing_a_large_image_stays_bounded() {
         "not a large image: {uploaded} bytes"
     );
     assert!(max_rss_kb < 256 * 1024, "peak RSS {max_rss_kb} kB");
+}
+
+#[test]
+fn basic_auth_registries_take_docker_config_credentials_and_refuse_wrong_ones() {
+    let stand_in = StandIn::start(Policy {
+        htpasswd: true,
+        ..Policy::default()
+    });
+    let host = stand_in.direct().replace("https://", "");
+    let repository = unique("team/basic").to_lowercase();
+    let images = test_images("basic");
+    let args = [image_args(&images[..1]), vec!["--partial".into()]].concat();
+
+    // Credentials as `docker login` writes them: base64 of user:password under `auths`.
+    let config_dir = stand_in.dir.path().join("docker-config");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USERNAME}:{PASSWORD}"));
+    std::fs::write(
+        config_dir.join("config.json"),
+        json!({"auths": {format!("https://{host}"): {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+    let config_dir = config_dir.display().to_string();
+    let out = publish(
+        &stand_in,
+        &stand_in.direct(),
+        &repository,
+        &args,
+        &[("DOCKER_CONFIG", config_dir.as_str())],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_no_secrets(&stand_in, &[&out]);
+
+    let wrong_password = "not-the-password-5e2a";
+    let out = publish(
+        &stand_in,
+        &stand_in.direct(),
+        &unique("team/basic-denied").to_lowercase(),
+        &args,
+        &[
+            ("XTASK_OCI_USERNAME", USERNAME),
+            ("XTASK_OCI_PASSWORD", wrong_password),
+        ],
+    );
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains(&format!("registry {host} refused the credentials of `release-bot` from XTASK_OCI_USERNAME/XTASK_OCI_PASSWORD")), "{err}");
+    assert!(!err.contains(wrong_password), "{err}");
 }
