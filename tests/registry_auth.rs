@@ -725,16 +725,45 @@ fn load_image(tag: &str, arch: &str, content: &str) {
     });
 }
 
+/// Images a test loaded into the shared engine (platform, tag); removed when the test ends.
+struct LoadedImages {
+    tags: Vec<(String, String)>,
+}
+
+impl LoadedImages {
+    fn load(&mut self, platform: &str, tag: String, content: &str) {
+        load_image(&tag, platform.trim_start_matches("linux/"), content);
+        self.tags.push((platform.to_string(), tag));
+    }
+}
+
+impl Drop for LoadedImages {
+    fn drop(&mut self) {
+        let (docker, runtime) = docker();
+        for (_, tag) in &self.tags {
+            let _ = runtime.block_on(
+                docker.remove_image(
+                    tag,
+                    Some(
+                        bollard::query_parameters::RemoveImageOptionsBuilder::default()
+                            .force(true)
+                            .build(),
+                    ),
+                    None,
+                ),
+            );
+        }
+    }
+}
+
 /// Two small images (amd64 and arm64, different content) loaded for this test.
-fn test_images(name: &str) -> [(String, String); 2] {
+fn test_images(name: &str) -> LoadedImages {
     let salt = unique(name);
     let tag = |arch: &str| format!("xtask-test-auth:{arch}-{}", sha256_hex(salt.as_bytes()));
-    load_image(&tag("amd64"), "amd64", &format!("amd64 {salt}"));
-    load_image(&tag("arm64"), "arm64", &format!("arm64 {salt}"));
-    [
-        ("linux/amd64".to_string(), tag("amd64")),
-        ("linux/arm64".to_string(), tag("arm64")),
-    ]
+    let mut images = LoadedImages { tags: Vec::new() };
+    images.load("linux/amd64", tag("amd64"), &format!("amd64 {salt}"));
+    images.load("linux/arm64", tag("arm64"), &format!("arm64 {salt}"));
+    images
 }
 
 fn image_args(images: &[(String, String)]) -> Vec<String> {
@@ -846,7 +875,7 @@ fn publishes_a_multi_platform_image_and_index_over_tls_with_tokens() {
         &stand_in,
         &stand_in.direct(),
         &repository,
-        &[image_args(&images), vec!["--tag".into(), "r1".into()]].concat(),
+        &[image_args(&images.tags), vec!["--tag".into(), "r1".into()]].concat(),
         &CREDENTIALS,
     );
     assert!(out.status.success(), "{}", stderr(&out));
@@ -901,8 +930,9 @@ fn a_resumed_publish_uploads_only_the_missing_blobs() {
         "xtask-test-auth:resume-arm64-{}",
         sha256_hex(salt.as_bytes())
     );
-    load_image(&amd64, "amd64", &format!("shared {salt}"));
-    load_image(&arm64, "arm64", &format!("shared {salt}"));
+    let mut images = LoadedImages { tags: Vec::new() };
+    images.load("linux/amd64", amd64.clone(), &format!("shared {salt}"));
+    images.load("linux/arm64", arm64.clone(), &format!("shared {salt}"));
 
     // The first run stops after amd64 (as a run that died half-way would).
     let first = publish(
@@ -976,7 +1006,7 @@ fn a_token_that_expires_during_an_upload_is_renewed() {
         &stand_in,
         &stand_in.proxied(),
         &repository,
-        &[image_args(&images[..1]), vec!["--partial".into()]].concat(),
+        &[image_args(&images.tags[..1]), vec!["--partial".into()]].concat(),
         &CREDENTIALS,
     );
     assert!(out.status.success(), "{}", stderr(&out));
@@ -1003,7 +1033,7 @@ fn wrong_credentials_say_which_registry_refused_and_what_to_check() {
         &stand_in,
         &stand_in.direct(),
         &repository,
-        &[image_args(&images), vec!["--tag".into(), "r1".into()]].concat(),
+        &[image_args(&images.tags), vec!["--tag".into(), "r1".into()]].concat(),
         &[
             ("XTASK_REGISTRY_USERNAME", USERNAME),
             ("XTASK_REGISTRY_PASSWORD", wrong_password),
@@ -1034,7 +1064,7 @@ fn wrong_credentials_say_which_registry_refused_and_what_to_check() {
         &stand_in,
         &stand_in.direct(),
         &repository,
-        &image_args(&images),
+        &image_args(&images.tags),
         &[],
     );
     assert!(!out.status.success());
@@ -1061,7 +1091,7 @@ fn a_token_without_push_is_refused_with_what_it_lacks() {
         &stand_in,
         &stand_in.proxied(),
         &repository,
-        &[image_args(&images[..1]), vec!["--partial".into()]].concat(),
+        &[image_args(&images.tags[..1]), vec!["--partial".into()]].concat(),
         &CREDENTIALS,
     );
     assert!(!out.status.success());
@@ -1090,7 +1120,7 @@ fn a_5xx_during_a_blob_upload_is_retried() {
         &stand_in,
         &stand_in.proxied(),
         &repository,
-        &[image_args(&images[..1]), vec!["--partial".into()]].concat(),
+        &[image_args(&images.tags[..1]), vec!["--partial".into()]].concat(),
         &CREDENTIALS,
     );
     assert!(out.status.success(), "{}", stderr(&out));
@@ -1123,7 +1153,7 @@ fn blobs_already_in_another_repository_are_mounted() {
     let base = unique("team/base").to_lowercase();
     let app = unique("team/app").to_lowercase();
     let images = test_images("mount");
-    let args = [image_args(&images[..1]), vec!["--partial".into()]].concat();
+    let args = [image_args(&images.tags[..1]), vec!["--partial".into()]].concat();
     let first = publish(&stand_in, &stand_in.proxied(), &base, &args, &CREDENTIALS);
     assert!(first.status.success());
 
@@ -1199,7 +1229,7 @@ fn credential_helpers_from_the_docker_config_are_run() {
         &stand_in,
         &stand_in.direct(),
         &repository,
-        &[image_args(&images[..1]), vec!["--partial".into()]].concat(),
+        &[image_args(&images.tags[..1]), vec!["--partial".into()]].concat(),
         &[
             ("DOCKER_CONFIG", config_dir_text.as_str()),
             ("PATH", path.as_str()),
@@ -1273,7 +1303,7 @@ fn basic_auth_registries_take_docker_config_credentials_and_refuse_wrong_ones() 
     let host = stand_in.direct().replace("https://", "");
     let repository = unique("team/basic").to_lowercase();
     let images = test_images("basic");
-    let args = [image_args(&images[..1]), vec!["--partial".into()]].concat();
+    let args = [image_args(&images.tags[..1]), vec!["--partial".into()]].concat();
 
     // Credentials as `docker login` writes them: base64 of user:password under `auths`.
     let config_dir = stand_in.dir.path().join("docker-config");
