@@ -1,7 +1,7 @@
 //! What a multi-GB layer upload needs besides HTTP: a request body streamed from the blob
 //! file on disk (memory stays bounded by the chunk size, whatever the layer's size), progress
 //! lines on stderr that CI logs can hold (one line per update, at most every few seconds:
-//! bytes pushed of total and MB/s), and a record of which repository of a registry already
+//! bytes pushed of total and MB/s; compressing the layer beforehand reports the same way), and a record of which repository of a registry already
 //! holds a blob, so pushing to a second repository mounts it instead of uploading it again.
 //!
 //! Formatting, throttling and the location lookup are pure and unit-tested; the file reads
@@ -47,8 +47,9 @@ pub fn line_due(last: Instant, now: Instant, interval: Duration) -> bool {
     now.saturating_duration_since(last) >= interval
 }
 
-/// The running count of one blob upload, printed to stderr at most every interval.
-pub struct UploadProgress {
+/// The running count of one long transfer (a blob upload, a layer's compression), printed
+/// to stderr at most every interval.
+pub struct TransferProgress {
     label: String,
     total: u64,
     sent: AtomicU64,
@@ -57,15 +58,15 @@ pub struct UploadProgress {
     interval: Duration,
 }
 
-impl UploadProgress {
-    pub fn new(label: &str, total: u64) -> Arc<UploadProgress> {
+impl TransferProgress {
+    pub fn new(label: &str, total: u64) -> Arc<TransferProgress> {
         let interval = std::env::var("XTASK_PROGRESS_INTERVAL_SECS")
             .ok()
             .and_then(|v| v.parse::<f64>().ok())
             .filter(|secs| *secs > 0.0)
             .map_or(DEFAULT_INTERVAL, Duration::from_secs_f64);
         let now = Instant::now();
-        Arc::new(UploadProgress {
+        Arc::new(TransferProgress {
             label: label.to_string(),
             total,
             sent: AtomicU64::new(0),
@@ -80,7 +81,7 @@ impl UploadProgress {
         self.sent.store(0, Ordering::Relaxed);
     }
 
-    fn add(&self, bytes: u64) {
+    pub fn add(&self, bytes: u64) {
         let sent = self.sent.fetch_add(bytes, Ordering::Relaxed) + bytes;
         let now = Instant::now();
         let mut last = self.last_line.lock().expect("progress lock");
@@ -105,13 +106,13 @@ impl UploadProgress {
 
 /// The blob at `path` as a streamed request body: read in [`CHUNK`]s as the connection takes
 /// them, counted into `progress`.
-pub fn file_body(path: &Path, progress: Arc<UploadProgress>) -> Result<reqwest::Body> {
+pub fn file_body(path: &Path, progress: Arc<TransferProgress>) -> Result<reqwest::Body> {
     Ok(reqwest::Body::wrap_stream(file_chunks(path, progress)?))
 }
 
 fn file_chunks(
     path: &Path,
-    progress: Arc<UploadProgress>,
+    progress: Arc<TransferProgress>,
 ) -> Result<impl futures_util::Stream<Item = std::io::Result<bytes::Bytes>>> {
     let file = std::fs::File::open(path)
         .with_context(|| format!("cannot open blob {}", path.display()))?;
@@ -124,6 +125,20 @@ fn file_chunks(
                 }
             }),
     )
+}
+
+/// A reader that counts what is read from it into a [`TransferProgress`].
+pub struct CountingReader<'a, R> {
+    pub inner: R,
+    pub progress: &'a TransferProgress,
+}
+
+impl<R: std::io::Read> std::io::Read for CountingReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.progress.add(n as u64);
+        Ok(n)
+    }
 }
 
 /// Which repository of one registry holds which blob, as far as this machine pushed or saw
@@ -229,13 +244,36 @@ mod tests {
         );
     }
 
+    #[test]
+    fn counting_readers_count_what_passes() {
+        let data = vec![7u8; 10_000];
+        let progress = TransferProgress::new("compress", data.len() as u64);
+        let mut out = Vec::new();
+        std::io::copy(
+            &mut CountingReader {
+                inner: data.as_slice(),
+                progress: &progress,
+            },
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out, data);
+        assert!(
+            progress
+                .summary()
+                .starts_with("compress: 10.0 kB of 10.0 kB (100%)"),
+            "{}",
+            progress.summary()
+        );
+    }
+
     #[tokio::test]
     async fn file_bodies_stream_and_count() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("blob");
         let data: Vec<u8> = (0..3 * CHUNK + 7).map(|i| i as u8).collect();
         std::fs::write(&path, &data).unwrap();
-        let progress = UploadProgress::new("blob", data.len() as u64);
+        let progress = TransferProgress::new("blob", data.len() as u64);
         let mut stream = Box::pin(file_chunks(&path, progress.clone()).unwrap());
         let mut got = Vec::new();
         let mut chunks = 0;

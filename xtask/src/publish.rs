@@ -43,7 +43,7 @@ use reqwest::{header, Method, RequestBuilder, Response, StatusCode, Url};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::blob_upload::{file_body, BlobLocations, UploadProgress};
+use crate::blob_upload::{file_body, BlobLocations, CountingReader, TransferProgress};
 use crate::credentials::{credentials_for, Credentials};
 use crate::flags::PublishArgs;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
@@ -399,7 +399,7 @@ impl RegistryClient {
     /// started, a bounded number of times (5xx inside a session are retried by `send`).
     pub async fn upload_blob(&self, blob: &Blob, mount_from: Option<&str>) -> Result<BlobPush> {
         const SESSIONS: u32 = 3;
-        let progress = UploadProgress::new(&format!("upload {}", blob.digest), blob.size);
+        let progress = TransferProgress::new(&format!("upload {}", blob.digest), blob.size);
         let mut session = 0;
         loop {
             session += 1;
@@ -701,7 +701,13 @@ pub fn prepare_from_archive(archive: impl Read, dir: &Path) -> Result<PreparedIm
                 entry.read_to_end(&mut bytes)?;
                 small.insert(path, bytes);
             } else {
-                let blob = store_layer(&mut entry, dir.join(format!("layer-{n}")))?;
+                // Minutes for a multi-GB layer: say how far it got.
+                let progress = TransferProgress::new(&format!("compress {path}"), entry.size());
+                let counted = CountingReader {
+                    inner: &mut entry,
+                    progress: &progress,
+                };
+                let blob = store_layer(counted, dir.join(format!("layer-{n}")))?;
                 large.insert(path, blob);
             }
         }
