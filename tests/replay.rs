@@ -120,7 +120,10 @@ fn workflow(dir: &Path, now: &str, edit: &[(&str, &str)]) -> PathBuf {
             "  XTASK_OCI_REGISTRY: ghcr.io\n",
             format!("  XTASK_OCI_REGISTRY: {REGISTRY}\n  XTASK_NOW: \"{now}\"\n"),
         ),
-        ("  CARGO_TERM_COLOR: always\n", "  CARGO_TERM_COLOR: never\n".into()),
+        (
+            "  CARGO_TERM_COLOR: always\n",
+            "  CARGO_TERM_COLOR: never\n".into(),
+        ),
     ];
     replacements.extend(edit.iter().map(|(a, b)| (*a, b.to_string())));
     for (from, to) in replacements {
@@ -137,7 +140,8 @@ fn workflow(dir: &Path, now: &str, edit: &[(&str, &str)]) -> PathBuf {
 }
 
 fn event(kind: &str, inputs: Value) -> (String, Value) {
-    let repository = json!({ "default_branch": "main", "full_name": "sandbox0/coding-agent-template" });
+    let repository =
+        json!({ "default_branch": "main", "full_name": "sandbox0/coding-agent-template" });
     match kind {
         "schedule" => (
             "schedule".into(),
@@ -159,7 +163,10 @@ fn replay(workflow: &Path, (name, payload): (String, Value)) -> Replay {
         .event(&name, payload)
 }
 
-fn outputs(run: &support::replay::WorkflowRun, job: &str) -> std::collections::BTreeMap<String, String> {
+fn outputs(
+    run: &support::replay::WorkflowRun,
+    job: &str,
+) -> std::collections::BTreeMap<String, String> {
     run.job(job).outputs.clone()
 }
 
@@ -239,12 +246,20 @@ fn a_scheduled_day_that_is_not_due_ends_after_the_plan() {
 fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let due = replay(&workflow(dir.path(), DUE, &[]), event("schedule", json!({})));
+    let due = replay(
+        &workflow(dir.path(), DUE, &[]),
+        event("schedule", json!({})),
+    );
 
     // The last step (publishing the draft) fails once, as a GitHub API hiccup would.
     due.gh_fail_once("release edit").unwrap();
     let mut run = run_workflow(due.clone()).expect("the workflow replays");
-    assert_eq!(run.result("plan"), Status::Success, "{}", run.failure_report());
+    assert_eq!(
+        run.result("plan"),
+        Status::Success,
+        "{}",
+        run.failure_report()
+    );
     let plan = outputs(&run, "plan");
     assert_eq!(plan["action"], "release");
     assert_eq!(plan["publish"], "true");
@@ -273,9 +288,16 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
     let (name, meta, assets) = &published[0];
     assert_eq!(*name, tag);
     assert_eq!(meta["isDraft"], false, "{meta}");
-    let receipts: Vec<&String> = assets.iter().filter(|a| a.starts_with("receipt-")).collect();
+    let receipts: Vec<&String> = assets
+        .iter()
+        .filter(|a| a.starts_with("receipt-"))
+        .collect();
     assert_eq!(receipts.len(), 1, "one receipt per release: {assets:?}");
-    for asset in ["package-lock.json", "inventory.json", "receipt.v1.schema.json"] {
+    for asset in [
+        "package-lock.json",
+        "inventory.json",
+        "receipt.v1.schema.json",
+    ] {
         assert!(assets.iter().any(|a| a == asset), "{asset} in {assets:?}");
     }
 
@@ -301,7 +323,9 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
             "each platform's Debian packages are recorded"
         );
     }
-    assert!(run.summary().contains("Debian packages only on linux/amd64"));
+    assert!(run
+        .summary()
+        .contains("Debian packages only on linux/amd64"));
 
     // The same due day again: the previous release has exactly these inputs. The plan ends
     // the run; nothing is built, pushed or released.
@@ -353,7 +377,8 @@ fn a_dispatch_from_another_branch_publishes_nothing() {
     assert_eq!(run.result("build"), Status::Success);
     assert_eq!(run.result("ship"), Status::Skipped);
     assert!(
-        run.summary().contains("releases are published only from main"),
+        run.summary()
+            .contains("releases are published only from main"),
         "{}",
         run.summary()
     );

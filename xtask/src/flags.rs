@@ -195,8 +195,9 @@ pub struct GateArgs {
 /// Pushes local images by digest (no tag per platform) and, with `--tag`, the multi-arch OCI
 /// index under that immutable tag. Split across runners: `publish --image P=REF --json >
 /// P.json` on each, then `publish --pushed amd64.json --pushed arm64.json --tag T --json`.
-/// Credentials: XTASK_REGISTRY_USERNAME/XTASK_REGISTRY_PASSWORD, else the docker config's
-/// `auths` (~/.docker/config.json or $DOCKER_CONFIG), else anonymous.
+/// Credentials: XTASK_OCI_USERNAME/XTASK_OCI_PASSWORD (or XTASK_REGISTRY_USERNAME/
+/// XTASK_REGISTRY_PASSWORD), else the docker config ($DOCKER_CONFIG or ~/.docker/config.json):
+/// `credHelpers`, `auths`, `credsStore` (helpers are run), else anonymous.
 #[derive(Debug, Args)]
 pub struct PublishArgs {
     #[command(flatten)]

@@ -25,7 +25,10 @@ pub mod docker;
 pub mod smoke;
 
 // Release side: cadence, publishing, receipts, the consumer's pin.
+pub mod blob_upload;
+pub mod credentials;
 pub mod gate;
+pub mod oci_auth;
 pub mod pin;
 pub mod publish;
 pub mod receipt;

@@ -21,9 +21,9 @@
 //! --pushed arm64.json --tag T --json` checks those manifests are in the registry and writes
 //! the index. One machine can do both at once: `publish --image P=REF... --tag T`.
 //!
-//! Credentials: `XTASK_REGISTRY_USERNAME` / `XTASK_REGISTRY_PASSWORD`, else the `auths` entry
-//! for the registry in the docker config (`$DOCKER_CONFIG/config.json` or
-//! `~/.docker/config.json`), else anonymous. Never flags: flags end up in logs.
+//! Credentials and registry authentication live in `credentials.rs` (environment, docker
+//! config, credential helpers) and `oci_auth.rs` (Basic, Bearer tokens with the scopes a push
+//! needs). Never flags: flags end up in logs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, BufWriter, Read, Write};
@@ -33,7 +33,6 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use base64::Engine as _;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use oci_spec::image::{
@@ -44,8 +43,11 @@ use reqwest::{header, Method, RequestBuilder, Response, StatusCode, Url};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+use crate::blob_upload::{file_body, BlobLocations, CountingReader, TransferProgress};
+use crate::credentials::{credentials_for, Credentials};
 use crate::flags::PublishArgs;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
+use crate::oci_auth::{redact, Authenticator};
 use crate::receipt::is_valid_tag;
 use crate::util::{print_json, sha256_hex, Progress};
 
@@ -262,183 +264,13 @@ fn is_valid_repository(name: &str) -> bool {
         })
 }
 
-#[derive(Clone, PartialEq)]
-pub struct Credentials {
-    pub username: String,
-    pub password: String,
-}
-
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Credentials({}, <redacted>)", self.username)
-    }
-}
-
-pub const USERNAME_ENV: &str = "XTASK_REGISTRY_USERNAME";
-pub const PASSWORD_ENV: &str = "XTASK_REGISTRY_PASSWORD";
-
-/// Credentials for `host`: the environment first, then the docker config, else anonymous.
-pub fn credentials_for(host: &str) -> Result<Option<Credentials>> {
-    let user = std::env::var(USERNAME_ENV).ok().filter(|v| !v.is_empty());
-    let pass = std::env::var(PASSWORD_ENV).ok().filter(|v| !v.is_empty());
-    match (user, pass) {
-        (Some(username), Some(password)) => return Ok(Some(Credentials { username, password })),
-        (None, None) => {}
-        _ => bail!("set both {USERNAME_ENV} and {PASSWORD_ENV}, or neither"),
-    }
-    let path = match std::env::var_os("DOCKER_CONFIG") {
-        Some(dir) => PathBuf::from(dir).join("config.json"),
-        None => match std::env::var_os("HOME") {
-            Some(home) => PathBuf::from(home).join(".docker/config.json"),
-            None => return Ok(None),
-        },
-    };
-    match std::fs::read_to_string(&path) {
-        Ok(text) => credentials_from_docker_config(&text, host, &path),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => {
-            Err(e).with_context(|| format!("cannot read the docker config {}", path.display()))
-        }
-    }
-}
-
-/// Looks `host` up in a docker config's `auths` (keys may carry a scheme and a path, as
-/// `docker login` writes them).
-pub fn credentials_from_docker_config(
-    text: &str,
-    host: &str,
-    origin: &Path,
-) -> Result<Option<Credentials>> {
-    #[derive(Deserialize)]
-    struct Config {
-        #[serde(default)]
-        auths: BTreeMap<String, AuthEntry>,
-        #[serde(default, rename = "credsStore")]
-        creds_store: Option<String>,
-        #[serde(default, rename = "credHelpers")]
-        cred_helpers: BTreeMap<String, String>,
-    }
-    #[derive(Deserialize)]
-    struct AuthEntry {
-        #[serde(default)]
-        auth: Option<String>,
-        #[serde(default)]
-        username: Option<String>,
-        #[serde(default)]
-        password: Option<String>,
-    }
-    let config: Config = serde_json::from_str(text)
-        .with_context(|| format!("{} is not a docker config", origin.display()))?;
-    let key_host = |key: &str| -> String {
-        let key = key
-            .strip_prefix("https://")
-            .or_else(|| key.strip_prefix("http://"))
-            .unwrap_or(key);
-        key.split('/').next().unwrap_or(key).to_string()
-    };
-    let Some(entry) = config
-        .auths
-        .iter()
-        .find(|(key, _)| key_host(key) == host)
-        .map(|(_, entry)| entry)
-    else {
-        if config.creds_store.is_some() || config.cred_helpers.contains_key(host) {
-            eprintln!(
-                "publish: {} delegates {host} to a credential helper, which this tool does not \
-                 run; set {USERNAME_ENV}/{PASSWORD_ENV} if the registry needs credentials",
-                origin.display()
-            );
-        }
-        return Ok(None);
-    };
-    if let (Some(username), Some(password)) = (&entry.username, &entry.password) {
-        return Ok(Some(Credentials {
-            username: username.clone(),
-            password: password.clone(),
-        }));
-    }
-    let Some(auth) = entry.auth.as_deref().filter(|a| !a.is_empty()) else {
-        return Ok(None);
-    };
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(auth.trim())
-        .ok()
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .with_context(|| {
-            format!(
-                "{}: `auths.{host}.auth` is not base64 of `user:password`",
-                origin.display()
-            )
-        })?;
-    let (username, password) = decoded.split_once(':').with_context(|| {
-        format!(
-            "{}: `auths.{host}.auth` is not base64 of `user:password`",
-            origin.display()
-        )
-    })?;
-    Ok(Some(Credentials {
-        username: username.to_string(),
-        password: password.to_string(),
-    }))
-}
-
-/// A `WWW-Authenticate` challenge: scheme and parameters (values may contain commas inside
-/// quotes, e.g. `scope="repository:x:pull,push"`).
-#[derive(Debug, PartialEq)]
-pub struct Challenge {
-    pub scheme: String,
-    pub params: BTreeMap<String, String>,
-}
-
-pub fn parse_challenge(header: &str) -> Option<Challenge> {
-    let header = header.trim();
-    let (scheme, rest) = header.split_once(' ').unwrap_or((header, ""));
-    let mut params = BTreeMap::new();
-    let mut chars = rest.chars().peekable();
-    loop {
-        while chars.peek().is_some_and(|c| *c == ',' || c.is_whitespace()) {
-            chars.next();
-        }
-        let key: String = std::iter::from_fn(|| chars.next_if(|c| *c != '=')).collect();
-        if key.is_empty() || chars.next() != Some('=') {
-            break;
-        }
-        let mut value = String::new();
-        if chars.peek() == Some(&'"') {
-            chars.next();
-            while let Some(c) = chars.next() {
-                match c {
-                    '\\' => value.extend(chars.next()),
-                    '"' => break,
-                    c => value.push(c),
-                }
-            }
-        } else {
-            value = std::iter::from_fn(|| chars.next_if(|c| *c != ',')).collect();
-        }
-        params.insert(key.trim().to_ascii_lowercase(), value.trim().to_string());
-    }
-    (!scheme.is_empty()).then(|| Challenge {
-        scheme: scheme.to_ascii_lowercase(),
-        params,
-    })
-}
-
 // ---------------------------------------------------------------------------------------------
 // The registry's HTTP API v2.
-
-#[derive(Debug, Clone)]
-enum Auth {
-    Anonymous,
-    Basic,
-    Bearer(String),
-}
 
 pub struct RegistryClient {
     http: reqwest::Client,
     pub target: RegistryTarget,
-    credentials: Option<Credentials>,
-    auth: tokio::sync::Mutex<Auth>,
+    auth: Authenticator,
 }
 
 impl RegistryClient {
@@ -450,123 +282,39 @@ impl RegistryClient {
         if is_loopback_host(&target.host) {
             builder = builder.no_proxy();
         }
+        let http = builder.build().context("cannot build the HTTP client")?;
         Ok(RegistryClient {
-            http: builder.build().context("cannot build the HTTP client")?,
+            auth: Authenticator::new(http.clone(), &target.host, &target.repository, credentials),
+            http,
             target,
-            credentials,
-            auth: tokio::sync::Mutex::new(Auth::Anonymous),
         })
     }
 
-    async fn authorize(&self, request: RequestBuilder) -> RequestBuilder {
-        match &*self.auth.lock().await {
-            Auth::Anonymous => request,
-            Auth::Basic => match &self.credentials {
-                Some(c) => request.basic_auth(&c.username, Some(&c.password)),
-                None => request,
-            },
-            Auth::Bearer(token) => request.bearer_auth(token),
-        }
-    }
-
-    /// Answers a 401 challenge: Basic uses the credentials, Bearer fetches a token.
-    async fn authenticate(&self, url: &Url, response: &Response) -> Result<()> {
-        let header = response
-            .headers()
-            .get(header::WWW_AUTHENTICATE)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("");
-        let challenge = parse_challenge(header).with_context(|| {
-            format!("{url} answered 401 without a usable WWW-Authenticate challenge")
-        })?;
-        let need_credentials = || {
-            anyhow!(
-                "{url} asks for credentials: set {USERNAME_ENV}/{PASSWORD_ENV} or run `docker \
-                 login {}`",
-                self.target.host
-            )
-        };
-        match challenge.scheme.as_str() {
-            "basic" => {
-                if self.credentials.is_none() {
-                    return Err(need_credentials());
-                }
-                *self.auth.lock().await = Auth::Basic;
-            }
-            "bearer" => {
-                let realm = challenge
-                    .params
-                    .get("realm")
-                    .with_context(|| format!("{url}: Bearer challenge without a realm"))?;
-                let mut token_url = Url::parse(realm)
-                    .with_context(|| format!("{url}: token realm `{realm}` is not a URL"))?;
-                {
-                    let mut query = token_url.query_pairs_mut();
-                    if let Some(service) = challenge.params.get("service") {
-                        query.append_pair("service", service);
-                    }
-                    let scope = challenge.params.get("scope").cloned().unwrap_or_else(|| {
-                        format!("repository:{}:pull,push", self.target.repository)
-                    });
-                    query.append_pair("scope", &scope);
-                }
-                let mut request = self.http.get(token_url.clone());
-                if let Some(c) = &self.credentials {
-                    request = request.basic_auth(&c.username, Some(&c.password));
-                }
-                let response = request
-                    .send()
-                    .await
-                    .with_context(|| format!("cannot fetch a registry token from {token_url}"))?;
-                if response.status() == StatusCode::UNAUTHORIZED
-                    || response.status() == StatusCode::FORBIDDEN
-                {
-                    return Err(need_credentials());
-                }
-                if !response.status().is_success() {
-                    bail!(
-                        "{token_url} answered {} to a token request",
-                        response.status()
-                    );
-                }
-                #[derive(Deserialize)]
-                struct Token {
-                    token: Option<String>,
-                    access_token: Option<String>,
-                }
-                let token: Token = response
-                    .json()
-                    .await
-                    .with_context(|| format!("{token_url}: the token answer is not JSON"))?;
-                let token = token
-                    .token
-                    .or(token.access_token)
-                    .with_context(|| format!("{token_url}: the token answer has no token"))?;
-                *self.auth.lock().await = Auth::Bearer(token);
-            }
-            other => bail!("{url} asks for `{other}` authentication, which is not supported"),
-        }
-        Ok(())
-    }
-
-    /// Sends a request made by `make` (called again for each attempt), answering one auth
-    /// challenge and retrying timeouts, connection errors, 429 and 5xx with backoff.
+    /// Sends a request made by `make` (called again for each attempt), answering auth
+    /// challenges (a bounded number: expired tokens are renewed, refusals reported) and
+    /// retrying timeouts, connection errors, 429 and 5xx with backoff.
     async fn send(
         &self,
         url: &Url,
         make: impl Fn(&reqwest::Client) -> Result<RequestBuilder>,
     ) -> Result<Response> {
         const ATTEMPTS: u32 = 4;
-        let mut challenged = false;
+        let mut auth_rounds = 0;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let request = self.authorize(make(&self.http)?).await;
+            let request = self.auth.authorize(make(&self.http)?).await?;
             match request.send().await {
-                Ok(response) if response.status() == StatusCode::UNAUTHORIZED && !challenged => {
-                    challenged = true;
+                Ok(response) if response.status() == StatusCode::UNAUTHORIZED => {
+                    let challenge = response
+                        .headers()
+                        .get(header::WWW_AUTHENTICATE)
+                        .and_then(|h| h.to_str().ok())
+                        .unwrap_or("")
+                        .to_string();
+                    self.auth.answer(url, &challenge, auth_rounds).await?;
+                    auth_rounds += 1;
                     attempt -= 1;
-                    self.authenticate(url, &response).await?;
                 }
                 Ok(response)
                     if (response.status().is_server_error()
@@ -609,9 +357,21 @@ impl RegistryClient {
         }
         let status = response.status();
         let body = response.text().await.unwrap_or_default();
+        let secrets = self.auth.secrets().await;
+        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        let hint = if status == StatusCode::FORBIDDEN {
+            format!(
+                " (the registry denies this account: check that it may push to {}; on \
+                 ghcr.io the token needs write:packages and the package must grant this \
+                 account or workflow write access)",
+                self.target.name()
+            )
+        } else {
+            String::new()
+        };
         bail!(
-            "{what}: {url} answered {status}: {}",
-            body.chars().take(500).collect::<String>()
+            "{what}: {url} answered {status}{hint}: {}",
+            redact(&body.chars().take(500).collect::<String>(), &secrets)
         )
     }
 
@@ -633,42 +393,69 @@ impl RegistryClient {
         }
     }
 
-    /// Monolithic upload: POST an upload session, PUT the whole blob with its digest.
-    pub async fn upload_blob(&self, blob: &Blob) -> Result<()> {
-        let start = self.target.url("blobs/uploads/");
-        let response = self
-            .send(&start, |http| {
-                Ok(http.post(start.clone()).header(header::CONTENT_LENGTH, "0"))
-            })
-            .await?;
-        let response = self
-            .expect_ok("start a blob upload", &start, response)
-            .await?;
-        let location = response
-            .headers()
-            .get(header::LOCATION)
-            .and_then(|l| l.to_str().ok())
-            .with_context(|| format!("{start} started an upload without a Location"))?;
-        let mut put = start
-            .join(location)
-            .with_context(|| format!("{start}: upload Location `{location}` is not a URL"))?;
-        put.query_pairs_mut().append_pair("digest", &blob.digest);
-        let path = blob.path.clone();
-        let size = blob.size;
-        let response = self
-            .send(&put, |http| {
-                let file = std::fs::File::open(&path)
-                    .with_context(|| format!("cannot open blob {}", path.display()))?;
-                Ok(http
-                    .request(Method::PUT, put.clone())
-                    .header(header::CONTENT_TYPE, "application/octet-stream")
-                    .header(header::CONTENT_LENGTH, size)
-                    .body(reqwest::Body::from(tokio::fs::File::from_std(file))))
-            })
-            .await?;
-        self.expect_ok(&format!("upload blob {}", blob.digest), &put, response)
-            .await?;
-        Ok(())
+    /// Gets `blob` into the repository: mounted from `mount_from` (another repository of
+    /// this registry that holds it) when the registry agrees, else uploaded in one PUT whose
+    /// body streams from the file on disk. A failed upload session is abandoned and a new one
+    /// started, a bounded number of times (5xx inside a session are retried by `send`).
+    pub async fn upload_blob(&self, blob: &Blob, mount_from: Option<&str>) -> Result<BlobPush> {
+        const SESSIONS: u32 = 3;
+        let progress = TransferProgress::new(&format!("upload {}", blob.digest), blob.size);
+        let mut session = 0;
+        loop {
+            session += 1;
+            let mut start = self.target.url("blobs/uploads/");
+            if let Some(source) = mount_from {
+                self.auth.want_pull_from(source).await;
+                start
+                    .query_pairs_mut()
+                    .append_pair("mount", &blob.digest)
+                    .append_pair("from", source);
+            }
+            let response = self
+                .send(&start, |http| {
+                    Ok(http.post(start.clone()).header(header::CONTENT_LENGTH, "0"))
+                })
+                .await?;
+            if response.status() == StatusCode::CREATED && mount_from.is_some() {
+                return Ok(BlobPush::Mounted);
+            }
+            let response = self
+                .expect_ok("start a blob upload", &start, response)
+                .await?;
+            let location = response
+                .headers()
+                .get(header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .with_context(|| format!("{start} started an upload without a Location"))?;
+            let mut put = start
+                .join(location)
+                .with_context(|| format!("{start}: upload Location `{location}` is not a URL"))?;
+            put.query_pairs_mut().append_pair("digest", &blob.digest);
+            let size = blob.size;
+            let response = self
+                .send(&put, |http| {
+                    Ok(http
+                        .request(Method::PUT, put.clone())
+                        .header(header::CONTENT_TYPE, "application/octet-stream")
+                        .header(header::CONTENT_LENGTH, size)
+                        .body(file_body(&blob.path, progress.clone())?))
+                })
+                .await?;
+            // A session the registry lost (404) or a failure it kept answering (5xx): start
+            // a new one.
+            let status = response.status();
+            if (status == StatusCode::NOT_FOUND || status.is_server_error()) && session < SESSIONS {
+                eprintln!(
+                    "upload {}: {put} answered {status}; starting a new upload session",
+                    blob.digest
+                );
+                continue;
+            }
+            self.expect_ok(&format!("upload blob {}", blob.digest), &put, response)
+                .await?;
+            eprintln!("{}", progress.summary());
+            return Ok(BlobPush::Uploaded);
+        }
     }
 
     /// The manifest a tag or digest points at: (bytes, content type), `None` when absent.
@@ -783,6 +570,14 @@ impl RegistryClient {
         }
         Ok(theirs)
     }
+}
+
+/// How a blob got into the repository.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BlobPush {
+    /// Mounted from another repository of the registry: nothing was uploaded.
+    Mounted,
+    Uploaded,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -946,7 +741,13 @@ pub fn prepare_from_archive(archive: impl Read, dir: &Path) -> Result<PreparedIm
                 entry.read_to_end(&mut bytes)?;
                 small.insert(path, bytes);
             } else {
-                let blob = store_layer(&mut entry, dir.join(format!("layer-{n}")))?;
+                // Minutes for a multi-GB layer: say how far it got.
+                let progress = TransferProgress::new(&format!("compress {path}"), entry.size());
+                let counted = CountingReader {
+                    inner: &mut entry,
+                    progress: &progress,
+                };
+                let blob = store_layer(counted, dir.join(format!("layer-{n}")))?;
                 large.insert(path, blob);
             }
         }
@@ -1162,23 +963,45 @@ async fn push_image(
     }
 
     let mut uploaded = 0;
+    let locations_path = BlobLocations::path(&repo_root(), &client.target.host);
+    let mut locations = BlobLocations::load(&locations_path);
+    let repository = client.target.repository.as_str();
     for blob in std::iter::once(&prepared.config).chain(&prepared.layers) {
         if client.blob_exists(&blob.digest).await? {
+            progress.step(format!(
+                "{platform}: {} is already in the registry",
+                blob.digest
+            ));
+            locations.record(&blob.digest, repository);
             continue;
         }
+        let mount_from = locations.mount_source(&blob.digest, repository);
         if dry_run {
             progress.step(format!(
                 "{platform}: would upload {} ({} bytes)",
                 blob.digest, blob.size
             ));
-        } else {
-            progress.step(format!(
-                "{platform}: uploading {} ({} bytes)",
-                blob.digest, blob.size
-            ));
-            client.upload_blob(blob).await?;
+            uploaded += blob.size;
+            continue;
         }
-        uploaded += blob.size;
+        progress.step(format!(
+            "{platform}: uploading {} ({} bytes){}",
+            blob.digest,
+            blob.size,
+            mount_from.map_or(String::new(), |s| format!(", or mounting it from {s}"))
+        ));
+        match client.upload_blob(blob, mount_from).await? {
+            BlobPush::Mounted => progress.step(format!(
+                "{platform}: mounted {} from {}",
+                blob.digest,
+                mount_from.unwrap_or_default()
+            )),
+            BlobPush::Uploaded => uploaded += blob.size,
+        }
+        locations.record(&blob.digest, repository);
+    }
+    if !dry_run {
+        locations.save(&locations_path);
     }
     if !dry_run {
         client
@@ -1271,7 +1094,7 @@ pub async fn publish(options: &PublishOptions, progress: &Progress) -> Result<Pu
         }
     }
 
-    let client = RegistryClient::new(target.clone(), credentials_for(&target.host)?)?;
+    let client = RegistryClient::new(target.clone(), credentials_for(&target.host).await?)?;
     client.ping().await?;
 
     let mut pushed = Vec::new();
@@ -1523,45 +1346,6 @@ mod tests {
         assert!(RegistryTarget::parse("ghcr.io", "Upper/case").is_err());
         assert!(RegistryTarget::parse("ghcr.io", "a//b").is_err());
         assert!(RegistryTarget::parse("ghcr.io/x", "a").is_err());
-    }
-
-    #[test]
-    fn challenges_with_commas_in_quotes() {
-        let c = parse_challenge(
-            r#"Bearer realm="https://ghcr.io/token",service="ghcr.io",scope="repository:a/b:pull,push""#,
-        )
-        .unwrap();
-        assert_eq!(c.scheme, "bearer");
-        assert_eq!(c.params["realm"], "https://ghcr.io/token");
-        assert_eq!(c.params["scope"], "repository:a/b:pull,push");
-        assert_eq!(c.params["service"], "ghcr.io");
-        let c = parse_challenge(r#"Basic realm="Registry Realm""#).unwrap();
-        assert_eq!(c.scheme, "basic");
-    }
-
-    #[test]
-    fn docker_config_credentials() {
-        let auth = base64::engine::general_purpose::STANDARD.encode("bot:s3cret:with-colon");
-        let text = format!(
-            r#"{{"auths": {{"https://ghcr.io/v1/": {{"auth": "{auth}"}}, "other.io": {{"username": "u", "password": "p"}}}}}}"#
-        );
-        let origin = Path::new("config.json");
-        let c = credentials_from_docker_config(&text, "ghcr.io", origin)
-            .unwrap()
-            .unwrap();
-        assert_eq!(c.username, "bot");
-        assert_eq!(c.password, "s3cret:with-colon");
-        let c = credentials_from_docker_config(&text, "other.io", origin)
-            .unwrap()
-            .unwrap();
-        assert_eq!((c.username.as_str(), c.password.as_str()), ("u", "p"));
-        assert!(credentials_from_docker_config(&text, "none.io", origin)
-            .unwrap()
-            .is_none());
-        let bad = r#"{"auths": {"ghcr.io": {"auth": "%%%"}}}"#;
-        let err = credentials_from_docker_config(bad, "ghcr.io", origin).unwrap_err();
-        assert!(format!("{err:#}").contains("auths.ghcr.io.auth"), "{err:#}");
-        assert!(!format!("{c:?}").contains('p') || format!("{c:?}").contains("redacted"));
     }
 
     /// A `docker save`-shaped archive: one config, one layer (an inner tar), a symlinked

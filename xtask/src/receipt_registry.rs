@@ -17,8 +17,9 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 
+use crate::credentials::credentials_for;
 use crate::oci_reference::parse_repository_name;
-use crate::publish::{credentials_for, RegistryClient, RegistryTarget};
+use crate::publish::{RegistryClient, RegistryTarget};
 use crate::receipt::{problem, Problem, Receipt};
 use crate::util::sha256_hex;
 
@@ -251,7 +252,7 @@ pub async fn fetch(r: &Receipt) -> Result<RegistryEvidence> {
     let name = parse_repository_name(&r.index.repository)
         .map_err(|e| anyhow::anyhow!("index.repository: {e}"))?;
     let target = RegistryTarget::parse(&name.domain, &name.path)?;
-    let credentials = credentials_for(&target.host)?;
+    let credentials = credentials_for(&target.host).await?;
     let client = RegistryClient::new(target, credentials)?;
     let get = |reference: String| {
         let client = &client;

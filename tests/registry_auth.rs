@@ -1,0 +1,1343 @@
+//! `cargo xtask publish` against a registry shaped like ghcr.io, so that the first real
+//! release is not the first time the authentication code talks to anything.
+//!
+//! The stand-in, started per test from Debian packages and this file:
+//! - Debian's `docker-registry` (distribution 2.8) with `auth: token`, serving TLS with a
+//!   certificate from a CA this test generates (rcgen);
+//! - a token service (axum over TLS) that checks Basic credentials, grants only the actions
+//!   its policy allows for the scopes it is asked for, and signs ES256 JWTs whose `x5c`
+//!   header carries a signing certificate issued by the same CA (distribution verifies that
+//!   chain against `rootcertbundle`); it can issue tokens that expire within seconds;
+//! - a TLS proxy in front of the registry that answers `GET /v2/` with ghcr.io's placeholder
+//!   scope in its challenge, and can hold or fail (503) blob uploads.
+//!
+//! One test swaps token auth for htpasswd (Basic), as a self-hosted registry has it.
+//!
+//! The tool trusts the test CA only through `SSL_CERT_FILE` (the system trust store
+//! mechanism reqwest's verifier reads): no insecure flags. Ports are 5400-5499 on 127.0.0.1,
+//! storage a temporary directory; the registry is killed when the test's stand-in drops.
+//!
+//! These tests need the Docker engine (images are loaded into it, as `publish` exports from
+//! it) and /usr/bin/docker-registry: run scripts/setup-host.sh. They never skip.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use aws_lc_rs::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+const SERVICE: &str = "xtask-test-registry";
+const ISSUER: &str = "xtask-test-token-issuer";
+const USERNAME: &str = "release-bot";
+const PASSWORD: &str = "correct-horse-battery-staple-9f3e";
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+fn b64url(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// Ports 5400-5499 on loopback are this test's (others use 5000-5099).
+fn free_port() -> u16 {
+    static NEXT: AtomicU16 = AtomicU16::new(5400);
+    loop {
+        let port = NEXT.fetch_add(1, Ordering::SeqCst);
+        assert!(port < 5500, "no free port left in 127.0.0.1:5400-5499");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+fn bind_free() -> std::net::TcpListener {
+    loop {
+        if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", free_port())) {
+            listener.set_nonblocking(true).unwrap();
+            return listener;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keys and certificates.
+
+struct Pki {
+    ca_pem: String,
+    /// `127.0.0.1` server certificate and key (PKCS#8) for the registry, token service, proxy.
+    server_cert_pem: String,
+    server_cert_der: Vec<u8>,
+    server_key_pem: String,
+    server_key_der: Vec<u8>,
+    /// The token signing certificate (in every JWT's `x5c`) and its key.
+    signing_cert_der: Vec<u8>,
+    signing_key: EcdsaKeyPair,
+}
+
+fn pki() -> Pki {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+    };
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "xtask test CA");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let server_key = KeyPair::generate().unwrap();
+    let mut server_params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    server_params
+        .distinguished_name
+        .push(DnType::CommonName, "127.0.0.1");
+    let server_cert = server_params.signed_by(&server_key, &issuer).unwrap();
+
+    let signing_key = KeyPair::generate().unwrap();
+    let mut signing_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    signing_params
+        .distinguished_name
+        .push(DnType::CommonName, "xtask test token signer");
+    let signing_cert = signing_params.signed_by(&signing_key, &issuer).unwrap();
+
+    Pki {
+        ca_pem: ca_cert.pem(),
+        server_cert_pem: server_cert.pem(),
+        server_cert_der: server_cert.der().to_vec(),
+        server_key_pem: server_key.serialize_pem(),
+        server_key_der: server_key.serialize_der(),
+        signing_cert_der: signing_cert.der().to_vec(),
+        signing_key: EcdsaKeyPair::from_pkcs8(
+            &ECDSA_P256_SHA256_FIXED_SIGNING,
+            &signing_key.serialize_der(),
+        )
+        .unwrap(),
+    }
+}
+
+fn tls_config(pki: &Pki) -> Arc<rustls::ServerConfig> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![rustls::pki_types::CertificateDer::from(
+                pki.server_cert_der.clone(),
+            )],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(pki.server_key_der.clone().into()),
+        )
+        .unwrap();
+    Arc::new(config)
+}
+
+/// Serves `app` over TLS (HTTP/1.1) on `listener`.
+async fn serve_tls(
+    listener: std::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    app: axum::Router,
+) {
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            continue;
+        };
+        let acceptor = acceptor.clone();
+        let app = app.clone();
+        tokio::spawn(async move {
+            let Ok(stream) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The token service.
+
+/// One token request as the service saw it.
+#[derive(Debug, Clone)]
+struct TokenRequest {
+    authenticated: bool,
+    scopes: Vec<String>,
+    granted: Vec<String>,
+}
+
+struct TokenService {
+    signing_cert_der: Vec<u8>,
+    signing_key: EcdsaKeyPair,
+    /// Whether the account may push (pull is always granted to it).
+    may_push: bool,
+    /// Seconds a token is accepted by the registry.
+    lifetime: i64,
+    requests: Mutex<Vec<TokenRequest>>,
+    issued: Mutex<Vec<String>>,
+}
+
+impl TokenService {
+    /// A signed token granting `access` (`repository:name:actions` strings).
+    fn mint(&self, access: &[String]) -> String {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let header = json!({
+            "typ": "JWT",
+            "alg": "ES256",
+            "x5c": [base64::engine::general_purpose::STANDARD.encode(&self.signing_cert_der)],
+        });
+        let access: Vec<Value> = access
+            .iter()
+            .filter_map(|scope| {
+                let mut parts = scope.splitn(3, ':');
+                let (kind, name, actions) = (parts.next()?, parts.next()?, parts.next()?);
+                Some(json!({"type": kind, "name": name, "actions": actions.split(',').collect::<Vec<_>>()}))
+            })
+            .collect();
+        // distribution accepts a token until 60 s (its leeway) after `exp`.
+        let claims = json!({
+            "iss": ISSUER,
+            "sub": USERNAME,
+            "aud": SERVICE,
+            "exp": now + self.lifetime - 60,
+            "nbf": now - 1,
+            "iat": now,
+            "jti": unique("jti"),
+            "access": access,
+        });
+        let input = format!(
+            "{}.{}",
+            b64url(header.to_string().as_bytes()),
+            b64url(claims.to_string().as_bytes())
+        );
+        let signature = self
+            .signing_key
+            .sign(&aws_lc_rs::rand::SystemRandom::new(), input.as_bytes())
+            .unwrap();
+        let token = format!("{input}.{}", b64url(signature.as_ref()));
+        self.issued.lock().unwrap().push(token.clone());
+        token
+    }
+
+    fn requests(&self) -> Vec<TokenRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    fn issued(&self) -> Vec<String> {
+        self.issued.lock().unwrap().clone()
+    }
+}
+
+/// `GET /token?service=…&scope=…`: distribution's token auth, with Basic credentials.
+async fn token_endpoint(
+    State(service): State<Arc<TokenService>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let url = reqwest::Url::parse(&format!(
+        "https://token.invalid/?{}",
+        query.unwrap_or_default()
+    ))
+    .unwrap();
+    let scopes: Vec<String> = url
+        .query_pairs()
+        .filter(|(k, _)| k == "scope")
+        .flat_map(|(_, v)| v.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    let asked_service = url
+        .query_pairs()
+        .find(|(k, _)| k == "service")
+        .map(|(_, v)| v.into_owned());
+    let expected = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{USERNAME}:{PASSWORD}"))
+    );
+    let authenticated =
+        headers.get("authorization").and_then(|v| v.to_str().ok()) == Some(expected.as_str());
+    let mut record = TokenRequest {
+        authenticated,
+        scopes: scopes.clone(),
+        granted: Vec::new(),
+    };
+    if !authenticated || asked_service.as_deref() != Some(SERVICE) {
+        service.requests.lock().unwrap().push(record);
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(
+                "www-authenticate",
+                "Basic realm=\"xtask test token service\"",
+            )],
+            axum::Json(
+                json!({"errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}]}),
+            ),
+        )
+            .into_response();
+    }
+    // Grant what was asked and is allowed: pull always, push only when the policy says.
+    for scope in &scopes {
+        let mut parts = scope.splitn(3, ':');
+        let (Some("repository"), Some(name), Some(actions)) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let allowed: Vec<&str> = actions
+            .split(',')
+            .filter(|a| *a == "pull" || (*a == "push" && service.may_push))
+            .collect();
+        if !allowed.is_empty() {
+            record
+                .granted
+                .push(format!("repository:{name}:{}", allowed.join(",")));
+        }
+    }
+    let token = service.mint(&record.granted);
+    service.requests.lock().unwrap().push(record);
+    axum::Json(json!({"token": token, "access_token": token, "expires_in": service.lifetime}))
+        .into_response()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fault-injecting proxy.
+
+/// What ghcr.io puts in the scope of its `GET /v2/` challenge.
+const PLACEHOLDER_SCOPE: &str = "repository:user/image:pull";
+
+/// How long the proxy holds a blob upload: longer than a short-lived token lives.
+const HOLD: Duration = Duration::from_secs(3);
+
+#[derive(Default)]
+struct Faults {
+    /// Answer this many blob upload PUTs with 503 without forwarding them.
+    fail_blob_puts: AtomicU32,
+    /// Hold this many blob upload PUTs for [`HOLD`] before forwarding them.
+    hold_blob_puts: AtomicU32,
+    injected_failures: AtomicU32,
+    /// 401 answers from the registry that said the token was invalid (expired).
+    invalid_token_answers: AtomicU32,
+    /// Every request forwarded: `METHOD path` (query dropped).
+    seen: Mutex<Vec<String>>,
+}
+
+struct Proxy {
+    faults: Arc<Faults>,
+    upstream: String,
+    public: String,
+    http: reqwest::Client,
+}
+
+async fn proxy_endpoint(
+    State(proxy): State<Arc<Proxy>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().to_string();
+    let is_blob_put = method == Method::PUT && path.contains("/blobs/uploads/");
+    proxy
+        .faults
+        .seen
+        .lock()
+        .unwrap()
+        .push(format!("{method} {path}"));
+    if is_blob_put {
+        let hold = proxy
+            .faults
+            .hold_blob_puts
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if hold {
+            tokio::time::sleep(HOLD).await;
+        }
+        let fail = proxy
+            .faults
+            .fail_blob_puts
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if fail {
+            proxy
+                .faults
+                .injected_failures
+                .fetch_add(1, Ordering::SeqCst);
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "injected by the test proxy",
+            )
+                .into_response();
+        }
+    }
+    let url = format!(
+        "https://{}{}",
+        proxy.upstream,
+        uri.path_and_query().map_or("/", |p| p.as_str())
+    );
+    let mut request = proxy.http.request(method, &url).body(body);
+    for (name, value) in &headers {
+        if name != "host" && name != "content-length" {
+            request = request.header(name, value);
+        }
+    }
+    let upstream = match request.send().await {
+        Ok(response) => response,
+        Err(e) => return (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+    };
+    let status = upstream.status();
+    let mut response = Response::builder().status(status.as_u16());
+    for (name, value) in upstream.headers() {
+        if matches!(
+            name.as_str(),
+            "content-length" | "transfer-encoding" | "connection"
+        ) {
+            continue;
+        }
+        let value = value.to_str().unwrap_or("");
+        if name == "www-authenticate" && value.contains("invalid_token") {
+            proxy
+                .faults
+                .invalid_token_answers
+                .fetch_add(1, Ordering::SeqCst);
+        }
+        let mut value = value.replace(&proxy.upstream, &proxy.public);
+        // ghcr.io's shape: `GET /v2/` challenges with a placeholder scope; a client that
+        // caches a token for it cannot push.
+        if name == "www-authenticate" && path == "/v2/" {
+            value.push_str(&format!(",scope=\"{PLACEHOLDER_SCOPE}\""));
+        }
+        response = response.header(name.as_str(), value);
+    }
+    let body = upstream.bytes().await.unwrap_or_default();
+    response.body(axum::body::Body::from(body)).unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The stand-in.
+
+struct Policy {
+    may_push: bool,
+    token_lifetime_secs: i64,
+    /// Basic auth from an htpasswd file (a self-hosted registry) instead of tokens.
+    htpasswd: bool,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            may_push: true,
+            token_lifetime_secs: 300,
+            htpasswd: false,
+        }
+    }
+}
+
+struct StandIn {
+    dir: tempfile::TempDir,
+    registry: Child,
+    registry_port: u16,
+    proxy_port: u16,
+    ca_file: PathBuf,
+    tokens: Arc<TokenService>,
+    faults: Arc<Faults>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let _ = self.registry.kill();
+        let _ = self.registry.wait();
+    }
+}
+
+impl StandIn {
+    fn start(policy: Policy) -> StandIn {
+        assert!(
+            Path::new("/usr/bin/docker-registry").exists(),
+            "/usr/bin/docker-registry is missing: run scripts/setup-host.sh"
+        );
+        let dir = tempfile::Builder::new()
+            .prefix("xtask-registry-auth-")
+            .tempdir()
+            .unwrap();
+        let pki = pki();
+        let ca_file = dir.path().join("ca.pem");
+        std::fs::write(&ca_file, &pki.ca_pem).unwrap();
+        std::fs::write(dir.path().join("server.pem"), &pki.server_cert_pem).unwrap();
+        std::fs::write(dir.path().join("server.key"), &pki.server_key_pem).unwrap();
+        let tls = tls_config(&pki);
+
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let token_listener = bind_free();
+        let token_port = token_listener.local_addr().unwrap().port();
+        let tokens = Arc::new(TokenService {
+            signing_cert_der: pki.signing_cert_der,
+            signing_key: pki.signing_key,
+            may_push: policy.may_push,
+            lifetime: policy.token_lifetime_secs,
+            requests: Mutex::new(Vec::new()),
+            issued: Mutex::new(Vec::new()),
+        });
+        let token_app = axum::Router::new()
+            .route("/token", axum::routing::get(token_endpoint))
+            .with_state(tokens.clone());
+        runtime.spawn(serve_tls(token_listener, tls.clone(), token_app));
+
+        let registry_port = free_port();
+        let storage = dir.path().join("storage");
+        let auth = if policy.htpasswd {
+            let hash = bcrypt::hash(PASSWORD, 4).unwrap();
+            std::fs::write(dir.path().join("htpasswd"), format!("{USERNAME}:{hash}\n")).unwrap();
+            format!(
+                "auth:\n  htpasswd:\n    realm: xtask-test\n    path: {}/htpasswd\n",
+                dir.path().display()
+            )
+        } else {
+            format!(
+                "auth:\n  token:\n    realm: https://127.0.0.1:{token_port}/token\n    \
+                 service: {SERVICE}\n    issuer: {ISSUER}\n    rootcertbundle: {}/ca.pem\n",
+                dir.path().display()
+            )
+        };
+        let config = format!(
+            "version: 0.1
+log:
+  level: info
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: {storage}
+  delete:
+    enabled: false
+http:
+  addr: 127.0.0.1:{registry_port}
+  tls:
+    certificate: {dir}/server.pem
+    key: {dir}/server.key
+{auth}",
+            storage = storage.display(),
+            dir = dir.path().display(),
+        );
+        std::fs::write(dir.path().join("config.yml"), config).unwrap();
+        let log = std::fs::File::create(dir.path().join("registry.log")).unwrap();
+        let registry = Command::new("/usr/bin/docker-registry")
+            .arg("serve")
+            .arg(dir.path().join("config.yml"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("cannot start /usr/bin/docker-registry");
+
+        let proxy_listener = bind_free();
+        let proxy_port = proxy_listener.local_addr().unwrap().port();
+        let faults = Arc::new(Faults::default());
+        let proxy = Arc::new(Proxy {
+            faults: faults.clone(),
+            upstream: format!("127.0.0.1:{registry_port}"),
+            public: format!("127.0.0.1:{proxy_port}"),
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .tls_certs_only([reqwest::Certificate::from_pem(pki.ca_pem.as_bytes()).unwrap()])
+                .build()
+                .unwrap(),
+        });
+        let proxy_app = axum::Router::new()
+            .fallback(proxy_endpoint)
+            .layer(axum::extract::DefaultBodyLimit::disable())
+            .with_state(proxy);
+        runtime.spawn(serve_tls(proxy_listener, tls, proxy_app));
+
+        let mut stand_in = StandIn {
+            dir,
+            registry,
+            registry_port,
+            proxy_port,
+            ca_file,
+            tokens,
+            faults,
+            _runtime: runtime,
+        };
+        stand_in.wait_until_up();
+        stand_in
+    }
+
+    fn wait_until_up(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.registry.try_wait() {
+                panic!(
+                    "docker-registry exited with {status}: {}",
+                    std::fs::read_to_string(self.dir.path().join("registry.log"))
+                        .unwrap_or_default()
+                );
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", self.registry_port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "docker-registry did not listen on 127.0.0.1:{}",
+            self.registry_port
+        );
+    }
+
+    /// `https://127.0.0.1:PORT` of the registry itself.
+    fn direct(&self) -> String {
+        format!("https://127.0.0.1:{}", self.registry_port)
+    }
+
+    /// `https://127.0.0.1:PORT` of the fault-injecting proxy in front of it.
+    fn proxied(&self) -> String {
+        format!("https://127.0.0.1:{}", self.proxy_port)
+    }
+
+    /// `GET /v2/<repo>/manifests/<reference>` with a token for `repository:<repo>:pull`:
+    /// (status, sha256 of the body).
+    fn manifest(&self, repository: &str, reference: &str) -> (u16, String) {
+        let token = self.tokens.mint(&[format!("repository:{repository}:pull")]);
+        let url = format!("{}/v2/{repository}/manifests/{reference}", self.direct());
+        let ca = std::fs::read(&self.ca_file).unwrap();
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let response = reqwest::Client::builder()
+                    .no_proxy()
+                    .tls_certs_only([reqwest::Certificate::from_pem(&ca).unwrap()])
+                    .build()
+                    .unwrap()
+                    .get(&url)
+                    .bearer_auth(token)
+                    .header(
+                        "accept",
+                        "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json",
+                    )
+                    .send()
+                    .await
+                    .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+                let status = response.status().as_u16();
+                let body = response.bytes().await.unwrap();
+                (status, format!("sha256:{}", sha256_hex(&body)))
+            })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Images and the tool.
+
+fn docker() -> (bollard::Docker, tokio::runtime::Runtime) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let docker = bollard::Docker::connect_with_defaults()
+        .expect("cannot connect to the Docker engine: run scripts/setup-host.sh");
+    let docker = runtime
+        .block_on(docker.negotiate_version())
+        .expect("the Docker engine does not answer: run scripts/setup-host.sh to start it");
+    (docker, runtime)
+}
+
+/// Loads a one-layer image with `content` in `/hello.txt` for `arch` into the engine as
+/// `tag` (a `docker load` of a hand-made archive, as tests/release.rs does).
+fn load_image(tag: &str, arch: &str, content: &str) {
+    let mut layer = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(content.len() as u64);
+    header.set_mode(0o644);
+    header.set_mtime(0);
+    layer
+        .append_data(&mut header, "hello.txt", content.as_bytes())
+        .unwrap();
+    let layer = layer.into_inner().unwrap();
+    let config = json!({
+        "architecture": arch,
+        "os": "linux",
+        "config": {"Env": ["HOME=/workspace"]},
+        "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{}", sha256_hex(&layer))]},
+    })
+    .to_string();
+    let config_hex = sha256_hex(config.as_bytes());
+    let manifest = json!([{
+        "Config": format!("{config_hex}.json"),
+        "RepoTags": [tag],
+        "Layers": [format!("{config_hex}/layer.tar")],
+    }])
+    .to_string();
+    let mut archive = tar::Builder::new(Vec::new());
+    for (name, data) in [
+        (format!("{config_hex}/layer.tar"), layer.as_slice()),
+        (format!("{config_hex}.json"), config.as_bytes()),
+        ("manifest.json".to_string(), manifest.as_bytes()),
+    ] {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        archive.append_data(&mut h, name, data).unwrap();
+    }
+    let archive = archive.into_inner().unwrap();
+    let (docker, runtime) = docker();
+    runtime.block_on(async {
+        use futures_util::StreamExt;
+        let mut stream = docker.import_image(
+            bollard::query_parameters::ImportImageOptionsBuilder::default()
+                .quiet(true)
+                .build(),
+            bollard::body_full(archive.into()),
+            None,
+        );
+        while let Some(item) = stream.next().await {
+            let info = item.expect("docker load failed");
+            assert!(info.error_detail.is_none(), "docker load: {info:?}");
+        }
+    });
+}
+
+/// Images a test loaded into the shared engine (platform, tag); removed when the test ends.
+struct LoadedImages {
+    tags: Vec<(String, String)>,
+}
+
+impl LoadedImages {
+    fn load(&mut self, platform: &str, tag: String, content: &str) {
+        load_image(&tag, platform.trim_start_matches("linux/"), content);
+        self.tags.push((platform.to_string(), tag));
+    }
+}
+
+impl Drop for LoadedImages {
+    fn drop(&mut self) {
+        let (docker, runtime) = docker();
+        for (_, tag) in &self.tags {
+            let _ = runtime.block_on(
+                docker.remove_image(
+                    tag,
+                    Some(
+                        bollard::query_parameters::RemoveImageOptionsBuilder::default()
+                            .force(true)
+                            .build(),
+                    ),
+                    None,
+                ),
+            );
+        }
+    }
+}
+
+/// Two small images (amd64 and arm64, different content) loaded for this test.
+fn test_images(name: &str) -> LoadedImages {
+    let salt = unique(name);
+    let tag = |arch: &str| format!("xtask-test-auth:{arch}-{}", sha256_hex(salt.as_bytes()));
+    let mut images = LoadedImages { tags: Vec::new() };
+    images.load("linux/amd64", tag("amd64"), &format!("amd64 {salt}"));
+    images.load("linux/arm64", tag("arm64"), &format!("arm64 {salt}"));
+    images
+}
+
+fn image_args(images: &[(String, String)]) -> Vec<String> {
+    images
+        .iter()
+        .flat_map(|(platform, image)| ["--image".to_string(), format!("{platform}={image}")])
+        .collect()
+}
+
+/// `xtask publish --json` to `registry`, trusting the test CA through SSL_CERT_FILE, with
+/// the developer's own credentials and docker config out of the way.
+fn publish(
+    stand_in: &StandIn,
+    registry: &str,
+    repository: &str,
+    args: &[String],
+    env: &[(&str, &str)],
+) -> Output {
+    let empty_docker_config = stand_in.dir.path().join("no-docker-config");
+    std::fs::create_dir_all(&empty_docker_config).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    for var in [
+        "XTASK_OCI_USERNAME",
+        "XTASK_OCI_PASSWORD",
+        "XTASK_REGISTRY_USERNAME",
+        "XTASK_REGISTRY_PASSWORD",
+        "XTASK_OCI_REGISTRY",
+        "XTASK_OCI_REPOSITORY",
+        "SSL_CERT_DIR",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("SSL_CERT_FILE", &stand_in.ca_file)
+        .env("DOCKER_CONFIG", &empty_docker_config)
+        .env("XTASK_PROGRESS_INTERVAL_SECS", "0.2")
+        .envs(env.iter().copied())
+        .args([
+            "publish",
+            "--json",
+            "--oci-registry",
+            registry,
+            "--repository",
+            repository,
+        ])
+        .args(args);
+    let out = cmd.output().expect("cannot run the xtask binary");
+    eprintln!(
+        "$ xtask publish {repository} {args:?}\n--- status {}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn stdout_json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+const CREDENTIALS: [(&str, &str); 2] = [
+    ("XTASK_OCI_USERNAME", USERNAME),
+    ("XTASK_OCI_PASSWORD", PASSWORD),
+];
+
+/// No output of the tool carries the password or any token the service issued.
+fn assert_no_secrets(stand_in: &StandIn, outputs: &[&Output]) {
+    let mut secrets = vec![PASSWORD.to_string()];
+    secrets.extend(stand_in.tokens.issued());
+    for out in outputs {
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for secret in &secrets {
+            assert!(
+                !text.contains(secret.as_str()),
+                "a secret appears in the tool's output:\n{text}"
+            );
+        }
+        // A JWT's signature alone must not leak either.
+        for token in stand_in.tokens.issued() {
+            let signature = token.rsplit('.').next().unwrap();
+            assert!(
+                !text.contains(signature),
+                "a token signature leaked:\n{text}"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tests.
+
+#[test]
+fn publishes_a_multi_platform_image_and_index_over_tls_with_tokens() {
+    let stand_in = StandIn::start(Policy::default());
+    let repository = unique("team/coding-agent").to_lowercase();
+    let images = test_images("full");
+    let out = publish(
+        &stand_in,
+        &stand_in.direct(),
+        &repository,
+        &[image_args(&images.tags), vec!["--tag".into(), "r1".into()]].concat(),
+        &CREDENTIALS,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = stdout_json(&out);
+    let platforms = report["platforms"].as_array().unwrap();
+    assert_eq!(platforms.len(), 2);
+    for p in platforms {
+        assert!(p["uploaded_bytes"].as_u64().unwrap() > 0, "{p}");
+        let digest = p["digest"].as_str().unwrap();
+        assert_eq!(
+            stand_in.manifest(&repository, digest),
+            (200, digest.to_string())
+        );
+    }
+    let index = report["index"]["digest"].as_str().unwrap();
+    assert_eq!(
+        stand_in.manifest(&repository, "r1"),
+        (200, index.to_string())
+    );
+    assert_eq!(
+        stand_in.manifest(&repository, index),
+        (200, index.to_string())
+    );
+
+    // Push and pull on the repository were asked for up front, with the credentials, and a
+    // handful of tokens served the whole publish (no token per request).
+    let requests = stand_in.tokens.requests();
+    assert!(!requests.is_empty());
+    let wanted = format!("repository:{repository}:pull,push");
+    for r in &requests {
+        assert!(r.authenticated, "{r:?}");
+        assert_eq!(r.scopes, vec![wanted.clone()], "{r:?}");
+    }
+    assert!(requests.len() <= 2, "{requests:?}");
+    // Progress lines: bytes of total and MB/s.
+    let err = stderr(&out);
+    assert!(err.contains("MB/s") && err.contains("(100%)"), "{err}");
+    assert_no_secrets(&stand_in, &[&out]);
+}
+
+#[test]
+fn a_resumed_publish_uploads_only_the_missing_blobs() {
+    let stand_in = StandIn::start(Policy::default());
+    let repository = unique("team/resume").to_lowercase();
+    let salt = unique("resume");
+    // Same layer content, two architectures: the arm64 image shares the amd64 layer.
+    let amd64 = format!(
+        "xtask-test-auth:resume-amd64-{}",
+        sha256_hex(salt.as_bytes())
+    );
+    let arm64 = format!(
+        "xtask-test-auth:resume-arm64-{}",
+        sha256_hex(salt.as_bytes())
+    );
+    let mut images = LoadedImages { tags: Vec::new() };
+    images.load("linux/amd64", amd64.clone(), &format!("shared {salt}"));
+    images.load("linux/arm64", arm64.clone(), &format!("shared {salt}"));
+
+    // The first run stops after amd64 (as a run that died half-way would).
+    let first = publish(
+        &stand_in,
+        &stand_in.proxied(),
+        &repository,
+        &[format!("--image=linux/amd64={amd64}"), "--partial".into()],
+        &CREDENTIALS,
+    );
+    assert!(first.status.success());
+    let first = stdout_json(&first);
+    let layer_and_config = first["platforms"][0]["uploaded_bytes"].as_u64().unwrap();
+
+    stand_in.faults.seen.lock().unwrap().clear();
+    let second = publish(
+        &stand_in,
+        &stand_in.proxied(),
+        &repository,
+        &[
+            format!("--image=linux/amd64={amd64}"),
+            format!("--image=linux/arm64={arm64}"),
+            "--tag".into(),
+            "r1".into(),
+        ],
+        &CREDENTIALS,
+    );
+    assert!(second.status.success());
+    let report = stdout_json(&second);
+    assert_eq!(report["platforms"][0]["uploaded_bytes"], 0, "{report}");
+    let arm64_uploaded = report["platforms"][1]["uploaded_bytes"].as_u64().unwrap();
+    // Only the arm64 config went up: the shared layer was already there.
+    assert!(
+        arm64_uploaded > 0 && arm64_uploaded < layer_and_config,
+        "{arm64_uploaded} vs {layer_and_config}"
+    );
+    let puts = stand_in
+        .faults
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.starts_with("PUT") && r.contains("/blobs/uploads/"))
+        .count();
+    assert_eq!(puts, 1, "{:?}", stand_in.faults.seen.lock().unwrap());
+    assert!(stderr(&second).contains("is already in the registry"));
+    // The placeholder scope of the `/v2/` challenge was never asked for.
+    assert!(stand_in
+        .tokens
+        .requests()
+        .iter()
+        .all(|r| r.scopes == vec![format!("repository:{repository}:pull,push")]));
+    let index = report["index"]["digest"].as_str().unwrap();
+    assert_eq!(
+        stand_in.manifest(&repository, "r1"),
+        (200, index.to_string())
+    );
+}
+
+#[test]
+fn a_token_that_expires_during_an_upload_is_renewed() {
+    // Tokens live 2 s; the first blob PUT is held 3 s by the proxy, so the token it carries
+    // has expired when the registry reads it.
+    let stand_in = StandIn::start(Policy {
+        token_lifetime_secs: 2,
+        ..Policy::default()
+    });
+    stand_in.faults.hold_blob_puts.store(1, Ordering::SeqCst);
+    let repository = unique("team/expiry").to_lowercase();
+    let images = test_images("expiry");
+    let out = publish(
+        &stand_in,
+        &stand_in.proxied(),
+        &repository,
+        &[image_args(&images.tags[..1]), vec!["--partial".into()]].concat(),
+        &CREDENTIALS,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stand_in.faults.invalid_token_answers.load(Ordering::SeqCst) >= 1,
+        "the registry never refused an expired token: the test did not test expiry"
+    );
+    assert!(stand_in.tokens.requests().len() >= 2);
+    let digest = stdout_json(&out)["platforms"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(stand_in.manifest(&repository, &digest), (200, digest));
+    assert_no_secrets(&stand_in, &[&out]);
+}
+
+#[test]
+fn wrong_credentials_say_which_registry_refused_and_what_to_check() {
+    let stand_in = StandIn::start(Policy::default());
+    let repository = unique("team/denied").to_lowercase();
+    let images = test_images("wrong");
+    let wrong_password = "not-the-password-7c1d";
+    let out = publish(
+        &stand_in,
+        &stand_in.direct(),
+        &repository,
+        &[image_args(&images.tags), vec!["--tag".into(), "r1".into()]].concat(),
+        &[
+            ("XTASK_REGISTRY_USERNAME", USERNAME),
+            ("XTASK_REGISTRY_PASSWORD", wrong_password),
+        ],
+    );
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    let host = stand_in.direct().replace("https://", "");
+    assert!(err.contains(&format!("registry {host}")), "{err}");
+    assert!(
+        err.contains("refused the credentials of `release-bot`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("XTASK_REGISTRY_USERNAME/XTASK_REGISTRY_PASSWORD"),
+        "{err}"
+    );
+    assert!(
+        err.contains("check the username and the password or token"),
+        "{err}"
+    );
+    assert!(!err.contains(wrong_password), "{err}");
+    assert!(stand_in.tokens.requests().iter().all(|r| !r.authenticated));
+    assert_no_secrets(&stand_in, &[&out]);
+
+    // Anonymous: told where credentials go.
+    let out = publish(
+        &stand_in,
+        &stand_in.direct(),
+        &repository,
+        &image_args(&images.tags),
+        &[],
+    );
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("registry {host} asks for credentials")),
+        "{err}"
+    );
+    assert!(
+        err.contains("set XTASK_OCI_USERNAME/XTASK_OCI_PASSWORD or run `docker login"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_token_without_push_is_refused_with_what_it_lacks() {
+    let stand_in = StandIn::start(Policy {
+        may_push: false,
+        ..Policy::default()
+    });
+    let repository = unique("team/readonly").to_lowercase();
+    let images = test_images("readonly");
+    let out = publish(
+        &stand_in,
+        &stand_in.proxied(),
+        &repository,
+        &[image_args(&images.tags[..1]), vec!["--partial".into()]].concat(),
+        &CREDENTIALS,
+    );
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("does not grant this action"), "{err}");
+    assert!(err.contains(&format!("may push to {repository}")), "{err}");
+    // Bounded: a refused scope is not asked for again and again.
+    let requests = stand_in.tokens.requests();
+    assert!(requests.len() <= 3, "{requests:?}");
+    assert!(requests
+        .iter()
+        .all(|r| r.granted == vec![format!("repository:{repository}:pull")]));
+    assert_no_secrets(&stand_in, &[&out]);
+}
+
+#[test]
+fn a_5xx_during_a_blob_upload_is_retried() {
+    // Five failures: four answers to the same upload session (the client's retries with
+    // backoff), then the client gives that session up and the new session's second try
+    // gets through.
+    let stand_in = StandIn::start(Policy::default());
+    stand_in.faults.fail_blob_puts.store(5, Ordering::SeqCst);
+    let repository = unique("team/flaky").to_lowercase();
+    let images = test_images("flaky");
+    let out = publish(
+        &stand_in,
+        &stand_in.proxied(),
+        &repository,
+        &[image_args(&images.tags[..1]), vec!["--partial".into()]].concat(),
+        &CREDENTIALS,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stand_in.faults.injected_failures.load(Ordering::SeqCst), 5);
+    let err = stderr(&out);
+    assert!(
+        err.contains("503 Service Unavailable; starting a new upload session"),
+        "{err}"
+    );
+    let sessions = stand_in
+        .faults
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.starts_with("POST") && r.contains("/blobs/uploads/"))
+        .count();
+    // Config and layer: one session each, plus the one given up.
+    assert_eq!(sessions, 3, "{:?}", stand_in.faults.seen.lock().unwrap());
+    let digest = stdout_json(&out)["platforms"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(stand_in.manifest(&repository, &digest), (200, digest));
+}
+
+#[test]
+fn blobs_already_in_another_repository_are_mounted() {
+    let stand_in = StandIn::start(Policy::default());
+    let base = unique("team/base").to_lowercase();
+    let app = unique("team/app").to_lowercase();
+    let images = test_images("mount");
+    let args = [image_args(&images.tags[..1]), vec!["--partial".into()]].concat();
+    let first = publish(&stand_in, &stand_in.proxied(), &base, &args, &CREDENTIALS);
+    assert!(first.status.success());
+
+    let before = stand_in.tokens.requests().len();
+    stand_in.faults.seen.lock().unwrap().clear();
+    let second = publish(&stand_in, &stand_in.proxied(), &app, &args, &CREDENTIALS);
+    assert!(second.status.success(), "{}", stderr(&second));
+    let report = stdout_json(&second);
+    assert_eq!(report["platforms"][0]["uploaded_bytes"], 0, "{report}");
+    assert!(stderr(&second).contains("mounted"), "{}", stderr(&second));
+    // No blob bytes went up, and the token covered pulling from the source repository.
+    assert!(!stand_in
+        .faults
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|r| r.starts_with("PUT") && r.contains("/blobs/uploads/")));
+    let asked: BTreeSet<String> = stand_in.tokens.requests()[before..]
+        .iter()
+        .flat_map(|r| r.scopes.clone())
+        .collect();
+    assert!(
+        asked.contains(&format!("repository:{base}:pull")),
+        "{asked:?}"
+    );
+    let digest = report["platforms"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(stand_in.manifest(&app, &digest), (200, digest));
+}
+
+#[test]
+fn credential_helpers_from_the_docker_config_are_run() {
+    let stand_in = StandIn::start(Policy::default());
+    let host = stand_in.direct().replace("https://", "");
+    let config_dir = stand_in.dir.path().join("docker-config");
+    let bin = stand_in.dir.path().join("bin");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(
+        config_dir.join("config.json"),
+        json!({"auths": {"other.example": {}}, "credHelpers": {host.clone(): "xtasktest"}})
+            .to_string(),
+    )
+    .unwrap();
+    // The docker-credential-helpers protocol: `get`, server URL on stdin, JSON on stdout.
+    let asked = stand_in.dir.path().join("helper-asked");
+    let helper = bin.join("docker-credential-xtasktest");
+    std::fs::write(
+        &helper,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = get ] || exit 2\nurl=$(cat)\nprintf '%s' \"$url\" > '{asked}'\n\
+             if [ \"$url\" = '{host}' ]; then\n  printf '{{\"ServerURL\":\"%s\",\"Username\":\"{USERNAME}\",\"Secret\":\"{PASSWORD}\"}}' \"$url\"\n\
+             else\n  echo 'credentials not found in native keychain'; exit 1\nfi\n",
+            asked = asked.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let repository = unique("team/helper").to_lowercase();
+    let images = test_images("helper");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let config_dir_text = config_dir.display().to_string();
+    let out = publish(
+        &stand_in,
+        &stand_in.direct(),
+        &repository,
+        &[image_args(&images.tags[..1]), vec!["--partial".into()]].concat(),
+        &[
+            ("DOCKER_CONFIG", config_dir_text.as_str()),
+            ("PATH", path.as_str()),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&asked).unwrap(), host);
+    assert!(stand_in.tokens.requests().iter().all(|r| r.authenticated));
+    assert_no_secrets(&stand_in, &[&out]);
+}
+
+/// The peak memory of publishing a large image through the ghcr-shaped stand-in, measured
+/// with `/usr/bin/time -v` (maximum resident set size). Needs a large linux/amd64 image in
+/// the engine, named by `XTASK_LARGE_IMAGE`; run it on purpose:
+/// `XTASK_LARGE_IMAGE=ref cargo test --test registry_auth -- --ignored --nocapture`.
+#[test]
+#[ignore = "needs a multi-GB image in the engine (XTASK_LARGE_IMAGE); run on purpose"]
+fn peak_memory_publishing_a_large_image_stays_bounded() {
+    let image = std::env::var("XTASK_LARGE_IMAGE")
+        .expect("set XTASK_LARGE_IMAGE to a large linux/amd64 image in the engine");
+    assert!(
+        Path::new("/usr/bin/time").exists(),
+        "/usr/bin/time is missing (Debian package `time`)"
+    );
+    let stand_in = StandIn::start(Policy::default());
+    let repository = unique("measure/large").to_lowercase();
+    let out = Command::new("/usr/bin/time")
+        .arg("-v")
+        .arg(env!("CARGO_BIN_EXE_xtask"))
+        .args(["publish", "--json", "--partial", "--oci-registry"])
+        .arg(stand_in.direct())
+        .args(["--repository", &repository, "--image"])
+        .arg(format!("linux/amd64={image}"))
+        .env("SSL_CERT_FILE", &stand_in.ca_file)
+        .env("DOCKER_CONFIG", stand_in.dir.path())
+        .envs(CREDENTIALS)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    eprintln!("{err}");
+    assert!(out.status.success());
+    let uploaded = stdout_json(&out)["platforms"][0]["uploaded_bytes"]
+        .as_u64()
+        .unwrap();
+    let max_rss_kb: u64 = err
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("Maximum resident set size (kbytes): ")
+        })
+        .expect("/usr/bin/time -v reports the maximum resident set size")
+        .parse()
+        .unwrap();
+    eprintln!(
+        "published {uploaded} bytes to a TLS token-auth registry; peak RSS {} MB",
+        max_rss_kb / 1024
+    );
+    assert!(
+        uploaded > 1_000_000_000,
+        "not a large image: {uploaded} bytes"
+    );
+    assert!(max_rss_kb < 256 * 1024, "peak RSS {max_rss_kb} kB");
+}
+
+#[test]
+fn basic_auth_registries_take_docker_config_credentials_and_refuse_wrong_ones() {
+    let stand_in = StandIn::start(Policy {
+        htpasswd: true,
+        ..Policy::default()
+    });
+    let host = stand_in.direct().replace("https://", "");
+    let repository = unique("team/basic").to_lowercase();
+    let images = test_images("basic");
+    let args = [image_args(&images.tags[..1]), vec!["--partial".into()]].concat();
+
+    // Credentials as `docker login` writes them: base64 of user:password under `auths`.
+    let config_dir = stand_in.dir.path().join("docker-config");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USERNAME}:{PASSWORD}"));
+    std::fs::write(
+        config_dir.join("config.json"),
+        json!({"auths": {format!("https://{host}"): {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+    let config_dir = config_dir.display().to_string();
+    let out = publish(
+        &stand_in,
+        &stand_in.direct(),
+        &repository,
+        &args,
+        &[("DOCKER_CONFIG", config_dir.as_str())],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_no_secrets(&stand_in, &[&out]);
+
+    let wrong_password = "not-the-password-5e2a";
+    let out = publish(
+        &stand_in,
+        &stand_in.direct(),
+        &unique("team/basic-denied").to_lowercase(),
+        &args,
+        &[
+            ("XTASK_OCI_USERNAME", USERNAME),
+            ("XTASK_OCI_PASSWORD", wrong_password),
+        ],
+    );
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains(&format!("registry {host} refused the credentials of `release-bot` from XTASK_OCI_USERNAME/XTASK_OCI_PASSWORD")), "{err}");
+    assert!(!err.contains(wrong_password), "{err}");
+}
