@@ -24,9 +24,10 @@
 # for what is missing.
 set -euo pipefail
 
+# It creates a user and writes /etc/sudoers.d: a non-root caller with passwordless sudo (the
+# runner itself on GitHub) goes through sudo.
 if [ "$(id -u)" -ne 0 ]; then
-  echo "setup-runner-user: run as root (it creates a user and writes /etc/sudoers.d)" >&2
-  exit 1
+  exec sudo -n bash "$0" "$@"
 fi
 
 RUNNER=runner
