@@ -967,12 +967,10 @@ fn format_problems(r: &Receipt) -> Vec<Problem> {
     out
 }
 
-/// The index digest must be the digest of the canonical index made from the platform records.
-fn index_digest_problems(r: &Receipt) -> Vec<Problem> {
-    let entries: Vec<IndexEntry> = r
-        .platforms
-        .iter()
-        .map(|p| IndexEntry {
+/// A platform record is exactly the index's descriptor of that platform.
+impl From<&PlatformRecord> for IndexEntry {
+    fn from(p: &PlatformRecord) -> IndexEntry {
+        IndexEntry {
             platform: p.platform,
             os: p.os.clone(),
             architecture: p.architecture.clone(),
@@ -980,8 +978,13 @@ fn index_digest_problems(r: &Receipt) -> Vec<Problem> {
             digest: p.digest.clone(),
             media_type: p.media_type.clone(),
             size: p.manifest_size,
-        })
-        .collect();
+        }
+    }
+}
+
+/// The index digest must be the digest of the canonical index made from the platform records.
+fn index_digest_problems(r: &Receipt) -> Vec<Problem> {
+    let entries: Vec<IndexEntry> = r.platforms.iter().map(IndexEntry::from).collect();
     let bytes = match index_bytes(&entries) {
         Ok(bytes) => bytes,
         Err(e) => {
@@ -1606,18 +1609,7 @@ pub(crate) mod tests_support {
                 },
             })
             .collect();
-        let entries: Vec<IndexEntry> = platforms
-            .iter()
-            .map(|p| IndexEntry {
-                platform: p.platform,
-                os: p.os.clone(),
-                architecture: p.architecture.clone(),
-                variant: None,
-                digest: p.digest.clone(),
-                media_type: p.media_type.clone(),
-                size: p.manifest_size,
-            })
-            .collect();
+        let entries: Vec<IndexEntry> = platforms.iter().map(IndexEntry::from).collect();
         let index = index_bytes(&entries).unwrap();
         let index_digest = format!("sha256:{}", sha256_hex(&index));
         let manifest = manifest();

@@ -339,19 +339,7 @@ mod tests {
 
     /// What a registry that holds exactly the sample release would answer.
     fn honest(r: &Receipt) -> RegistryEvidence {
-        let entries: Vec<IndexEntry> = r
-            .platforms
-            .iter()
-            .map(|p| IndexEntry {
-                platform: p.platform,
-                os: p.os.clone(),
-                architecture: p.architecture.clone(),
-                variant: p.variant.clone(),
-                digest: p.digest.clone(),
-                media_type: p.media_type.clone(),
-                size: p.manifest_size,
-            })
-            .collect();
+        let entries: Vec<IndexEntry> = r.platforms.iter().map(IndexEntry::from).collect();
         let index = index_bytes(&entries).unwrap();
         RegistryEvidence {
             index: Some(index.clone()),
