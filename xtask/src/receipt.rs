@@ -379,12 +379,20 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
              digits of the inputs' digest, or the workflow run id); publish under such a tag"
         );
     }
-    if resolve.cutoff != inventory.cutoff {
+    // `lock` keeps the committed inventory when a new clock alone would change it, so the
+    // lockfile's cutoff may be earlier than this resolution's (the same versions either way:
+    // checked package by package below). A later one means the lockfile is not from this run.
+    let cutoff = |text: &str, what: &str| {
+        chrono::DateTime::parse_from_rfc3339(text)
+            .with_context(|| format!("{what} cutoff `{text}` is not an RFC 3339 time"))
+    };
+    if cutoff(&inventory.cutoff, INVENTORY_PATH)? > cutoff(&resolve.cutoff, "the resolve output's")?
+    {
         bail!(
-            "the resolve output's cutoff {} differs from {INVENTORY_PATH}'s cutoff {}: the \
-             lockfile was not written from this resolution (run `cargo xtask lock`)",
-            resolve.cutoff,
-            inventory.cutoff
+            "{INVENTORY_PATH}'s cutoff {} is later than the resolve output's {}: the lockfile \
+             was not written from this resolution (run `cargo xtask lock`)",
+            inventory.cutoff,
+            resolve.cutoff
         );
     }
 
@@ -565,7 +573,8 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
             reason: gate.reason,
         },
         resolver: ResolverRecord {
-            cutoff: resolve.cutoff,
+            // The lockfile's own cutoff: what the release's versions are no newer than.
+            cutoff: inventory.cutoff.clone(),
             registry: inventory.registry.clone(),
         },
         node,
