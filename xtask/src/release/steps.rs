@@ -126,6 +126,8 @@ impl StepRunner {
             step.command_line()
         ));
         let started = Instant::now();
+        // spawn + wait_with_output, not `output()`: tokio's `output()` pipes stderr whatever
+        // was configured, which swallowed every child's progress and error messages.
         let output = tokio::process::Command::new(&self.exe)
             .args(&step.args)
             .current_dir(&self.root)
@@ -133,9 +135,11 @@ impl StepRunner {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
-            .output()
+            .spawn()
+            .with_context(|| format!("cannot start step `{}`", step.name))?
+            .wait_with_output()
             .await
-            .with_context(|| format!("cannot start step `{}`", step.name))?;
+            .with_context(|| format!("step `{}` did not finish", step.name))?;
         if let Some(path) = &step.output {
             atomic_write(path, &output.stdout)?;
         }
