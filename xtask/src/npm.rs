@@ -111,6 +111,10 @@ impl Npm {
             .env("NPM_CONFIG_GLOBALCONFIG", &global)
             .env("NPM_CONFIG_CACHE", config_dir.path().join("cache"))
             .env("NPM_CONFIG_UPDATE_NOTIFIER", "false")
+            .env(
+                "NODE_OPTIONS",
+                node_options(std::env::var("NODE_OPTIONS").ok().as_deref()),
+            )
             .stdin(Stdio::null());
         let output = command.output().await.with_context(|| {
             "cannot run `node`: the lock step needs Node.js on PATH (apt-get install nodejs)"
@@ -146,4 +150,32 @@ pub fn lock_npmrc(registry: &str) -> String {
 
 pub fn ensure_trailing_slash(url: &str) -> String {
     format!("{}/", url.trim_end_matches('/'))
+}
+
+/// Node's own CA list does not hold a TLS-inspecting proxy's CA, and `NODE_EXTRA_CA_CERTS`
+/// may not be set (a runner's clean environment). Like the tool's own HTTP client, npm trusts
+/// the system store: `--use-openssl-ca`, added to whatever NODE_OPTIONS the caller has.
+pub fn node_options(existing: Option<&str>) -> String {
+    const SYSTEM_STORE: &str = "--use-openssl-ca";
+    match existing.map(str::trim).filter(|e| !e.is_empty()) {
+        None => SYSTEM_STORE.to_string(),
+        Some(e) if e.split_whitespace().any(|o| o == SYSTEM_STORE) => e.to_string(),
+        Some(e) => format!("{e} {SYSTEM_STORE}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn npm_trusts_the_system_store_whatever_node_options_held() {
+        assert_eq!(node_options(None), "--use-openssl-ca");
+        assert_eq!(node_options(Some(" ")), "--use-openssl-ca");
+        assert_eq!(
+            node_options(Some("--max-old-space-size=4096")),
+            "--max-old-space-size=4096 --use-openssl-ca"
+        );
+        assert_eq!(node_options(Some("--use-openssl-ca")), "--use-openssl-ca");
+    }
 }
