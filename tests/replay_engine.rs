@@ -834,7 +834,7 @@ jobs:
 "#
     ));
     use std::os::unix::fs::MetadataExt as _;
-    let workspace = run.job("j").dir.join("work/coding-agent-template");
+    let workspace = run.job("j").workspace.clone();
     let (uid, _) = support::replay::runner_ids().unwrap();
     assert_eq!(
         std::fs::metadata(workspace.join("written-by-runner"))

@@ -111,6 +111,8 @@ pub struct JobRun {
     /// Why the job failed when no step explains it (timeout, post-job phase).
     pub error: Option<String>,
     pub dir: PathBuf,
+    /// `GITHUB_WORKSPACE`: GitHub's fixed path, which the next job empties.
+    pub workspace: PathBuf,
 }
 
 impl JobRun {
@@ -1163,6 +1165,7 @@ fn run_job(
         summary: String::new(),
         error: None,
         dir: PathBuf::new(),
+        workspace: PathBuf::new(),
     };
 
     // The job's `if` (default success()).
@@ -1486,14 +1489,26 @@ fn run_leg(
         .root()
         .join(format!("attempt-{}", run.run_attempt))
         .join(format!("{}-{index}", env.job_id));
-    let workspace = dir
+    // GitHub's workspace path, the same for every job (/home/runner/work/<repo>/<repo>): tools
+    // that cache by absolute path (cargo's target directory restored by actions/cache) behave
+    // as they do there. Each job starts with it empty, as on a fresh runner, and holds a lock
+    // on it while it runs, so replays in parallel threads or processes take turns.
+    let repo_name = run.replay.repository.split('/').nth(1).unwrap_or("repo");
+    let workspace = Path::new(RUNNER_HOME)
         .join("work")
-        .join(run.replay.repository.split('/').nth(1).unwrap_or("repo"));
+        .join(repo_name)
+        .join(repo_name);
+    let _workspace_lock = lock_workspace()?;
+    if workspace.exists() {
+        std::fs::remove_dir_all(&workspace)
+            .with_context(|| format!("emptying the workspace {}", workspace.display()))?;
+    }
     let temp = dir.join("temp");
     for d in [&workspace, &temp, &dir.join("files"), &dir.join("logs")] {
         std::fs::create_dir_all(d)?;
     }
     give_to_runner(&dir)?;
+    give_to_runner(&Path::new(RUNNER_HOME).join("work"))?;
     let event_path = temp.join("_github_workflow").join("event.json");
     std::fs::create_dir_all(event_path.parent().expect("has a parent"))?;
     std::fs::write(&event_path, serde_json::to_vec_pretty(&event_payload(run))?)?;
@@ -1583,7 +1598,7 @@ fn run_leg(
         env,
         here: here.clone(),
         dir: dir.clone(),
-        workspace,
+        workspace: workspace.clone(),
         temp,
         matrix: matrix_value,
         strategy,
@@ -1679,6 +1694,7 @@ fn run_leg(
         summary: leg.summary,
         error,
         dir,
+        workspace,
     })
 }
 
@@ -2134,6 +2150,28 @@ fn set_mode(path: &Path, mode: u32) -> Result<()> {
 }
 
 /// Hands a file or a tree to the runner user (what it would have created itself on GitHub).
+/// An exclusive lock on the runner's workspace, released when the returned file is dropped.
+fn lock_workspace() -> Result<std::fs::File> {
+    use std::os::fd::AsRawFd as _;
+    let dir = Path::new(RUNNER_HOME).join("work");
+    std::fs::create_dir_all(&dir)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(".replay-lock"))
+        .with_context(|| format!("opening {}/.replay-lock", dir.display()))?;
+    // SAFETY: flock on a descriptor this function owns; no memory is shared.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        bail!(
+            "cannot lock {}/.replay-lock: {}",
+            dir.display(),
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(file)
+}
+
 pub(crate) fn give_to_runner(path: &Path) -> Result<()> {
     let (uid, gid) = runner_ids()?;
     std::os::unix::fs::lchown(path, Some(uid), Some(gid))
