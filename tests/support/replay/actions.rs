@@ -446,6 +446,14 @@ fn copy_tree(from: &Path, to: &Path, for_runner: bool) -> Result<usize> {
         } else {
             std::fs::copy(entry.path(), &target)
                 .with_context(|| format!("writing {}", target.display()))?;
+            // Keep the modification time, as the real actions (tar archives) do: cargo judges a
+            // restored target directory fresh or stale by comparing mtimes.
+            let modified = entry.metadata()?.modified()?;
+            std::fs::File::options()
+                .write(true)
+                .open(&target)
+                .and_then(|f| f.set_modified(modified))
+                .with_context(|| format!("setting the mtime of {}", target.display()))?;
             if for_runner {
                 give_to_runner(&target)?;
             }
