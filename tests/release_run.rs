@@ -132,6 +132,13 @@ fn a_release_then_a_rerun_with_nothing_changed() {
     let root = copy_repo();
     let (first, took) = release(root.path(), &[]);
     eprintln!("first release: {:.1}s", took.as_secs_f64());
+    for step in first["steps"].as_array().unwrap() {
+        eprintln!(
+            "  {:<32} {:>7.1}s",
+            step["name"].as_str().unwrap(),
+            step["seconds"].as_f64().unwrap()
+        );
+    }
     assert_eq!(first["status"], "released", "{first}");
     let receipt = first["receipt"].as_str().unwrap();
     let verify = Command::new(env!("CARGO_BIN_EXE_xtask"))
@@ -143,10 +150,13 @@ fn a_release_then_a_rerun_with_nothing_changed() {
     assert_eq!(verdict["valid"], true, "{verdict}");
     assert_eq!(verdict["complete"], true, "{verdict}");
     // The release's assets, as a consumer downloads them, verify against the receipt.
-    let assets = Path::new(receipt)
-        .parent()
-        .unwrap()
-        .join(first["tag"].as_str().unwrap());
+    // The receipt sits among the assets it names, in `.xtask/releases/<tag>/`.
+    let assets = Path::new(receipt).parent().unwrap().to_path_buf();
+    assert!(
+        assets.ends_with(first["tag"].as_str().unwrap()),
+        "{}",
+        assets.display()
+    );
     let with_assets = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .args(["receipt", "verify", "--artifacts"])
         .arg(&assets)
