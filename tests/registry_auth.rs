@@ -1287,8 +1287,9 @@ fn peak_memory_publishing_a_large_image_stays_bounded() {
         "published {uploaded} bytes to a TLS token-auth registry; peak RSS {} MB",
         max_rss_kb / 1024
     );
+    // The template image compresses to about 865 MB (2.27 GB in the engine).
     assert!(
-        uploaded > 1_000_000_000,
+        uploaded > 500_000_000,
         "not a large image: {uploaded} bytes"
     );
     assert!(max_rss_kb < 256 * 1024, "peak RSS {max_rss_kb} kB");
