@@ -458,8 +458,8 @@ impl RegistryClient {
         }
     }
 
-    /// The manifest a tag or digest points at: (bytes, content type), `None` when absent.
-    pub async fn get_manifest(&self, reference: &str) -> Result<Option<(Vec<u8>, String)>> {
+    /// GET a manifest by tag or digest: the successful response, `None` when absent.
+    async fn manifest_response(&self, reference: &str) -> Result<Option<(Response, Url)>> {
         let url = self.target.url(&format!("manifests/{reference}"));
         let response = self
             .send(&url, |http| {
@@ -474,6 +474,14 @@ impl RegistryClient {
         let response = self
             .expect_ok(&format!("read manifest {reference}"), &url, response)
             .await?;
+        Ok(Some((response, url)))
+    }
+
+    /// The manifest a tag or digest points at: (bytes, content type), `None` when absent.
+    pub async fn get_manifest(&self, reference: &str) -> Result<Option<(Vec<u8>, String)>> {
+        let Some((response, url)) = self.manifest_response(reference).await? else {
+            return Ok(None);
+        };
         let content_type = response
             .headers()
             .get(header::CONTENT_TYPE)
@@ -495,20 +503,9 @@ impl RegistryClient {
         reference: &str,
         limit: usize,
     ) -> Result<Option<Vec<u8>>> {
-        let url = self.target.url(&format!("manifests/{reference}"));
-        let response = self
-            .send(&url, |http| {
-                Ok(http
-                    .get(url.clone())
-                    .header(header::ACCEPT, MANIFEST_ACCEPT))
-            })
-            .await?;
-        if response.status() == StatusCode::NOT_FOUND {
+        let Some((mut response, url)) = self.manifest_response(reference).await? else {
             return Ok(None);
-        }
-        let mut response = self
-            .expect_ok(&format!("read manifest {reference}"), &url, response)
-            .await?;
+        };
         let too_big = || anyhow!("{url}: the manifest is larger than {limit} bytes");
         if response.content_length().is_some_and(|n| n > limit as u64) {
             return Err(too_big());
