@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use serde_json::Value;
-use xtask::docker;
+use xtask::image::engine;
 use xtask::manifest::{repo_root, Manifest, MANIFEST_PATH};
 
 /// One image test at a time: each one already keeps both cores busy.
@@ -35,7 +35,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// Fails (never skips) when the engine is unreachable.
 fn require_engine() {
-    if let Err(err) = runtime().block_on(docker::connect()) {
+    if let Err(err) = runtime().block_on(engine::connect()) {
         panic!(
             "these tests need a running Docker engine and none answers ({err:#}); \
              run `bash scripts/setup-host.sh` first"
@@ -93,9 +93,9 @@ fn manifest() -> Manifest {
 /// Containers of any xtask run that still exist.
 fn xtask_containers() -> Vec<String> {
     runtime().block_on(async {
-        let docker = docker::connect().await.unwrap();
+        let docker = engine::connect().await.unwrap();
         let filters =
-            std::collections::HashMap::from([("label", vec![docker::RUN_LABEL.to_string()])]);
+            std::collections::HashMap::from([("label", vec![engine::RUN_LABEL.to_string()])]);
         let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
             .all(true)
             .filters(&filters)
@@ -118,13 +118,13 @@ fn base_and_build(platform: &str) -> String {
     let base_ref = base["image"].as_str().unwrap().to_string();
     let inspect = runtime()
         .block_on(async {
-            let docker = docker::connect().await.unwrap();
-            docker::inspect_image(&docker, &base_ref).await
+            let docker = engine::connect().await.unwrap();
+            engine::inspect_image(&docker, &base_ref).await
         })
         .unwrap()
         .expect("base reported an image the engine does not have");
     assert_eq!(
-        docker::image_platform(&inspect),
+        engine::image_platform(&inspect),
         platform,
         "base image config"
     );
@@ -218,9 +218,9 @@ fn smoke_passes(image: &str, platform: &str) {
     );
     // The page is driven wherever the platform is native; under qemu Chromium only starts.
     let browser_check = if report["emulated"] == true {
-        xtask::smoke::EMULATED_CHROMIUM_CHECK
+        xtask::image::smoke::EMULATED_CHROMIUM_CHECK
     } else {
-        xtask::smoke::PLAYWRIGHT_CHECK
+        xtask::image::smoke::PLAYWRIGHT_CHECK
     };
     assert!(
         names.contains(browser_check),
@@ -278,7 +278,7 @@ fn smoke_of_a_bare_image_reports_every_failure_exits_nonzero_and_cleans_up() {
         "harness claude-code",
         "harness opencode",
         "harness pi",
-        xtask::smoke::PLAYWRIGHT_CHECK,
+        xtask::image::smoke::PLAYWRIGHT_CHECK,
         "xtigervnc and openbox start",
         "ws loads and echoes",
         "sandbox-browser user",
@@ -337,8 +337,8 @@ fn build_through_engine(
 ) -> Result<(), String> {
     runtime().block_on(async {
         use futures_util::StreamExt;
-        let docker = docker::connect().await.unwrap();
-        let context = xtask::build::context_tar(files).unwrap();
+        let docker = engine::connect().await.unwrap();
+        let context = xtask::image::build::context_tar(files).unwrap();
         let mut stream = std::pin::pin!(docker.build_image(
             options,
             None,
@@ -434,7 +434,7 @@ fn a_ca_certificate_left_in_any_layer_fails_smoke() {
     );
 
     runtime().block_on(async {
-        let docker = docker::connect().await.unwrap();
+        let docker = engine::connect().await.unwrap();
         let _ = docker
             .remove_image(
                 tag,
@@ -450,20 +450,20 @@ fn a_ca_certificate_left_in_any_layer_fails_smoke() {
 /// `overrides`; returns the builder's error text when it fails.
 fn build_node_stage(overrides: &[(&str, &str)]) -> Result<(), String> {
     let root = repo_root();
-    let inputs = xtask::build::BuildInputs::load(&root).unwrap();
+    let inputs = xtask::image::build::BuildInputs::load(&root).unwrap();
     let platform = xtask::manifest::Platform::LinuxAmd64;
-    let mut args = xtask::build::build_args(&inputs, platform).unwrap();
+    let mut args = xtask::image::build::build_args(&inputs, platform).unwrap();
     args.insert(
         "BASE_IMAGE".into(),
-        xtask::base::image_ref(xtask::build::DEFAULT_SUITE, platform),
+        xtask::image::base::image_ref(xtask::image::build::DEFAULT_SUITE, platform),
     );
     for (k, v) in overrides {
         args.insert(k.to_string(), v.to_string());
     }
-    let ca = xtask::build::host_ca_bundle(None).map(|p| std::fs::read(p).unwrap());
+    let ca = xtask::image::build::host_ca_bundle(None).map(|p| std::fs::read(p).unwrap());
     let mut files: Vec<(&str, &[u8])> = vec![("Dockerfile", &inputs.dockerfile)];
     if let Some(ca) = &ca {
-        files.push((xtask::build::CONTEXT_CA_NAME, ca));
+        files.push((xtask::image::build::CONTEXT_CA_NAME, ca));
     }
     let buildargs: std::collections::HashMap<String, String> = args.into_iter().collect();
     let options = bollard::query_parameters::BuildImageOptionsBuilder::default()

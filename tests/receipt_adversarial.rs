@@ -124,11 +124,11 @@ fn write_named(dir: &Path, tag: &str, bytes: &[u8]) -> PathBuf {
 /// Recomputes what depends on the platform records: the canonical index, its digest and
 /// size, and the reference.
 fn recompute_index(v: &mut Value) {
-    let entries: Vec<xtask::publish::IndexEntry> = v["platforms"]
+    let entries: Vec<xtask::release::publish::IndexEntry> = v["platforms"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| xtask::publish::IndexEntry {
+        .map(|p| xtask::release::publish::IndexEntry {
             platform: p["platform"].as_str().unwrap().parse().unwrap(),
             os: p["os"].as_str().unwrap().into(),
             architecture: p["architecture"].as_str().unwrap().into(),
@@ -138,7 +138,7 @@ fn recompute_index(v: &mut Value) {
             size: p["manifest_size"].as_u64().unwrap(),
         })
         .collect();
-    let index = xtask::publish::index_bytes(&entries).unwrap();
+    let index = xtask::release::publish::index_bytes(&entries).unwrap();
     let digest = format!("sha256:{}", sha256_hex(&index));
     v["index"]["digest"] = json!(digest);
     v["index"]["size"] = json!(index.len());
@@ -206,7 +206,7 @@ fn cases(genuine: &Value) -> Vec<Case> {
     let elsewhere_tag = "2026.11.30-eeeeeeeeeeee";
     {
         let p = &genuine["platforms"][0];
-        let entry = xtask::publish::IndexEntry {
+        let entry = xtask::release::publish::IndexEntry {
             platform: p["platform"].as_str().unwrap().parse().unwrap(),
             os: p["os"].as_str().unwrap().into(),
             architecture: p["architecture"].as_str().unwrap().into(),
@@ -218,7 +218,7 @@ fn cases(genuine: &Value) -> Vec<Case> {
         put_index(
             &path,
             elsewhere_tag,
-            xtask::publish::index_bytes(&[entry]).unwrap(),
+            xtask::release::publish::index_bytes(&[entry]).unwrap(),
         );
     }
 

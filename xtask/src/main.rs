@@ -13,17 +13,21 @@ fn main() -> ExitCode {
         .expect("cannot start the async runtime");
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Resolve(args) => xtask::resolve::run(args).await,
-            Command::Lock(args) => xtask::lock::run(args).await,
-            Command::Bench(BenchCommand::Resolve(args)) => xtask::bench::resolve(args).await,
-            Command::Base(args) => xtask::base::run(args).await,
-            Command::Build(args) => xtask::build::run(args).await,
-            Command::Smoke(args) => xtask::smoke::run(args).await,
-            Command::Gate(args) => xtask::gate::run(args),
-            Command::Publish(args) => xtask::publish::run(args).await,
-            Command::Receipt(ReceiptCommand::Verify(args)) => xtask::receipt::verify_cmd(args),
-            Command::Receipt(ReceiptCommand::Write(args)) => xtask::receipt::write_cmd(args),
-            Command::Pin(args) => xtask::pin::run(args),
+            Command::Resolve(args) => xtask::npm::resolve::run(args).await,
+            Command::Lock(args) => xtask::npm::lock::run(args).await,
+            Command::Bench(BenchCommand::Resolve(args)) => xtask::npm::bench::resolve(args).await,
+            Command::Base(args) => xtask::image::base::run(args).await,
+            Command::Build(args) => xtask::image::build::run(args).await,
+            Command::Smoke(args) => xtask::image::smoke::run(args).await,
+            Command::Gate(args) => xtask::release::gate::run(args),
+            Command::Publish(args) => xtask::release::publish::run(args).await,
+            Command::Receipt(ReceiptCommand::Verify(args)) => {
+                xtask::release::receipt::verify_cmd(args)
+            }
+            Command::Receipt(ReceiptCommand::Write(args)) => {
+                xtask::release::receipt::write_cmd(args)
+            }
+            Command::Pin(args) => xtask::release::pin::run(args),
             Command::Release(args) => xtask::release::run(args).await,
         }
     });

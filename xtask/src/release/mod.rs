@@ -14,9 +14,15 @@
 //! release` runs the same phases in the same order on one machine. Both therefore make the same
 //! tag from the same inputs and both stop after the plan on a day with nothing to do.
 
+pub mod gate;
+pub mod pin;
 pub mod plan;
 pub mod platform;
 pub mod previous;
+pub mod publish;
+pub mod receipt;
+pub mod receipt_policy;
+pub mod receipt_registry;
 pub mod ship;
 pub mod steps;
 
@@ -128,7 +134,7 @@ fn runnable_platforms(manifest: &Manifest) -> Vec<Platform> {
         .platforms
         .iter()
         .copied()
-        .filter(|p| Some(*p) == host || crate::base::ensure_emulation(*p).is_ok())
+        .filter(|p| Some(*p) == host || crate::image::base::ensure_emulation(*p).is_ok())
         .collect()
 }
 
@@ -344,8 +350,9 @@ fn finish(json: bool, outcome: &Outcome<'_>) -> Result<ExitCode> {
 /// Starts the local registry (scripts/local-registry.sh) when the target is on loopback, so
 /// the embedded default works on a bare machine.
 async fn ensure_local_registry(root: &Path, target: &Target) -> Result<()> {
-    let parsed = crate::publish::RegistryTarget::parse(&target.registry, &target.repository)?;
-    if !crate::publish::is_loopback_host(&parsed.host) {
+    let parsed =
+        crate::release::publish::RegistryTarget::parse(&target.registry, &target.repository)?;
+    if !crate::release::publish::is_loopback_host(&parsed.host) {
         return Ok(());
     }
     let port = parsed.base.port().unwrap_or(5000);

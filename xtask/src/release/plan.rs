@@ -17,12 +17,12 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::flags::PlanFlags;
-use crate::gate::GateDecision;
 use crate::manifest::{Manifest, Platform, MANIFEST_PATH};
-use crate::receipt::Receipt;
+use crate::npm::resolve::Resolution;
+use crate::release::gate::GateDecision;
 use crate::release::previous::{self, PreviousRelease};
+use crate::release::receipt::Receipt;
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
-use crate::resolve::Resolution;
 use crate::util::{sha256_file, sha256_hex};
 
 pub const PLAN_FILE: &str = "plan.json";
@@ -583,7 +583,7 @@ pub async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Result<Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::decide as gate_decide;
+    use crate::release::gate::decide as gate_decide;
 
     fn at(text: &str) -> DateTime<Utc> {
         text.parse().unwrap()
@@ -711,8 +711,8 @@ mod tests {
         assert!(changes_since(Some(&previous), &same).is_empty());
     }
 
-    fn resolved(name: &str, version: &str, rollback: bool) -> crate::resolve::Resolved {
-        crate::resolve::Resolved {
+    fn resolved(name: &str, version: &str, rollback: bool) -> crate::npm::resolve::Resolved {
+        crate::npm::resolve::Resolved {
             name: name.into(),
             version: version.into(),
             latest: version.into(),

@@ -14,12 +14,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::build::BuildReport;
+use crate::image::build::BuildReport;
+use crate::image::smoke::SmokeReport;
 use crate::manifest::Platform;
-use crate::publish::{PublishReport, PushedImage};
 use crate::release::plan::{ensure_checkout_matches, ReleasePlan, Target};
+use crate::release::publish::{PublishReport, PushedImage};
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner, StepTime};
-use crate::smoke::SmokeReport;
 
 pub const RESULTS_SCHEMA_VERSION: u32 = 1;
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::receipt::{verify_file, Receipt};
+use crate::release::receipt::{verify_file, Receipt};
 
 /// A receipt that verified, and where it was.
 #[derive(Debug, Clone)]

@@ -18,9 +18,9 @@ use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use serde_json::Value;
 
 use crate::manifest::Manifest;
-use crate::oci_reference::{parse_pinned_reference, parse_repository_name};
-use crate::publish::{OCI_INDEX, OCI_MANIFEST};
-use crate::receipt::{problem, BuildMode, Problem, Receipt};
+use crate::oci::reference::{parse_pinned_reference, parse_repository_name};
+use crate::release::publish::{OCI_INDEX, OCI_MANIFEST};
+use crate::release::receipt::{problem, BuildMode, Problem, Receipt};
 
 /// How far ahead of the verifier's clock a `created_at` may be (clock skew between the
 /// release runner and the consumer), in seconds.
@@ -163,7 +163,7 @@ pub fn form_problems(r: &Receipt, now: DateTime<Utc>) -> Vec<Problem> {
         ));
     }
     for (i, a) in r.artifacts.iter().enumerate() {
-        let known = crate::receipt::ARTIFACTS
+        let known = crate::release::receipt::ARTIFACTS
             .iter()
             .find(|(name, _)| *name == a.name);
         if let Some((_, path)) = known {
@@ -404,7 +404,7 @@ pub fn artifact_content_problems(r: &Receipt, documents: &BTreeMap<String, Value
                 ),
             ));
         }
-        let same = |record: &crate::receipt::TarballRecord, v: &Value| {
+        let same = |record: &crate::release::receipt::TarballRecord, v: &Value| {
             v["package"].as_str() == Some(record.package.as_str())
                 && v["version"].as_str() == Some(record.version.as_str())
                 && v["integrity"].as_str() == Some(record.integrity.as_str())

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::flags::ResolveArgs;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
-use crate::registry::{Packument, Registry};
+use crate::npm::registry::{Packument, Registry};
 use crate::util::{now_or, print_json, Progress};
 
 /// The versions pinned in template/package.json, by package name.

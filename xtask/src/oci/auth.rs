@@ -20,7 +20,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use reqwest::{RequestBuilder, StatusCode, Url};
 use serde::Deserialize;
 
-use crate::credentials::{Credentials, PASSWORD_ENV, USERNAME_ENV};
+use crate::oci::credentials::{Credentials, PASSWORD_ENV, USERNAME_ENV};
 
 /// A `WWW-Authenticate` challenge: scheme and parameters (values may contain commas inside
 /// quotes, e.g. `scope="repository:x:pull,push"`).

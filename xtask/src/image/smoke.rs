@@ -36,9 +36,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
-use crate::build::{locked_versions, LOCKFILE_LABEL, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
-use crate::docker::{self, ContainerSpec};
 use crate::flags::SmokeArgs;
+use crate::image::build::{locked_versions, LOCKFILE_LABEL, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
+use crate::image::engine::{self, ContainerSpec};
 use crate::manifest::{repo_root, Harness, Manifest, Platform, MANIFEST_PATH};
 use crate::util::{print_json, sha256_hex, Progress};
 
@@ -124,9 +124,9 @@ impl Limits {
 pub async fn run(args: SmokeArgs) -> Result<ExitCode> {
     let progress = Progress::default();
     let root = repo_root();
-    let docker = docker::connect().await?;
-    let run_id = docker::new_run_id("smoke");
-    let ca_bundle = crate::build::host_ca_bundle(args.ca_bundle.as_deref());
+    let docker = engine::connect().await?;
+    let run_id = engine::new_run_id("smoke");
+    let ca_bundle = crate::image::build::host_ca_bundle(args.ca_bundle.as_deref());
     let smoke = smoke(
         &docker,
         &root,
@@ -141,7 +141,7 @@ pub async fn run(args: SmokeArgs) -> Result<ExitCode> {
         _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
     };
     // Whatever happened, nothing this run started stays behind.
-    let leftovers = docker::remove_labelled(&docker, &run_id).await?;
+    let leftovers = engine::remove_labelled(&docker, &run_id).await?;
     if leftovers > 0 {
         progress.step(format!("removed {leftovers} container(s) left by checks"));
     }
@@ -191,17 +191,17 @@ pub async fn smoke(
         .with_context(|| format!("cannot read {}", root.join(PACKAGE_JSON_PATH).display()))?;
     let versions = locked_versions(&package_json)?;
     let lockfile_sha = crate::util::sha256_file(&root.join(PACKAGE_LOCK_PATH))?;
-    let inspect = docker::inspect_image(docker, image)
+    let inspect = engine::inspect_image(docker, image)
         .await?
         .with_context(|| {
             format!("image {image} is not in the engine; build it with `cargo xtask build`")
         })?;
-    let image_platform: Option<Platform> = docker::image_platform(&inspect).parse().ok();
+    let image_platform: Option<Platform> = engine::image_platform(&inspect).parse().ok();
     let emulated = image_platform.is_some() && image_platform != Platform::host();
     let limits = Limits::for_emulation(emulated);
     progress.step(format!(
         "smoke-testing {image} ({}{})",
-        docker::image_platform(&inspect),
+        engine::image_platform(&inspect),
         if emulated { ", emulated" } else { "" }
     ));
 
@@ -307,7 +307,7 @@ pub async fn smoke(
     Ok(SmokeReport {
         image: image.to_string(),
         image_id: inspect.id.clone(),
-        platform: docker::image_platform(&inspect),
+        platform: engine::image_platform(&inspect),
         emulated,
         passed: !checks.is_empty() && checks.iter().all(|c| c.passed),
         checks,
@@ -353,7 +353,7 @@ pub fn config_checks(
     lockfile_sha: &str,
 ) -> Vec<Check> {
     let mut checks = Vec::new();
-    let found = docker::image_platform(inspect);
+    let found = engine::image_platform(inspect);
     checks.push(match requested {
         Some(platform) => Check::new(
             "platform",
@@ -464,7 +464,7 @@ pub fn config_checks(
 
 async fn version_check(ctx: &Ctx, name: String, command: &[String], expected: &str) -> Check {
     let argv: Vec<&str> = command.iter().map(String::as_str).collect();
-    match docker::run(&ctx.docker, &ctx.spec(&argv), None, ctx.limits.command).await {
+    match engine::run(&ctx.docker, &ctx.spec(&argv), None, ctx.limits.command).await {
         Err(err) => Check::new(name, false, format!("{err:#}")),
         Ok(out) => {
             let printed = out.stdout.trim();
@@ -515,7 +515,7 @@ pub fn node_version_verdict(printed: &str, node: &crate::manifest::NodeSpec) -> 
 
 async fn node_check(ctx: &Ctx, node: &crate::manifest::NodeSpec) -> Check {
     let name = NODE_CHECK;
-    match docker::run(
+    match engine::run(
         &ctx.docker,
         &ctx.spec(&["node", "--version"]),
         None,
@@ -575,11 +575,11 @@ async fn harness_check(ctx: &Ctx, harness: &Harness) -> Check {
             .collect::<Vec<_>>(),
     );
     spec.stdin = true;
-    let attached = match docker::start_attached(&ctx.docker, &spec).await {
+    let attached = match engine::start_attached(&ctx.docker, &spec).await {
         Ok(a) => a,
         Err(err) => return Check::new(name, false, format!("{err:#}")),
     };
-    let docker::Attached {
+    let engine::Attached {
         guard,
         mut output,
         mut input,
@@ -808,7 +808,7 @@ async fn script_check(
     let mut spec = ctx.spec(&["bash", "-c", script]);
     spec.user = user.map(str::to_string);
     let limit = ctx.limits.browser;
-    match docker::run(&ctx.docker, &spec, None, limit).await {
+    match engine::run(&ctx.docker, &spec, None, limit).await {
         Err(err) => Check::new(name, false, format!("{err:#}")),
         Ok(out) => {
             let missing: Vec<&String> = expect
@@ -1097,7 +1097,7 @@ async fn ca_bundle_absent_inner(
             .with_context(|| format!("cannot read the CA bundle {}", path.display()))?;
         let certs = pem_certificates(&text);
         let mut shipped: BTreeSet<Vec<u8>> =
-            docker::read_image_files(&ctx.docker, &ctx.image, &ctx.run_id, DISTRIBUTION_CA_DIR)
+            engine::read_image_files(&ctx.docker, &ctx.image, &ctx.run_id, DISTRIBUTION_CA_DIR)
                 .await?
                 .iter()
                 .flat_map(|(_, content)| pem_certificates(&String::from_utf8_lossy(content)))
@@ -1124,7 +1124,7 @@ async fn ca_bundle_absent_inner(
         .flat_map(|(i, der)| certificate_needles(der).into_iter().map(move |n| (i, n)))
         .collect();
     let export = ctx.docker.export_image(&ctx.image);
-    let reader = docker::StreamReader::spawn(export);
+    let reader = engine::StreamReader::spawn(export);
     let (findings, (layers, files, bytes)) = tokio::task::spawn_blocking(move || {
         let mut scanner = NeedleScanner::new(needles);
         scan_image_archive(reader, &mut scanner)
@@ -1288,7 +1288,7 @@ Z0UwDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNIADBFAiEAu0h3l8tq9lGJ
     }
 
     fn layer(files: &[(&str, &[u8])]) -> Vec<u8> {
-        crate::build::context_tar(files).unwrap()
+        crate::image::build::context_tar(files).unwrap()
     }
 
     #[test]

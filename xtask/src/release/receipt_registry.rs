@@ -17,10 +17,10 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 
-use crate::credentials::credentials_for;
-use crate::oci_reference::parse_repository_name;
-use crate::publish::{RegistryClient, RegistryTarget};
-use crate::receipt::{problem, Problem, Receipt};
+use crate::oci::credentials::credentials_for;
+use crate::oci::reference::parse_repository_name;
+use crate::release::publish::{RegistryClient, RegistryTarget};
+use crate::release::receipt::{problem, Problem, Receipt};
 use crate::util::sha256_hex;
 
 /// The largest manifest or index read from a registry (the limit registries themselves
@@ -334,8 +334,8 @@ fn entries(bytes: &[u8]) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::publish::{index_bytes, IndexEntry};
-    use crate::receipt::tests_support::sample;
+    use crate::release::publish::{index_bytes, IndexEntry};
+    use crate::release::receipt::tests_support::sample;
 
     /// What a registry that holds exactly the sample release would answer.
     fn honest(r: &Receipt) -> RegistryEvidence {
@@ -427,7 +427,7 @@ mod tests {
         let manifest = |config: &str| {
             serde_json::to_vec(&serde_json::json!({
                 "schemaVersion": 2,
-                "mediaType": crate::publish::OCI_MANIFEST,
+                "mediaType": crate::release::publish::OCI_MANIFEST,
                 "config": {"digest": config},
             }))
             .unwrap()

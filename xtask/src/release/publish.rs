@@ -43,12 +43,12 @@ use reqwest::{header, Method, RequestBuilder, Response, StatusCode, Url};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use crate::blob_upload::{file_body, BlobLocations, CountingReader, TransferProgress};
-use crate::credentials::{credentials_for, Credentials};
 use crate::flags::PublishArgs;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
-use crate::oci_auth::{redact, Authenticator};
-use crate::receipt::is_valid_tag;
+use crate::oci::auth::{redact, Authenticator};
+use crate::oci::blob_upload::{file_body, BlobLocations, CountingReader, TransferProgress};
+use crate::oci::credentials::{credentials_for, Credentials};
+use crate::release::receipt::is_valid_tag;
 use crate::util::{print_json, sha256_hex, Progress};
 
 pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -1096,7 +1096,7 @@ pub async fn publish(options: &PublishOptions, progress: &Progress) -> Result<Pu
 
     let mut pushed = Vec::new();
     if !options.images.is_empty() {
-        let docker = crate::docker::connect().await?;
+        let docker = crate::image::engine::connect().await?;
         for (platform, image) in &options.images {
             pushed.push(
                 push_image(

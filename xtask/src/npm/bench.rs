@@ -16,8 +16,8 @@ use serde::Serialize;
 
 use crate::flags::BenchResolveArgs;
 use crate::manifest::{repo_root, Manifest, MANIFEST_PATH};
-use crate::registry::{packument_url, Registry};
-use crate::resolve;
+use crate::npm::registry::{packument_url, Registry};
+use crate::npm::resolve;
 use crate::util::{now_or, print_json, Progress};
 
 #[derive(Serialize)]

@@ -11,7 +11,7 @@ use std::process::Stdio;
 
 use anyhow::{bail, Context, Result};
 
-use crate::registry::{download_verified, Registry};
+use crate::npm::registry::{download_verified, Registry};
 
 /// A verified npm CLI on disk, run with the host's `node`.
 pub struct Npm {

@@ -24,8 +24,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
-use crate::docker;
 use crate::flags::BaseArgs;
+use crate::image::engine;
 use crate::manifest::{repo_root, Platform};
 use crate::util::{atomic_write, print_json, Progress};
 
@@ -198,8 +198,8 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
         Platform::host(),
         Privilege::current(),
     );
-    let docker = docker::connect().await?;
-    let existing = docker::inspect_image(&docker, &plan.image).await?;
+    let docker = engine::connect().await?;
+    let existing = engine::inspect_image(&docker, &plan.image).await?;
 
     let report = |id: Option<String>, built: bool, dry_run: bool| BaseReport {
         image: &plan.image,
@@ -213,7 +213,7 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
     };
 
     if let (Some(image), false) = (&existing, args.rebuild) {
-        docker::ensure_image_platform(&plan.image, image, plan.platform).with_context(|| {
+        engine::ensure_image_platform(&plan.image, image, plan.platform).with_context(|| {
             format!(
                 "remove it (docker rmi {}) or run with --rebuild",
                 plan.image
@@ -253,7 +253,7 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
     write_archive(&plan, &progress)?;
     load_archive(&docker, &plan, &progress).await?;
 
-    let image = docker::inspect_image(&docker, &plan.image)
+    let image = engine::inspect_image(&docker, &plan.image)
         .await?
         .with_context(|| {
             format!(
@@ -261,11 +261,11 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
                 plan.image
             )
         })?;
-    docker::ensure_image_platform(&plan.image, &image, plan.platform)?;
+    engine::ensure_image_platform(&plan.image, &image, plan.platform)?;
     progress.step(format!(
         "{} ready ({}, {})",
         plan.image,
-        docker::image_platform(&image),
+        engine::image_platform(&image),
         image.id.as_deref().unwrap_or("?")
     ));
     if args.json {

@@ -15,8 +15,8 @@ use serde::Serialize;
 use serde_yaml::Value;
 
 use crate::flags::PinArgs;
-use crate::oci_reference::{parse_pinned_reference, parse_reference};
-use crate::receipt::verify_file;
+use crate::oci::reference::{parse_pinned_reference, parse_reference};
+use crate::release::receipt::verify_file;
 use crate::terminal_text::{escape, print_json_escaped};
 use crate::util::atomic_write;
 
@@ -232,13 +232,13 @@ pub fn anchor_check(current: &str, new: &str, allow_change: bool, template: &Pat
 }
 
 /// Prints a rejection and leaves the template as it is.
-fn reject(args: &PinArgs, problems: &[crate::receipt::Problem]) -> ExitCode {
+fn reject(args: &PinArgs, problems: &[crate::release::receipt::Problem]) -> ExitCode {
     eprintln!(
         "{}: rejected; {} left unchanged",
         escape(&args.receipt.display().to_string()),
         escape(&args.template.display().to_string())
     );
-    crate::receipt::print_problems(problems);
+    crate::release::receipt::print_problems(problems);
     ExitCode::FAILURE
 }
 
@@ -269,7 +269,7 @@ pub fn run(args: PinArgs) -> Result<ExitCode> {
         &args.template,
     )?;
     if !args.offline {
-        crate::receipt::add_registry_check(&mut verification)?;
+        crate::release::receipt::add_registry_check(&mut verification)?;
         if !verification.valid {
             return Ok(reject(&args, &verification.problems));
         }

@@ -21,10 +21,10 @@ use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use crate::docker;
 use crate::flags::BuildArgs;
-use crate::inventory::{NodeRuntime, INVENTORY_PATH};
+use crate::image::engine;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
+use crate::npm::inventory::{NodeRuntime, INVENTORY_PATH};
 use crate::util::{print_json, sha256_hex, Progress};
 
 pub const DOCKERFILE_PATH: &str = "Dockerfile";
@@ -302,12 +302,12 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     let emulated = Platform::host() != Some(platform);
     let mut build_args = build_args(&inputs, platform)?;
 
-    let docker = docker::connect().await?;
+    let docker = engine::connect().await?;
     let base_image = args
         .base_image
         .clone()
-        .unwrap_or_else(|| crate::base::image_ref(DEFAULT_SUITE, platform));
-    let base = docker::inspect_image(&docker, &base_image)
+        .unwrap_or_else(|| crate::image::base::image_ref(DEFAULT_SUITE, platform));
+    let base = engine::inspect_image(&docker, &base_image)
         .await?
         .with_context(|| {
             format!(
@@ -315,7 +315,7 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
                  `cargo xtask base --platform {platform}` (or pass --base-image)"
             )
         })?;
-    docker::ensure_image_platform(&base_image, &base, platform)
+    engine::ensure_image_platform(&base_image, &base, platform)
         .with_context(|| format!("the base image must be {platform}"))?;
     let base_image_id = base
         .id
@@ -345,10 +345,10 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
 
     let existing = match args.no_cache {
         true => None,
-        false => docker::inspect_image(&docker, &tag).await?,
+        false => engine::inspect_image(&docker, &tag).await?,
     };
     if let Some(existing) = existing {
-        docker::ensure_image_platform(&tag, &existing, platform)?;
+        engine::ensure_image_platform(&tag, &existing, platform)?;
         progress.step(format!("{tag} exists (same inputs); nothing to build"));
         report.image_id = existing.id;
         report.size = existing.size;
@@ -359,7 +359,7 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
         ));
     } else {
         if emulated {
-            crate::base::ensure_emulation(platform)?;
+            crate::image::base::ensure_emulation(platform)?;
         }
         let ca = match &ca_bundle {
             Some(path) => {
@@ -398,10 +398,10 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
             args.no_cache,
         )
         .await?;
-        let image = docker::inspect_image(&docker, &tag)
+        let image = engine::inspect_image(&docker, &tag)
             .await?
             .with_context(|| format!("the build finished but the engine has no {tag}"))?;
-        docker::ensure_image_platform(&tag, &image, platform)?;
+        engine::ensure_image_platform(&tag, &image, platform)?;
         report.built = true;
         report.image_id = image.id.or(image_id);
         report.size = image.size;
@@ -447,10 +447,10 @@ fn step_label(line: &str) -> String {
 /// The Debian packages installed in `image`, read from its dpkg database without starting it
 /// (so no emulation is needed for another CPU's image).
 async fn debian_packages(docker: &bollard::Docker, image: &str) -> Result<Vec<String>> {
-    let files = docker::read_image_files(
+    let files = engine::read_image_files(
         docker,
         image,
-        &docker::new_run_id("dpkg"),
+        &engine::new_run_id("dpkg"),
         "/var/lib/dpkg/status",
     )
     .await?;

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use crate::inventory::{InventoryPackage, License, Summary};
-use crate::resolve::required_platform_binaries;
+use crate::npm::inventory::{InventoryPackage, License, Summary};
+use crate::npm::resolve::required_platform_binaries;
 
 #[derive(Debug, Deserialize)]
 pub struct Lockfile {

@@ -12,10 +12,10 @@
 //! fetched (the immutable GitHub release and its attestation), not from the digest.
 //!
 //! Besides format checks, verification recomputes the multi-arch index digest from the
-//! per-platform records (the index bytes are canonical, see [`crate::publish::index_bytes`]),
+//! per-platform records (the index bytes are canonical, see [`crate::release::publish::index_bytes`]),
 //! so a receipt must hold together. Someone who edits a receipt can still make it hold
-//! together and rename it; what catches that is in [`crate::receipt_policy`] (the manifest,
-//! the tool's own forms, the clock, the artifact files) and [`crate::receipt_registry`] (the
+//! together and rename it; what catches that is in [`crate::release::receipt_policy`] (the manifest,
+//! the tool's own forms, the clock, the artifact files) and [`crate::release::receipt_registry`] (the
 //! registry, `--check-registry`), and, for what no one else records, the attestation.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,10 +26,10 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::flags::{ReceiptVerifyArgs, ReceiptWriteArgs};
-use crate::gate::{GateDecision, Trigger};
-use crate::inventory::INVENTORY_PATH;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
-use crate::publish::{index_bytes, IndexEntry, PublishReport};
+use crate::npm::inventory::INVENTORY_PATH;
+use crate::release::gate::{GateDecision, Trigger};
+use crate::release::publish::{index_bytes, IndexEntry, PublishReport};
 use crate::util::{atomic_write, now_or, sha256_file, sha256_hex};
 
 /// The receipt format this tool writes and reads.
@@ -373,7 +373,7 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
             index.tag
         );
     }
-    if crate::receipt_policy::parse_release_tag(&release_tag).is_none() {
+    if crate::release::receipt_policy::parse_release_tag(&release_tag).is_none() {
         bail!(
             "release tag `{release_tag}` is not a form consumers accept (`YYYY.MM.DD-` and 12 hex \
              digits of the inputs' digest, or the workflow run id); publish under such a tag"
@@ -779,11 +779,14 @@ pub fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Verificatio
 
     v.problems.extend(format_problems(&receipt));
     v.problems
-        .extend(crate::receipt_policy::form_problems(&receipt, ctx.now));
-    v.problems.extend(crate::receipt_policy::manifest_problems(
-        &receipt,
-        ctx.manifest,
-    ));
+        .extend(crate::release::receipt_policy::form_problems(
+            &receipt, ctx.now,
+        ));
+    v.problems
+        .extend(crate::release::receipt_policy::manifest_problems(
+            &receipt,
+            ctx.manifest,
+        ));
     if let Some((tag, _)) = named {
         if tag != receipt.release_tag {
             v.problems.push(problem(
@@ -827,7 +830,7 @@ pub fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Verificatio
             .map(|(n, d)| (n.clone(), d.clone()))
             .collect();
         v.problems
-            .extend(crate::receipt_policy::artifact_content_problems(
+            .extend(crate::release::receipt_policy::artifact_content_problems(
                 &receipt, &verified,
             ));
     }
@@ -1031,7 +1034,7 @@ fn index_digest_problems(r: &Receipt) -> Vec<Problem> {
 /// Why a receipt is not complete; empty when every required platform is present once, has
 /// every smoke check the manifest requires of it, and passed every smoke check.
 pub fn completeness_problems(r: &Receipt, manifest: &Manifest) -> Vec<Problem> {
-    let mut out = crate::receipt_policy::smoke_coverage_problems(r, manifest);
+    let mut out = crate::release::receipt_policy::smoke_coverage_problems(r, manifest);
     let mut required: BTreeSet<Platform> = r.required_platforms.iter().copied().collect();
     // The template is published for both platforms; a receipt cannot opt out of one.
     required.extend(Platform::ALL);
@@ -1160,7 +1163,7 @@ pub fn add_registry_check(v: &mut Verification) -> Result<()> {
         .receipt
         .as_ref()
         .context("a valid verification carries its receipt")?;
-    let problems = crate::receipt_registry::check(receipt)?;
+    let problems = crate::release::receipt_registry::check(receipt)?;
     if !problems.is_empty() {
         v.problems.extend(problems);
         v.valid = false;
@@ -1210,7 +1213,7 @@ pub fn verify_cmd(args: ReceiptVerifyArgs) -> Result<ExitCode> {
 // in the repository cannot drift from what the tool accepts.
 
 /// The published schema of [`SCHEMA_VERSION`], as committed at [`SCHEMA_PATH`].
-pub const SCHEMA_JSON: &str = include_str!("../../schemas/receipt.v1.schema.json");
+pub const SCHEMA_JSON: &str = include_str!("../../../schemas/receipt.v1.schema.json");
 
 /// Checks `instance` against `schema` (the subset of JSON Schema 2020-12 that the receipt
 /// schema uses: `$ref` to `#/$defs/...`, `type`, `const`, `enum`, `pattern`, `format:
@@ -1268,7 +1271,7 @@ fn pattern_matches(pattern: &str, s: &str) -> Option<bool> {
                 && all(v, |b| b.is_ascii_alphanumeric() || b".+~:-".contains(&b))
         }),
         "^[0-9]{4}[.][0-9]{2}[.][0-9]{2}-([0-9a-f]{12}|[1-9][0-9]{0,19})$" => {
-            crate::receipt_policy::parse_release_tag(s).is_some()
+            crate::release::receipt_policy::parse_release_tag(s).is_some()
         }
         _ => return None,
     })
@@ -1598,7 +1601,7 @@ pub(crate) mod tests_support {
                     digest: digest("base"),
                 },
                 digest: digest(&format!("manifest {platform}")),
-                media_type: crate::publish::OCI_MANIFEST.into(),
+                media_type: crate::release::publish::OCI_MANIFEST.into(),
                 manifest_size: 700,
                 config_digest: digest(&format!("config {platform}")),
                 image_size: 10,
@@ -1689,7 +1692,7 @@ pub(crate) mod tests_support {
                 tag: SAMPLE_TAG.into(),
                 reference: format!("127.0.0.1:5000/s0/ca@{index_digest}"),
                 digest: index_digest,
-                media_type: crate::publish::OCI_INDEX.into(),
+                media_type: crate::release::publish::OCI_INDEX.into(),
                 size: index.len() as u64,
                 repository: "127.0.0.1:5000/s0/ca".into(),
             },
@@ -1928,7 +1931,7 @@ mod tests {
             }),
             ("gate.epoch_day", |r| r.gate.epoch_day += 5),
             ("platforms[0].media_type", |r| {
-                r.platforms[0].media_type = crate::publish::OCI_INDEX.into()
+                r.platforms[0].media_type = crate::release::publish::OCI_INDEX.into()
             }),
             ("required_platforms", |r| {
                 r.required_platforms = vec![Platform::LinuxAmd64, Platform::LinuxAmd64]

@@ -1,0 +1,7 @@
+//! The image: the Debian base rootfs, the Docker build, and the smoke checks, all through the
+//! Docker engine ([`engine`]).
+
+pub mod base;
+pub mod build;
+pub mod engine;
+pub mod smoke;
