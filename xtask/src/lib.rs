@@ -11,6 +11,7 @@ pub mod terminal_text;
 pub mod util;
 
 pub mod image;
+pub mod model;
 pub mod npm;
 pub mod oci;
 pub mod release;

@@ -229,12 +229,7 @@ pub fn is_tag(tag: &str) -> bool {
 
 /// `sha256:` and 64 lowercase hex digits.
 pub fn is_sha256_digest(text: &str) -> bool {
-    text.strip_prefix("sha256:").is_some_and(|hex| {
-        hex.len() == 64
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
+    crate::model::Digest::is_valid(text)
 }
 
 /// `name[:tag][@digest]`.

@@ -1,0 +1,7 @@
+//! The files that pass between stages, one type each, shared by the stage that writes the file
+//! and every stage that reads it. `model` depends on nothing else of ours: it is the
+//! vocabulary the other folders speak.
+
+pub mod digest;
+
+pub use digest::Digest;
