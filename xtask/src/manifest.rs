@@ -185,6 +185,12 @@ impl Platform {
         }
     }
 
+    /// Whether this machine runs the platform's binaries only under emulation (qemu); see
+    /// `image::base::ensure_emulation` for whether it can at all.
+    pub fn is_emulated(self) -> bool {
+        Platform::host() != Some(self)
+    }
+
     /// The platform of the machine this runs on, when it is one we build for.
     pub fn host() -> Option<Platform> {
         match std::env::consts::ARCH {

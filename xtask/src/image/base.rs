@@ -305,7 +305,7 @@ async fn ensure_bootstrap_prerequisites(plan: &BasePlan) -> Result<()> {
 
 /// Fails with what to do when the host cannot run the target's binaries.
 pub fn ensure_emulation(platform: Platform) -> Result<()> {
-    if Platform::host() == Some(platform) {
+    if !platform.is_emulated() {
         return Ok(());
     }
     let binfmt = match platform {

@@ -265,8 +265,9 @@ pub async fn start_attached(docker: &Docker, spec: &ContainerSpec) -> Result<Att
     }
 }
 
-type OutputStream = std::pin::Pin<Box<dyn Stream<Item = Result<LogOutput, DockerError>> + Send>>;
-type InputSink = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+pub type OutputStream =
+    std::pin::Pin<Box<dyn Stream<Item = Result<LogOutput, DockerError>> + Send>>;
+pub type InputSink = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
 
 async fn attach_and_start(
     docker: &Docker,
