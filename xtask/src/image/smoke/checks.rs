@@ -369,6 +369,78 @@ pub(super) mod tests {
         }
     }
 
+    /// The manifest states what the image must hold and the Dockerfile makes it: a value
+    /// changed in one but not the other fails here, not after a 20-minute image build.
+    #[test]
+    fn the_committed_dockerfile_makes_what_the_manifest_requires() {
+        let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap();
+        let dockerfile =
+            std::fs::read_to_string(repo_root().join(crate::image::build::DOCKERFILE_PATH))
+                .unwrap();
+        for (name, value) in manifest.image.required_env() {
+            assert!(
+                dockerfile.contains(&format!("{name}={value}")),
+                "the Dockerfile does not set {name}={value}"
+            );
+        }
+        for name in &manifest.image.forbidden_env {
+            assert!(
+                !dockerfile.contains(&format!("ENV {name}")),
+                "the Dockerfile sets {name}"
+            );
+        }
+        let image = &manifest.image;
+        assert!(dockerfile.contains(&format!("\nWORKDIR {}\n", image.home)));
+        assert!(dockerfile.contains(&format!("\nWORKDIR {}\n", image.install_dir)));
+        let user = &manifest.browser.user;
+        assert!(dockerfile.contains(&format!(
+            "useradd --create-home --user-group --shell /bin/bash {user}"
+        )));
+        for build in &manifest.linked_builds {
+            for path in [&build.link, &build.target] {
+                assert!(
+                    dockerfile.contains(path.as_str()),
+                    "{}: {path}",
+                    build.check
+                );
+            }
+        }
+    }
+
+    /// HOME, the working directory and the variables are judged against the manifest's
+    /// values, not against values of this module.
+    #[test]
+    fn config_checks_follow_the_manifest() {
+        let mut manifest = Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap();
+        let env: Vec<String> = manifest
+            .image
+            .required_env()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let env: Vec<&str> = env.iter().map(String::as_str).collect();
+        let image = inspect(&env, None, "amd64");
+        let config = image.config.clone().unwrap();
+        assert!(home_check(&config, &manifest).passed);
+        assert!(env_check(&config, &manifest).passed);
+        manifest.image.home = "/home/agent".into();
+        let home = home_check(&config, &manifest);
+        assert!(!home.passed, "{}", home.output);
+        manifest.image.env.push("EXTRA_POLICY=1".into());
+        let vars = env_check(&config, &manifest);
+        assert!(!vars.passed);
+        assert!(
+            vars.output.contains("EXTRA_POLICY unset (want 1)"),
+            "{}",
+            vars.output
+        );
+        assert!(
+            vars.output.contains("HOME=/workspace (want /home/agent)"),
+            "{}",
+            vars.output
+        );
+    }
+
     #[test]
     fn config_checks_catch_each_mistake() {
         let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap();

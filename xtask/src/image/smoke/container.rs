@@ -70,7 +70,7 @@ pub(super) async fn version_check(
     command: &[String],
     expected: &str,
 ) -> Check {
-    match engine::run(&ctx.docker, &ctx.spec(command), None, ctx.limits.command).await {
+    match engine::run(&ctx.docker, &ctx.spec(command), ctx.limits.command).await {
         Err(err) => Check::new(name, false, format!("{err:#}")),
         Ok(out) => {
             let printed = out.stdout.trim();
@@ -93,7 +93,7 @@ pub(super) async fn version_check(
 pub(super) async fn node_check(ctx: &Ctx, node: &NodeSpec) -> Check {
     let name = NODE_CHECK;
     let spec = ctx.spec(&node.version_command);
-    match engine::run(&ctx.docker, &spec, None, ctx.limits.command).await {
+    match engine::run(&ctx.docker, &spec, ctx.limits.command).await {
         Err(err) => Check::new(name, false, format!("{err:#}")),
         Ok(out) if !out.success() => Check::new(name, false, out.combined()),
         Ok(out) => {
@@ -204,7 +204,7 @@ pub(super) async fn script_check(ctx: &Ctx, check: &ScriptCheck) -> Check {
     let mut spec = ctx.spec(&["bash".into(), "-c".into(), check.script.clone()]);
     spec.user = check.user.clone();
     let limit = ctx.limits.browser;
-    match engine::run(&ctx.docker, &spec, None, limit).await {
+    match engine::run(&ctx.docker, &spec, limit).await {
         Err(err) => Check::new(name, false, format!("{err:#}")),
         Ok(out) => {
             let missing: Vec<&String> = check

@@ -25,9 +25,9 @@
 //! [`ca_scan`] the layer scan.
 
 mod ca_scan;
-pub mod checks;
+mod checks;
 mod container;
-pub mod scripts;
+mod scripts;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -48,10 +48,9 @@ use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
 use crate::util::{print_json, Progress};
 
 pub use checks::{EMULATED_CHROMIUM_CHECK, PLAYWRIGHT_CHECK};
-pub use container::Limits;
 
 use ca_scan::CaScanInputs;
-use container::{timed, Ctx};
+use container::{timed, Ctx, Limits};
 
 /// One check and its evidence.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -140,7 +139,7 @@ fn print_report(report: &SmokeReport) {
 }
 
 /// The image one smoke run tests.
-pub struct SmokeTarget<'a> {
+pub(crate) struct SmokeTarget<'a> {
     pub image: &'a str,
     /// The platform the image must be; any of the manifest's when `None`.
     pub platform: Option<Platform>,
@@ -171,7 +170,7 @@ impl Expectations {
 
 /// Runs every check against the target image and returns the report; errors only when the
 /// checks cannot run at all (no engine, no image, unreadable repository files).
-pub async fn smoke(
+pub(crate) async fn smoke(
     docker: &Docker,
     root: &Path,
     target: &SmokeTarget<'_>,
