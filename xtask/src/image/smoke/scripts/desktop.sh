@@ -4,7 +4,7 @@ set -u
 export HOME=/home/@BROWSER_USER@
 Xtigervnc :1 -SecurityTypes None -localhost -rfbport 5901 -geometry 1280x800 -depth 24 >/tmp/xvnc.log 2>&1 &
 xvnc=$!
-for i in $(seq 1 150); do [ -S /tmp/.X11-unix/X1 ] && break; sleep 0.2; done
+for _ in $(seq 1 150); do [ -S /tmp/.X11-unix/X1 ] && break; sleep 0.2; done
 if [ ! -S /tmp/.X11-unix/X1 ]; then echo "Xtigervnc made no display socket"; cat /tmp/xvnc.log; exit 1; fi
 DISPLAY=:1 openbox --sm-disable >/tmp/openbox.log 2>&1 &
 openbox=$!

@@ -4,7 +4,7 @@ set -eu
 cd "$(mktemp -d)"
 node -e '
 @PAGE_SERVER_JS@' > port &
-for i in $(seq 1 100); do [ -s port ] && break; sleep 0.2; done
+for _ in $(seq 1 100); do [ -s port ] && break; sleep 0.2; done
 url="http://127.0.0.1:$(cat port)/"
 export PLAYWRIGHT_MCP_HEADLESS=true
 playwright-cli open "$url"
