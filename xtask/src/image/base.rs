@@ -313,16 +313,23 @@ pub(crate) fn ensure_emulation(platform: Platform) -> Result<()> {
         Platform::LinuxAmd64 => "/proc/sys/fs/binfmt_misc/qemu-x86_64",
     };
     let registered = std::fs::read_to_string(binfmt).unwrap_or_default();
-    let fixed = registered
-        .lines()
-        .any(|l| l.starts_with("flags:") && l.contains('F'));
-    if !registered.starts_with("enabled") || !fixed {
+    if !binfmt_runs_in_containers(&registered) {
         bail!(
             "{platform} binaries cannot run on this machine: {binfmt} is missing, disabled or \
              lacks the F flag; run `bash scripts/setup-host.sh` (qemu-user-static, binfmt-support)"
         );
     }
     Ok(())
+}
+
+/// Whether a `/proc/sys/fs/binfmt_misc/<name>` entry lets containers run foreign binaries:
+/// enabled, and with the F flag (the interpreter is opened at registration, so it need not
+/// exist inside the container's filesystem).
+fn binfmt_runs_in_containers(entry: &str) -> bool {
+    entry.starts_with("enabled")
+        && entry
+            .lines()
+            .any(|l| l.starts_with("flags:") && l.contains('F'))
 }
 
 async fn make_rootfs(plan: &BasePlan, progress: &Progress) -> Result<()> {
@@ -584,6 +591,21 @@ mod tests {
         assert_eq!(m[0]["Config"], "c.json");
         assert_eq!(m[0]["RepoTags"][0], "coding-agent-base:bookworm-amd64");
         assert_eq!(m[0]["Layers"][0], "d/layer.tar");
+    }
+
+    #[test]
+    fn binfmt_entries_need_enabled_and_the_f_flag() {
+        let entry = |state: &str, flags: &str| {
+            format!(
+                "{state}\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\nflags: {flags}\n\
+                 offset 0\nmagic 7f454c460201010000000000000000000200b700\n"
+            )
+        };
+        assert!(binfmt_runs_in_containers(&entry("enabled", "POCF")));
+        assert!(binfmt_runs_in_containers(&entry("enabled", "F")));
+        assert!(!binfmt_runs_in_containers(&entry("enabled", "POC")));
+        assert!(!binfmt_runs_in_containers(&entry("disabled", "POCF")));
+        assert!(!binfmt_runs_in_containers(""));
     }
 
     #[test]
