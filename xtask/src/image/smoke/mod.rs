@@ -20,9 +20,9 @@
 //! and on Ctrl-C too; the run ends by removing anything still labelled. Exit 0 only when every
 //! check passed.
 //!
-//! [`checks`] holds the check names and the pure verdicts, [`container`] the checks that run
-//! the image, [`scripts`] the script checks (their bash and JavaScript live in `scripts/`),
-//! [`ca_scan`] the layer scan.
+//! `checks` holds the check names and the pure verdicts, `container` the checks that run
+//! the image, `scripts` the script checks (their bash and JavaScript live in `scripts/`),
+//! `ca_scan` the layer scan.
 
 mod ca_scan;
 mod checks;
