@@ -29,6 +29,59 @@ pub struct Manifest {
     pub harnesses: Vec<Harness>,
     /// The smoke checks a receipt must show passed; see [`Manifest::required_smoke_checks`].
     pub smoke_checks: SmokeCheckSpec,
+    pub image: ImageSpec,
+    pub browser: BrowserSpec,
+    /// Builds linked in place of a package's default on one platform.
+    #[serde(default)]
+    pub linked_builds: Vec<LinkedBuild>,
+}
+
+/// The image's layout and environment, as the Dockerfile makes them and smoke checks them.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ImageSpec {
+    /// HOME and the working directory.
+    pub home: String,
+    /// Where the npm packages are installed (`node_modules` below it).
+    pub install_dir: String,
+    /// `NAME=value` pairs the image must set exactly, besides HOME.
+    pub env: Vec<String>,
+    /// Variables that must not be set at all (they would point a process at a CA bundle).
+    pub forbidden_env: Vec<String>,
+}
+
+impl ImageSpec {
+    /// Every variable the image must set, with its value: HOME first, then `env` in order.
+    pub fn required_env(&self) -> Vec<(String, String)> {
+        let listed = self.env.iter().filter_map(|kv| kv.split_once('='));
+        std::iter::once(("HOME", self.home.as_str()))
+            .chain(listed)
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+}
+
+/// The shared browser's headed desktop.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BrowserSpec {
+    /// The unprivileged user the desktop runs as; its home is `/home/<user>`.
+    pub user: String,
+}
+
+/// A build the Dockerfile links in place of a package's default on one platform; paths are
+/// relative to `<install_dir>/node_modules`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LinkedBuild {
+    /// The smoke check that proves it; `smoke_checks.platform` requires it on `platform`.
+    pub check: String,
+    pub platform: Platform,
+    /// The file the package runs, which must be the same file as `target`.
+    pub link: String,
+    pub target: String,
+    /// The default build, which must not be installed.
+    pub absent: String,
 }
 
 /// The smoke check of a package's version (`cargo xtask smoke` names it so).
@@ -89,6 +142,8 @@ pub struct NodeSpec {
     /// The npm registry package that carries the Node binary for each platform.
     pub packages: BTreeMap<Platform, String>,
     pub npm_version: semver::Version,
+    /// The command that prints the image's Node version (`v<version>`).
+    pub version_command: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -128,6 +183,12 @@ impl Platform {
             Platform::LinuxAmd64 => "x64",
             Platform::LinuxArm64 => "arm64",
         }
+    }
+
+    /// Whether this machine runs the platform's binaries only under emulation (qemu); see
+    /// `image::base::ensure_emulation` for whether it can at all.
+    pub fn is_emulated(self) -> bool {
+        Platform::host() != Some(self)
     }
 
     /// The platform of the machine this runs on, when it is one we build for.
@@ -281,6 +342,98 @@ impl Manifest {
             }
         }
         self.validate_smoke_checks()?;
+        if self.node.version_command.is_empty() {
+            bail!("`node.version_command` is empty");
+        }
+        self.validate_image()?;
+        self.validate_linked_builds()?;
+        Ok(())
+    }
+
+    /// The values smoke pastes into its shell scripts are limited to characters that need no
+    /// quoting, so a manifest value can never change a script's meaning.
+    fn validate_image(&self) -> Result<()> {
+        let image = &self.image;
+        for (key, path) in [
+            ("image.home", &image.home),
+            ("image.install_dir", &image.install_dir),
+        ] {
+            if !path.starts_with('/') || !is_plain_path(path) {
+                bail!(
+                    "`{key}` is `{path}`: it must be an absolute path of letters, digits and `._+-/`, without `..`"
+                );
+            }
+        }
+        let mut names = BTreeSet::new();
+        for kv in &image.env {
+            let Some((name, _)) = kv.split_once('=') else {
+                bail!("`image.env` entry `{kv}` is not NAME=value");
+            };
+            if !is_env_name(name) {
+                bail!("`image.env` entry `{kv}`: `{name}` is not a variable name");
+            }
+            if name == "HOME" {
+                bail!("`image.env` sets HOME; HOME comes from `image.home`");
+            }
+            if !names.insert(name) {
+                bail!("`image.env` sets {name} twice");
+            }
+        }
+        for name in &image.forbidden_env {
+            if !is_env_name(name) {
+                bail!("`image.forbidden_env` entry `{name}` is not a variable name");
+            }
+            if names.contains(name.as_str()) || name == "HOME" {
+                bail!(
+                    "{name} is both required (`image.env`) and forbidden (`image.forbidden_env`)"
+                );
+            }
+        }
+        let user = &self.browser.user;
+        let user_ok = user.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+            && user
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+        if !user_ok {
+            bail!("`browser.user` `{user}` is not a valid user name ([a-z_][a-z0-9_-]*)");
+        }
+        Ok(())
+    }
+
+    fn validate_linked_builds(&self) -> Result<()> {
+        let mut checks = BTreeSet::new();
+        for build in &self.linked_builds {
+            let check = &build.check;
+            if !checks.insert(check) {
+                bail!("`linked_builds` names the check `{check}` twice");
+            }
+            if !self.platforms.contains(&build.platform) {
+                bail!(
+                    "`linked_builds` check `{check}` is for {}, which is not under `platforms`",
+                    build.platform
+                );
+            }
+            let required = self.smoke_checks.platform.get(&build.platform);
+            if !required.is_some_and(|names| names.contains(check)) {
+                bail!(
+                    "`linked_builds` check `{check}` is not required by `smoke_checks.platform.{}`; \
+                     add it there so receipts need it",
+                    build.platform
+                );
+            }
+            for (key, path) in [
+                ("link", &build.link),
+                ("target", &build.target),
+                ("absent", &build.absent),
+            ] {
+                if path.starts_with('/') || !is_plain_path(path) {
+                    bail!(
+                        "`linked_builds` check `{check}`: `{key}` is `{path}`; it must be a path \
+                         below node_modules of letters, digits and `._+-/`, without `..`"
+                    );
+                }
+            }
+        }
         Ok(())
     }
 
@@ -370,6 +523,22 @@ impl Manifest {
     pub fn cooldown(&self) -> chrono::Duration {
         chrono::Duration::hours(i64::from(self.cooldown_hours))
     }
+}
+
+/// A non-empty path of characters the shell takes literally, with no `..` component.
+fn is_plain_path(path: &str) -> bool {
+    !path.is_empty()
+        && path
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._+-/".contains(c))
+        && !path.split('/').any(|part| part == "..")
+}
+
+fn is_env_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_uppercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// The repository root: the parent of the xtask crate, or `XTASK_ROOT` when set (tests
@@ -475,6 +644,119 @@ mod tests {
                 "{:#}",
                 Manifest::parse(&text, Path::new("m.yaml")).unwrap_err()
             );
+            assert!(msg.contains(expect), "{from} -> {to}: {msg}");
+        }
+    }
+
+    #[test]
+    fn image_browser_and_linked_builds_come_from_the_committed_manifest() {
+        let m = Manifest::parse(&committed(), Path::new(MANIFEST_PATH)).unwrap();
+        let env = m.image.required_env();
+        assert_eq!(env[0], ("HOME".to_string(), "/workspace".to_string()));
+        assert!(env.contains(&("PI_TELEMETRY".to_string(), "0".to_string())));
+        assert_eq!(env.len(), 1 + m.image.env.len());
+        assert!(m
+            .image
+            .forbidden_env
+            .contains(&"NODE_EXTRA_CA_CERTS".to_string()));
+        assert_eq!(m.image.install_dir, "/opt/coding-agents");
+        assert_eq!(m.browser.user, "sandbox-browser");
+        assert_eq!(m.node.version_command, ["node", "--version"]);
+        let [build] = m.linked_builds.as_slice() else {
+            panic!("one linked build: {:?}", m.linked_builds)
+        };
+        assert_eq!(build.platform, Platform::LinuxAmd64);
+        assert!(m.smoke_checks.platform[&Platform::LinuxAmd64].contains(&build.check));
+    }
+
+    /// Values that smoke pastes into shell scripts, and the policy lists, are checked strictly.
+    #[test]
+    fn image_browser_and_linked_build_keys_are_strict() {
+        for (from, to, expect) in [
+            ("  home: /workspace", "  home: workspace", "`image.home`"),
+            (
+                "  install_dir: /opt/coding-agents",
+                "  install_dir: /opt/coding agents",
+                "`image.install_dir`",
+            ),
+            (
+                "  install_dir: /opt/coding-agents",
+                "  install_dir: /opt/../etc",
+                "`image.install_dir`",
+            ),
+            (
+                "    - PI_TELEMETRY=0",
+                "    - PI_TELEMETRY",
+                "not NAME=value",
+            ),
+            (
+                "    - PI_TELEMETRY=0",
+                "    - pi-telemetry=0",
+                "not a variable name",
+            ),
+            (
+                "    - PI_TELEMETRY=0",
+                "    - HOME=/root",
+                "HOME comes from",
+            ),
+            (
+                "    - PI_TELEMETRY=0",
+                "    - PI_SKIP_VERSION_CHECK=0",
+                "twice",
+            ),
+            (
+                "    - GIT_SSL_CAINFO",
+                "    - PI_TELEMETRY",
+                "both required (`image.env`) and forbidden",
+            ),
+            (
+                "  user: sandbox-browser",
+                "  user: Sandbox Browser",
+                "`browser.user`",
+            ),
+            (
+                "  user: sandbox-browser",
+                "  user: \"x;y\"",
+                "`browser.user`",
+            ),
+            (
+                "    link: opencode-ai/bin/opencode.exe",
+                "    link: /usr/bin/opencode",
+                "`link`",
+            ),
+            (
+                "    absent: opencode-linux-x64",
+                "    absent: ../opencode-linux-x64",
+                "`absent`",
+            ),
+            (
+                "    target: opencode-linux-x64-baseline/bin/opencode",
+                "    target: \"$(reboot)\"",
+                "`target`",
+            ),
+            (
+                "  - check: opencode x64 baseline build",
+                "  - check: opencode baseline",
+                "not required by `smoke_checks.platform.linux/amd64`",
+            ),
+            (
+                "    platform: linux/amd64\n    link:",
+                "    platform: linux/arm64\n    link:",
+                "not required by `smoke_checks.platform.linux/arm64`",
+            ),
+            (
+                "  version_command: [node, --version]",
+                "  version_command: []",
+                "node.version_command",
+            ),
+            ("\nbrowser:", "\nbrowzer:", "browzer"),
+        ] {
+            let text = committed().replacen(from, to, 1);
+            assert_ne!(text, committed(), "{from}");
+            let msg = match Manifest::parse(&text, Path::new("m.yaml")) {
+                Ok(_) => panic!("{from} -> {to}: accepted"),
+                Err(err) => format!("{err:#}"),
+            };
             assert!(msg.contains(expect), "{from} -> {to}: {msg}");
         }
     }

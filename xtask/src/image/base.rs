@@ -31,7 +31,7 @@ use crate::util::{atomic_write, print_json, Progress};
 
 /// Where root filesystems and archives are cached, relative to the repository root
 /// (`.xtask/` is ignored by git).
-pub const CACHE_DIR: &str = ".xtask/base";
+pub(crate) const CACHE_DIR: &str = ".xtask/base";
 
 /// The tag of the local base image for a suite and platform, e.g.
 /// `coding-agent-base:bookworm-amd64`. `cargo xtask build` uses it by default.
@@ -41,7 +41,7 @@ pub fn image_ref(suite: &str, platform: Platform) -> String {
 
 /// Everything `base` is going to do, decided before any of it happens.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BasePlan {
+pub(crate) struct BasePlan {
     pub image: String,
     pub platform: Platform,
     pub suite: String,
@@ -57,19 +57,19 @@ pub struct BasePlan {
 /// Debian's archive keyring. Passed explicitly: on Ubuntu, mmdebstrap neither depends on
 /// nor recommends `debian-archive-keyring`, and without it apt in the bootstrap fails with
 /// NO_PUBKEY.
-pub const DEBIAN_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
+const DEBIAN_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
 
 /// Who runs `base`: mmdebstrap needs root (its unshare mode is blocked by Ubuntu 24.04's
 /// AppArmor, and fakechroot is not installed on GitHub's runners), so a non-root user runs
 /// it through passwordless sudo.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Privilege {
+pub(crate) enum Privilege {
     Root,
     Sudo,
 }
 
 impl Privilege {
-    pub fn current() -> Privilege {
+    pub(crate) fn current() -> Privilege {
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } == 0 {
             Privilege::Root
@@ -79,7 +79,7 @@ impl Privilege {
     }
 }
 
-pub fn plan(
+pub(crate) fn plan(
     root: &Path,
     suite: &str,
     platform: Platform,
@@ -132,7 +132,7 @@ fn oci_arch(platform: Platform) -> Arch {
 /// The image config of the base: one layer (`diff_id`, the sha256 of the rootfs tar), the
 /// platform, Debian's default PATH, and deliberately no Cmd or Entrypoint, because the
 /// template image must not inherit any.
-pub fn image_config(
+fn image_config(
     platform: Platform,
     diff_id: &str,
     created: &str,
@@ -166,7 +166,7 @@ pub fn image_config(
 }
 
 /// `manifest.json` of a docker-archive holding one image with one layer.
-pub fn archive_manifest(config_file: &str, tag: &str, layer_file: &str) -> serde_json::Value {
+fn archive_manifest(config_file: &str, tag: &str, layer_file: &str) -> serde_json::Value {
     serde_json::json!([{
         "Config": config_file,
         "RepoTags": [tag],
@@ -304,8 +304,8 @@ async fn ensure_bootstrap_prerequisites(plan: &BasePlan) -> Result<()> {
 }
 
 /// Fails with what to do when the host cannot run the target's binaries.
-pub fn ensure_emulation(platform: Platform) -> Result<()> {
-    if Platform::host() == Some(platform) {
+pub(crate) fn ensure_emulation(platform: Platform) -> Result<()> {
+    if !platform.is_emulated() {
         return Ok(());
     }
     let binfmt = match platform {
@@ -313,16 +313,23 @@ pub fn ensure_emulation(platform: Platform) -> Result<()> {
         Platform::LinuxAmd64 => "/proc/sys/fs/binfmt_misc/qemu-x86_64",
     };
     let registered = std::fs::read_to_string(binfmt).unwrap_or_default();
-    let fixed = registered
-        .lines()
-        .any(|l| l.starts_with("flags:") && l.contains('F'));
-    if !registered.starts_with("enabled") || !fixed {
+    if !binfmt_runs_in_containers(&registered) {
         bail!(
             "{platform} binaries cannot run on this machine: {binfmt} is missing, disabled or \
              lacks the F flag; run `bash scripts/setup-host.sh` (qemu-user-static, binfmt-support)"
         );
     }
     Ok(())
+}
+
+/// Whether a `/proc/sys/fs/binfmt_misc/<name>` entry lets containers run foreign binaries:
+/// enabled, and with the F flag (the interpreter is opened at registration, so it need not
+/// exist inside the container's filesystem).
+fn binfmt_runs_in_containers(entry: &str) -> bool {
+    entry.starts_with("enabled")
+        && entry
+            .lines()
+            .any(|l| l.starts_with("flags:") && l.contains('F'))
 }
 
 async fn make_rootfs(plan: &BasePlan, progress: &Progress) -> Result<()> {
@@ -377,7 +384,6 @@ async fn make_rootfs(plan: &BasePlan, progress: &Progress) -> Result<()> {
     let status = child.wait().await?;
     if !status.success() {
         let _ = std::fs::remove_file(&partial);
-        ensure_bootstrap_prerequisites(plan).await?;
         bail!(
             "mmdebstrap failed ({status}) making the {} {} root filesystem:\n{}{}",
             plan.suite,
@@ -396,7 +402,6 @@ async fn make_rootfs(plan: &BasePlan, progress: &Progress) -> Result<()> {
     Ok(())
 }
 
-/// Writes the docker-archive next to the rootfs: the rootfs tar is the layer as it is.
 /// The history line of the base layer: the mmdebstrap command without sudo and the output.
 fn created_by(plan: &BasePlan) -> String {
     let start = plan
@@ -407,6 +412,7 @@ fn created_by(plan: &BasePlan) -> String {
     plan.mmdebstrap[start..plan.mmdebstrap.len() - 1].join(" ")
 }
 
+/// Writes the docker-archive next to the rootfs: the rootfs tar is the layer as it is.
 fn write_archive(plan: &BasePlan, progress: &Progress) -> Result<()> {
     progress.step(format!("hashing {}", plan.rootfs.display()));
     let diff_id = sha256_of_file(&plan.rootfs)?;
@@ -585,6 +591,21 @@ mod tests {
         assert_eq!(m[0]["Config"], "c.json");
         assert_eq!(m[0]["RepoTags"][0], "coding-agent-base:bookworm-amd64");
         assert_eq!(m[0]["Layers"][0], "d/layer.tar");
+    }
+
+    #[test]
+    fn binfmt_entries_need_enabled_and_the_f_flag() {
+        let entry = |state: &str, flags: &str| {
+            format!(
+                "{state}\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\nflags: {flags}\n\
+                 offset 0\nmagic 7f454c460201010000000000000000000200b700\n"
+            )
+        };
+        assert!(binfmt_runs_in_containers(&entry("enabled", "POCF")));
+        assert!(binfmt_runs_in_containers(&entry("enabled", "F")));
+        assert!(!binfmt_runs_in_containers(&entry("enabled", "POC")));
+        assert!(!binfmt_runs_in_containers(&entry("disabled", "POCF")));
+        assert!(!binfmt_runs_in_containers(""));
     }
 
     #[test]

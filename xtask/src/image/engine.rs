@@ -22,7 +22,6 @@ use bollard::query_parameters::{
 use bollard::Docker;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
-use tokio::io::AsyncWriteExt;
 
 use crate::manifest::Platform;
 
@@ -30,7 +29,7 @@ use crate::manifest::Platform;
 pub const RUN_LABEL: &str = "org.sandbox0.xtask.run";
 
 /// What to tell someone whose engine cannot be reached.
-pub const SETUP_HINT: &str = "run `bash scripts/setup-host.sh` (installs and starts dockerd)";
+const SETUP_HINT: &str = "run `bash scripts/setup-host.sh` (installs and starts dockerd)";
 
 /// Connects to the local engine (DOCKER_HOST or the default socket) and negotiates the API
 /// version down to what the engine speaks.
@@ -50,7 +49,7 @@ pub async fn connect() -> Result<Docker> {
 }
 
 /// A fresh id for one command run, used as the value of [`RUN_LABEL`].
-pub fn new_run_id(command: &str) -> String {
+pub(crate) fn new_run_id(command: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -87,7 +86,7 @@ pub fn image_platform(image: &ImageInspect) -> String {
 }
 
 /// Fails unless the image's config says `platform`.
-pub fn ensure_image_platform(
+pub(crate) fn ensure_image_platform(
     reference: &str,
     image: &ImageInspect,
     platform: Platform,
@@ -101,7 +100,7 @@ pub fn ensure_image_platform(
 
 /// A container to run: the image's own environment plus `env`, no TTY.
 #[derive(Debug, Clone)]
-pub struct ContainerSpec {
+pub(crate) struct ContainerSpec {
     pub image: String,
     pub cmd: Vec<String>,
     pub env: Vec<String>,
@@ -113,7 +112,7 @@ pub struct ContainerSpec {
 }
 
 impl ContainerSpec {
-    pub fn new(image: &str, run_id: &str, cmd: &[&str]) -> ContainerSpec {
+    pub(crate) fn new(image: &str, run_id: &str, cmd: &[&str]) -> ContainerSpec {
         ContainerSpec {
             image: image.to_string(),
             cmd: cmd.iter().map(|s| s.to_string()).collect(),
@@ -128,18 +127,18 @@ impl ContainerSpec {
 
 /// Owns one container: [`ContainerGuard::remove`] removes it; if the guard is dropped without
 /// that (a timeout dropped the future, a panic unwound), removal is spawned on the runtime.
-pub struct ContainerGuard {
+pub(crate) struct ContainerGuard {
     docker: Docker,
     id: String,
     armed: bool,
 }
 
 impl ContainerGuard {
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         &self.id
     }
 
-    pub async fn remove(mut self) -> Result<()> {
+    pub(crate) async fn remove(mut self) -> Result<()> {
         self.armed = false;
         remove_container(&self.docker, &self.id).await
     }
@@ -161,7 +160,7 @@ impl Drop for ContainerGuard {
 }
 
 /// Removes a container, killing it first when it runs; a container that is already gone is fine.
-pub async fn remove_container(docker: &Docker, id: &str) -> Result<()> {
+async fn remove_container(docker: &Docker, id: &str) -> Result<()> {
     let options = RemoveContainerOptionsBuilder::default()
         .force(true)
         .v(true)
@@ -178,7 +177,7 @@ pub async fn remove_container(docker: &Docker, id: &str) -> Result<()> {
 }
 
 /// Ids of the containers, running or not, that carry `RUN_LABEL=run_id`.
-pub async fn labelled_containers(docker: &Docker, run_id: &str) -> Result<Vec<String>> {
+async fn labelled_containers(docker: &Docker, run_id: &str) -> Result<Vec<String>> {
     let filters = HashMap::from([("label", vec![format!("{RUN_LABEL}={run_id}")])]);
     let options = ListContainersOptionsBuilder::default()
         .all(true)
@@ -192,7 +191,7 @@ pub async fn labelled_containers(docker: &Docker, run_id: &str) -> Result<Vec<St
 }
 
 /// Removes every container of one run; returns how many there were.
-pub async fn remove_labelled(docker: &Docker, run_id: &str) -> Result<usize> {
+pub(crate) async fn remove_labelled(docker: &Docker, run_id: &str) -> Result<usize> {
     let ids = labelled_containers(docker, run_id).await?;
     for id in &ids {
         remove_container(docker, id).await?;
@@ -201,7 +200,7 @@ pub async fn remove_labelled(docker: &Docker, run_id: &str) -> Result<usize> {
 }
 
 /// Creates the container (not started) and returns its guard.
-pub async fn create(docker: &Docker, spec: &ContainerSpec) -> Result<ContainerGuard> {
+async fn create(docker: &Docker, spec: &ContainerSpec) -> Result<ContainerGuard> {
     let mut options = CreateContainerOptionsBuilder::default();
     if let Some(platform) = spec.platform {
         options = options.platform(&platform.to_string());
@@ -241,7 +240,7 @@ pub async fn create(docker: &Docker, spec: &ContainerSpec) -> Result<ContainerGu
 }
 
 /// A started container with its stdio attached over the API (pipes, no TTY).
-pub struct Attached {
+pub(crate) struct Attached {
     pub guard: ContainerGuard,
     pub output: OutputStream,
     pub input: InputSink,
@@ -249,7 +248,7 @@ pub struct Attached {
 
 /// Creates, attaches to and starts a container. Attaching before the start is what makes the
 /// first bytes of output reach us.
-pub async fn start_attached(docker: &Docker, spec: &ContainerSpec) -> Result<Attached> {
+pub(crate) async fn start_attached(docker: &Docker, spec: &ContainerSpec) -> Result<Attached> {
     let guard = create(docker, spec).await?;
     match attach_and_start(docker, spec, guard.id()).await {
         Ok((output, input)) => Ok(Attached {
@@ -265,8 +264,9 @@ pub async fn start_attached(docker: &Docker, spec: &ContainerSpec) -> Result<Att
     }
 }
 
-type OutputStream = std::pin::Pin<Box<dyn Stream<Item = Result<LogOutput, DockerError>> + Send>>;
-type InputSink = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+pub(crate) type OutputStream =
+    std::pin::Pin<Box<dyn Stream<Item = Result<LogOutput, DockerError>> + Send>>;
+pub(crate) type InputSink = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
 
 async fn attach_and_start(
     docker: &Docker,
@@ -296,7 +296,7 @@ async fn attach_and_start(
 
 /// What a container printed and how it ended.
 #[derive(Debug, Clone, Default)]
-pub struct ContainerOutput {
+pub(crate) struct ContainerOutput {
     pub stdout: String,
     pub stderr: String,
     /// `None` when it was still running at the deadline.
@@ -305,12 +305,12 @@ pub struct ContainerOutput {
 }
 
 impl ContainerOutput {
-    pub fn success(&self) -> bool {
+    pub(crate) fn success(&self) -> bool {
         self.exit_code == Some(0)
     }
 
     /// stdout and stderr together, for reports.
-    pub fn combined(&self) -> String {
+    pub(crate) fn combined(&self) -> String {
         let mut text = self.stdout.trim_end().to_string();
         let stderr = self.stderr.trim_end();
         if !stderr.is_empty() {
@@ -328,29 +328,21 @@ impl ContainerOutput {
     }
 }
 
-/// Runs a container to its end (or `timeout`), feeding it `stdin` when given, and removes it
-/// whatever happens.
-pub async fn run(
+/// Runs a container to its end (or `timeout`), stdin closed, and removes it whatever happens.
+pub(crate) async fn run(
     docker: &Docker,
     spec: &ContainerSpec,
-    stdin: Option<&[u8]>,
     timeout: Duration,
 ) -> Result<ContainerOutput> {
     let mut spec = spec.clone();
-    spec.stdin = stdin.is_some();
+    spec.stdin = false;
+    // The input half stays bound to the end, as the attach connection's other half.
     let Attached {
         guard,
         mut output,
-        mut input,
+        input: _input,
     } = start_attached(docker, &spec).await?;
     let result = async {
-        if let Some(bytes) = stdin {
-            input
-                .write_all(bytes)
-                .await
-                .context("cannot write to the container's stdin")?;
-            input.shutdown().await.ok();
-        }
         let mut collected = ContainerOutput::default();
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
@@ -384,7 +376,7 @@ pub async fn run(
 }
 
 /// The exit code of a container that has stopped (or stops soon).
-pub async fn wait_exit_code(docker: &Docker, id: &str) -> Result<i64> {
+async fn wait_exit_code(docker: &Docker, id: &str) -> Result<i64> {
     let mut wait = docker.wait_container(id, None::<WaitContainerOptions>);
     match wait.next().await {
         Some(Ok(response)) => Ok(response.status_code),
@@ -396,7 +388,7 @@ pub async fn wait_exit_code(docker: &Docker, id: &str) -> Result<i64> {
 
 /// The regular files below `path` inside an image, read from a created (never started)
 /// container, so it works for any architecture without emulation. Returns (path, content).
-pub async fn read_image_files(
+pub(crate) async fn read_image_files(
     docker: &Docker,
     image: &str,
     run_id: &str,

@@ -1,0 +1,371 @@
+//! `cargo xtask smoke --image REF`: runs the built image through the Docker Engine API and
+//! checks, for real, what the template promises, with every value taken from the manifest:
+//!
+//! - every package's `version_command` prints the locked version (template/package.json), and
+//!   Node is on the manifest's major line and at least its minimum;
+//! - each harness command of the manifest, started over pipes (no TTY), answers its native
+//!   handshake with a stdout record matching the manifest's `expect` pointers, with no
+//!   credentials and within a time limit;
+//! - playwright-cli drives Chromium headless to a page served inside the container and reads
+//!   it back; Xtigervnc (speaking RFB) and openbox start as the browser user; `ws` echoes a
+//!   message over a real WebSocket; the browser user exists;
+//! - the manifest's linked builds (OpenCode's x64 baseline) are the ones installed;
+//! - the image config: HOME and WorkingDir, no Entrypoint/Cmd, the no-update and
+//!   no-telemetry variables, the provenance labels, the requested OS/architecture;
+//! - nothing of the extra CA bundle is left: no CA variables, and no certificate of the host's
+//!   bundle that Debian does not ship appears in any layer of the image (the layers are
+//!   exported and scanned), nor the build's CA files by name.
+//!
+//! Every container carries this run's label and is removed when its check ends, on timeout
+//! and on Ctrl-C too; the run ends by removing anything still labelled. Exit 0 only when every
+//! check passed.
+//!
+//! `checks` holds the check names and the pure verdicts, `container` the checks that run
+//! the image, `scripts` the script checks (their bash and JavaScript live in `scripts/`),
+//! `ca_scan` the layer scan.
+
+mod ca_scan;
+mod checks;
+mod container;
+mod scripts;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use bollard::models::ImageInspect;
+use bollard::Docker;
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
+use serde::{Deserialize, Serialize};
+
+use crate::flags::SmokeArgs;
+use crate::image::build::{locked_versions, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
+use crate::image::engine;
+use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
+use crate::util::{print_json, Progress};
+
+pub use checks::{EMULATED_CHROMIUM_CHECK, PLAYWRIGHT_CHECK};
+
+use ca_scan::CaScanInputs;
+use container::{timed, Ctx, Limits};
+
+/// One check and its evidence.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Check {
+    pub name: String,
+    pub passed: bool,
+    pub output: String,
+    pub duration_secs: f64,
+}
+
+impl Check {
+    fn new(name: impl Into<String>, passed: bool, output: impl Into<String>) -> Check {
+        Check {
+            name: name.into(),
+            passed,
+            output: output.into(),
+            duration_secs: 0.0,
+        }
+    }
+}
+
+/// What `smoke --json` prints.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SmokeReport {
+    pub image: String,
+    pub image_id: Option<String>,
+    pub platform: String,
+    pub emulated: bool,
+    pub passed: bool,
+    pub checks: Vec<Check>,
+    pub duration_secs: f64,
+}
+
+pub async fn run(args: SmokeArgs) -> Result<ExitCode> {
+    let progress = Progress::default();
+    let root = repo_root();
+    let docker = engine::connect().await?;
+    let run_id = engine::new_run_id("smoke");
+    let ca_bundle = crate::image::build::host_ca_bundle(args.ca_bundle.as_deref());
+    let target = SmokeTarget {
+        image: &args.image,
+        platform: args.platform,
+        ca_bundle: ca_bundle.as_deref(),
+    };
+    let smoke = smoke(&docker, &root, &target, &run_id, &progress);
+    let outcome = tokio::select! {
+        outcome = smoke => outcome,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+    };
+    // Whatever happened, nothing this run started stays behind.
+    let leftovers = engine::remove_labelled(&docker, &run_id).await?;
+    if leftovers > 0 {
+        progress.step(format!("removed {leftovers} container(s) left by checks"));
+    }
+    let report = outcome?;
+    if args.json {
+        print_json(&report)?;
+    } else {
+        print_report(&report);
+    }
+    Ok(if report.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn print_report(report: &SmokeReport) {
+    for check in &report.checks {
+        println!(
+            "{} {} ({:.1}s)\n    {}",
+            if check.passed { "PASS" } else { "FAIL" },
+            check.name,
+            check.duration_secs,
+            check.output.replace('\n', "\n    ")
+        );
+    }
+    let failed = report.checks.iter().filter(|c| !c.passed).count();
+    println!(
+        "{}: {} checks, {} failed, {:.0} s",
+        report.image,
+        report.checks.len(),
+        failed,
+        report.duration_secs
+    );
+}
+
+/// The image one smoke run tests.
+pub(crate) struct SmokeTarget<'a> {
+    pub image: &'a str,
+    /// The platform the image must be; any of the manifest's when `None`.
+    pub platform: Option<Platform>,
+    /// The host's CA bundle, whose extra certificates must be nowhere in the image.
+    pub ca_bundle: Option<&'a Path>,
+}
+
+/// The repository files the checks are judged against.
+struct Expectations {
+    manifest: Manifest,
+    /// Locked version of each package (template/package.json).
+    versions: BTreeMap<String, String>,
+    lockfile_sha: String,
+}
+
+impl Expectations {
+    fn load(root: &Path) -> Result<Expectations> {
+        let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+        let package_json = std::fs::read(root.join(PACKAGE_JSON_PATH))
+            .with_context(|| format!("cannot read {}", root.join(PACKAGE_JSON_PATH).display()))?;
+        Ok(Expectations {
+            manifest,
+            versions: locked_versions(&package_json)?,
+            lockfile_sha: crate::util::sha256_file(&root.join(PACKAGE_LOCK_PATH))?,
+        })
+    }
+}
+
+/// Runs every check against the target image and returns the report; errors only when the
+/// checks cannot run at all (no engine, no image, unreadable repository files).
+pub(crate) async fn smoke(
+    docker: &Docker,
+    root: &Path,
+    target: &SmokeTarget<'_>,
+    run_id: &str,
+    progress: &Progress,
+) -> Result<SmokeReport> {
+    let started = Instant::now();
+    let expected = Expectations::load(root)?;
+    let image = target.image;
+    let inspect = engine::inspect_image(docker, image)
+        .await?
+        .with_context(|| {
+            format!("image {image} is not in the engine; build it with `cargo xtask build`")
+        })?;
+    let image_platform: Option<Platform> = engine::image_platform(&inspect).parse().ok();
+    let emulated = image_platform.is_some_and(Platform::is_emulated);
+    progress.step(format!(
+        "smoke-testing {image} ({}{})",
+        engine::image_platform(&inspect),
+        if emulated { ", emulated" } else { "" }
+    ));
+    let ctx = Ctx {
+        docker: docker.clone(),
+        image: image.to_string(),
+        platform: image_platform,
+        run_id: run_id.to_string(),
+        limits: Limits::for_emulation(emulated),
+    };
+
+    let mut checks = checks::config_checks(
+        &inspect,
+        target.platform,
+        &expected.manifest,
+        &expected.versions,
+        &expected.lockfile_sha,
+    );
+    // The layer scan streams the whole image out of the engine: start it first, in parallel.
+    let ca_check = {
+        let ctx = ctx.clone();
+        let inputs = CaScanInputs {
+            env: image_env(&inspect),
+            forbidden_env: expected.manifest.image.forbidden_env.clone(),
+            bundle: target.ca_bundle.map(Path::to_path_buf),
+        };
+        tokio::spawn(async move { timed(ca_scan::ca_bundle_absent(&ctx, inputs)).await })
+    };
+    let container_checks = container_checks(&ctx, &expected, emulated);
+    // Two or three containers at a time: the machines have two cores, and the harnesses each
+    // start a large native binary.
+    let parallel = if emulated { 2 } else { 3 };
+    let mut stream = futures_util::stream::iter(container_checks).buffered(parallel);
+    while let Some(check) = stream.next().await {
+        report_progress(progress, &check);
+        checks.push(check);
+    }
+    let ca = ca_check.await.context("the CA bundle check panicked")?;
+    report_progress(progress, &ca);
+    checks.push(ca);
+
+    Ok(SmokeReport {
+        image: image.to_string(),
+        image_id: inspect.id.clone(),
+        platform: engine::image_platform(&inspect),
+        emulated,
+        passed: !checks.is_empty() && checks.iter().all(|c| c.passed),
+        checks,
+        duration_secs: started.elapsed().as_secs_f64(),
+    })
+}
+
+fn image_env(inspect: &ImageInspect) -> Vec<String> {
+    inspect
+        .config
+        .as_ref()
+        .and_then(|c| c.env.clone())
+        .unwrap_or_default()
+}
+
+fn report_progress(progress: &Progress, check: &Check) {
+    progress.step(format!(
+        "{} {} ({:.1}s)",
+        if check.passed { "pass" } else { "FAIL" },
+        check.name,
+        check.duration_secs
+    ));
+}
+
+/// Every check that runs a container, in report order: the packages' versions, Node, the
+/// harnesses, the browser stack, then the platform's linked builds.
+fn container_checks(
+    ctx: &Ctx,
+    expected: &Expectations,
+    emulated: bool,
+) -> Vec<BoxFuture<'static, Check>> {
+    let manifest = &expected.manifest;
+    let mut checks: Vec<BoxFuture<'static, Check>> = Vec::new();
+    for package in &manifest.packages {
+        let ctx = ctx.clone();
+        let name = crate::manifest::version_check_name(&package.name);
+        let want = expected
+            .versions
+            .get(&package.name)
+            .map(|v| package.expected_version_output(v));
+        let command = package.version_command.clone();
+        checks.push(
+            timed(async move {
+                match want {
+                    None => Check::new(
+                        name,
+                        false,
+                        format!("{PACKAGE_JSON_PATH} does not pin this package"),
+                    ),
+                    Some(want) => container::version_check(&ctx, name, &command, &want).await,
+                }
+            })
+            .boxed(),
+        );
+    }
+    {
+        let ctx = ctx.clone();
+        let node = manifest.node.clone();
+        checks.push(timed(async move { container::node_check(&ctx, &node).await }).boxed());
+    }
+    for harness in &manifest.harnesses {
+        let ctx = ctx.clone();
+        let harness = harness.clone();
+        checks.push(timed(async move { container::harness_check(&ctx, &harness).await }).boxed());
+    }
+    let script_checks = scripts::browser_scripts(manifest, emulated)
+        .into_iter()
+        .chain(scripts::linked_build_scripts(manifest, ctx.platform));
+    for script in script_checks {
+        let ctx = ctx.clone();
+        checks.push(timed(async move { container::script_check(&ctx, &script).await }).boxed());
+    }
+    checks
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::image::build::locked_versions;
+
+    /// The manifest's required smoke checks (what receipts are judged by) are exactly the
+    /// checks this module runs, for each platform built natively and under emulation.
+    #[test]
+    fn the_manifest_requires_exactly_the_checks_smoke_runs() {
+        let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap();
+        let versions =
+            locked_versions(&std::fs::read(repo_root().join(PACKAGE_JSON_PATH)).unwrap()).unwrap();
+        for platform in Platform::ALL {
+            for emulated in [false, true] {
+                let mut run: BTreeSet<String> = checks::config_checks(
+                    &checks::tests::inspect(&[], None, platform.arch()),
+                    Some(platform),
+                    &manifest,
+                    &versions,
+                    "abc",
+                )
+                .into_iter()
+                .map(|c| c.name)
+                .collect();
+                run.extend(
+                    scripts::browser_scripts(&manifest, emulated)
+                        .into_iter()
+                        .chain(scripts::linked_build_scripts(&manifest, Some(platform)))
+                        .map(|check| check.name),
+                );
+                run.extend(
+                    manifest
+                        .packages
+                        .iter()
+                        .map(|p| crate::manifest::version_check_name(&p.name)),
+                );
+                run.extend(
+                    manifest
+                        .harnesses
+                        .iter()
+                        .map(|h| crate::manifest::harness_check_name(&h.name)),
+                );
+                run.extend([checks::NODE_CHECK.to_string(), checks::CA_CHECK.to_string()]);
+                assert_eq!(
+                    run,
+                    manifest.required_smoke_checks(platform, emulated),
+                    "{platform}, emulated: {emulated}"
+                );
+            }
+        }
+        // The amd64 baseline check comes from the manifest's linked builds now: it still runs.
+        assert!(
+            scripts::linked_build_scripts(&manifest, Some(Platform::LinuxAmd64))
+                .iter()
+                .any(|c| c.name == "opencode x64 baseline build")
+        );
+    }
+}

