@@ -59,7 +59,15 @@ storage:
 http:
   addr: $addr
 EOF
-  setsid nohup /usr/bin/docker-registry serve "$state/config.yml" >>"$state/registry.log" 2>&1 </dev/null 9>&- &
+  # The daemon outlives this script, so it must not keep open any descriptor its caller holds
+  # (a test harness's pipes, a flock(1) lock): the caller would wait on it forever.
+  (
+    for fd in /proc/"$BASHPID"/fd/*; do
+      fd=${fd##*/}
+      if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    exec setsid nohup /usr/bin/docker-registry serve "$state/config.yml" >>"$state/registry.log" 2>&1 </dev/null
+  ) &
   echo $! >"$state/pid"
   for _ in $(seq 1 100); do
     if check_answer "$(probe)"; then echo "$addr"; return 0; fi
