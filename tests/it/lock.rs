@@ -2,18 +2,18 @@
 //! on 127.0.0.1: a lockfile `npm ci` accepts, every check triggered by a crafted registry, and
 //! drift detection by `--check`.
 
-mod support;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::support::npm_fixture::{
+    days_ago, fixture_now, realistic, scratch_root, FixtureRegistry,
+};
 use serde_json::{json, Value};
-use support::npm_fixture::{days_ago, fixture_now, realistic, scratch_root, FixtureRegistry};
 
 /// The fixture registry must also serve the npm CLI the lock step runs: its real metadata
 /// (the tarball itself stays on the public registry and is verified by integrity).
 fn with_pinned_npm(registry: &FixtureRegistry) {
-    let root = support::npm_fixture::repo_root();
+    let root = crate::support::npm_fixture::repo_root();
     let manifest = xtask::manifest::Manifest::load(&root.join("template/manifest.yaml")).unwrap();
     let npm = manifest.node.npm_version.to_string();
     let meta: Value = reqwest_blocking(&format!("https://registry.npmjs.org/npm/{npm}"));

@@ -8,15 +8,12 @@
 //! completeness, the image reference grammar, metadata against the artifacts, duplicate keys,
 //! raw terminal output, unbounded reading, and loose fields.
 
-#[path = "support/genuine_release.rs"]
-mod genuine_release;
-
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use genuine_release::*;
+use crate::support::genuine_release::{self, *};
 use serde_json::{json, Value};
 
 /// A hang is a failure: every command must answer well within this.

@@ -6,12 +6,9 @@
 //! These tests need the Docker engine and the docker-registry package. When either is missing
 //! they fail, with a message to run `scripts/setup-host.sh`; they never skip.
 
-#[path = "support/genuine_release.rs"]
-mod genuine_release;
-
 use std::path::PathBuf;
 
-use genuine_release::*;
+use crate::support::genuine_release::*;
 use serde_json::{json, Value};
 
 /// `GET /v2/<repo>/manifests/<reference>` on the local registry: (status, body sha256).

@@ -4,8 +4,6 @@
 //! own receipts), with the committed clock, so it regenerates exactly the committed lockfile
 //! and reuses the images other tests built (build ids are content addresses).
 
-mod support;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -13,7 +11,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 fn copy_repo() -> tempfile::TempDir {
-    let repo = support::npm_fixture::repo_root();
+    let repo = crate::support::npm_fixture::repo_root();
     let scratch = tempfile::tempdir().unwrap();
     let files = Command::new("git")
         .args(["ls-files"])
@@ -51,7 +49,7 @@ fn copy_repo() -> tempfile::TempDir {
 
 /// The committed resolution's clock, plus `later_secs`.
 fn committed_clock(later_secs: i64) -> String {
-    let repo = support::npm_fixture::repo_root();
+    let repo = crate::support::npm_fixture::repo_root();
     let inventory: Value = serde_json::from_str(
         &std::fs::read_to_string(repo.join("template/inventory.json")).unwrap(),
     )
@@ -74,7 +72,7 @@ fn release_at(root: &Path, now: &str, extra: &[&str]) -> (Value, std::time::Dura
         .env("XTASK_ROOT", root)
         .env(
             "XTASK_CACHE_DIR",
-            support::npm_fixture::repo_root().join(".xtask/cache"),
+            crate::support::npm_fixture::repo_root().join(".xtask/cache"),
         )
         .output()
         .unwrap();
@@ -173,7 +171,7 @@ fn a_release_then_a_rerun_with_nothing_changed() {
         assets.join("package-lock.json").exists() && assets.join("receipt.v1.schema.json").exists()
     );
     // The committed clock regenerates the committed lockfile byte for byte.
-    let repo = support::npm_fixture::repo_root();
+    let repo = crate::support::npm_fixture::repo_root();
     for file in ["template/package-lock.json", "template/inventory.json"] {
         assert_eq!(
             std::fs::read(root.path().join(file)).unwrap(),

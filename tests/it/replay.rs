@@ -11,14 +11,12 @@
 //!
 //! Scenarios share one Rust build cache and run one at a time.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+use crate::support::replay::{rerun_failed, run_workflow, Replay, Status};
 use serde_json::{json, Value};
-use support::replay::{rerun_failed, run_workflow, Replay, Status};
 
 const WORKFLOW: &str = ".github/workflows/update-template.yml";
 /// A cadence day (epoch day 20787) whose resolution reproduces the committed lockfile.
@@ -27,7 +25,7 @@ const DUE: &str = "2026-11-30T04:37:00Z";
 const REGISTRY: &str = "127.0.0.1:5000";
 
 fn repo_root() -> PathBuf {
-    support::npm_fixture::repo_root()
+    crate::support::npm_fixture::repo_root()
 }
 
 /// The committed resolution's clock: epoch day 20786, not a cadence day.
@@ -164,7 +162,7 @@ fn replay(workflow: &Path, (name, payload): (String, Value)) -> Replay {
 }
 
 fn outputs(
-    run: &support::replay::WorkflowRun,
+    run: &crate::support::replay::WorkflowRun,
     job: &str,
 ) -> std::collections::BTreeMap<String, String> {
     run.job(job).outputs.clone()

@@ -2,15 +2,13 @@
 //! whose steps are `echo`, `cat` and `id -u`, replayed as the non-root runner user. No Docker,
 //! no cargo builds inside. Needs `scripts/setup-runner-user.sh` to have run (as root).
 
-mod support;
-
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
+use crate::support::replay::expr;
+use crate::support::replay::{rerun_failed, run_workflow, Replay, StandIn, Status, WorkflowRun};
 use serde_json::{json, Value};
-use support::replay::expr;
-use support::replay::{rerun_failed, run_workflow, Replay, StandIn, Status, WorkflowRun};
 
 /// A throwaway git repository (the source `actions/checkout` clones) with one commit, and a
 /// workflow file beside it.
@@ -835,7 +833,7 @@ jobs:
     ));
     use std::os::unix::fs::MetadataExt as _;
     let workspace = run.job("j").workspace.clone();
-    let (uid, _) = support::replay::runner_ids().unwrap();
+    let (uid, _) = crate::support::replay::runner_ids().unwrap();
     assert_eq!(
         std::fs::metadata(workspace.join("written-by-runner"))
             .unwrap()
@@ -1375,7 +1373,8 @@ fn expressions_follow_github_s_coercion_and_functions() {
 
 #[test]
 fn command_files_parse_single_and_multi_line_forms() {
-    let parsed = support::replay::parse_command_file("a=1\n\nb<<EOF\nx\ny=z\nEOF\nc=\n").unwrap();
+    let parsed =
+        crate::support::replay::parse_command_file("a=1\n\nb<<EOF\nx\ny=z\nEOF\nc=\n").unwrap();
     assert_eq!(
         parsed,
         vec![
@@ -1384,6 +1383,6 @@ fn command_files_parse_single_and_multi_line_forms() {
             ("c".into(), String::new())
         ]
     );
-    assert!(support::replay::parse_command_file("b<<EOF\nno end\n").is_err());
-    assert!(support::replay::parse_command_file("just text\n").is_err());
+    assert!(crate::support::replay::parse_command_file("b<<EOF\nno end\n").is_err());
+    assert!(crate::support::replay::parse_command_file("just text\n").is_err());
 }

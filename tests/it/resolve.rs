@@ -1,15 +1,13 @@
 //! End-to-end tests of `cargo xtask resolve`: the real binary and HTTP client against a fixture
 //! npm registry on 127.0.0.1.
 
-mod support;
-
 use std::process::{Command, Output};
 use std::time::Instant;
 
-use serde_json::{json, Value};
-use support::npm_fixture::{
+use crate::support::npm_fixture::{
     days_ago, fixture_now, realistic, scratch_root, FixtureRegistry, Scripted,
 };
+use serde_json::{json, Value};
 
 fn resolve(registry: &FixtureRegistry, locked: &[(&str, &str)]) -> Output {
     let root = scratch_root(locked);

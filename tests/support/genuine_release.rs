@@ -3,9 +3,6 @@
 //! registry (`scripts/local-registry.sh`, port XTASK_LOCAL_REGISTRY_PORT), and the JSON the
 //! other commands would print about them, from which `receipt write` makes a real receipt.
 //! No image is built: the whole fixture takes seconds.
-//!
-//! Included by path (`#[path = "support/genuine_release.rs"] mod genuine_release;`) in the
-//! test binaries that need it, so the others do not compile it.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};

@@ -1,2 +1,3 @@
+pub mod genuine_release;
 pub mod npm_fixture;
 pub mod replay;
