@@ -1,5 +1,28 @@
-//! The end-to-end tests, one module per area, in one binary: `cargo test -p xtask --test it`
-//! (a module alone: `cargo test -p xtask --test it -- resolve::`).
+//! The end-to-end tests, one module per area, in one binary: `cargo test -p xtask --test it`;
+//! one area alone: `cargo test -p xtask --test it -- resolve::`.
+//!
+//! Every test runs the real binary through one runner ([`support::xtask::xtask`]), which keeps
+//! the caller's `XTASK_*` and `GITHUB_*` variables from it.
+//!
+//! # What runs side by side
+//!
+//! scripts/test.sh runs this binary with two threads, so tests of different areas run at the
+//! same time on a two-core machine. Tests that use the Docker engine take a guard first thing
+//! (`support/docker.rs` explains it):
+//!
+//! | area | guard | why |
+//! | --- | --- | --- |
+//! | `image` | `heavy_docker` (alone) | builds and smoke runs keep both cores busy |
+//! | `release_run` (the release) | `heavy_docker` | builds, smokes and pushes both platforms |
+//! | `replay` | `heavy_docker` | whole workflow runs; share /home/runner and the registry |
+//! | `release`, `receipt_adversarial`, `registry_auth` | `light_docker` (shared) | tiny images |
+//! | `registry_auth` (peak memory, ignored) | `heavy_docker` | a multi-GB push, measured |
+//! | `resolve`, `lock`, `workflows`, `replay_engine`, a release's dry run | none | no engine |
+//!
+//! The replay engine's own tests use no engine; their jobs and the `replay` scenarios' jobs
+//! take turns on /home/runner's workspace through the harness's own file lock, one job at a
+//! time. Checks of engine state are scoped to the run under test (e.g. the containers a smoke
+//! run left, by its process id), so they hold whatever else runs.
 
 #[path = "../support/mod.rs"]
 mod support;
