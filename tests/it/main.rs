@@ -17,12 +17,13 @@
 //! | `replay` | `heavy_docker` | whole workflow runs; share /home/runner and the registry |
 //! | `release`, `receipt_adversarial`, `registry_auth` | `light_docker` (shared) | tiny images |
 //! | `registry_auth` (peak memory, ignored) | `heavy_docker` | a multi-GB push, measured |
-//! | `resolve`, `lock`, `workflows`, `replay_engine`, a release's dry run | none | no engine |
+//! | `replay_engine` | `light_docker` | no engine, but timed jobs on the scenarios' workspace |
+//! | `resolve`, `lock`, `workflows`, a release's dry run | none | no engine |
 //!
-//! The replay engine's own tests use no engine; their jobs and the `replay` scenarios' jobs
-//! take turns on /home/runner's workspace through the harness's own file lock, one job at a
-//! time. Checks of engine state are scoped to the run under test (e.g. the containers a smoke
-//! run left, by its process id), so they hold whatever else runs.
+//! libtest starts tests in name order, so the heavy areas (`image`, `release_run`, `replay`)
+//! run one test at a time as they did in their own binaries, with a cheap test beside them when
+//! the other thread has one; checks of engine state are scoped to the run under test (the
+//! containers a smoke run left, by its process id), so they hold whatever else runs.
 
 #[path = "../support/mod.rs"]
 mod support;

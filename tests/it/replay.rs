@@ -86,7 +86,7 @@ fn workflow(dir: &Path, now: &str, edit: &[(&str, &str)]) -> PathBuf {
         assert_eq!(
             text.matches(from).count(),
             1,
-            "{WORKFLOW} no longer holds {from:?} exactly once; update tests/replay.rs"
+            "{WORKFLOW} no longer holds {from:?} exactly once; update tests/it/replay.rs"
         );
         text = text.replace(from, &to);
     }

@@ -13,10 +13,12 @@
 //!   one.
 //! - [`light_docker`] (shared): tiny one-layer images loaded and published to a registry. These
 //!   ran two at a time when each area was its own binary, and still do among themselves, but
-//!   never beside a heavy test.
+//!   never beside a heavy test. The replay engine's own tests take it too, without using the
+//!   engine: their jobs take turns with the replay scenarios' jobs on the runner's workspace,
+//!   and their timed checks cannot wait out a scenario's job.
 //!
-//! Tests without Docker (resolve, lock, workflows, the replay engine's own tests, a release's
-//! dry run) take no guard and run beside anything. The lock prefers writers (std's `RwLock` on
+//! Tests without Docker (resolve, lock, workflows, a release's dry run) take no guard and run
+//! beside anything. The lock prefers writers (std's `RwLock` on
 //! Linux), so a heavy test waiting for the light ones in flight is not overtaken by new ones.
 //! A test never takes both guards. The lock is per process: two `cargo test` runs at once on
 //! one machine coordinate outside (e.g. `flock`), as before.
