@@ -10,4 +10,6 @@ bash scripts/setup-host.sh
 bash scripts/setup-runner-user.sh
 cargo fmt --all --check
 bash scripts/lint-workflows.sh
+# Two threads: the unit tests, then the end-to-end tests (one binary, tests/it/); in that binary,
+# tests/it/main.rs says which tests run side by side (heavy Docker tests run alone).
 cargo test --workspace --locked --no-fail-fast -- --test-threads=2

@@ -3,174 +3,30 @@
 //! registry (`scripts/local-registry.sh`, port XTASK_LOCAL_REGISTRY_PORT), and the JSON the
 //! other commands would print about them, from which `receipt write` makes a real receipt.
 //! No image is built: the whole fixture takes seconds.
-//!
-//! Included by path (`#[path = "support/genuine_release.rs"] mod genuine_release;`) in the
-//! test binaries that need it, so the others do not compile it.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use super::docker::{load_tiny_image, local_registry};
+use super::xtask::{xtask, Run};
+use super::{repo_root, scratch_root_with, sha256_hex, unique};
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
-pub fn xtask() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    // Registry credentials of the developer's machine must not leak into the tests.
-    cmd.env_remove("XTASK_REGISTRY_USERNAME")
-        .env_remove("XTASK_REGISTRY_PASSWORD")
-        .env_remove("XTASK_OCI_REGISTRY")
-        .env_remove("XTASK_OCI_REPOSITORY")
-        .env_remove("GITHUB_OUTPUT")
-        .env_remove("GITHUB_SHA");
-    cmd
-}
-
-pub fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("cannot run the xtask binary");
-    eprintln!(
-        "$ {cmd:?}\n--- status {}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-pub fn stdout_json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}):\n{}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
-
-pub fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
-
-/// The local registry's address, started once per test binary (idempotent across runs).
-pub fn registry() -> &'static str {
-    static ADDR: OnceLock<String> = OnceLock::new();
-    ADDR.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(repo_root().join("scripts/local-registry.sh"))
-            .arg("start")
-            .output()
-            .expect("cannot run bash");
-        assert!(
-            out.status.success(),
-            "the local registry did not start: {}\nrun scripts/setup-host.sh (it installs \
-             docker-registry) and try again",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    })
-}
-
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-pub fn docker() -> bollard::Docker {
-    let docker = bollard::Docker::connect_with_defaults()
-        .expect("cannot connect to the Docker engine: run scripts/setup-host.sh");
-    runtime()
-        .block_on(docker.negotiate_version())
-        .expect("the Docker engine does not answer: run scripts/setup-host.sh to start it")
-}
-
-/// Loads a one-layer image with `content` in `/hello.txt` and the given architecture into the
-/// engine as `tag` (a `docker load` of a hand-made archive: `docker import` cannot record a
-/// foreign architecture). Returns the engine's image id.
-pub fn load_image(tag: &str, arch: &str, content: &str) -> String {
-    let mut layer = tar::Builder::new(Vec::new());
-    let mut header = tar::Header::new_gnu();
-    header.set_size(content.len() as u64);
-    header.set_mode(0o644);
-    header.set_mtime(0);
-    layer
-        .append_data(&mut header, "hello.txt", content.as_bytes())
-        .unwrap();
-    let layer = layer.into_inner().unwrap();
-    let config = json!({
-        "architecture": arch,
-        "os": "linux",
-        "config": {"Env": ["HOME=/workspace"], "WorkingDir": "/workspace"},
-        "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{}", sha256_hex(&layer))]},
-        "history": [{"created_by": "tests/release.rs"}],
-    })
-    .to_string();
-    let config_hex = sha256_hex(config.as_bytes());
-    let manifest = json!([{
-        "Config": format!("{config_hex}.json"),
-        "RepoTags": [tag],
-        "Layers": [format!("{config_hex}/layer.tar")],
-    }])
-    .to_string();
-    let mut archive = tar::Builder::new(Vec::new());
-    for (name, data) in [
-        (format!("{config_hex}/layer.tar"), layer.as_slice()),
-        (format!("{config_hex}.json"), config.as_bytes()),
-        ("manifest.json".to_string(), manifest.as_bytes()),
-    ] {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(data.len() as u64);
-        h.set_mode(0o644);
-        archive.append_data(&mut h, name, data).unwrap();
-    }
-    let archive = archive.into_inner().unwrap();
-
-    let docker = docker();
-    runtime().block_on(async {
-        use futures_util::StreamExt;
-        let mut stream = docker.import_image(
-            bollard::query_parameters::ImportImageOptionsBuilder::default()
-                .quiet(true)
-                .build(),
-            bollard::body_full(archive.into()),
-            None,
-        );
-        while let Some(item) = stream.next().await {
-            let info = item.expect("docker load failed");
-            assert!(info.error_detail.is_none(), "docker load: {info:?}");
-        }
-        let inspect = docker.inspect_image(tag).await.expect("loaded image");
-        assert_eq!(inspect.architecture.as_deref(), Some(arch));
-        inspect.id.unwrap()
-    })
-}
-
-pub fn publish(repository: &str, args: &[&str]) -> Output {
-    run(xtask()
+/// `publish --json` of `args` to `repository` in the local registry.
+pub fn publish(repository: &str, args: &[&str]) -> Run {
+    xtask()
         .arg("publish")
         .args([
             "--oci-registry",
-            registry(),
+            local_registry(),
             "--repository",
             repository,
             "--json",
         ])
-        .args(args))
+        .args(args)
+        .run()
 }
 
 pub struct Release {
@@ -186,22 +42,16 @@ pub struct Release {
 pub fn release() -> &'static Release {
     static RELEASE: OnceLock<Release> = OnceLock::new();
     RELEASE.get_or_init(|| {
-        let root = tempfile::tempdir().unwrap();
-        for path in [
+        let root = scratch_root_with(&[
             "template/manifest.yaml",
             "template/inventory.json",
             "template/package.json",
             "template/package-lock.json",
-        ] {
-            let to = root.path().join(path);
-            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-            std::fs::copy(repo_root().join(path), &to)
-                .unwrap_or_else(|e| panic!("{path} must exist in the repository: {e}"));
-        }
+        ]);
         // The receipt only hashes the Dockerfile; a fixture keeps this test independent of it.
         std::fs::write(
             root.path().join("Dockerfile"),
-            "# fixture of tests/release.rs\nFROM scratch\n",
+            "# fixture of tests/support/genuine_release.rs\nFROM scratch\n",
         )
         .unwrap();
         let inputs = root.path().join("inputs");
@@ -213,7 +63,7 @@ pub fn release() -> &'static Release {
         let mut images = Vec::new();
         for (arch, emulated) in [("amd64", false), ("arm64", true)] {
             let tag = format!("xtask-test-receipt:{arch}-{}", std::process::id());
-            let id = load_image(&tag, arch, &format!("{arch} {salt}"));
+            let id = load_tiny_image(&tag, arch, &format!("{arch} {salt}"));
             images.push("--image".to_string());
             images.push(format!("linux/{arch}={tag}"));
             builds.push((
@@ -234,7 +84,7 @@ pub fn release() -> &'static Release {
         }
         let images: Vec<&str> = images.iter().map(String::as_str).collect();
         let out = publish(&repository, &[&images[..], &["--tag", TAG]].concat());
-        assert!(out.status.success());
+        out.assert_success();
         let publish = inputs.join("publish.json");
         std::fs::write(&publish, &out.stdout).unwrap();
 
@@ -298,7 +148,7 @@ pub fn smoke(image: &str, platform: &str, emulated: bool, failing: Option<&str>)
 
 /// Runs `receipt write` for the published release, with the amd64 smoke check `failing`
 /// failed when given. Returns (output, receipt path).
-pub fn write_receipt(out_dir: &Path, failing: Option<&str>) -> (Output, Option<PathBuf>) {
+pub fn write_receipt(out_dir: &Path, failing: Option<&str>) -> (Run, Option<PathBuf>) {
     let r = release();
     std::fs::create_dir_all(out_dir).unwrap();
     let mut cmd = xtask();
@@ -330,7 +180,7 @@ pub fn write_receipt(out_dir: &Path, failing: Option<&str>) -> (Output, Option<P
             .arg("--smoke")
             .arg(&smoke_file);
     }
-    let out = run(&mut cmd);
+    let out = cmd.run();
     let path = serde_json::from_slice::<Value>(&out.stdout)
         .ok()
         .and_then(|v| v["path"].as_str().map(PathBuf::from));
@@ -338,9 +188,12 @@ pub fn write_receipt(out_dir: &Path, failing: Option<&str>) -> (Output, Option<P
 }
 
 pub fn gate_json(now: &str, extra: &[&str]) -> Value {
-    let out = run(xtask().args(["gate", "--json", "--now", now]).args(extra));
-    assert!(out.status.success());
-    stdout_json(&out)
+    let out = xtask()
+        .args(["gate", "--json", "--now", now])
+        .args(extra)
+        .run();
+    out.assert_success();
+    out.json()
 }
 
 /// Writes `value` as a receipt whose file name carries its true digest (so the rejection
@@ -359,20 +212,17 @@ pub fn verify(path: &Path, artifacts: Option<&Path>) -> (bool, String, Value) {
     if let Some(dir) = artifacts {
         cmd.arg("--artifacts").arg(dir);
     }
-    let out = run(&mut cmd);
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        stdout_json(&out),
-    )
+    let out = cmd.run();
+    (out.success(), out.stderr_text(), out.json())
 }
 
-pub fn pin(receipt: &Path, template: &Path) -> Output {
-    run(xtask()
+pub fn pin(receipt: &Path, template: &Path) -> Run {
+    xtask()
         .args(["pin", "--json", "--receipt"])
         .arg(receipt)
         .arg("--template")
-        .arg(template))
+        .arg(template)
+        .run()
 }
 
 /// A copy of the committed template definition in `dir` whose `image:` names `repository`

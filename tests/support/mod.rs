@@ -1,2 +1,112 @@
+//! What the end-to-end tests share: the runner of the xtask binary ([`xtask::xtask`]), the
+//! Docker engine and the schedule of the tests that use it ([`docker`]), fixtures (an npm
+//! registry, a genuine release, a workflow replay harness), and small helpers.
+#![allow(dead_code)]
+
+pub mod docker;
+pub mod genuine_release;
 pub mod npm_fixture;
 pub mod replay;
+pub mod xtask;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+/// The repository's root (this checkout), whatever the caller's `XTASK_ROOT` says.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the xtask crate sits in the repository root")
+        .to_path_buf()
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// `prefix-<pid>-<nanos>`: a name no other test, run or process uses.
+pub fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// A runtime for a test's own async calls (the engine, a registry) or a fixture server's thread.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The last `max` bytes of `text` (on a character boundary): the end of a long log.
+pub fn tail(text: &str, max: usize) -> &str {
+    let start = text.len().saturating_sub(max);
+    let start = (start..text.len())
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(text.len());
+    &text[start..]
+}
+
+/// The committed resolution's clock, as written (`resolved_at` of template/inventory.json):
+/// with it, a plan regenerates the committed lockfile.
+pub fn committed_resolved_at() -> String {
+    let path = repo_root().join("template/inventory.json");
+    let inventory: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    inventory["resolved_at"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{} has no `resolved_at`", path.display()))
+        .to_owned()
+}
+
+/// A scratch git repository holding this checkout's tracked files as they are on disk,
+/// committed on `main`: a release or a replay can write into it (receipts, lockfiles, a
+/// workspace) without touching the checkout.
+pub fn scratch_repo(prefix: &str) -> tempfile::TempDir {
+    let root = repo_root();
+    let files = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(files.status.success(), "git ls-files in {}", root.display());
+    let scratch = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+    for file in files.stdout.split(|b| *b == 0).filter(|f| !f.is_empty()) {
+        let file = std::str::from_utf8(file).unwrap();
+        let to = scratch.path().join(file);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(root.join(file), &to).unwrap_or_else(|e| panic!("copying {file}: {e}"));
+    }
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "-A"],
+        &["commit", "-qm", "scratch"],
+    ] {
+        let ok = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(scratch.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?} failed in {}", scratch.path().display());
+    }
+    scratch
+}
+
+/// A scratch root for `XTASK_ROOT` holding copies of `paths` (relative to the repository).
+pub fn scratch_root_with(paths: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for path in paths {
+        let to = dir.path().join(path);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(repo_root().join(path), &to)
+            .unwrap_or_else(|e| panic!("{path} must exist in the repository: {e}"));
+    }
+    dir
+}

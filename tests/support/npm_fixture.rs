@@ -9,7 +9,6 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
@@ -48,11 +47,7 @@ impl FixtureRegistry {
         let (tx, rx) = std::sync::mpsc::channel();
         let server_state = state.clone();
         let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
+            super::runtime().block_on(async move {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 tx.send(listener.local_addr().unwrap()).unwrap();
                 let app = axum::Router::new().fallback(move |uri: Uri| {
@@ -323,14 +318,7 @@ pub fn realistic() -> FixtureRegistry {
 /// A scratch repository root for `XTASK_ROOT`: the committed manifest, optionally a
 /// package.json pinning `locked`.
 pub fn scratch_root(locked: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    std::fs::create_dir_all(dir.path().join("template")).unwrap();
-    std::fs::copy(
-        repo.join("template/manifest.yaml"),
-        dir.path().join("template/manifest.yaml"),
-    )
-    .unwrap();
+    let dir = super::scratch_root_with(&["template/manifest.yaml"]);
     if !locked.is_empty() {
         let deps: serde_json::Map<String, Value> = locked
             .iter()
@@ -346,11 +334,4 @@ pub fn scratch_root(locked: &[(&str, &str)]) -> tempfile::TempDir {
         .unwrap();
     }
     dir
-}
-
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
 }

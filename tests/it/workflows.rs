@@ -7,10 +7,12 @@
 //! it complains, so no check here can pass vacuously.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use serde_yaml::Value;
+
+use crate::support::repo_root;
+use crate::support::xtask::xtask;
 
 /// The release workflow's file name and its `name:`.
 const RELEASE_WORKFLOW: &str = "update-template.yml";
@@ -24,10 +26,7 @@ struct Workflow {
 }
 
 fn workflows_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(".github")
-        .join("workflows")
+    repo_root().join(".github").join("workflows")
 }
 
 fn load_workflows() -> Vec<Workflow> {
@@ -581,20 +580,16 @@ fn every_xtask_call_in_the_workflows_exists() {
             problems.push(format!("{place}: `cargo xtask` without a subcommand"));
             continue;
         }
-        let output = Command::new(env!("CARGO_BIN_EXE_xtask"))
-            .args(&call.subcommand)
-            .arg("--help")
-            .output()
-            .expect("run the xtask binary");
+        let output = xtask().args(&call.subcommand).arg("--help").run();
         let shown = call.subcommand.join(" ");
-        if !output.status.success() {
+        if !output.success() {
             problems.push(format!(
                 "{place}: `cargo xtask {shown}` does not exist: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
+                output.stderr_text().trim()
             ));
             continue;
         }
-        let help = String::from_utf8_lossy(&output.stdout);
+        let help = output.stdout_text();
         for flag in &call.flags {
             let accepted = help
                 .split(|c: char| c.is_whitespace() || c == ',' || c == '=' || c == '[')
@@ -1052,15 +1047,11 @@ mod rules {
 
     #[test]
     fn an_unknown_xtask_subcommand_or_flag_is_rejected_by_the_binary() {
-        let bin = env!("CARGO_BIN_EXE_xtask");
-        let unknown = Command::new(bin)
-            .args(["no-such-command", "--help"])
-            .output()
-            .unwrap();
-        assert!(!unknown.status.success(), "an unknown subcommand must fail");
-        let help = Command::new(bin).args(["gate", "--help"]).output().unwrap();
-        assert!(help.status.success());
-        let help = String::from_utf8_lossy(&help.stdout);
+        let unknown = xtask().args(["no-such-command", "--help"]).run();
+        assert!(!unknown.success(), "an unknown subcommand must fail");
+        let help = xtask().args(["gate", "--help"]).run();
+        assert!(help.success());
+        let help = help.stdout_text();
         assert!(help.contains("--force") && !help.contains("--no-such-flag"));
     }
 }

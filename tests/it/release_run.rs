@@ -4,60 +4,22 @@
 //! own receipts), with the committed clock, so it regenerates exactly the committed lockfile
 //! and reuses the images other tests built (build ids are content addresses).
 
-mod support;
-
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
 
 use serde_json::Value;
 
+use crate::support::docker::heavy_docker;
+use crate::support::xtask::xtask;
+use crate::support::{committed_resolved_at, repo_root, scratch_repo};
+
 fn copy_repo() -> tempfile::TempDir {
-    let repo = support::npm_fixture::repo_root();
-    let scratch = tempfile::tempdir().unwrap();
-    let files = Command::new("git")
-        .args(["ls-files"])
-        .current_dir(&repo)
-        .output()
-        .unwrap();
-    assert!(files.status.success());
-    for file in String::from_utf8(files.stdout).unwrap().lines() {
-        let to = scratch.path().join(file);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(repo.join(file), &to).unwrap();
-    }
-    for args in [
-        &["init", "-q"][..],
-        &["add", "-A"],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "scratch",
-        ],
-    ] {
-        assert!(Command::new("git")
-            .args(args)
-            .current_dir(scratch.path())
-            .status()
-            .unwrap()
-            .success());
-    }
-    scratch
+    scratch_repo("xtask-release-run-")
 }
 
 /// The committed resolution's clock, plus `later_secs`.
 fn committed_clock(later_secs: i64) -> String {
-    let repo = support::npm_fixture::repo_root();
-    let inventory: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo.join("template/inventory.json")).unwrap(),
-    )
-    .unwrap();
-    let at: chrono::DateTime<chrono::Utc> =
-        inventory["resolved_at"].as_str().unwrap().parse().unwrap();
+    let at: chrono::DateTime<chrono::Utc> = committed_resolved_at().parse().unwrap();
     (at + chrono::Duration::seconds(later_secs)).to_rfc3339()
 }
 
@@ -66,29 +28,20 @@ fn release(root: &Path, extra: &[&str]) -> (Value, std::time::Duration) {
 }
 
 fn release_at(root: &Path, now: &str, extra: &[&str]) -> (Value, std::time::Duration) {
-    let start = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+    let out = xtask()
         .args(["release", "--force", "--json", "--now", now])
         .args(["--platform", "linux/amd64", "--platform", "linux/arm64"])
         .args(extra)
         .env("XTASK_ROOT", root)
-        .env(
-            "XTASK_CACHE_DIR",
-            support::npm_fixture::repo_root().join(".xtask/cache"),
-        )
-        .output()
-        .unwrap();
-    let elapsed = start.elapsed();
+        .env("XTASK_CACHE_DIR", repo_root().join(".xtask/cache"))
+        .run();
     assert!(
-        out.status.success(),
+        out.success(),
         "release failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        out.stdout_text(),
+        out.stderr_text()
     );
-    (
-        serde_json::from_slice(&out.stdout).expect("release --json prints one object"),
-        elapsed,
-    )
+    (out.json(), out.elapsed)
 }
 
 #[test]
@@ -129,6 +82,7 @@ fn dry_run_prints_the_plan_and_changes_nothing() {
 
 #[test]
 fn a_release_then_a_rerun_with_nothing_changed() {
+    let _docker = heavy_docker();
     let root = copy_repo();
     let (first, took) = release(root.path(), &[]);
     eprintln!("first release: {:.1}s", took.as_secs_f64());
@@ -141,12 +95,11 @@ fn a_release_then_a_rerun_with_nothing_changed() {
     }
     assert_eq!(first["status"], "released", "{first}");
     let receipt = first["receipt"].as_str().unwrap();
-    let verify = Command::new(env!("CARGO_BIN_EXE_xtask"))
+    let verdict = xtask()
         .args(["receipt", "verify", receipt, "--json"])
         .env("XTASK_ROOT", root.path())
-        .output()
-        .unwrap();
-    let verdict: Value = serde_json::from_slice(&verify.stdout).unwrap();
+        .run()
+        .json();
     assert_eq!(verdict["valid"], true, "{verdict}");
     assert_eq!(verdict["complete"], true, "{verdict}");
     // The release's assets, as a consumer downloads them, verify against the receipt.
@@ -157,23 +110,18 @@ fn a_release_then_a_rerun_with_nothing_changed() {
         "{}",
         assets.display()
     );
-    let with_assets = Command::new(env!("CARGO_BIN_EXE_xtask"))
+    xtask()
         .args(["receipt", "verify", "--artifacts"])
         .arg(&assets)
         .arg(assets.join(Path::new(receipt).file_name().unwrap()))
         .env("XTASK_ROOT", root.path())
-        .output()
-        .unwrap();
-    assert!(
-        with_assets.status.success(),
-        "{}",
-        String::from_utf8_lossy(&with_assets.stderr)
-    );
+        .run()
+        .assert_success();
     assert!(
         assets.join("package-lock.json").exists() && assets.join("receipt.v1.schema.json").exists()
     );
     // The committed clock regenerates the committed lockfile byte for byte.
-    let repo = support::npm_fixture::repo_root();
+    let repo = repo_root();
     for file in ["template/package-lock.json", "template/inventory.json"] {
         assert_eq!(
             std::fs::read(root.path().join(file)).unwrap(),

@@ -1,16 +1,20 @@
 //! The workflow replay harness's own tests (`tests/support/replay/`): small fixture workflows
 //! whose steps are `echo`, `cat` and `id -u`, replayed as the non-root runner user. No Docker,
 //! no cargo builds inside. Needs `scripts/setup-runner-user.sh` to have run (as root).
-
-mod support;
+//!
+//! No engine either, yet each test that replays takes `light_docker`: its jobs take turns with
+//! the `replay` scenarios' jobs on /home/runner's workspace, and a scenario's job holds it for
+//! minutes, which timed checks here (a 0.02-minute timeout ends a job within 10 s) cannot wait
+//! out. The guard keeps these tests from running beside a scenario at all.
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
+use crate::support::docker::light_docker;
+use crate::support::replay::expr;
+use crate::support::replay::{rerun_failed, run_workflow, Replay, StandIn, Status, WorkflowRun};
 use serde_json::{json, Value};
-use support::replay::expr;
-use support::replay::{rerun_failed, run_workflow, Replay, StandIn, Status, WorkflowRun};
 
 /// A throwaway git repository (the source `actions/checkout` clones) with one commit, and a
 /// workflow file beside it.
@@ -109,6 +113,7 @@ const ON: &str = "on:\n  workflow_dispatch:\n  push:\n";
 
 #[test]
 fn steps_run_as_the_non_root_runner_with_github_s_environment_only() {
+    let _runner = light_docker();
     // What the caller's environment has (cargo sets this for test binaries) must not reach
     // the step.
     assert!(
@@ -186,6 +191,7 @@ jobs:
 
 #[test]
 fn bash_shell_has_pipefail_and_the_default_shell_does_not() {
+    let _runner = light_docker();
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -209,6 +215,7 @@ jobs:
 #[test]
 fn working_directory_comes_from_the_step_or_the_defaults_and_background_processes_end_with_the_job()
 {
+    let _runner = light_docker();
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -258,6 +265,7 @@ jobs:
 
 #[test]
 fn outputs_flow_from_step_to_job_to_needs_with_env_path_and_summary_files() {
+    let _runner = light_docker();
     let (_f, run) = run_ok(&format!(
         r#"{ON}
 defaults:
@@ -312,6 +320,7 @@ jobs:
 
 #[test]
 fn matrix_legs_expand_axes_and_include_and_evaluate_runs_on_and_name() {
+    let _runner = light_docker();
     let (_f, run) = run_ok(&format!(
         r#"{ON}
 jobs:
@@ -375,6 +384,7 @@ jobs:
 
 #[test]
 fn fail_fast_cancels_the_remaining_legs_and_fail_fast_false_runs_them() {
+    let _runner = light_docker();
     let yaml = |ff: bool| {
         format!(
             r#"{ON}
@@ -412,6 +422,7 @@ jobs:
 
 #[test]
 fn a_job_is_skipped_when_its_need_failed_and_not_cancelled_steps_still_run() {
+    let _runner = light_docker();
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -491,6 +502,7 @@ jobs:
 
 #[test]
 fn continue_on_error_keeps_the_job_green_with_the_outcome_recorded() {
+    let _runner = light_docker();
     let (_f, run) = run_ok(&format!(
         r#"{ON}
 jobs:
@@ -517,6 +529,7 @@ jobs:
 
 #[test]
 fn timeout_minutes_kills_the_step_and_fails_the_job() {
+    let _runner = light_docker();
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -552,6 +565,7 @@ jobs:
 
 #[test]
 fn typed_dispatch_inputs_permissions_environment_and_events_are_recorded() {
+    let _runner = light_docker();
     let f = Fixture::new();
     let yaml = r#"
 on:
@@ -614,6 +628,7 @@ jobs:
 
 #[test]
 fn a_misspelled_step_output_reference_stops_the_replay_naming_it() {
+    let _runner = light_docker();
     let err = replay_error(&format!(
         r#"name: typo
 {ON}
@@ -641,6 +656,7 @@ jobs:
 
 #[test]
 fn strict_references_are_errors_naming_the_expression() {
+    let _runner = light_docker();
     let cases: &[(&str, &str, &str)] = &[
         // (job extras, expression, expected in the error)
         (
@@ -694,6 +710,7 @@ jobs:
 
 #[test]
 fn a_misspelled_artifact_name_fails_the_download_naming_it() {
+    let _runner = light_docker();
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -726,6 +743,7 @@ jobs:
 
 #[test]
 fn an_action_without_emulation_or_stand_in_is_an_error_naming_it() {
+    let _runner = light_docker();
     let err = replay_error(&format!(
         "{ON}\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/attest-build-provenance@abc # v3\n"
     ));
@@ -741,6 +759,7 @@ fn an_action_without_emulation_or_stand_in_is_an_error_naming_it() {
 
 #[test]
 fn stand_ins_replace_actions_as_closures_or_scripts() {
+    let _runner = light_docker();
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -782,6 +801,7 @@ jobs:
 
 #[test]
 fn fake_tools_come_first_on_the_runner_s_path() {
+    let _runner = light_docker();
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -807,6 +827,7 @@ jobs:
 
 #[test]
 fn checkout_clones_the_run_sha_for_the_runner_and_honours_persist_credentials() {
+    let _runner = light_docker();
     let (f, run) = run_ok(&format!(
         r#"{ON}
 jobs:
@@ -835,7 +856,7 @@ jobs:
     ));
     use std::os::unix::fs::MetadataExt as _;
     let workspace = run.job("j").workspace.clone();
-    let (uid, _) = support::replay::runner_ids().unwrap();
+    let (uid, _) = crate::support::replay::runner_ids().unwrap();
     assert_eq!(
         std::fs::metadata(workspace.join("written-by-runner"))
             .unwrap()
@@ -860,6 +881,7 @@ jobs:
 
 #[test]
 fn upload_name_clash_fails_without_overwrite_passes_with_it_also_across_a_rerun() {
+    let _runner = light_docker();
     let yaml = |overwrite: bool| {
         format!(
             r#"{ON}
@@ -919,6 +941,7 @@ jobs:
 
 #[test]
 fn download_by_pattern_merges_and_the_upload_root_is_the_least_common_ancestor() {
+    let _runner = light_docker();
     let (_f, run) = run_ok(&format!(
         r#"{ON}
 jobs:
@@ -982,6 +1005,7 @@ jobs:
 
 #[test]
 fn if_no_files_found_error_fails_and_warn_passes() {
+    let _runner = light_docker();
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -1010,6 +1034,7 @@ jobs:
 
 #[test]
 fn cache_misses_saves_after_a_successful_job_and_hits_on_the_next_run() {
+    let _runner = light_docker();
     let f = Fixture::new();
     let cache = tempfile::tempdir().unwrap();
     let yaml = format!(
@@ -1071,6 +1096,7 @@ jobs:
 
 #[test]
 fn rerun_failed_reruns_only_the_failed_job_and_its_dependents() {
+    let _runner = light_docker();
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -1121,6 +1147,7 @@ jobs:
 
 #[test]
 fn rerun_failed_reruns_only_the_failed_and_cancelled_matrix_legs() {
+    let _runner = light_docker();
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -1203,6 +1230,7 @@ const RELEASE_JOB: &str = r#"
 
 #[test]
 fn gh_stand_in_keeps_releases_and_refuses_to_change_a_published_one() {
+    let _runner = light_docker();
     let (_f, run) = run_ok(&format!("{ON}\njobs:{RELEASE_JOB}"));
     assert_eq!(
         run.job("release").step("read").outputs["list"],
@@ -1217,6 +1245,7 @@ fn gh_stand_in_keeps_releases_and_refuses_to_change_a_published_one() {
 
 #[test]
 fn gh_stand_in_refuses_writes_without_contents_write_and_calls_without_a_token() {
+    let _runner = light_docker();
     let (_f, r) = replay(&format!(
         r#"{ON}
 permissions:
@@ -1262,6 +1291,7 @@ jobs:
 
 #[test]
 fn gh_fail_once_fails_the_last_step_and_a_rerun_finishes_the_release() {
+    let _runner = light_docker();
     let (_f, r) = replay(&format!("{ON}\njobs:{RELEASE_JOB}"));
     r.gh_fail_once("release edit").unwrap();
     let mut run = run_workflow(r).unwrap();
@@ -1375,7 +1405,8 @@ fn expressions_follow_github_s_coercion_and_functions() {
 
 #[test]
 fn command_files_parse_single_and_multi_line_forms() {
-    let parsed = support::replay::parse_command_file("a=1\n\nb<<EOF\nx\ny=z\nEOF\nc=\n").unwrap();
+    let parsed =
+        crate::support::replay::parse_command_file("a=1\n\nb<<EOF\nx\ny=z\nEOF\nc=\n").unwrap();
     assert_eq!(
         parsed,
         vec![
@@ -1384,6 +1415,6 @@ fn command_files_parse_single_and_multi_line_forms() {
             ("c".into(), String::new())
         ]
     );
-    assert!(support::replay::parse_command_file("b<<EOF\nno end\n").is_err());
-    assert!(support::replay::parse_command_file("just text\n").is_err());
+    assert!(crate::support::replay::parse_command_file("b<<EOF\nno end\n").is_err());
+    assert!(crate::support::replay::parse_command_file("just text\n").is_err());
 }

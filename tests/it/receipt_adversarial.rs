@@ -8,55 +8,23 @@
 //! completeness, the image reference grammar, metadata against the artifacts, duplicate keys,
 //! raw terminal output, unbounded reading, and loose fields.
 
-#[path = "support/genuine_release.rs"]
-mod genuine_release;
-
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use genuine_release::*;
 use serde_json::{json, Value};
+
+use crate::support::docker::{light_docker, local_registry};
+use crate::support::genuine_release::{self, *};
+use crate::support::xtask::{xtask, Run, Xtask};
+use crate::support::{runtime, sha256_hex};
 
 /// A hang is a failure: every command must answer well within this.
 const COMMAND_LIMIT: Duration = Duration::from_secs(60);
 
 /// Runs `cmd`, killing it and failing the test if it does not finish in [`COMMAND_LIMIT`].
-fn run_bounded(cmd: &mut Command) -> Output {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cannot run the xtask binary");
-    let started = Instant::now();
-    // Drain the pipes on threads so a chatty child cannot block on a full pipe.
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_thread = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        out.read_to_end(&mut v).map(|_| v).unwrap_or_default()
-    });
-    let err_thread = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        err.read_to_end(&mut v).map(|_| v).unwrap_or_default()
-    });
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > COMMAND_LIMIT {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("{cmd:?} did not finish within {COMMAND_LIMIT:?}: it hangs");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: out_thread.join().unwrap(),
-        stderr: err_thread.join().unwrap(),
-    }
+fn run_bounded(cmd: &mut Xtask) -> Run {
+    cmd.time_limit(COMMAND_LIMIT).run()
 }
 
 /// What one tampering produces: a receipt file, and maybe a different artifacts directory.
@@ -170,7 +138,10 @@ fn other_digest(seed: &str) -> String {
 
 /// PUTs `bytes` as an OCI index under `tag` in the local registry.
 fn put_index(repository: &str, tag: &str, bytes: Vec<u8>) {
-    let url = format!("http://{}/v2/{repository}/manifests/{tag}", registry());
+    let url = format!(
+        "http://{}/v2/{repository}/manifests/{tag}",
+        local_registry()
+    );
     runtime().block_on(async {
         let response = reqwest::Client::builder()
             .no_proxy()
@@ -600,6 +571,7 @@ fn tag_of(v: &Value) -> String {
 
 #[test]
 fn every_tampered_receipt_is_refused_by_verify_and_pin() {
+    let _docker = light_docker();
     let work = tempfile::tempdir().unwrap();
     let (out, path) = write_receipt(work.path(), None);
     assert!(out.status.success(), "the genuine receipt is written");
@@ -718,10 +690,10 @@ fn every_tampered_receipt_is_refused_by_verify_and_pin() {
         let artifacts_dir = tampered.artifacts.as_deref().unwrap_or(&artifacts);
         let mut problems = Vec::new();
 
+        // The runner logs each command's stderr: the harness shows it when the test fails.
+        eprintln!("--- case: {}", c.name);
         let v = verify(&tampered.receipt, artifacts_dir);
-        let stderr = String::from_utf8_lossy(&v.stderr).into_owned();
-        // Shown by the test harness when the test fails (or with --nocapture).
-        eprintln!("--- {}: verify\n{stderr}", c.name);
+        let stderr = v.stderr_text();
         if v.status.success() {
             problems.push("verify accepted it".to_string());
         }
@@ -762,8 +734,7 @@ fn every_tampered_receipt_is_refused_by_verify_and_pin() {
         }
 
         let p = pin(&tampered.receipt, artifacts_dir);
-        let pin_stderr = String::from_utf8_lossy(&p.stderr).into_owned();
-        eprintln!("--- {}: pin\n{pin_stderr}", c.name);
+        let pin_stderr = p.stderr_text();
         if p.status.success() {
             problems.push("pin succeeded".to_string());
         }
@@ -806,6 +777,7 @@ fn every_tampered_receipt_is_refused_by_verify_and_pin() {
 /// `--offline` skips only the registry.
 #[test]
 fn pin_flags_move_the_anchor_only_on_purpose() {
+    let _docker = light_docker();
     let work = tempfile::tempdir().unwrap();
     let (out, path) = write_receipt(work.path(), None);
     assert!(out.status.success());
@@ -879,6 +851,7 @@ fn pin_flags_move_the_anchor_only_on_purpose() {
 /// `receipt write` refuses smoke results that lack a required check (and writes nothing).
 #[test]
 fn receipt_write_refuses_incomplete_smoke_results() {
+    let _docker = light_docker();
     let r = release();
     let work = tempfile::tempdir().unwrap();
     let (amd64, build) = &r.builds[0];

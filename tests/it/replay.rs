@@ -11,38 +11,30 @@
 //!
 //! Scenarios share one Rust build cache and run one at a time.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{OnceLock, RwLockWriteGuard};
 
 use serde_json::{json, Value};
-use support::replay::{rerun_failed, run_workflow, Replay, Status};
+
+use crate::support::docker::{heavy_docker, local_registry};
+use crate::support::replay::{rerun_failed, run_workflow, Replay, Status};
+use crate::support::xtask::xtask;
+use crate::support::{committed_resolved_at, repo_root, scratch_repo};
 
 const WORKFLOW: &str = ".github/workflows/update-template.yml";
 /// A cadence day (epoch day 20787) whose resolution reproduces the committed lockfile.
 const DUE: &str = "2026-11-30T04:37:00Z";
-/// The local registry that stands in for ghcr.io.
-const REGISTRY: &str = "127.0.0.1:5000";
-
-fn repo_root() -> PathBuf {
-    support::npm_fixture::repo_root()
-}
 
 /// The committed resolution's clock: epoch day 20786, not a cadence day.
 fn not_due() -> String {
-    let inventory: Value = serde_json::from_slice(
-        &std::fs::read(repo_root().join("template/inventory.json")).unwrap(),
-    )
-    .unwrap();
-    inventory["resolved_at"].as_str().unwrap().to_owned()
+    committed_resolved_at()
 }
 
-/// One scenario at a time: they share the engine, the registry, /home/runner and the cache.
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+/// One scenario at a time, and nothing else that uses the engine beside it: they share the
+/// engine, the registry, /home/runner and the cache, and each builds both platforms.
+fn serial() -> RwLockWriteGuard<'static, ()> {
+    heavy_docker()
 }
 
 struct Shared {
@@ -61,54 +53,15 @@ fn shared() -> &'static Shared {
             .status()
             .unwrap();
         assert!(setup.success(), "scripts/setup-runner-user.sh failed");
-        let registry = Command::new("bash")
-            .arg(root.join("scripts/local-registry.sh"))
-            .arg("start")
-            .status()
-            .unwrap();
-        assert!(registry.success(), "scripts/local-registry.sh start failed");
+        local_registry();
         Shared {
-            repo: scratch_repo(&root),
+            repo: scratch_repo("replay-repo-"),
             cache: tempfile::Builder::new()
                 .prefix("replay-cache-")
                 .tempdir()
                 .unwrap(),
         }
     })
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "git {args:?} failed in {}", dir.display());
-}
-
-fn scratch_repo(root: &Path) -> tempfile::TempDir {
-    let files = Command::new("git")
-        .args(["ls-files", "-z"])
-        .current_dir(root)
-        .output()
-        .unwrap();
-    assert!(files.status.success());
-    let scratch = tempfile::Builder::new()
-        .prefix("replay-repo-")
-        .tempdir()
-        .unwrap();
-    for file in files.stdout.split(|b| *b == 0).filter(|f| !f.is_empty()) {
-        let file = std::str::from_utf8(file).unwrap();
-        let to = scratch.path().join(file);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(root.join(file), &to).unwrap();
-    }
-    git(scratch.path(), &["init", "-q", "-b", "main"]);
-    git(scratch.path(), &["add", "-A"]);
-    git(scratch.path(), &["commit", "-qm", "scratch"]);
-    scratch
 }
 
 /// The committed workflow with the registry and the clock replaced (and `edit` applied); each
@@ -118,7 +71,10 @@ fn workflow(dir: &Path, now: &str, edit: &[(&str, &str)]) -> PathBuf {
     let mut replacements = vec![
         (
             "  XTASK_OCI_REGISTRY: ghcr.io\n",
-            format!("  XTASK_OCI_REGISTRY: {REGISTRY}\n  XTASK_NOW: \"{now}\"\n"),
+            format!(
+                "  XTASK_OCI_REGISTRY: {}\n  XTASK_NOW: \"{now}\"\n",
+                local_registry()
+            ),
         ),
         (
             "  CARGO_TERM_COLOR: always\n",
@@ -130,7 +86,7 @@ fn workflow(dir: &Path, now: &str, edit: &[(&str, &str)]) -> PathBuf {
         assert_eq!(
             text.matches(from).count(),
             1,
-            "{WORKFLOW} no longer holds {from:?} exactly once; update tests/replay.rs"
+            "{WORKFLOW} no longer holds {from:?} exactly once; update tests/it/replay.rs"
         );
         text = text.replace(from, &to);
     }
@@ -164,7 +120,7 @@ fn replay(workflow: &Path, (name, payload): (String, Value)) -> Replay {
 }
 
 fn outputs(
-    run: &support::replay::WorkflowRun,
+    run: &crate::support::replay::WorkflowRun,
     job: &str,
 ) -> std::collections::BTreeMap<String, String> {
     run.job(job).outputs.clone()
@@ -201,22 +157,16 @@ fn releases(dir: &Path) -> Vec<(String, Value, Vec<String>)> {
 /// The tag `cargo xtask release plan` makes on this machine for the same inputs and clock.
 fn local_plan_tag(now: &str) -> String {
     let out_dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+    let plan = xtask()
         .args(["release", "plan", "--json", "--force", "--now", now])
         .arg("--out")
         .arg(out_dir.path())
         .arg("--previous-receipts")
         .arg(out_dir.path().join("none"))
         .env("XTASK_ROOT", shared().repo.path())
-        .env_remove("GITHUB_ACTIONS")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+        .run()
+        .assert_success()
+        .json();
     plan["tag"].as_str().unwrap().to_owned()
 }
 
@@ -303,17 +253,16 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
 
     // What a consumer does with the published assets: verify against the registry.
     let release_dir = run.releases_dir().join(&tag).join("assets");
-    let verify = Command::new(env!("CARGO_BIN_EXE_xtask"))
+    let verify = xtask()
         .args(["receipt", "verify", "--check-registry", "--artifacts"])
         .arg(&release_dir)
         .arg(release_dir.join(receipts[0]))
-        .output()
-        .unwrap();
+        .run();
     assert!(
-        verify.status.success(),
+        verify.success(),
         "{}{}",
-        String::from_utf8_lossy(&verify.stdout),
-        String::from_utf8_lossy(&verify.stderr)
+        verify.stdout_text(),
+        verify.stderr_text()
     );
     let receipt: Value =
         serde_json::from_slice(&std::fs::read(release_dir.join(receipts[0])).unwrap()).unwrap();

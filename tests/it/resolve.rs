@@ -1,19 +1,18 @@
 //! End-to-end tests of `cargo xtask resolve`: the real binary and HTTP client against a fixture
 //! npm registry on 127.0.0.1.
 
-mod support;
-
-use std::process::{Command, Output};
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use support::npm_fixture::{
+
+use crate::support::npm_fixture::{
     days_ago, fixture_now, realistic, scratch_root, FixtureRegistry, Scripted,
 };
+use crate::support::xtask::{xtask, Run};
 
-fn resolve(registry: &FixtureRegistry, locked: &[(&str, &str)]) -> Output {
+fn resolve(registry: &FixtureRegistry, locked: &[(&str, &str)]) -> Run {
     let root = scratch_root(locked);
-    Command::new(env!("CARGO_BIN_EXE_xtask"))
+    xtask()
         .args([
             "resolve",
             "--json",
@@ -24,32 +23,21 @@ fn resolve(registry: &FixtureRegistry, locked: &[(&str, &str)]) -> Output {
         ])
         .env("XTASK_ROOT", root.path())
         .env("XTASK_RETRY_BASE_MS", "50")
-        .output()
-        .unwrap()
+        .run()
 }
 
 fn resolved(registry: &FixtureRegistry, locked: &[(&str, &str)]) -> Value {
-    let out = resolve(registry, locked);
-    assert!(
-        out.status.success(),
-        "resolve failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("resolve --json prints one JSON object")
+    resolve(registry, locked).assert_success().json()
 }
 
 fn failed(registry: &FixtureRegistry) -> String {
     let out = resolve(registry, &[]);
-    assert!(
-        !out.status.success(),
-        "resolve should have failed: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    out.assert_failure();
     assert!(
         out.stdout.is_empty(),
         "a failed resolve prints no partial result"
     );
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    out.stderr_text()
 }
 
 fn package<'a>(resolution: &'a Value, name: &str) -> &'a Value {
@@ -181,12 +169,11 @@ fn latest_moved_backwards_is_followed_and_flagged() {
     let registry = realistic();
     registry.set_latest("opencode-ai", "1.0.0");
     let out = resolve(&registry, &[("opencode-ai", "1.1.0")]);
-    assert!(out.status.success());
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = out.assert_success().json();
     let opencode = package(&r, "opencode-ai");
     assert_eq!(opencode["version"], "1.0.0");
     assert_eq!(opencode["rollback"], true);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("ROLLBACK of `opencode-ai`"));
+    assert!(out.stderr_text().contains("ROLLBACK of `opencode-ai`"));
 }
 
 #[test]

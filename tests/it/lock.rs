@@ -2,19 +2,22 @@
 //! on 127.0.0.1: a lockfile `npm ci` accepts, every check triggered by a crafted registry, and
 //! drift detection by `--check`.
 
-mod support;
-
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::{json, Value};
-use support::npm_fixture::{days_ago, fixture_now, realistic, scratch_root, FixtureRegistry};
+
+use crate::support::npm_fixture::{
+    days_ago, fixture_now, realistic, scratch_root, FixtureRegistry,
+};
+use crate::support::repo_root;
+use crate::support::xtask::{xtask, Run};
 
 /// The fixture registry must also serve the npm CLI the lock step runs: its real metadata
 /// (the tarball itself stays on the public registry and is verified by integrity).
 fn with_pinned_npm(registry: &FixtureRegistry) {
-    let root = support::npm_fixture::repo_root();
-    let manifest = xtask::manifest::Manifest::load(&root.join("template/manifest.yaml")).unwrap();
+    let manifest =
+        xtask::manifest::Manifest::load(&repo_root().join("template/manifest.yaml")).unwrap();
     let npm = manifest.node.npm_version.to_string();
     let meta: Value = reqwest_blocking(&format!("https://registry.npmjs.org/npm/{npm}"));
     registry.set_packument(
@@ -48,23 +51,18 @@ fn reqwest_blocking(url: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn lock(root: &Path, registry: &FixtureRegistry, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xtask"))
+fn lock(root: &Path, registry: &FixtureRegistry, extra: &[&str]) -> Run {
+    xtask()
         .arg("lock")
         .args(extra)
         .args(["--registry", &registry.url])
         .env("XTASK_ROOT", root)
         .env("XTASK_RETRY_BASE_MS", "50")
-        .output()
-        .unwrap()
+        .run()
 }
 
 fn now_flag() -> String {
     fixture_now().to_rfc3339()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Runs lock, expects a failure naming `needle`, and checks template/ was left alone.
@@ -74,12 +72,8 @@ fn assert_lock_refused(registry: &FixtureRegistry, needle: &str) {
         .unwrap()
         .count();
     let out = lock(root.path(), registry, &["--now", &now_flag()]);
-    assert!(
-        !out.status.success(),
-        "lock should fail: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let err = stderr(&out);
+    out.assert_failure();
+    let err = out.stderr_text();
     assert!(err.contains(needle), "expected `{needle}` in:\n{err}");
     assert!(err.contains("template/ was not changed"), "{err}");
     let after = std::fs::read_dir(root.path().join("template"))
@@ -116,8 +110,7 @@ fn happy_path_lock_is_accepted_by_npm_ci() {
     );
     let root = scratch_root(&[]);
     let out = lock(root.path(), &registry, &["--now", &now_flag(), "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = out.assert_success().json();
     assert_eq!(report["written"], true);
     let template = root.path().join("template");
     let package_json: Value =
@@ -178,7 +171,7 @@ fn happy_path_lock_is_accepted_by_npm_ci() {
     assert!(
         ci.status.success(),
         "npm ci refused the lockfile: {}",
-        stderr(&ci)
+        String::from_utf8_lossy(&ci.stderr)
     );
     assert!(install.path().join("node_modules/helper/index.js").exists());
     assert!(install
@@ -270,8 +263,7 @@ fn a_too_new_transitive_dependency_cannot_slip_in() {
         fixture_now() - chrono::Duration::hours(5),
     );
     let root = scratch_root(&[]);
-    let out = lock(root.path(), &registry, &["--now", &now_flag()]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    lock(root.path(), &registry, &["--now", &now_flag()]).assert_success();
     let lockfile: Value = serde_json::from_str(
         &std::fs::read_to_string(root.path().join("template/package-lock.json")).unwrap(),
     )
@@ -287,17 +279,11 @@ fn check_reports_drift_and_passes_when_in_sync() {
     let registry = realistic();
     with_pinned_npm(&registry);
     let root = scratch_root(&[]);
-    let out = lock(root.path(), &registry, &["--now", &now_flag()]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    lock(root.path(), &registry, &["--now", &now_flag()]).assert_success();
 
     // In sync: --check replays the committed clock and finds nothing.
     let out = lock(root.path(), &registry, &["--check"]);
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        stderr(&out)
-    );
+    assert!(out.success(), "{}{}", out.stdout_text(), out.stderr_text());
 
     // Hand-edited lockfile: --check fails with a readable diff and leaves the file as it is.
     let lock_path = root.path().join("template/package-lock.json");
@@ -306,23 +292,22 @@ fn check_reports_drift_and_passes_when_in_sync() {
         .replace("\"version\": \"1.1.0\"", "\"version\": \"1.0.9\"");
     std::fs::write(&lock_path, &edited).unwrap();
     let out = lock(root.path(), &registry, &["--check"]);
-    assert!(!out.status.success());
-    let err = stderr(&out);
+    out.assert_failure();
+    let err = out.stderr_text();
     assert!(
         err.contains("a/template/package-lock.json (committed)"),
         "{err}"
     );
     assert!(err.contains("-") && err.contains("1.0.9"), "{err}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("drifted"));
+    assert!(out.stdout_text().contains("drifted"));
     assert_eq!(std::fs::read_to_string(&lock_path).unwrap(), edited);
 
     // Upstream deprecates a locked version: that is drift too.
-    let out = lock(root.path(), &registry, &["--now", &now_flag()]);
-    assert!(out.status.success());
+    lock(root.path(), &registry, &["--now", &now_flag()]).assert_success();
     registry.edit("ws", |p| {
         p["versions"]["1.1.0"]["deprecated"] = json!("broken")
     });
     let out = lock(root.path(), &registry, &["--check"]);
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("template/package.json"));
+    out.assert_failure();
+    assert!(out.stderr_text().contains("template/package.json"));
 }

@@ -6,19 +6,20 @@
 //! These tests need the Docker engine and the docker-registry package. When either is missing
 //! they fail, with a message to run `scripts/setup-host.sh`; they never skip.
 
-#[path = "support/genuine_release.rs"]
-mod genuine_release;
-
 use std::path::PathBuf;
 
-use genuine_release::*;
 use serde_json::{json, Value};
+
+use crate::support::docker::{light_docker, load_tiny_image, local_registry, on_engine};
+use crate::support::genuine_release::*;
+use crate::support::xtask::xtask;
+use crate::support::{runtime, sha256_hex, unique};
 
 /// `GET /v2/<repo>/manifests/<reference>` on the local registry: (status, body sha256).
 fn registry_manifest(repository: &str, reference: &str) -> (u16, String) {
     let url = format!(
         "http://{}/v2/{repository}/manifests/{reference}",
-        registry()
+        local_registry()
     );
     runtime().block_on(async {
         let response = reqwest::Client::builder()
@@ -48,12 +49,13 @@ fn is_digest(v: &Value) -> bool {
 
 #[test]
 fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
+    let _docker = light_docker();
     let repository = unique("xtask-test/publish").to_lowercase();
     let salt = unique("content");
     let amd64 = format!("xtask-test-publish:amd64-{}", std::process::id());
     let arm64 = format!("xtask-test-publish:arm64-{}", std::process::id());
-    let amd64_id = load_image(&amd64, "amd64", &format!("amd64 {salt}"));
-    let arm64_id = load_image(&arm64, "arm64", &format!("arm64 {salt}"));
+    let amd64_id = load_tiny_image(&amd64, "amd64", &format!("amd64 {salt}"));
+    let arm64_id = load_tiny_image(&arm64, "arm64", &format!("arm64 {salt}"));
     let images = [
         "--image".to_string(),
         format!("linux/amd64={amd64}"),
@@ -68,7 +70,7 @@ fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
         &[&images[..], &["--tag", "r1", "--dry-run"]].concat(),
     );
     assert!(dry.status.success());
-    let dry = stdout_json(&dry);
+    let dry = dry.json();
     assert_eq!(dry["dry_run"], true);
     assert_eq!(registry_manifest(&repository, "r1").0, 404);
     assert_eq!(
@@ -79,7 +81,7 @@ fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
     // First publish: both platforms by digest, then the index under the tag.
     let first = publish(&repository, &[&images[..], &["--tag", "r1"]].concat());
     assert!(first.status.success());
-    let first = stdout_json(&first);
+    let first = first.json();
     assert_eq!(first["index"]["noop"], false);
     assert_eq!(first["index"]["tag"], "r1");
     let platforms = first["platforms"].as_array().unwrap();
@@ -123,19 +125,19 @@ fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
     );
     assert_eq!(
         first["index"]["reference"],
-        format!("{}/{repository}@{index_digest}", registry())
+        format!("{}/{repository}@{index_digest}", local_registry())
     );
 
     // The engine itself can pull the release by its index digest and gets this machine's
     // platform: the index and manifests are consumable, not just well-formed.
     let reference = first["index"]["reference"].as_str().unwrap().to_string();
-    let docker = docker();
-    runtime().block_on(async {
+    let (reference, amd64_id, arm64_id) = (&reference, &amd64_id, &arm64_id);
+    on_engine(|docker| async move {
         use futures_util::StreamExt;
         let mut pull = docker.create_image(
             Some(
                 bollard::query_parameters::CreateImageOptionsBuilder::default()
-                    .from_image(&reference)
+                    .from_image(reference)
                     .build(),
             ),
             None,
@@ -144,11 +146,11 @@ fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
         while let Some(item) = pull.next().await {
             item.unwrap_or_else(|e| panic!("docker pull {reference}: {e}"));
         }
-        let pulled = docker.inspect_image(&reference).await.unwrap();
+        let pulled = docker.inspect_image(reference).await.unwrap();
         let native = if std::env::consts::ARCH == "aarch64" {
-            &arm64_id
+            arm64_id
         } else {
-            &amd64_id
+            amd64_id
         };
         assert_eq!(pulled.id.as_ref(), Some(native));
     });
@@ -156,7 +158,7 @@ fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
     // Second publish of the same images under the same tag: a no-op.
     let second = publish(&repository, &[&images[..], &["--tag", "r1"]].concat());
     assert!(second.status.success());
-    let second = stdout_json(&second);
+    let second = second.json();
     assert_eq!(second["index"]["noop"], true);
     assert_eq!(second["index"]["digest"], index_digest.as_str());
     for p in second["platforms"].as_array().unwrap() {
@@ -172,7 +174,7 @@ fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
             &["--image", &format!("linux/{platform}={image}")],
         );
         assert!(out.status.success());
-        assert!(stdout_json(&out)["index"].is_null());
+        assert!(out.json()["index"].is_null());
         std::fs::write(dir.path().join(format!("{platform}.json")), &out.stdout).unwrap();
     }
     let joined = publish(
@@ -187,14 +189,11 @@ fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
         ],
     );
     assert!(joined.status.success());
-    assert_eq!(
-        stdout_json(&joined)["index"]["digest"],
-        index_digest.as_str()
-    );
+    assert_eq!(joined.json()["index"]["digest"], index_digest.as_str());
 
     // Different content under an existing tag: refused, and the tag is unchanged.
     let changed = format!("xtask-test-publish:arm64-changed-{}", std::process::id());
-    load_image(&changed, "arm64", &format!("changed {salt}"));
+    load_tiny_image(&changed, "arm64", &format!("changed {salt}"));
     let clash = publish(
         &repository,
         &[
@@ -235,6 +234,7 @@ fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
 
 #[test]
 fn receipts_verify_and_pin_only_when_complete_and_untampered() {
+    let _docker = light_docker();
     let r = release();
     let work = tempfile::tempdir().unwrap();
     // A good receipt: written, named by its own digest, verified.
@@ -390,7 +390,7 @@ fn receipts_verify_and_pin_only_when_complete_and_untampered() {
     // The good receipt pins: exactly the image line changes, to repo@index digest.
     let out = pin(&good, &template);
     assert!(out.status.success());
-    let report = stdout_json(&out);
+    let report = out.json();
     assert_eq!(report["changed"], true);
     let pinned = String::from_utf8(std::fs::read(&template).unwrap()).unwrap();
     let original = String::from_utf8(original).unwrap();
@@ -413,7 +413,7 @@ fn receipts_verify_and_pin_only_when_complete_and_untampered() {
     // Pinning again changes nothing.
     let again = pin(&good, &template);
     assert!(again.status.success());
-    assert_eq!(stdout_json(&again)["changed"], false);
+    assert_eq!(again.json()["changed"], false);
     assert_eq!(std::fs::read_to_string(&template).unwrap(), pinned);
 
     // The gate reads the receipt back: one day later is not due, four days later is a
@@ -427,7 +427,7 @@ fn receipts_verify_and_pin_only_when_complete_and_untampered() {
         (json!(false), json!(false))
     );
     let output = work.path().join("github-output");
-    let out = run(xtask()
+    let out = xtask()
         .args([
             "gate",
             "--json",
@@ -436,9 +436,10 @@ fn receipts_verify_and_pin_only_when_complete_and_untampered() {
             "--previous-receipt",
         ])
         .arg(&good)
-        .env("GITHUB_OUTPUT", &output));
+        .env("GITHUB_OUTPUT", &output)
+        .run();
     assert!(out.status.success());
-    let gate = stdout_json(&out);
+    let gate = out.json();
     assert_eq!(gate["due"], true);
     assert_eq!(gate["catch_up"], true);
     assert_eq!(gate["next_due"], "2026-12-06");
@@ -453,14 +454,15 @@ fn receipts_verify_and_pin_only_when_complete_and_untampered() {
     std::fs::create_dir_all(&edited_dir).unwrap();
     let edited_path = edited_dir.join(good.file_name().unwrap());
     std::fs::write(&edited_path, serde_json::to_vec(&edited).unwrap()).unwrap();
-    let out = run(xtask()
+    let out = xtask()
         .args(["gate", "--json", "--now", "2026-12-04T06:17:00Z"])
         .arg("--previous-receipt")
         .arg(&edited_path)
         .arg("--previous-receipt")
-        .arg(&good));
+        .arg(&good)
+        .run();
     assert!(out.status.success());
-    let gate = stdout_json(&out);
+    let gate = out.json();
     assert_eq!(
         gate["catch_up"], true,
         "the edited, newer receipt is ignored"
@@ -472,11 +474,12 @@ fn receipts_verify_and_pin_only_when_complete_and_untampered() {
 fn gate_exits_zero_when_not_due_and_forced_runs_say_so() {
     let dir = tempfile::tempdir().unwrap();
     let output = dir.path().join("out");
-    let out = run(xtask()
+    let out = xtask()
         .args(["gate", "--json", "--now", "2026-12-01T06:17:00Z"])
-        .env("GITHUB_OUTPUT", &output));
+        .env("GITHUB_OUTPUT", &output)
+        .run();
     assert!(out.status.success(), "not due still exits 0");
-    let gate = stdout_json(&out);
+    let gate = out.json();
     assert_eq!(gate["due"], false);
     assert_eq!(gate["epoch_day"], 20_788);
     assert_eq!(gate["next_due"], "2026-12-03");
@@ -492,7 +495,7 @@ fn gate_exits_zero_when_not_due_and_forced_runs_say_so() {
         (json!(true), json!(true))
     );
     assert_eq!(forced["trigger"], "forced");
-    let bad = run(xtask().args(["gate", "--now", "yesterday"]));
+    let bad = xtask().args(["gate", "--now", "yesterday"]).run();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--now"));
 }

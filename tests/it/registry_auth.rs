@@ -22,7 +22,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -34,24 +34,15 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
+
+use crate::support::docker::{heavy_docker, light_docker, load_tiny_image, remove_images};
+use crate::support::xtask::{xtask, Run, Xtask};
+use crate::support::{runtime, sha256_hex, unique};
 
 const SERVICE: &str = "xtask-test-registry";
 const ISSUER: &str = "xtask-test-token-issuer";
 const USERNAME: &str = "release-bot";
 const PASSWORD: &str = "correct-horse-battery-staple-9f3e";
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
 
 fn b64url(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
@@ -345,6 +336,18 @@ struct Faults {
     seen: Mutex<Vec<String>>,
 }
 
+impl Faults {
+    /// How many `method` requests to a path containing `path` were forwarded.
+    fn count(&self, method: &str, path: &str) -> usize {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.starts_with(method) && r.contains(path))
+            .count()
+    }
+}
+
 struct Proxy {
     faults: Arc<Faults>,
     upstream: String,
@@ -628,11 +631,7 @@ http:
         let token = self.tokens.mint(&[format!("repository:{repository}:pull")]);
         let url = format!("{}/v2/{repository}/manifests/{reference}", self.direct());
         let ca = std::fs::read(&self.ca_file).unwrap();
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(async {
+        runtime().block_on(async {
                 let response = reqwest::Client::builder()
                     .no_proxy()
                     .tls_certs_only([reqwest::Certificate::from_pem(&ca).unwrap()])
@@ -657,74 +656,6 @@ http:
 // ---------------------------------------------------------------------------------------------
 // Images and the tool.
 
-fn docker() -> (bollard::Docker, tokio::runtime::Runtime) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let docker = bollard::Docker::connect_with_defaults()
-        .expect("cannot connect to the Docker engine: run scripts/setup-host.sh");
-    let docker = runtime
-        .block_on(docker.negotiate_version())
-        .expect("the Docker engine does not answer: run scripts/setup-host.sh to start it");
-    (docker, runtime)
-}
-
-/// Loads a one-layer image with `content` in `/hello.txt` for `arch` into the engine as
-/// `tag` (a `docker load` of a hand-made archive, as tests/release.rs does).
-fn load_image(tag: &str, arch: &str, content: &str) {
-    let mut layer = tar::Builder::new(Vec::new());
-    let mut header = tar::Header::new_gnu();
-    header.set_size(content.len() as u64);
-    header.set_mode(0o644);
-    header.set_mtime(0);
-    layer
-        .append_data(&mut header, "hello.txt", content.as_bytes())
-        .unwrap();
-    let layer = layer.into_inner().unwrap();
-    let config = json!({
-        "architecture": arch,
-        "os": "linux",
-        "config": {"Env": ["HOME=/workspace"]},
-        "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{}", sha256_hex(&layer))]},
-    })
-    .to_string();
-    let config_hex = sha256_hex(config.as_bytes());
-    let manifest = json!([{
-        "Config": format!("{config_hex}.json"),
-        "RepoTags": [tag],
-        "Layers": [format!("{config_hex}/layer.tar")],
-    }])
-    .to_string();
-    let mut archive = tar::Builder::new(Vec::new());
-    for (name, data) in [
-        (format!("{config_hex}/layer.tar"), layer.as_slice()),
-        (format!("{config_hex}.json"), config.as_bytes()),
-        ("manifest.json".to_string(), manifest.as_bytes()),
-    ] {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(data.len() as u64);
-        h.set_mode(0o644);
-        archive.append_data(&mut h, name, data).unwrap();
-    }
-    let archive = archive.into_inner().unwrap();
-    let (docker, runtime) = docker();
-    runtime.block_on(async {
-        use futures_util::StreamExt;
-        let mut stream = docker.import_image(
-            bollard::query_parameters::ImportImageOptionsBuilder::default()
-                .quiet(true)
-                .build(),
-            bollard::body_full(archive.into()),
-            None,
-        );
-        while let Some(item) = stream.next().await {
-            let info = item.expect("docker load failed");
-            assert!(info.error_detail.is_none(), "docker load: {info:?}");
-        }
-    });
-}
-
 /// Images a test loaded into the shared engine (platform, tag); removed when the test ends.
 struct LoadedImages {
     tags: Vec<(String, String)>,
@@ -732,27 +663,20 @@ struct LoadedImages {
 
 impl LoadedImages {
     fn load(&mut self, platform: &str, tag: String, content: &str) {
-        load_image(&tag, platform.trim_start_matches("linux/"), content);
+        load_tiny_image(&tag, platform.trim_start_matches("linux/"), content);
         self.tags.push((platform.to_string(), tag));
+    }
+
+    /// `--image` of the amd64 image alone, `--partial`: a one-platform publish.
+    fn amd64_partial(&self) -> Vec<String> {
+        [image_args(&self.tags[..1]), vec!["--partial".into()]].concat()
     }
 }
 
 impl Drop for LoadedImages {
     fn drop(&mut self) {
-        let (docker, runtime) = docker();
-        for (_, tag) in &self.tags {
-            let _ = runtime.block_on(
-                docker.remove_image(
-                    tag,
-                    Some(
-                        bollard::query_parameters::RemoveImageOptionsBuilder::default()
-                            .force(true)
-                            .build(),
-                    ),
-                    None,
-                ),
-            );
-        }
+        let tags: Vec<String> = self.tags.iter().map(|(_, tag)| tag.clone()).collect();
+        remove_images(&tags);
     }
 }
 
@@ -774,29 +698,19 @@ fn image_args(images: &[(String, String)]) -> Vec<String> {
 }
 
 /// `xtask publish --json` to `registry`, trusting the test CA through SSL_CERT_FILE, with
-/// the developer's own credentials and docker config out of the way.
+/// the developer's own docker config out of the way (the runner already drops `XTASK_*`).
 fn publish(
     stand_in: &StandIn,
     registry: &str,
     repository: &str,
     args: &[String],
     env: &[(&str, &str)],
-) -> Output {
+) -> Run {
     let empty_docker_config = stand_in.dir.path().join("no-docker-config");
     std::fs::create_dir_all(&empty_docker_config).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    for var in [
-        "XTASK_OCI_USERNAME",
-        "XTASK_OCI_PASSWORD",
-        "XTASK_REGISTRY_USERNAME",
-        "XTASK_REGISTRY_PASSWORD",
-        "XTASK_OCI_REGISTRY",
-        "XTASK_OCI_REPOSITORY",
-        "SSL_CERT_DIR",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("SSL_CERT_FILE", &stand_in.ca_file)
+    xtask()
+        .env_remove("SSL_CERT_DIR")
+        .env("SSL_CERT_FILE", &stand_in.ca_file)
         .env("DOCKER_CONFIG", &empty_docker_config)
         .env("XTASK_PROGRESS_INTERVAL_SECS", "0.2")
         .envs(env.iter().copied())
@@ -808,27 +722,8 @@ fn publish(
             "--repository",
             repository,
         ])
-        .args(args);
-    let out = cmd.output().expect("cannot run the xtask binary");
-    eprintln!(
-        "$ xtask publish {repository} {args:?}\n--- status {}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn stdout_json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}):\n{}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+        .args(args)
+        .run()
 }
 
 const CREDENTIALS: [(&str, &str); 2] = [
@@ -837,15 +732,11 @@ const CREDENTIALS: [(&str, &str); 2] = [
 ];
 
 /// No output of the tool carries the password or any token the service issued.
-fn assert_no_secrets(stand_in: &StandIn, outputs: &[&Output]) {
+fn assert_no_secrets(stand_in: &StandIn, outputs: &[&Run]) {
     let mut secrets = vec![PASSWORD.to_string()];
     secrets.extend(stand_in.tokens.issued());
     for out in outputs {
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let text = format!("{}{}", out.stdout_text(), out.stderr_text());
         for secret in &secrets {
             assert!(
                 !text.contains(secret.as_str()),
@@ -863,11 +754,49 @@ fn assert_no_secrets(stand_in: &StandIn, outputs: &[&Output]) {
     }
 }
 
+/// A publish that must be refused, and what its error must say.
+struct Refusal<'a> {
+    what: &'a str,
+    args: Vec<String>,
+    env: &'a [(&'a str, &'a str)],
+    says: Vec<String>,
+}
+
+/// The publish failed, its stderr names every one of `needles`, and none of `secrets`.
+fn assert_refused(out: &Run, needles: &[String], secrets: &[&str]) {
+    out.assert_failure();
+    let err = out.stderr_text();
+    for needle in needles {
+        assert!(err.contains(needle.as_str()), "no `{needle}` in:\n{err}");
+    }
+    for secret in secrets {
+        assert!(!err.contains(secret), "`{secret}` shown in:\n{err}");
+    }
+}
+
+/// The registry serves `reference` of `repository` with exactly the bytes of `digest`.
+fn assert_served(stand_in: &StandIn, repository: &str, reference: &str, digest: &str) {
+    assert_eq!(
+        stand_in.manifest(repository, reference),
+        (200, digest.to_string()),
+        "{repository}:{reference}"
+    );
+}
+
+/// The digest of the first platform a publish reported.
+fn first_platform_digest(out: &Run) -> String {
+    out.json()["platforms"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 // ---------------------------------------------------------------------------------------------
 // The tests.
 
 #[test]
 fn publishes_a_multi_platform_image_and_index_over_tls_with_tokens() {
+    let _docker = light_docker();
     let stand_in = StandIn::start(Policy::default());
     let repository = unique("team/coding-agent").to_lowercase();
     let images = test_images("full");
@@ -878,27 +807,17 @@ fn publishes_a_multi_platform_image_and_index_over_tls_with_tokens() {
         &[image_args(&images.tags), vec!["--tag".into(), "r1".into()]].concat(),
         &CREDENTIALS,
     );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report = stdout_json(&out);
+    let report = out.assert_success().json();
     let platforms = report["platforms"].as_array().unwrap();
     assert_eq!(platforms.len(), 2);
     for p in platforms {
         assert!(p["uploaded_bytes"].as_u64().unwrap() > 0, "{p}");
         let digest = p["digest"].as_str().unwrap();
-        assert_eq!(
-            stand_in.manifest(&repository, digest),
-            (200, digest.to_string())
-        );
+        assert_served(&stand_in, &repository, digest, digest);
     }
     let index = report["index"]["digest"].as_str().unwrap();
-    assert_eq!(
-        stand_in.manifest(&repository, "r1"),
-        (200, index.to_string())
-    );
-    assert_eq!(
-        stand_in.manifest(&repository, index),
-        (200, index.to_string())
-    );
+    assert_served(&stand_in, &repository, "r1", index);
+    assert_served(&stand_in, &repository, index, index);
 
     // Push and pull on the repository were asked for up front, with the credentials, and a
     // handful of tokens served the whole publish (no token per request).
@@ -911,13 +830,14 @@ fn publishes_a_multi_platform_image_and_index_over_tls_with_tokens() {
     }
     assert!(requests.len() <= 2, "{requests:?}");
     // Progress lines: bytes of total and MB/s.
-    let err = stderr(&out);
+    let err = out.stderr_text();
     assert!(err.contains("MB/s") && err.contains("(100%)"), "{err}");
     assert_no_secrets(&stand_in, &[&out]);
 }
 
 #[test]
 fn a_resumed_publish_uploads_only_the_missing_blobs() {
+    let _docker = light_docker();
     let stand_in = StandIn::start(Policy::default());
     let repository = unique("team/resume").to_lowercase();
     let salt = unique("resume");
@@ -939,11 +859,10 @@ fn a_resumed_publish_uploads_only_the_missing_blobs() {
         &stand_in,
         &stand_in.proxied(),
         &repository,
-        &[format!("--image=linux/amd64={amd64}"), "--partial".into()],
+        &images.amd64_partial(),
         &CREDENTIALS,
     );
-    assert!(first.status.success());
-    let first = stdout_json(&first);
+    let first = first.assert_success().json();
     let layer_and_config = first["platforms"][0]["uploaded_bytes"].as_u64().unwrap();
 
     stand_in.faults.seen.lock().unwrap().clear();
@@ -959,8 +878,7 @@ fn a_resumed_publish_uploads_only_the_missing_blobs() {
         ],
         &CREDENTIALS,
     );
-    assert!(second.status.success());
-    let report = stdout_json(&second);
+    let report = second.assert_success().json();
     assert_eq!(report["platforms"][0]["uploaded_bytes"], 0, "{report}");
     let arm64_uploaded = report["platforms"][1]["uploaded_bytes"].as_u64().unwrap();
     // Only the arm64 config went up: the shared layer was already there.
@@ -968,16 +886,9 @@ fn a_resumed_publish_uploads_only_the_missing_blobs() {
         arm64_uploaded > 0 && arm64_uploaded < layer_and_config,
         "{arm64_uploaded} vs {layer_and_config}"
     );
-    let puts = stand_in
-        .faults
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|r| r.starts_with("PUT") && r.contains("/blobs/uploads/"))
-        .count();
+    let puts = stand_in.faults.count("PUT", "/blobs/uploads/");
     assert_eq!(puts, 1, "{:?}", stand_in.faults.seen.lock().unwrap());
-    assert!(stderr(&second).contains("is already in the registry"));
+    assert!(second.stderr_text().contains("is already in the registry"));
     // The placeholder scope of the `/v2/` challenge was never asked for.
     assert!(stand_in
         .tokens
@@ -985,14 +896,12 @@ fn a_resumed_publish_uploads_only_the_missing_blobs() {
         .iter()
         .all(|r| r.scopes == vec![format!("repository:{repository}:pull,push")]));
     let index = report["index"]["digest"].as_str().unwrap();
-    assert_eq!(
-        stand_in.manifest(&repository, "r1"),
-        (200, index.to_string())
-    );
+    assert_served(&stand_in, &repository, "r1", index);
 }
 
 #[test]
 fn a_token_that_expires_during_an_upload_is_renewed() {
+    let _docker = light_docker();
     // Tokens live 2 s; the first blob PUT is held 3 s by the proxy, so the token it carries
     // has expired when the registry reads it.
     let stand_in = StandIn::start(Policy {
@@ -1006,81 +915,75 @@ fn a_token_that_expires_during_an_upload_is_renewed() {
         &stand_in,
         &stand_in.proxied(),
         &repository,
-        &[image_args(&images.tags[..1]), vec!["--partial".into()]].concat(),
+        &images.amd64_partial(),
         &CREDENTIALS,
     );
-    assert!(out.status.success(), "{}", stderr(&out));
+    out.assert_success();
     assert!(
         stand_in.faults.invalid_token_answers.load(Ordering::SeqCst) >= 1,
         "the registry never refused an expired token: the test did not test expiry"
     );
     assert!(stand_in.tokens.requests().len() >= 2);
-    let digest = stdout_json(&out)["platforms"][0]["digest"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_eq!(stand_in.manifest(&repository, &digest), (200, digest));
+    let digest = first_platform_digest(&out);
+    assert_served(&stand_in, &repository, &digest, &digest);
     assert_no_secrets(&stand_in, &[&out]);
 }
 
 #[test]
 fn wrong_credentials_say_which_registry_refused_and_what_to_check() {
+    let _docker = light_docker();
     let stand_in = StandIn::start(Policy::default());
     let repository = unique("team/denied").to_lowercase();
     let images = test_images("wrong");
-    let wrong_password = "not-the-password-7c1d";
-    let out = publish(
-        &stand_in,
-        &stand_in.direct(),
-        &repository,
-        &[image_args(&images.tags), vec!["--tag".into(), "r1".into()]].concat(),
-        &[
-            ("XTASK_REGISTRY_USERNAME", USERNAME),
-            ("XTASK_REGISTRY_PASSWORD", wrong_password),
-        ],
-    );
-    assert!(!out.status.success());
-    let err = stderr(&out);
     let host = stand_in.direct().replace("https://", "");
-    assert!(err.contains(&format!("registry {host}")), "{err}");
-    assert!(
-        err.contains("refused the credentials of `release-bot`"),
-        "{err}"
-    );
-    assert!(
-        err.contains("XTASK_REGISTRY_USERNAME/XTASK_REGISTRY_PASSWORD"),
-        "{err}"
-    );
-    assert!(
-        err.contains("check the username and the password or token"),
-        "{err}"
-    );
-    assert!(!err.contains(wrong_password), "{err}");
+    let wrong_password = "not-the-password-7c1d";
+    // Wrong credentials, then none at all: each refusal says what to check or where
+    // credentials go.
+    let cases = [
+        Refusal {
+            what: "wrong credentials",
+            args: [image_args(&images.tags), vec!["--tag".into(), "r1".into()]].concat(),
+            env: &[
+                ("XTASK_REGISTRY_USERNAME", USERNAME),
+                ("XTASK_REGISTRY_PASSWORD", wrong_password),
+            ],
+            says: vec![
+                format!("registry {host}"),
+                "refused the credentials of `release-bot`".into(),
+                "XTASK_REGISTRY_USERNAME/XTASK_REGISTRY_PASSWORD".into(),
+                "check the username and the password or token".into(),
+            ],
+        },
+        Refusal {
+            what: "anonymous",
+            args: image_args(&images.tags),
+            env: &[],
+            says: vec![
+                format!("registry {host} asks for credentials"),
+                "set XTASK_OCI_USERNAME/XTASK_OCI_PASSWORD or run `docker login".into(),
+            ],
+        },
+    ];
+    let mut outs = Vec::new();
+    for case in &cases {
+        eprintln!("--- case: {}", case.what);
+        let out = publish(
+            &stand_in,
+            &stand_in.direct(),
+            &repository,
+            &case.args,
+            case.env,
+        );
+        assert_refused(&out, &case.says, &[wrong_password]);
+        outs.push(out);
+    }
     assert!(stand_in.tokens.requests().iter().all(|r| !r.authenticated));
-    assert_no_secrets(&stand_in, &[&out]);
-
-    // Anonymous: told where credentials go.
-    let out = publish(
-        &stand_in,
-        &stand_in.direct(),
-        &repository,
-        &image_args(&images.tags),
-        &[],
-    );
-    assert!(!out.status.success());
-    let err = stderr(&out);
-    assert!(
-        err.contains(&format!("registry {host} asks for credentials")),
-        "{err}"
-    );
-    assert!(
-        err.contains("set XTASK_OCI_USERNAME/XTASK_OCI_PASSWORD or run `docker login"),
-        "{err}"
-    );
+    assert_no_secrets(&stand_in, &outs.iter().collect::<Vec<_>>());
 }
 
 #[test]
 fn a_token_without_push_is_refused_with_what_it_lacks() {
+    let _docker = light_docker();
     let stand_in = StandIn::start(Policy {
         may_push: false,
         ..Policy::default()
@@ -1091,13 +994,17 @@ fn a_token_without_push_is_refused_with_what_it_lacks() {
         &stand_in,
         &stand_in.proxied(),
         &repository,
-        &[image_args(&images.tags[..1]), vec!["--partial".into()]].concat(),
+        &images.amd64_partial(),
         &CREDENTIALS,
     );
-    assert!(!out.status.success());
-    let err = stderr(&out);
-    assert!(err.contains("does not grant this action"), "{err}");
-    assert!(err.contains(&format!("may push to {repository}")), "{err}");
+    assert_refused(
+        &out,
+        &[
+            "does not grant this action".into(),
+            format!("may push to {repository}"),
+        ],
+        &[],
+    );
     // Bounded: a refused scope is not asked for again and again.
     let requests = stand_in.tokens.requests();
     assert!(requests.len() <= 3, "{requests:?}");
@@ -1109,6 +1016,7 @@ fn a_token_without_push_is_refused_with_what_it_lacks() {
 
 #[test]
 fn a_5xx_during_a_blob_upload_is_retried() {
+    let _docker = light_docker();
     // Five failures: four answers to the same upload session (the client's retries with
     // backoff), then the client gives that session up and the new session's second try
     // gets through.
@@ -1120,58 +1028,46 @@ fn a_5xx_during_a_blob_upload_is_retried() {
         &stand_in,
         &stand_in.proxied(),
         &repository,
-        &[image_args(&images.tags[..1]), vec!["--partial".into()]].concat(),
+        &images.amd64_partial(),
         &CREDENTIALS,
     );
-    assert!(out.status.success(), "{}", stderr(&out));
+    out.assert_success();
     assert_eq!(stand_in.faults.injected_failures.load(Ordering::SeqCst), 5);
-    let err = stderr(&out);
+    let err = out.stderr_text();
     assert!(
         err.contains("503 Service Unavailable; starting a new upload session"),
         "{err}"
     );
-    let sessions = stand_in
-        .faults
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|r| r.starts_with("POST") && r.contains("/blobs/uploads/"))
-        .count();
+    let sessions = stand_in.faults.count("POST", "/blobs/uploads/");
     // Config and layer: one session each, plus the one given up.
     assert_eq!(sessions, 3, "{:?}", stand_in.faults.seen.lock().unwrap());
-    let digest = stdout_json(&out)["platforms"][0]["digest"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_eq!(stand_in.manifest(&repository, &digest), (200, digest));
+    let digest = first_platform_digest(&out);
+    assert_served(&stand_in, &repository, &digest, &digest);
 }
 
 #[test]
 fn blobs_already_in_another_repository_are_mounted() {
+    let _docker = light_docker();
     let stand_in = StandIn::start(Policy::default());
     let base = unique("team/base").to_lowercase();
     let app = unique("team/app").to_lowercase();
     let images = test_images("mount");
-    let args = [image_args(&images.tags[..1]), vec!["--partial".into()]].concat();
+    let args = images.amd64_partial();
     let first = publish(&stand_in, &stand_in.proxied(), &base, &args, &CREDENTIALS);
-    assert!(first.status.success());
+    first.assert_success();
 
     let before = stand_in.tokens.requests().len();
     stand_in.faults.seen.lock().unwrap().clear();
     let second = publish(&stand_in, &stand_in.proxied(), &app, &args, &CREDENTIALS);
-    assert!(second.status.success(), "{}", stderr(&second));
-    let report = stdout_json(&second);
+    let report = second.assert_success().json();
     assert_eq!(report["platforms"][0]["uploaded_bytes"], 0, "{report}");
-    assert!(stderr(&second).contains("mounted"), "{}", stderr(&second));
+    assert!(
+        second.stderr_text().contains("mounted"),
+        "{}",
+        second.stderr_text()
+    );
     // No blob bytes went up, and the token covered pulling from the source repository.
-    assert!(!stand_in
-        .faults
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|r| r.starts_with("PUT") && r.contains("/blobs/uploads/")));
+    assert_eq!(stand_in.faults.count("PUT", "/blobs/uploads/"), 0);
     let asked: BTreeSet<String> = stand_in.tokens.requests()[before..]
         .iter()
         .flat_map(|r| r.scopes.clone())
@@ -1180,15 +1076,13 @@ fn blobs_already_in_another_repository_are_mounted() {
         asked.contains(&format!("repository:{base}:pull")),
         "{asked:?}"
     );
-    let digest = report["platforms"][0]["digest"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_eq!(stand_in.manifest(&app, &digest), (200, digest));
+    let digest = first_platform_digest(&second);
+    assert_served(&stand_in, &app, &digest, &digest);
 }
 
 #[test]
 fn credential_helpers_from_the_docker_config_are_run() {
+    let _docker = light_docker();
     let stand_in = StandIn::start(Policy::default());
     let host = stand_in.direct().replace("https://", "");
     let config_dir = stand_in.dir.path().join("docker-config");
@@ -1229,13 +1123,13 @@ fn credential_helpers_from_the_docker_config_are_run() {
         &stand_in,
         &stand_in.direct(),
         &repository,
-        &[image_args(&images.tags[..1]), vec!["--partial".into()]].concat(),
+        &images.amd64_partial(),
         &[
             ("DOCKER_CONFIG", config_dir_text.as_str()),
             ("PATH", path.as_str()),
         ],
     );
-    assert!(out.status.success(), "{}", stderr(&out));
+    out.assert_success();
     assert_eq!(std::fs::read_to_string(&asked).unwrap(), host);
     assert!(stand_in.tokens.requests().iter().all(|r| r.authenticated));
     assert_no_secrets(&stand_in, &[&out]);
@@ -1244,10 +1138,12 @@ fn credential_helpers_from_the_docker_config_are_run() {
 /// The peak memory of publishing a large image through the ghcr-shaped stand-in, measured
 /// with `/usr/bin/time -v` (maximum resident set size). Needs a large linux/amd64 image in
 /// the engine, named by `XTASK_LARGE_IMAGE`; run it on purpose:
-/// `XTASK_LARGE_IMAGE=ref cargo test --test registry_auth -- --ignored --nocapture`.
+/// `XTASK_LARGE_IMAGE=ref cargo test -p xtask --test it -- registry_auth::peak_memory --ignored --nocapture`.
 #[test]
 #[ignore = "needs a multi-GB image in the engine (XTASK_LARGE_IMAGE); run on purpose"]
 fn peak_memory_publishing_a_large_image_stays_bounded() {
+    // Alone: a multi-GB push, and a measurement that other tests' load would disturb.
+    let _docker = heavy_docker();
     let image = std::env::var("XTASK_LARGE_IMAGE")
         .expect("set XTASK_LARGE_IMAGE to a large linux/amd64 image in the engine");
     assert!(
@@ -1256,9 +1152,7 @@ fn peak_memory_publishing_a_large_image_stays_bounded() {
     );
     let stand_in = StandIn::start(Policy::default());
     let repository = unique("measure/large").to_lowercase();
-    let out = Command::new("/usr/bin/time")
-        .arg("-v")
-        .arg(env!("CARGO_BIN_EXE_xtask"))
+    let out = Xtask::under(&["/usr/bin/time", "-v"])
         .args(["publish", "--json", "--partial", "--oci-registry"])
         .arg(stand_in.direct())
         .args(["--repository", &repository, "--image"])
@@ -1266,12 +1160,11 @@ fn peak_memory_publishing_a_large_image_stays_bounded() {
         .env("SSL_CERT_FILE", &stand_in.ca_file)
         .env("DOCKER_CONFIG", stand_in.dir.path())
         .envs(CREDENTIALS)
-        .output()
-        .unwrap();
-    let err = stderr(&out);
+        .run();
+    let err = out.stderr_text();
     eprintln!("{err}");
-    assert!(out.status.success());
-    let uploaded = stdout_json(&out)["platforms"][0]["uploaded_bytes"]
+    assert!(out.success());
+    let uploaded = out.json()["platforms"][0]["uploaded_bytes"]
         .as_u64()
         .unwrap();
     let max_rss_kb: u64 = err
@@ -1297,6 +1190,7 @@ fn peak_memory_publishing_a_large_image_stays_bounded() {
 
 #[test]
 fn basic_auth_registries_take_docker_config_credentials_and_refuse_wrong_ones() {
+    let _docker = light_docker();
     let stand_in = StandIn::start(Policy {
         htpasswd: true,
         ..Policy::default()
@@ -1304,7 +1198,7 @@ fn basic_auth_registries_take_docker_config_credentials_and_refuse_wrong_ones() 
     let host = stand_in.direct().replace("https://", "");
     let repository = unique("team/basic").to_lowercase();
     let images = test_images("basic");
-    let args = [image_args(&images.tags[..1]), vec!["--partial".into()]].concat();
+    let args = images.amd64_partial();
 
     // Credentials as `docker login` writes them: base64 of user:password under `auths`.
     let config_dir = stand_in.dir.path().join("docker-config");
@@ -1323,7 +1217,7 @@ fn basic_auth_registries_take_docker_config_credentials_and_refuse_wrong_ones() 
         &args,
         &[("DOCKER_CONFIG", config_dir.as_str())],
     );
-    assert!(out.status.success(), "{}", stderr(&out));
+    out.assert_success();
     assert_no_secrets(&stand_in, &[&out]);
 
     let wrong_password = "not-the-password-5e2a";
@@ -1337,8 +1231,9 @@ fn basic_auth_registries_take_docker_config_credentials_and_refuse_wrong_ones() 
             ("XTASK_OCI_PASSWORD", wrong_password),
         ],
     );
-    assert!(!out.status.success());
-    let err = stderr(&out);
-    assert!(err.contains(&format!("registry {host} refused the credentials of `release-bot` from XTASK_OCI_USERNAME/XTASK_OCI_PASSWORD")), "{err}");
-    assert!(!err.contains(wrong_password), "{err}");
+    assert_refused(
+        &out,
+        &[format!("registry {host} refused the credentials of `release-bot` from XTASK_OCI_USERNAME/XTASK_OCI_PASSWORD")],
+        &[wrong_password],
+    );
 }

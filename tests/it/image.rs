@@ -3,111 +3,47 @@
 //! cheap ways they must fail.
 //!
 //! Nothing here is skipped: without an engine every test fails and says to run
-//! `bash scripts/setup-host.sh`. The tests share one engine and the machines have two cores,
-//! so they run one at a time (a process-wide lock), and images are content-addressed, so a
-//! second run reuses what the first one built.
+//! `bash scripts/setup-host.sh`. Each test keeps both cores busy, so each holds the engine
+//! alone (`heavy_docker`), and images are content-addressed, so a second run reuses what the
+//! first one built.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use serde_json::Value;
 use xtask::image::engine;
-use xtask::manifest::{repo_root, Manifest, MANIFEST_PATH};
+use xtask::manifest::{Manifest, MANIFEST_PATH};
 
-/// One image test at a time: each one already keeps both cores busy.
-static ENGINE: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ENGINE
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use crate::support::docker::{containers_left_by, heavy_docker, on_engine};
+use crate::support::xtask::Run;
+use crate::support::{repo_root, sha256_hex, tail};
 
 /// Fails (never skips) when the engine is unreachable.
 fn require_engine() {
-    if let Err(err) = runtime().block_on(engine::connect()) {
-        panic!(
-            "these tests need a running Docker engine and none answers ({err:#}); \
-             run `bash scripts/setup-host.sh` first"
-        );
-    }
+    on_engine(|_| async {});
 }
 
-fn xtask(args: &[&str]) -> Output {
-    let started = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_xtask"))
+fn xtask(args: &[&str]) -> Run {
+    crate::support::xtask::xtask()
         .args(args)
         .current_dir(repo_root())
-        .output()
-        .expect("cannot run the xtask binary");
-    eprintln!(
-        "xtask {} -> {} in {:.0} s",
-        args.join(" "),
-        output.status,
-        started.elapsed().as_secs_f64()
-    );
-    output
+        .run()
 }
 
 /// Runs a command that must succeed and print one JSON object.
 fn xtask_json(args: &[&str]) -> Value {
-    let output = xtask(args);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "xtask {} failed:\n{}",
-        args.join(" "),
-        tail(&stderr, 6000)
-    );
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "xtask {} printed no JSON ({e}):\n{}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stdout)
-        )
-    })
-}
-
-fn tail(text: &str, max: usize) -> &str {
-    let start = text.len().saturating_sub(max);
-    let start = (start..text.len())
-        .find(|i| text.is_char_boundary(*i))
-        .unwrap_or(text.len());
-    &text[start..]
+    xtask(args).assert_success().json()
 }
 
 fn manifest() -> Manifest {
     Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap()
 }
 
-/// Containers of any xtask run that still exist.
-fn xtask_containers() -> Vec<String> {
-    runtime().block_on(async {
-        let docker = engine::connect().await.unwrap();
-        let filters =
-            std::collections::HashMap::from([("label", vec![engine::RUN_LABEL.to_string()])]);
-        let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
-            .all(true)
-            .filters(&filters)
-            .build();
-        docker
-            .list_containers(Some(options))
-            .await
-            .unwrap()
-            .into_iter()
-            .filter_map(|c| c.id)
-            .collect()
-    })
+/// Fails when the smoke run `output` left a container behind (whatever other runs left).
+fn assert_no_containers_left(output: &Run) {
+    let left = containers_left_by(output.pid);
+    assert!(left.is_empty(), "smoke left containers behind: {left:?}");
 }
 
 /// `base`, then `build`, then the same `build` again (which must find the image and build
@@ -116,13 +52,10 @@ fn base_and_build(platform: &str) -> String {
     let base = xtask_json(&["base", "--platform", platform, "--json"]);
     assert_eq!(base["platform"], platform);
     let base_ref = base["image"].as_str().unwrap().to_string();
-    let inspect = runtime()
-        .block_on(async {
-            let docker = engine::connect().await.unwrap();
-            engine::inspect_image(&docker, &base_ref).await
-        })
-        .unwrap()
-        .expect("base reported an image the engine does not have");
+    let inspect =
+        on_engine(|docker| async move { engine::inspect_image(&docker, &base_ref).await })
+            .unwrap()
+            .expect("base reported an image the engine does not have");
     assert_eq!(
         engine::image_platform(&inspect),
         platform,
@@ -212,10 +145,7 @@ fn smoke_passes(image: &str, platform: &str) {
     ] {
         assert!(names.contains(name), "no check named `{name}` in {names:?}");
     }
-    assert!(
-        xtask_containers().is_empty(),
-        "smoke left containers behind"
-    );
+    assert_no_containers_left(&output);
     // The page is driven wherever the platform is native; under qemu Chromium only starts.
     let browser_check = if report["emulated"] == true {
         xtask::image::smoke::EMULATED_CHROMIUM_CHECK
@@ -231,7 +161,7 @@ fn smoke_passes(image: &str, platform: &str) {
 
 #[test]
 fn amd64_image_builds_from_the_lockfile_and_passes_every_smoke_check() {
-    let _engine = serial();
+    let _docker = heavy_docker();
     require_engine();
     let image = base_and_build("linux/amd64");
     smoke_passes(&image, "linux/amd64");
@@ -239,7 +169,7 @@ fn amd64_image_builds_from_the_lockfile_and_passes_every_smoke_check() {
 
 #[test]
 fn arm64_image_builds_and_passes_every_smoke_check_under_emulation() {
-    let _engine = serial();
+    let _docker = heavy_docker();
     require_engine();
     let image = base_and_build("linux/arm64");
     smoke_passes(&image, "linux/arm64");
@@ -247,7 +177,7 @@ fn arm64_image_builds_and_passes_every_smoke_check_under_emulation() {
 
 #[test]
 fn smoke_of_a_bare_image_reports_every_failure_exits_nonzero_and_cleans_up() {
-    let _engine = serial();
+    let _docker = heavy_docker();
     require_engine();
     let base = xtask_json(&["base", "--platform", "linux/amd64", "--json"]);
     let bare = base["image"].as_str().unwrap();
@@ -288,10 +218,7 @@ fn smoke_of_a_bare_image_reports_every_failure_exits_nonzero_and_cleans_up() {
     for package in &manifest().packages {
         assert!(!verdict(&format!("version {}", package.name)));
     }
-    assert!(
-        xtask_containers().is_empty(),
-        "smoke left containers behind"
-    );
+    assert_no_containers_left(&output);
 }
 
 /// A PEM certificate that no distribution ships (random bytes: only its text matters here).
@@ -300,7 +227,7 @@ fn unique_pem() -> String {
     let seed = format!("{:?}-{}", Instant::now(), std::process::id());
     let mut der = Vec::new();
     for i in 0..8u8 {
-        der.extend_from_slice(&sha2_digest(format!("{seed}-{i}").as_bytes()));
+        der.extend(hex::decode(sha256_hex(format!("{seed}-{i}").as_bytes())).unwrap());
     }
     let b64 = base64::engine::general_purpose::STANDARD.encode(&der);
     let lines: Vec<&str> = b64
@@ -312,11 +239,6 @@ fn unique_pem() -> String {
         "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
         lines.join("\n")
     )
-}
-
-fn sha2_digest(bytes: &[u8]) -> [u8; 32] {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes).into()
 }
 
 /// Builds a throwaway image from `dockerfile` and the given context files; returns its tag.
@@ -335,9 +257,8 @@ fn build_through_engine(
     files: &[(&str, &[u8])],
     options: bollard::query_parameters::BuildImageOptions,
 ) -> Result<(), String> {
-    runtime().block_on(async {
+    on_engine(|docker| async move {
         use futures_util::StreamExt;
-        let docker = engine::connect().await.unwrap();
         let context = xtask::image::build::context_tar(files).unwrap();
         let mut stream = std::pin::pin!(docker.build_image(
             options,
@@ -357,7 +278,7 @@ fn build_through_engine(
 
 #[test]
 fn a_ca_certificate_left_in_any_layer_fails_smoke() {
-    let _engine = serial();
+    let _docker = heavy_docker();
     require_engine();
     let base = xtask_json(&["base", "--platform", "linux/amd64", "--json"]);
     let base_ref = base["image"].as_str().unwrap();
@@ -381,7 +302,7 @@ fn a_ca_certificate_left_in_any_layer_fails_smoke() {
     let bundle: PathBuf = dir.path().join("bundle.pem");
     std::fs::write(&bundle, &pem).unwrap();
 
-    let output = xtask(&[
+    let leaked = xtask(&[
         "smoke",
         "--image",
         tag,
@@ -389,8 +310,8 @@ fn a_ca_certificate_left_in_any_layer_fails_smoke() {
         bundle.to_str().unwrap(),
         "--json",
     ]);
-    assert!(!output.status.success());
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(!leaked.status.success());
+    let report = leaked.json();
     let check = report["checks"]
         .as_array()
         .unwrap()
@@ -407,7 +328,7 @@ fn a_ca_certificate_left_in_any_layer_fails_smoke() {
     assert!(text.contains("NODE_EXTRA_CA_CERTS"), "{text}");
 
     // The same bundle against the clean base: nothing found.
-    let output = xtask(&[
+    let clean = xtask(&[
         "smoke",
         "--image",
         base_ref,
@@ -415,7 +336,7 @@ fn a_ca_certificate_left_in_any_layer_fails_smoke() {
         bundle.to_str().unwrap(),
         "--json",
     ]);
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = clean.json();
     let check = report["checks"]
         .as_array()
         .unwrap()
@@ -433,8 +354,7 @@ fn a_ca_certificate_left_in_any_layer_fails_smoke() {
         check["output"]
     );
 
-    runtime().block_on(async {
-        let docker = engine::connect().await.unwrap();
+    on_engine(|docker| async move {
         let _ = docker
             .remove_image(
                 tag,
@@ -443,7 +363,8 @@ fn a_ca_certificate_left_in_any_layer_fails_smoke() {
             )
             .await;
     });
-    assert!(xtask_containers().is_empty());
+    assert_no_containers_left(&leaked);
+    assert_no_containers_left(&clean);
 }
 
 /// Builds only the Dockerfile's `node` stage with the committed arguments, overridden by
@@ -478,7 +399,7 @@ fn build_node_stage(overrides: &[(&str, &str)]) -> Result<(), String> {
 
 #[test]
 fn the_dockerfile_refuses_a_wrong_checksum_and_an_old_node() {
-    let _engine = serial();
+    let _docker = heavy_docker();
     require_engine();
     xtask_json(&["base", "--platform", "linux/amd64", "--json"]);
     // The committed arguments pass (so the failures below are the overrides' doing).
@@ -499,7 +420,7 @@ fn the_dockerfile_refuses_a_wrong_checksum_and_an_old_node() {
 
 #[test]
 fn build_without_its_base_image_says_what_to_run() {
-    let _engine = serial();
+    let _docker = heavy_docker();
     require_engine();
     let output = xtask(&[
         "build",
@@ -522,7 +443,7 @@ fn build_without_its_base_image_says_what_to_run() {
 
 #[test]
 fn dry_runs_change_nothing() {
-    let _engine = serial();
+    let _docker = heavy_docker();
     require_engine();
     let base = xtask_json(&["base", "--platform", "linux/amd64", "--json", "--dry-run"]);
     assert_eq!(base["image"], "coding-agent-base:bookworm-amd64");

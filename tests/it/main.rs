@@ -1,0 +1,40 @@
+//! The end-to-end tests, one module per area, in one binary: `cargo test -p xtask --test it`;
+//! one area alone: `cargo test -p xtask --test it -- resolve::`.
+//!
+//! Every test runs the real binary through one runner ([`support::xtask::xtask`]), which keeps
+//! the caller's `XTASK_*` and `GITHUB_*` variables from it.
+//!
+//! # What runs side by side
+//!
+//! scripts/test.sh runs this binary with two threads, so tests of different areas run at the
+//! same time on a two-core machine. Tests that use the Docker engine take a guard first thing
+//! (`support/docker.rs` explains it):
+//!
+//! | area | guard | why |
+//! | --- | --- | --- |
+//! | `image` | `heavy_docker` (alone) | builds and smoke runs keep both cores busy |
+//! | `release_run` (the release) | `heavy_docker` | builds, smokes and pushes both platforms |
+//! | `replay` | `heavy_docker` | whole workflow runs; share /home/runner and the registry |
+//! | `release`, `receipt_adversarial`, `registry_auth` | `light_docker` (shared) | tiny images |
+//! | `registry_auth` (peak memory, ignored) | `heavy_docker` | a multi-GB push, measured |
+//! | `replay_engine` | `light_docker` | no engine, but timed jobs on the scenarios' workspace |
+//! | `resolve`, `lock`, `workflows`, a release's dry run | none | no engine |
+//!
+//! libtest starts tests in name order, so the heavy areas (`image`, `release_run`, `replay`)
+//! run one test at a time as they did in their own binaries, with a cheap test beside them when
+//! the other thread has one; checks of engine state are scoped to the run under test (the
+//! containers a smoke run left, by its process id), so they hold whatever else runs.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod image;
+mod lock;
+mod receipt_adversarial;
+mod registry_auth;
+mod release;
+mod release_run;
+mod replay;
+mod replay_engine;
+mod resolve;
+mod workflows;
