@@ -49,7 +49,7 @@ pub async fn connect() -> Result<Docker> {
 }
 
 /// A fresh id for one command run, used as the value of [`RUN_LABEL`].
-pub(crate) fn new_run_id(command: &str) -> String {
+pub fn new_run_id(command: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
