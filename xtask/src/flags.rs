@@ -36,6 +36,8 @@ pub enum Command {
     Build(BuildArgs),
     /// Run every smoke check against a built image.
     Smoke(SmokeArgs),
+    /// Write the SPDX 2.3 SBOM of a built image (dpkg database, npm lockfile, Node, base).
+    Sbom(SbomArgs),
     /// Decide whether a scheduled run is due (three-day cadence in UTC epoch days).
     Gate(GateArgs),
     /// Push tested images by digest and the multi-arch index under a unique release tag.
@@ -166,6 +168,29 @@ pub struct SmokeArgs {
     /// ship must appear in no layer. Defaults as for `build`.
     #[arg(long, env = "XTASK_EXTRA_CA_BUNDLE", value_name = "PEM")]
     pub ca_bundle: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Reads the image without starting it; the same image, lockfile and `--now` give the same
+/// bytes.
+#[derive(Debug, Args)]
+pub struct SbomArgs {
+    /// Image reference (tag or id) in the local Docker engine.
+    #[arg(long)]
+    pub image: String,
+    /// The platform the image must report.
+    #[arg(long, value_name = "linux/amd64|linux/arm64")]
+    pub platform: Platform,
+    /// Where to write the SBOM, e.g. sbom-linux-amd64.spdx.json.
+    #[arg(long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// The document's creation time (RFC 3339); defaults to the image's creation time, so
+    /// the wall clock never enters the file.
+    #[arg(long, value_name = "RFC3339")]
+    pub now: Option<String>,
+    /// Print `{"output", "sha256", "size", "image", "image_id", "platform",
+    /// "debian_packages", "npm_packages", "packages"}`.
     #[arg(long)]
     pub json: bool,
 }
