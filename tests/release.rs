@@ -271,6 +271,7 @@ fn receipts_verify_and_pin_only_when_complete_and_untampered() {
         )
         .unwrap();
     }
+    genuine_release::copy_sboms(&receipt, &artifacts);
     assert!(verify(&good, Some(&artifacts)).0);
     std::fs::write(artifacts.join("package-lock.json"), b"{}").unwrap();
     let (ok, stderr, _) = verify(&good, Some(&artifacts));

@@ -270,7 +270,8 @@ pub struct ReceiptVerifyArgs {
     /// The receipt, named `receipt-<tag>-<sha256 of the file>.json`.
     pub file: PathBuf,
     /// Directory holding the release's artifact files (package.json, package-lock.json,
-    /// inventory.json, Dockerfile, manifest.yaml), checked against the receipt's sha256s.
+    /// inventory.json, Dockerfile, manifest.yaml, and each platform's
+    /// sbom-<os>-<arch>.spdx.json), checked against the receipt's sha256s.
     #[arg(long)]
     pub artifacts: Option<PathBuf>,
     /// Also ask the registry the receipt names (after every offline check passed): the index
@@ -302,6 +303,10 @@ pub struct ReceiptWriteArgs {
     /// `cargo xtask smoke --image REF --json` output, one per platform.
     #[arg(long = "smoke", value_name = "FILE")]
     pub smokes: Vec<PathBuf>,
+    /// `cargo xtask sbom` output, one per platform, named `sbom-<os>-<arch>.spdx.json`; the
+    /// receipt records its name and sha256.
+    #[arg(long = "sbom", value_name = "FILE")]
+    pub sboms: Vec<PathBuf>,
     /// `cargo xtask publish --tag T --json` output (with the index).
     #[arg(long, value_name = "FILE")]
     pub publish: PathBuf,
@@ -458,6 +463,11 @@ pub struct ReleaseShipArgs {
     /// Where the release assets go (created; files in it are replaced).
     #[arg(long, value_name = "DIR")]
     pub assets: PathBuf,
+    /// Stop before writing the tag (the index is pushed by digest, the receipt written and
+    /// verified with its assets). The workflow attests them, then runs `release ship` again
+    /// without it: every earlier step is then a no-op and the same receipt is written.
+    #[arg(long)]
+    pub defer_tag: bool,
     #[arg(long)]
     pub json: bool,
 }
