@@ -849,7 +849,8 @@ jobs:
     };
     // Only the attestations that succeeded are recorded, each with its subjects.
     let recorded = job.attestations();
-    let summary: Vec<(String, Vec<(String, String)>, bool)> = recorded
+    type Recorded = (String, Vec<(String, String)>, bool);
+    let summary: Vec<Recorded> = recorded
         .iter()
         .map(|a| {
             (
