@@ -293,7 +293,10 @@ pub async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
             attestation_outputs(&receipt)
         ),
     )?;
-    append_to_github_file("GITHUB_STEP_SUMMARY", &summary_markdown(&shipped, &receipt))?;
+    if !defer_tag {
+        // Once per release: the deferred run is followed by the one that tags.
+        append_to_github_file("GITHUB_STEP_SUMMARY", &summary_markdown(&shipped, &receipt))?;
+    }
     eprint!("{}", render_times("ship steps:", &runner.times));
     Ok(shipped)
 }
@@ -397,6 +400,20 @@ fn copy_assets(root: &Path, receipt: &Receipt, assets: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attestation_outputs_name_the_index_and_every_platform_manifest() {
+        let receipt = crate::release::receipt::tests_support::sample();
+        let out = attestation_outputs(&receipt);
+        assert!(out.starts_with(&format!(
+            "repository={}\nindex_digest={}\n",
+            receipt.index.repository, receipt.index.digest
+        )));
+        for p in &receipt.platforms {
+            let key = format!("digest_{}=", p.platform.to_string().replace('/', "_"));
+            assert!(out.contains(&format!("{key}{}\n", p.digest)), "{out}");
+        }
+    }
 
     #[test]
     fn the_debian_difference_lists_each_side_and_versions() {
