@@ -756,7 +756,7 @@ jobs:
       - run: |
           mkdir -p out
           printf 'receipt' > out/receipt.json
-          printf 'schema' > out/schema.json
+          printf '{{}}' > out/schema.json
           printf '{{"spdxVersion": "SPDX-2.3"}}' > out/sbom.spdx.json
       - name: index
         uses: actions/attest-build-provenance@abc # v3
@@ -805,7 +805,7 @@ jobs:
         uses: actions/attest-sbom@abc # v2
         with:
           subject-path: out/receipt.json
-          sbom-path: out/receipt.json
+          sbom-path: out/schema.json
   k:
     runs-on: ubuntu-latest
     permissions:
@@ -880,7 +880,7 @@ jobs:
                         "sbom.spdx.json".into(),
                         sha(br#"{"spdxVersion": "SPDX-2.3"}"#)
                     ),
-                    ("schema.json".into(), sha(b"schema")),
+                    ("schema.json".into(), sha(b"{}")),
                 ],
                 false
             ),
