@@ -1118,6 +1118,23 @@ License: LGPL-2.1+
     }
 
     #[test]
+    fn receipt_write_accepts_only_this_tool_s_sbom_of_the_platform() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(sbom_file_name(Platform::LinuxAmd64));
+        let doc = make(Platform::LinuxAmd64, &[], "2026-11-30T06:17:00Z");
+        std::fs::write(&path, document_bytes(&doc)).unwrap();
+        assert_eq!(check_file(&path, Platform::LinuxAmd64).unwrap(), doc);
+        let err = check_file(&path, Platform::LinuxArm64).unwrap_err();
+        assert!(format!("{err:#}").contains("linux/arm64"), "{err:#}");
+        std::fs::write(&path, br#"{"bomFormat": "CycloneDX"}"#).unwrap();
+        let err = check_file(&path, Platform::LinuxAmd64).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("is not an SPDX 2.3 document"),
+            "{err:#}"
+        );
+    }
+
+    #[test]
     fn file_names_are_fixed_per_platform() {
         assert_eq!(
             sbom_file_name(Platform::LinuxArm64),
