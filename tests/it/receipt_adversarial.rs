@@ -590,6 +590,7 @@ fn every_tampered_receipt_is_refused_by_verify_and_pin() {
         )
         .unwrap();
     }
+    genuine_release::copy_sboms(&genuine, &artifacts);
     let template = template_for(
         work.path(),
         genuine["index"]["repository"].as_str().unwrap(),

@@ -271,7 +271,18 @@ fn receipts_verify_and_pin_only_when_complete_and_untampered() {
         )
         .unwrap();
     }
+    genuine_release::copy_sboms(&receipt, &artifacts);
     assert!(verify(&good, Some(&artifacts)).0);
+    // A platform's SBOM is an asset the receipt hashes too.
+    let sbom = artifacts.join(receipt["platforms"][0]["sbom"]["name"].as_str().unwrap());
+    let original_sbom = std::fs::read(&sbom).unwrap();
+    std::fs::write(&sbom, b"{}").unwrap();
+    let (ok, stderr, _) = verify(&good, Some(&artifacts));
+    assert!(
+        !ok && stderr.contains("platforms[0].sbom.sha256"),
+        "{stderr}"
+    );
+    std::fs::write(&sbom, original_sbom).unwrap();
     std::fs::write(artifacts.join("package-lock.json"), b"{}").unwrap();
     let (ok, stderr, _) = verify(&good, Some(&artifacts));
     assert!(!ok);

@@ -276,6 +276,70 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
         .summary()
         .contains("Debian packages only on linux/amd64"));
 
+    // The attestations the ship job requested: the index by digest (pushed to the registry),
+    // every release asset by its sha256, and each platform's SBOM against its manifest.
+    let attested = run.job("ship").attestations();
+    let index = (
+        receipt["index"]["repository"].as_str().unwrap().to_string(),
+        receipt["index"]["digest"].as_str().unwrap().to_string(),
+    );
+    let subjects = |action: &str| -> Vec<Vec<(String, String)>> {
+        attested
+            .iter()
+            .filter(|a| a.action == action)
+            .map(|a| {
+                a.subjects
+                    .iter()
+                    .map(|s| (s.name.clone(), s.digest.clone()))
+                    .collect()
+            })
+            .collect()
+    };
+    let provenance = subjects("attest-build-provenance");
+    assert_eq!(provenance.len(), 2, "{attested:?}");
+    assert_eq!(provenance[0], vec![index.clone()]);
+    assert!(attested[0].push_to_registry);
+    let mut published_assets: Vec<(String, String)> = assets
+        .iter()
+        .map(|name| {
+            let bytes = std::fs::read(release_dir.join(name)).unwrap();
+            use sha2::Digest as _;
+            (
+                name.clone(),
+                format!("sha256:{}", hex::encode(sha2::Sha256::digest(&bytes))),
+            )
+        })
+        .collect();
+    published_assets.sort();
+    assert_eq!(
+        provenance[1], published_assets,
+        "the attested assets are the published ones"
+    );
+    let sboms: Vec<&support::replay::Attestation> = attested
+        .iter()
+        .filter(|a| a.action == "attest-sbom")
+        .collect();
+    let platforms = receipt["platforms"].as_array().unwrap();
+    assert_eq!(sboms.len(), platforms.len());
+    for (attestation, platform) in sboms.iter().zip(platforms) {
+        assert_eq!(
+            attestation.subjects,
+            vec![support::replay::Subject {
+                name: index.0.clone(),
+                digest: platform["digest"].as_str().unwrap().to_string(),
+                path: None,
+            }]
+        );
+        assert_eq!(
+            attestation.sbom_sha256.as_deref(),
+            platform["sbom"]["sha256"].as_str(),
+            "the attested SBOM is the one the receipt hashes"
+        );
+        assert!(assets
+            .iter()
+            .any(|a| Some(a.as_str()) == platform["sbom"]["name"].as_str()));
+    }
+
     // The same due day again: the previous release has exactly these inputs. The plan ends
     // the run; nothing is built, pushed or released.
     let again = run_workflow(due.clone()).expect("the workflow replays");

@@ -745,16 +745,170 @@ jobs:
 fn an_action_without_emulation_or_stand_in_is_an_error_naming_it() {
     let _runner = light_docker();
     let err = replay_error(&format!(
-        "{ON}\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/attest-build-provenance@abc # v3\n"
+        "{ON}\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/setup-node@abc # v6\n"
     ));
     assert!(
-        err.contains("actions/attest-build-provenance") && err.contains("Replay::stand_in"),
+        err.contains("actions/setup-node") && err.contains("Replay::stand_in"),
         "{err}"
     );
     let err = replay_error(&format!(
         "{ON}\njobs:\n  j:\n    runs-on: ubuntu-latest\n    step:\n      - run: 'true'\n"
     ));
     assert!(err.contains("`step` is not supported"), "{err}");
+}
+
+#[test]
+fn attest_actions_record_each_subject_and_refuse_missing_or_malformed_ones() {
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+permissions: {{}}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    permissions:
+      id-token: write
+      attestations: write
+      packages: write
+    steps:
+      - run: |
+          mkdir -p out
+          printf 'receipt' > out/receipt.json
+          printf '{{}}' > out/schema.json
+          printf '{{"spdxVersion": "SPDX-2.3"}}' > out/sbom.spdx.json
+      - name: index
+        uses: actions/attest-build-provenance@abc # v3
+        with:
+          subject-name: ghcr.io/owner/coding-agent
+          subject-digest: {digest}
+          push-to-registry: true
+      - name: assets
+        uses: actions/attest-build-provenance@abc # v3
+        with:
+          subject-path: out/*.json
+      - name: sbom
+        id: sbom
+        uses: actions/attest-sbom@abc # v2
+        with:
+          subject-name: ghcr.io/owner/coding-agent
+          subject-digest: {digest}
+          sbom-path: out/sbom.spdx.json
+          push-to-registry: true
+      - run: test -s "$BUNDLE"
+        env:
+          BUNDLE: ${{{{ steps.sbom.outputs.bundle-path }}}}
+      - name: malformed digest
+        if: always()
+        uses: actions/attest-build-provenance@abc # v3
+        with:
+          subject-name: ghcr.io/owner/coding-agent
+          subject-digest: sha256:ABC
+      - name: no subject
+        if: always()
+        uses: actions/attest-build-provenance@abc # v3
+      - name: nothing matches
+        if: always()
+        uses: actions/attest-build-provenance@abc # v3
+        with:
+          subject-path: out/missing-*
+      - name: tag in the name
+        if: always()
+        uses: actions/attest-build-provenance@abc # v3
+        with:
+          subject-name: ghcr.io/owner/coding-agent:latest
+          subject-digest: {digest}
+          push-to-registry: true
+      - name: not an sbom
+        if: always()
+        uses: actions/attest-sbom@abc # v2
+        with:
+          subject-path: out/receipt.json
+          sbom-path: out/schema.json
+  k:
+    runs-on: ubuntu-latest
+    permissions:
+      attestations: write
+    steps:
+      - name: no id-token
+        uses: actions/attest-build-provenance@abc # v3
+        with:
+          subject-name: ghcr.io/owner/coding-agent
+          subject-digest: {digest}
+"#
+    ));
+    let run = run_workflow(r).unwrap_or_else(|e| panic!("{e:#}"));
+    let job = run.job("j");
+    for ok in ["index", "assets", "sbom"] {
+        assert_eq!(
+            job.step(ok).outcome,
+            Status::Success,
+            "{ok}: {}",
+            job.log_of(ok)
+        );
+    }
+    for (bad, why) in [
+        ("malformed digest", "sha256:ABC"),
+        ("no subject", "must be provided"),
+        ("nothing matches", "matches no file"),
+        ("tag in the name", "not a registry repository"),
+        ("not an sbom", "neither SPDX nor CycloneDX"),
+    ] {
+        assert_eq!(job.step(bad).outcome, Status::Failure, "{bad}");
+        assert!(job.log_of(bad).contains(why), "{bad}: {}", job.log_of(bad));
+    }
+    let k = run.job("k");
+    assert_eq!(k.step("no id-token").outcome, Status::Failure);
+    assert!(k.log_of("no id-token").contains("id-token: write"));
+    assert!(k.attestations().is_empty());
+
+    let sha = |bytes: &[u8]| {
+        use sha2::Digest as _;
+        format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
+    };
+    // Only the attestations that succeeded are recorded, each with its subjects.
+    let recorded = job.attestations();
+    type Recorded = (String, Vec<(String, String)>, bool);
+    let summary: Vec<Recorded> = recorded
+        .iter()
+        .map(|a| {
+            (
+                a.action.clone(),
+                a.subjects
+                    .iter()
+                    .map(|s| (s.name.clone(), s.digest.clone()))
+                    .collect(),
+                a.push_to_registry,
+            )
+        })
+        .collect();
+    let repo = "ghcr.io/owner/coding-agent".to_string();
+    assert_eq!(
+        summary,
+        vec![
+            (
+                "attest-build-provenance".into(),
+                vec![(repo.clone(), digest.clone())],
+                true
+            ),
+            (
+                "attest-build-provenance".into(),
+                vec![
+                    ("receipt.json".into(), sha(b"receipt")),
+                    (
+                        "sbom.spdx.json".into(),
+                        sha(br#"{"spdxVersion": "SPDX-2.3"}"#)
+                    ),
+                    ("schema.json".into(), sha(b"{}")),
+                ],
+                false
+            ),
+            ("attest-sbom".into(), vec![(repo, digest.clone())], true),
+        ]
+    );
+    assert_eq!(
+        recorded[2].sbom_sha256.as_deref(),
+        Some(&sha(br#"{"spdxVersion": "SPDX-2.3"}"#)["sha256:".len()..])
+    );
 }
 
 #[test]

@@ -455,6 +455,120 @@ fn check_release_draft_order(w: &Workflow) -> Vec<String> {
     }
 }
 
+/// Attestations are made after the receipt is verified (`release ship --defer-tag`) and before
+/// anything a consumer finds by name exists: the registry tag (`release ship` without
+/// `--defer-tag`) and the GitHub release (`gh release create`). The index (pushed to the
+/// registry), the release assets and an SBOM per platform manifest are attested, and only
+/// the job that attests may mint an OIDC token or write attestations.
+fn check_attestations(w: &Workflow) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (job_id, job) in jobs(&w.doc) {
+        let steps = steps(job);
+        let uses = |s: &Value, action: &str| {
+            s.get("uses")
+                .and_then(Value::as_str)
+                .is_some_and(|u| u.starts_with(&format!("actions/{action}@")))
+        };
+        let run = |s: &Value| {
+            s.get("run")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let with = |s: &Value, key: &str| {
+            s.get("with")
+                .and_then(|w| w.get(key))
+                .map(|v| match v {
+                    Value::String(t) => t.clone(),
+                    other => serde_yaml::to_string(other)
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string(),
+                })
+                .unwrap_or_default()
+        };
+        let attest: Vec<usize> = (0..steps.len())
+            .filter(|&i| uses(steps[i], "attest-build-provenance") || uses(steps[i], "attest-sbom"))
+            .collect();
+        let perms = job.get("permissions");
+        let writes =
+            |scope: &str| perms.and_then(|p| p.get(scope)).and_then(Value::as_str) == Some("write");
+        if attest.is_empty() {
+            for scope in ["id-token", "attestations"] {
+                if writes(scope) {
+                    problems.push(format!(
+                        "job {job_id}: `{scope}: write` without an attest step"
+                    ));
+                }
+            }
+            continue;
+        }
+        for scope in ["id-token", "attestations", "packages"] {
+            if !writes(scope) {
+                problems.push(format!("job {job_id}: attests without `{scope}: write`"));
+            }
+        }
+        let verified = steps.iter().position(|s| {
+            let r = run(s);
+            r.contains("xtask release ship") && r.contains("--defer-tag")
+        });
+        let tagged = steps.iter().position(|s| {
+            let r = run(s);
+            r.contains("xtask release ship") && !r.contains("--defer-tag")
+        });
+        let released = steps
+            .iter()
+            .position(|s| run(s).contains("gh release create"));
+        let (first, last) = (attest[0], *attest.last().unwrap());
+        match verified {
+            Some(v) if v < first => {}
+            _ => problems.push(format!(
+                "job {job_id}: the attest steps must follow `release ship --defer-tag` (the receipt verified)"
+            )),
+        }
+        match tagged {
+            Some(t) if t > last => {}
+            _ => problems.push(format!(
+                "job {job_id}: the tag (`release ship` without --defer-tag) must come after every attest step"
+            )),
+        }
+        if released.is_some_and(|r| r < last) {
+            problems.push(format!(
+                "job {job_id}: `gh release create` must come after every attest step"
+            ));
+        }
+        let index = attest.iter().any(|&i| {
+            uses(steps[i], "attest-build-provenance")
+                && with(steps[i], "subject-digest").contains("index_digest")
+                && with(steps[i], "push-to-registry") == "true"
+        });
+        let assets = attest.iter().any(|&i| {
+            uses(steps[i], "attest-build-provenance")
+                && with(steps[i], "subject-path").starts_with("release/assets/")
+        });
+        let sboms = attest
+            .iter()
+            .filter(|&&i| {
+                uses(steps[i], "attest-sbom") && with(steps[i], "sbom-path").contains("sbom-")
+            })
+            .count();
+        if !index {
+            problems.push(format!(
+                "job {job_id}: the index digest is not attested (pushed to the registry)"
+            ));
+        }
+        if !assets {
+            problems.push(format!("job {job_id}: the release assets are not attested"));
+        }
+        if sboms < 2 {
+            problems.push(format!(
+                "job {job_id}: {sboms} SBOM attestation(s); one per platform"
+            ));
+        }
+    }
+    problems
+}
+
 /// The write token (`GH_TOKEN`) is only in the environment of steps that run `gh`: never at
 /// the workflow or job level, where every cargo build script would see it.
 fn check_token_only_where_gh_runs(w: &Workflow) -> Vec<String> {
@@ -656,6 +770,7 @@ fn the_release_workflow_has_its_shape() {
     problems.extend(check_release_matrix(w));
     problems.extend(check_release_draft_order(w));
     problems.extend(check_token_only_where_gh_runs(w));
+    problems.extend(check_attestations(w));
     assert!(
         problems.is_empty(),
         "{RELEASE_WORKFLOW}:\n{}",
@@ -979,6 +1094,64 @@ mod rules {
         assert_flags(
             check_release_draft_order(&release_steps(&[create, upload])),
             "missing",
+        );
+    }
+
+    #[test]
+    fn attestations_out_of_order_incomplete_or_without_permissions_fail() {
+        let all = load_workflows();
+        let good = release_workflow(&all).raw.clone();
+        assert_eq!(check_attestations(&wf(&good)), Vec::<String>::new());
+        // The tag before the attestations: a consumer could see an unattested tag.
+        let tag_step = "      - name: Tag\n";
+        let (before, tag_and_rest) = good.split_at(good.find(tag_step).unwrap());
+        let attest_start = before
+            .find("      - name: Attest the image index\n")
+            .unwrap();
+        let tag_end = tag_and_rest
+            .find("      - name: Create the draft release")
+            .unwrap();
+        let reordered = format!(
+            "{}{}{}{}",
+            &before[..attest_start],
+            &tag_and_rest[..tag_end],
+            &before[attest_start..],
+            &tag_and_rest[tag_end..]
+        );
+        assert_flags(
+            check_attestations(&wf(&reordered)),
+            "must come after every attest step",
+        );
+        // Attesting before the receipt is verified.
+        assert_flags(
+            check_attestations(&wf(&good.replace(" --defer-tag", ""))),
+            "must follow `release ship --defer-tag`",
+        );
+        assert_flags(
+            check_attestations(&wf(
+                &good.replace("      id-token: write", "      id-token: none")
+            )),
+            "without `id-token: write`",
+        );
+        assert_flags(
+            check_attestations(&wf(&good.replace(
+                "          push-to-registry: true\n      - name: Attest the receipt",
+                "      - name: Attest the receipt",
+            ))),
+            "index digest is not attested",
+        );
+        assert_flags(
+            check_attestations(&wf(
+                &good.replace("subject-path: release/assets/*", "subject-path: README.md")
+            )),
+            "assets are not attested",
+        );
+        assert_flags(
+            check_attestations(&wf(&good.replace(
+                "sbom-path: release/assets/sbom-linux-arm64.spdx.json",
+                "sbom-path: x.json",
+            ))),
+            "one per platform",
         );
     }
 

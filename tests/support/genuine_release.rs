@@ -178,13 +178,41 @@ pub fn write_receipt(out_dir: &Path, failing: Option<&str>) -> (Run, Option<Path
         cmd.arg("--build")
             .arg(r.inputs.join(format!("build-{arch}.json")))
             .arg("--smoke")
-            .arg(&smoke_file);
+            .arg(&smoke_file)
+            .arg("--sbom")
+            .arg(write_sbom(&r.inputs, platform));
     }
     let out = cmd.run();
     let path = serde_json::from_slice::<Value>(&out.stdout)
         .ok()
         .and_then(|v| v["path"].as_str().map(PathBuf::from));
     (out, path)
+}
+
+/// A minimal SPDX document for `platform` (the tiny images have no dpkg database to make a
+/// real one from): `receipt write` records its name and sha256. Returns its path in `dir`.
+pub fn write_sbom(dir: &Path, platform: &str) -> PathBuf {
+    let slug = platform.replace('/', "-");
+    let path = dir.join(format!("sbom-{slug}.spdx.json"));
+    let document = json!({
+        "spdxVersion": "SPDX-2.3", "dataLicense": "CC0-1.0", "SPDXID": "SPDXRef-DOCUMENT",
+        "name": format!("coding-agent-{slug}"),
+        "documentNamespace": format!("https://spdx.org/spdxdocs/coding-agent-{slug}-fixture"),
+        "creationInfo": {"created": "2026-11-30T06:17:00Z", "creators": ["Tool: fixture"]},
+        "packages": [], "relationships": [],
+    });
+    std::fs::write(&path, serde_json::to_vec_pretty(&document).unwrap()).unwrap();
+    path
+}
+
+/// Copies each platform's SBOM that `receipt` names into `dir`, next to the artifacts, as a
+/// consumer downloads the release assets.
+pub fn copy_sboms(receipt: &Value, dir: &Path) {
+    let r = release();
+    for p in receipt["platforms"].as_array().unwrap() {
+        let name = p["sbom"]["name"].as_str().unwrap();
+        std::fs::copy(r.inputs.join(name), dir.join(name)).unwrap();
+    }
 }
 
 pub fn gate_json(now: &str, extra: &[&str]) -> Value {

@@ -36,6 +36,8 @@ pub enum Command {
     Build(BuildArgs),
     /// Run every smoke check against a built image.
     Smoke(SmokeArgs),
+    /// Write the SPDX 2.3 SBOM of a built image (dpkg database, npm lockfile, Node, base).
+    Sbom(SbomArgs),
     /// Decide whether a scheduled run is due (three-day cadence in UTC epoch days).
     Gate(GateArgs),
     /// Push tested images by digest and the multi-arch index under a unique release tag.
@@ -170,6 +172,29 @@ pub struct SmokeArgs {
     pub json: bool,
 }
 
+/// Reads the image without starting it; the same image, lockfile and `--now` give the same
+/// bytes.
+#[derive(Debug, Args)]
+pub struct SbomArgs {
+    /// Image reference (tag or id) in the local Docker engine.
+    #[arg(long)]
+    pub image: String,
+    /// The platform the image must report.
+    #[arg(long, value_name = "linux/amd64|linux/arm64")]
+    pub platform: Platform,
+    /// Where to write the SBOM, e.g. sbom-linux-amd64.spdx.json.
+    #[arg(long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// The document's creation time (RFC 3339); defaults to the image's creation time, so
+    /// the wall clock never enters the file.
+    #[arg(long, value_name = "RFC3339")]
+    pub now: Option<String>,
+    /// Print `{"output", "sha256", "size", "image", "image_id", "platform",
+    /// "debian_packages", "npm_packages", "packages"}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Exit status is 0 whether or not the run is due; read the answer from `--json` or from
 /// `due=true|false` appended to `$GITHUB_OUTPUT` (with `forced`, `catch_up`, `trigger`,
 /// `epoch_day`, `next_due`).
@@ -245,7 +270,8 @@ pub struct ReceiptVerifyArgs {
     /// The receipt, named `receipt-<tag>-<sha256 of the file>.json`.
     pub file: PathBuf,
     /// Directory holding the release's artifact files (package.json, package-lock.json,
-    /// inventory.json, Dockerfile, manifest.yaml), checked against the receipt's sha256s.
+    /// inventory.json, Dockerfile, manifest.yaml, and each platform's
+    /// sbom-<os>-<arch>.spdx.json), checked against the receipt's sha256s.
     #[arg(long)]
     pub artifacts: Option<PathBuf>,
     /// Also ask the registry the receipt names (after every offline check passed): the index
@@ -277,6 +303,10 @@ pub struct ReceiptWriteArgs {
     /// `cargo xtask smoke --image REF --json` output, one per platform.
     #[arg(long = "smoke", value_name = "FILE")]
     pub smokes: Vec<PathBuf>,
+    /// `cargo xtask sbom` output, one per platform, named `sbom-<os>-<arch>.spdx.json`; the
+    /// receipt records its name and sha256.
+    #[arg(long = "sbom", value_name = "FILE")]
+    pub sboms: Vec<PathBuf>,
     /// `cargo xtask publish --tag T --json` output (with the index).
     #[arg(long, value_name = "FILE")]
     pub publish: PathBuf,
@@ -433,6 +463,11 @@ pub struct ReleaseShipArgs {
     /// Where the release assets go (created; files in it are replaced).
     #[arg(long, value_name = "DIR")]
     pub assets: PathBuf,
+    /// Stop before writing the tag (the index is pushed by digest, the receipt written and
+    /// verified with its assets). The workflow attests them, then runs `release ship` again
+    /// without it: every earlier step is then a no-op and the same receipt is written.
+    #[arg(long)]
+    pub defer_tag: bool,
     #[arg(long)]
     pub json: bool,
 }

@@ -19,6 +19,7 @@ fn main() -> ExitCode {
             Command::Base(args) => xtask::image::base::run(args).await,
             Command::Build(args) => xtask::image::build::run(args).await,
             Command::Smoke(args) => xtask::image::smoke::run(args).await,
+            Command::Sbom(args) => xtask::image::sbom::run(args).await,
             Command::Gate(args) => xtask::release::gate::run(args),
             Command::Publish(args) => xtask::release::publish::run(args).await,
             Command::Receipt(ReceiptCommand::Verify(args)) => {

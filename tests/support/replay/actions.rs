@@ -1,6 +1,8 @@
 //! The actions the release workflows use, emulated on this machine: `actions/checkout`,
 //! `actions/upload-artifact` and `actions/download-artifact` (v4+ semantics: immutable names
-//! per run unless `overwrite`, the least-common-ancestor root), and `actions/cache`. Any other
+//! per run unless `overwrite`, the least-common-ancestor root), `actions/cache`, and
+//! `actions/attest-build-provenance` / `actions/attest-sbom` (each subject recorded in the
+//! runner's temp dir, `attestations.jsonl`; see [`attest`]). Any other
 //! `uses:` needs a stand-in registered by the test ([`StandIn`]); otherwise the replay stops
 //! naming it.
 
@@ -77,6 +79,8 @@ pub(crate) fn run(
         "actions/upload-artifact" => &["name", "path", "if-no-files-found", "retention-days", "compression-level", "overwrite", "include-hidden-files"],
         "actions/download-artifact" => &["name", "artifact-ids", "path", "pattern", "merge-multiple", "github-token", "repository", "run-id"],
         "actions/cache" => &["path", "key", "restore-keys", "upload-chunk-size", "enableCrossOsArchive", "fail-on-cache-miss", "lookup-only", "save-always"],
+        "actions/attest-build-provenance" => &["subject-path", "subject-digest", "subject-name", "subject-checksums", "predicate-type", "predicate", "predicate-path", "push-to-registry", "create-storage-record", "show-summary", "github-token"],
+        "actions/attest-sbom" => &["subject-path", "subject-digest", "subject-name", "subject-checksums", "sbom-path", "push-to-registry", "show-summary", "github-token"],
         _ => bail!(
             "{here}: `uses: {uses}`: the replay harness does not emulate `{name}`; register a stand-in with Replay::stand_in(\"{name}\", ...)"
         ),
@@ -96,6 +100,9 @@ pub(crate) fn run(
         "actions/upload-artifact" => upload(leg, with, &mut logf),
         "actions/download-artifact" => download(leg, with, &mut logf),
         "actions/cache" => cache_restore(leg, with, &mut logf),
+        "actions/attest-build-provenance" | "actions/attest-sbom" => {
+            attest(leg, &name, with, &mut logf)
+        }
         _ => unreachable!("checked above"),
     };
     match result {
@@ -698,4 +705,170 @@ impl CacheSave {
         )?;
         std::fs::rename(&staging, &dir).with_context(|| format!("saving cache entry {}", self.key))
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// actions/attest-build-provenance, actions/attest-sbom
+// ---------------------------------------------------------------------------------------------
+
+/// The file in a leg's runner temp dir where the attest stand-in records what was attested:
+/// one JSON object per line, `{"action", "subjects": [{"name", "digest", "path"?}],
+/// "push_to_registry", "sbom_sha256"?}`.
+pub const ATTESTATIONS_FILE: &str = "attestations.jsonl";
+
+/// One subject an attestation names.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct Subject {
+    pub name: String,
+    /// `sha256:<hex>`.
+    pub digest: String,
+    /// The file it was read from, for `subject-path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+/// Everything one attest step recorded.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Attestation {
+    pub action: String,
+    pub subjects: Vec<Subject>,
+    pub push_to_registry: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sbom_sha256: Option<String>,
+}
+
+/// The attestations recorded in a leg's temp dir (its `dir`), in step order.
+pub fn recorded_attestations(leg_dir: &Path) -> Vec<Attestation> {
+    let text =
+        std::fs::read_to_string(leg_dir.join("temp").join(ATTESTATIONS_FILE)).unwrap_or_default();
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("the stand-in writes valid lines"))
+        .collect()
+}
+
+fn is_sha256_digest(s: &str) -> bool {
+    s.strip_prefix("sha256:").is_some_and(|h| {
+        h.len() == 64
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+/// What the real actions check before they sign: the token may mint an OIDC token and write
+/// attestations (and packages, to push to a registry), the subject is given one way only and
+/// well formed, subject files exist, and an SBOM is an SPDX or CycloneDX JSON document of at
+/// most 16 MB. The stand-in signs nothing: it records the subjects.
+fn attest(
+    leg: &mut Leg,
+    action: &str,
+    with: &BTreeMap<String, String>,
+    logf: &mut std::fs::File,
+) -> Result<StepEnd> {
+    let input = |k: &str| with.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let granted = |scope: &str| leg.token.split('.').any(|p| p == format!("{scope}=write"));
+    for scope in ["id-token", "attestations"] {
+        if !granted(scope) {
+            bail!("{action} needs `permissions: {scope}: write` on the job");
+        }
+    }
+    let push = truthy_input(with, "push-to-registry", false)?;
+    if push && !granted("packages") {
+        bail!("{action}: push-to-registry needs `permissions: packages: write`");
+    }
+    let mut subjects = Vec::new();
+    match (input("subject-path"), input("subject-digest"), input("subject-name"), input("subject-checksums")) {
+        (Some(paths), None, None, None) => {
+            if push {
+                bail!("{action}: push-to-registry needs subject-name and subject-digest, not subject-path");
+            }
+            let patterns = paths.replace(',', "\n");
+            let matched = glob::expand(&leg.workspace, &patterns, false);
+            if matched.files.is_empty() {
+                bail!("{action}: subject-path `{paths}` matches no file");
+            }
+            for file in matched.files {
+                let bytes = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+                subjects.push(Subject {
+                    name: file.file_name().unwrap_or_default().to_string_lossy().into_owned(),
+                    digest: format!("sha256:{}", hex::encode(Sha256::digest(&bytes))),
+                    path: Some(file.display().to_string()),
+                });
+            }
+        }
+        (None, Some(digest), Some(name), None) => {
+            if !is_sha256_digest(digest) {
+                bail!("{action}: subject-digest `{digest}` is not sha256:<64 lowercase hex>");
+            }
+            let valid_name = !name.contains(['@', ' ', '\n'])
+                && !name.contains("://")
+                && name.split('/').count() >= 2
+                && name == name.to_ascii_lowercase()
+                && !name.rsplit('/').next().unwrap_or("").contains(':');
+            if push && !valid_name {
+                bail!("{action}: subject-name `{name}` is not a registry repository (host/path, lower case, no tag or digest)");
+            }
+            if name.is_empty() {
+                bail!("{action}: subject-name is empty");
+            }
+            subjects.push(Subject { name: name.to_string(), digest: digest.to_string(), path: None });
+        }
+        (None, None, None, None) => bail!("{action}: one of subject-path, subject-digest (with subject-name) or subject-checksums must be provided"),
+        (None, Some(_), None, None) | (None, None, Some(_), None) => {
+            bail!("{action}: subject-digest and subject-name go together")
+        }
+        _ => bail!("{action}: give the subject one way: subject-path, subject-digest with subject-name, or subject-checksums"),
+    }
+    let mut sbom_sha256 = None;
+    if action == "actions/attest-sbom" {
+        let path = input("sbom-path")
+            .ok_or_else(|| anyhow!("{action}: Input required and not supplied: sbom-path"))?;
+        let file = glob::normalize(&leg.workspace, path);
+        let bytes = std::fs::read(&file)
+            .with_context(|| format!("{action}: sbom-path {}", file.display()))?;
+        if bytes.len() > 16 << 20 {
+            bail!("{action}: {} is larger than 16 MB", file.display());
+        }
+        let doc: serde_json::Value = serde_json::from_slice(&bytes)
+            .with_context(|| format!("{action}: {} is not JSON", file.display()))?;
+        if doc.get("spdxVersion").is_none() && doc.get("bomFormat").is_none() {
+            bail!("{action}: {} is neither SPDX nor CycloneDX", file.display());
+        }
+        sbom_sha256 = Some(hex::encode(Sha256::digest(&bytes)));
+    } else if with.contains_key("sbom-path") {
+        bail!("{action} has no input `sbom-path`");
+    }
+    let record = Attestation {
+        action: action.trim_start_matches("actions/").to_string(),
+        subjects,
+        push_to_registry: push,
+        sbom_sha256,
+    };
+    let line = serde_json::to_string(&record)?;
+    let store = leg.temp.join(ATTESTATIONS_FILE);
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&store)?;
+    writeln!(f, "{line}")?;
+    writeln!(
+        logf,
+        "attested {} subject(s): {line}",
+        record.subjects.len()
+    )?;
+    // The real actions write the signed bundle to the runner's temp dir and name it.
+    let bundle = leg
+        .temp
+        .join(format!("attestation-{}.jsonl", leg.steps.len() + 1));
+    std::fs::write(&bundle, format!("{line}\n"))?;
+    give_to_runner(&bundle)?;
+    let mut end = StepEnd::ok();
+    end.outputs
+        .insert("bundle-path".into(), bundle.display().to_string());
+    end.outputs
+        .insert("attestation-id".into(), format!("{}", leg.steps.len() + 1));
+    end.outputs.insert(
+        "attestation-url".into(),
+        "https://github.com/attestations/replay".into(),
+    );
+    Ok(end)
 }

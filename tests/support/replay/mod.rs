@@ -48,7 +48,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 #[allow(unused_imports)]
-pub use actions::{ActionCall, ActionFn, StandIn};
+pub use actions::{ActionCall, ActionFn, Attestation, StandIn, Subject, ATTESTATIONS_FILE};
 
 /// The user GitHub-hosted runners run jobs as.
 pub const RUNNER_USER: &str = "runner";
@@ -124,6 +124,10 @@ impl JobRun {
     }
     pub fn log_of(&self, name_or_id: &str) -> String {
         std::fs::read_to_string(&self.step(name_or_id).log).unwrap_or_default()
+    }
+    /// What this leg's attest steps recorded in its runner temp dir, in step order.
+    pub fn attestations(&self) -> Vec<actions::Attestation> {
+        actions::recorded_attestations(&self.dir)
     }
 }
 

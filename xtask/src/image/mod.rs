@@ -4,4 +4,5 @@
 pub mod base;
 pub mod build;
 pub mod engine;
+pub mod sbom;
 pub mod smoke;

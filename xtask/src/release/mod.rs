@@ -104,6 +104,7 @@ pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
                 plan: &plan,
                 results: &absolute(&a.results)?,
                 assets: &absolute(&a.assets)?,
+                defer_tag: a.defer_tag,
             })
             .await?;
             if a.json {
@@ -306,6 +307,7 @@ async fn run_all(args: ReleaseAllArgs) -> Result<ExitCode> {
         plan: &plan,
         results: &run_dir,
         assets: &assets,
+        defer_tag: false,
     })
     .await?;
     times.extend(shipped.steps.iter().cloned());

@@ -1,6 +1,6 @@
 //! `cargo xtask release build --platform P`: one platform of a planned release.
 //!
-//! Base image, build, smoke test and — when the plan publishes and every check passed — the
+//! Base image, build, SBOM (`sbom-<os>-<arch>.spdx.json`, next to the results), smoke test and — when the plan publishes and every check passed — the
 //! push by digest, as one results file (`results-<os>-<arch>.json`) that the ship phase reads.
 //! A push by digest writes no tag, so a platform pushed by a run that later fails burns
 //! nothing; the tag is written only by `ship`, after the receipt verifies.
@@ -15,9 +15,10 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::image::build::BuildReport;
+use crate::image::sbom::sbom_file_name;
 use crate::image::smoke::SmokeReport;
 use crate::manifest::Platform;
-use crate::release::plan::{ensure_checkout_matches, ReleasePlan, Target};
+use crate::release::plan::{ensure_checkout_matches, rfc3339, ReleasePlan, Target};
 use crate::release::publish::{PublishReport, PushedImage};
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner, StepTime};
 
@@ -64,6 +65,10 @@ pub fn steps(
             .arg("--platform", &name)
             .output(work.join(format!("base-{arch}.json"))),
         build,
+        // `--image`, `--output` and `--now` (the plan's clock) are filled in when the phase runs.
+        Step::new(format!("sbom {name}"), &["sbom", "--json"])
+            .arg("--platform", &name)
+            .output(work.join(format!("sbom-{arch}.json"))),
         // `--image` is filled in from the build's output when the phase runs.
         Step::new(format!("smoke {name}"), &["smoke", "--json"])
             .arg("--platform", &name)
@@ -119,12 +124,19 @@ pub async fn run(request: BuildRequest<'_>) -> Result<(PlatformResults, PathBuf)
         ca_bundle,
     );
     let mut runner = StepRunner::new(root, planned.len())?;
-    let [base, build, smoke, push @ ..] = planned.as_slice() else {
-        unreachable!("every platform has base, build and smoke steps")
+    let [base, build, sbom, smoke, push @ ..] = planned.as_slice() else {
+        unreachable!("every platform has base, build, sbom and smoke steps")
     };
     runner.run(base).await?;
     runner.run(build).await?;
     let built: BuildReport = read_json(build.output.as_ref().unwrap(), "a build report")?;
+    // The SBOM goes next to the results file: ship hands both to the receipt.
+    let sbom = sbom
+        .clone()
+        .arg("--image", &built.image)
+        .arg("--output", out.join(sbom_file_name(platform)))
+        .arg("--now", rfc3339(plan.now));
+    runner.run(&sbom).await?;
     let smoke = smoke.clone().arg("--image", &built.image);
     let smoke_ok = runner.run_allowing_failure(&smoke).await?;
     let smoke_report: SmokeReport = read_json(smoke.output.as_ref().unwrap(), "a smoke report")?;

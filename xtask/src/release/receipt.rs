@@ -186,7 +186,19 @@ pub struct PlatformRecord {
     pub pushed_size: u64,
     /// The image's Debian packages (`name=version`, sorted), read from its dpkg database.
     pub debian_packages: Vec<String>,
+    /// The platform's SBOM, a release asset.
+    pub sbom: SbomRecord,
     pub smoke: SmokeRecord,
+}
+
+/// The SBOM `cargo xtask sbom` made from the platform's image (SPDX 2.3 JSON).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SbomRecord {
+    /// Its name among the release assets: always `sbom-<os>-<arch>.spdx.json`.
+    pub name: String,
+    /// Lowercase hex, no prefix.
+    pub sha256: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -331,6 +343,8 @@ pub struct ReceiptInputs {
     pub artifacts: Vec<(String, String, String)>,
     pub builds: Vec<BuildOutput>,
     pub smokes: Vec<SmokeOutput>,
+    /// Each platform's SBOM, as recorded.
+    pub sboms: BTreeMap<Platform, SbomRecord>,
     pub publish: PublishReport,
 }
 
@@ -349,6 +363,7 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
         artifacts,
         builds,
         smokes,
+        sboms,
         publish,
     } = inputs;
 
@@ -506,6 +521,16 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
                 build.image
             );
         }
+        let sbom = sboms.get(&build.platform).cloned().with_context(|| {
+            format!(
+                "no SBOM was given for {}; make it with `cargo xtask sbom --image {} --platform \
+                 {} --output {}` and pass it with --sbom",
+                build.platform,
+                build.image,
+                build.platform,
+                crate::image::sbom::sbom_file_name(build.platform)
+            )
+        })?;
         platforms.push(PlatformRecord {
             platform: build.platform,
             os: pushed.os.clone(),
@@ -530,6 +555,7 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
             image_size: build.size,
             pushed_size: pushed.size,
             debian_packages: build.debian_packages.clone(),
+            sbom,
             smoke: SmokeRecord {
                 passed: smoke.passed,
                 checks: smoke.checks.clone(),
@@ -922,6 +948,22 @@ fn format_problems(r: &Receipt) -> Vec<Problem> {
         }
     }
     for (i, p) in r.platforms.iter().enumerate() {
+        let sbom_name = crate::image::sbom::sbom_file_name(p.platform);
+        if p.sbom.name != sbom_name {
+            out.push(problem(
+                format!("platforms[{i}].sbom.name"),
+                format!(
+                    "is `{}`; the SBOM of {} is named `{sbom_name}`",
+                    p.sbom.name, p.platform
+                ),
+            ));
+        }
+        if !is_sha256_hex(&p.sbom.sha256) {
+            out.push(problem(
+                format!("platforms[{i}].sbom.sha256"),
+                format!("`{}` is not 64 lowercase hex digits", p.sbom.sha256),
+            ));
+        }
         for (field, value) in [
             ("digest", &p.digest),
             ("config_digest", &p.config_digest),
@@ -1103,6 +1145,24 @@ fn artifact_problems(
             Some(Ok(_)) => {}
         }
     }
+    for (i, p) in r.platforms.iter().enumerate() {
+        match found.get(&p.sbom.name) {
+            // A name this tool never makes is a problem of the receipt's form.
+            None => {}
+            Some(Err(why)) => out.push(problem(
+                format!("platforms[{i}].sbom"),
+                format!("`{}` is not among the artifact files: {why}", p.sbom.name),
+            )),
+            Some(Ok(actual)) if *actual != p.sbom.sha256 => out.push(problem(
+                format!("platforms[{i}].sbom.sha256"),
+                format!(
+                    "`{}` has sha256 {actual}, the receipt says {}",
+                    p.sbom.name, p.sbom.sha256
+                ),
+            )),
+            Some(Ok(_)) => {}
+        }
+    }
     out
 }
 
@@ -1126,6 +1186,13 @@ pub fn read_artifacts(dir: &Path) -> ArtifactEvidence {
             }
         }
         evidence.digests.insert(name.to_string(), digest);
+    }
+    // The SBOMs are looked up under their fixed names too, never under a receipt's.
+    for platform in Platform::ALL {
+        let name = crate::image::sbom::sbom_file_name(platform);
+        let digest = sha256_regular(&dir.join(&name), MAX_ARTIFACT_BYTES, "release SBOM")
+            .map_err(|e| format!("{e:#}"));
+        evidence.digests.insert(name, digest);
     }
     evidence
 }
@@ -1273,6 +1340,9 @@ fn pattern_matches(pattern: &str, s: &str) -> Option<bool> {
         "^[0-9]{4}[.][0-9]{2}[.][0-9]{2}-([0-9a-f]{12}|[1-9][0-9]{0,19})$" => {
             crate::release::receipt_policy::parse_release_tag(s).is_some()
         }
+        r"^sbom-linux-(amd64|arm64)\.spdx\.json$" => Platform::ALL
+            .iter()
+            .any(|p| crate::image::sbom::sbom_file_name(*p) == s),
         _ => return None,
     })
 }
@@ -1502,6 +1572,27 @@ pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
             .with_context(|| format!("artifact `{name}` ({path}) is needed for the receipt"))?;
         artifacts.push((name.to_string(), path.to_string(), digest));
     }
+    let mut sboms = BTreeMap::new();
+    for path in &args.sboms {
+        let file_name = path.file_name().unwrap_or_default().to_string_lossy();
+        let platform = Platform::ALL
+            .into_iter()
+            .find(|p| crate::image::sbom::sbom_file_name(*p) == file_name)
+            .with_context(|| {
+                format!(
+                    "{} is not named as an SBOM of a platform (`sbom-<os>-<arch>.spdx.json`)",
+                    path.display()
+                )
+            })?;
+        crate::image::sbom::check_file(path, platform)?;
+        let record = SbomRecord {
+            name: file_name.into_owned(),
+            sha256: sha256_file(path)?,
+        };
+        if sboms.insert(platform, record).is_some() {
+            bail!("two SBOMs were given for {platform}");
+        }
+    }
     let inputs = ReceiptInputs {
         release_tag_override: args.tag.clone(),
         created_at: now_or(args.now.as_deref())?,
@@ -1524,6 +1615,7 @@ pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
             .iter()
             .map(|p| read_json(p, "`cargo xtask smoke --json` output"))
             .collect::<Result<_>>()?,
+        sboms,
         publish: read_json(&args.publish, "`cargo xtask publish --json` output")?,
     };
     let receipt = assemble(inputs)?;
@@ -1607,6 +1699,10 @@ pub(crate) mod tests_support {
                 image_size: 10,
                 pushed_size: 5,
                 debian_packages: vec!["libc6=2.36-9+deb12u13".into()],
+                sbom: SbomRecord {
+                    name: crate::image::sbom::sbom_file_name(platform),
+                    sha256: sha256_hex(format!("sbom {platform}").as_bytes()),
+                },
                 smoke: SmokeRecord {
                     passed: true,
                     checks: manifest()
@@ -2063,6 +2159,61 @@ mod tests {
             v.problems
         );
         assert!(fields(&v).contains(&"artifacts[4]"), "{:?}", v.problems);
+    }
+
+    #[test]
+    fn sboms_are_checked_by_their_fixed_name_and_hash() {
+        let r = sample();
+        let bytes = receipt_bytes(&r);
+        let name = receipt_file_name(&r.release_tag, &sha256_hex(&bytes));
+        let mut found = ArtifactEvidence::default();
+        for (n, _) in ARTIFACTS {
+            found.digests.insert(n.into(), Ok(sha256_hex(n.as_bytes())));
+        }
+        for p in &r.platforms {
+            found
+                .digests
+                .insert(p.sbom.name.clone(), Ok(p.sbom.sha256.clone()));
+        }
+        assert!(verify_bytes(&name, &bytes, Some(&found)).valid);
+        let first = r.platforms[0].sbom.name.clone();
+        found
+            .digests
+            .insert(first.clone(), Ok(sha256_hex(b"another SBOM")));
+        let v = verify_bytes(&name, &bytes, Some(&found));
+        assert!(
+            fields(&v).contains(&"platforms[0].sbom.sha256"),
+            "{:?}",
+            v.problems
+        );
+        found.digests.insert(first, Err("no such file".into()));
+        let v = verify_bytes(&name, &bytes, Some(&found));
+        assert!(
+            fields(&v).contains(&"platforms[0].sbom"),
+            "{:?}",
+            v.problems
+        );
+
+        // A name the tool never makes (a path, another platform's) is refused by the schema
+        // or the form check, so the verifier never opens it.
+        for bad in [
+            "../sbom-linux-amd64.spdx.json",
+            "sbom-linux-arm64.spdx.json",
+        ] {
+            let mut t = sample();
+            t.platforms[0].sbom.name = bad.into();
+            let v = verify_sample(&t);
+            assert!(
+                v.problems
+                    .iter()
+                    .any(|p| p.field.starts_with("platforms[0].sbom")),
+                "{bad}: {:?}",
+                v.problems
+            );
+        }
+        let mut t = sample();
+        t.platforms[0].sbom.sha256 = "ABC".into();
+        assert!(!verify_sample(&t).valid);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
+use crate::image::sbom::sbom_file_name;
 use crate::manifest::{Manifest, Platform, MANIFEST_PATH};
 use crate::release::plan::{append_to_github_file, ensure_checkout_matches, rfc3339, ReleasePlan};
 use crate::release::platform::{results_file_name, PlatformResults};
@@ -115,6 +116,9 @@ pub struct ShipRequest<'a> {
     pub plan: &'a ReleasePlan,
     pub results: &'a Path,
     pub assets: &'a Path,
+    /// Stop before the tag: the workflow attests the index and the assets first, then runs
+    /// the phase again (every step before the tag a no-op) to write it.
+    pub defer_tag: bool,
 }
 
 pub async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
@@ -124,6 +128,7 @@ pub async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
         plan,
         results,
         assets,
+        defer_tag,
     } = request;
     let tag = plan.release_tag()?.to_string();
     if !plan.publish {
@@ -134,6 +139,7 @@ pub async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
     }
     ensure_checkout_matches(root, plan)?;
     let mut platforms = Vec::new();
+    let mut receipt_sboms = Vec::new();
     for p in &plan.platforms {
         let file = results.join(results_file_name(*p));
         let r: PlatformResults = read_json(&file, "a platform's results")?;
@@ -145,6 +151,16 @@ pub async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
             );
         }
         check_results(plan, &tag, &file, &r)?;
+        let sbom = results.join(sbom_file_name(*p));
+        if !sbom.is_file() {
+            bail!(
+                "{} is missing: `release build --platform {p}` writes it next to {}; download \
+                 the results of this run",
+                sbom.display(),
+                file.display()
+            );
+        }
+        receipt_sboms.push(sbom);
         platforms.push(r);
     }
 
@@ -206,9 +222,12 @@ pub async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
     for (flag, path) in &receipt_args {
         write = write.arg(flag, path);
     }
+    for path in &receipt_sboms {
+        write = write.arg("--sbom", path);
+    }
     let tag_step = publish(STEP_NAMES[3]).output(work.join("tagged.json"));
 
-    let mut runner = StepRunner::new(root, 4)?;
+    let mut runner = StepRunner::new(root, if defer_tag { 3 } else { 4 })?;
     runner.run(&index_step).await?;
     // A release has one receipt: an earlier attempt's (other content, other name) goes.
     remove_receipts(assets)?;
@@ -220,6 +239,11 @@ pub async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
     let written: Written = read_json(&work.join("receipt.json"), "`receipt write --json` output")?;
     let receipt: Receipt = read_json(&written.path, "a receipt")?;
     copy_assets(root, &receipt, assets)?;
+    for path in &receipt_sboms {
+        let name = path.file_name().unwrap_or_default();
+        std::fs::copy(path, assets.join(name))
+            .with_context(|| format!("cannot copy {} into {}", path.display(), assets.display()))?;
+    }
     runner
         .run(
             &Step::new(STEP_NAMES[2], &["receipt", "verify", "--json"])
@@ -228,15 +252,17 @@ pub async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
                 .output(work.join("verify.json")),
         )
         .await?;
-    runner.run(&tag_step).await?;
-    let tagged: PublishReport = read_json(&work.join("tagged.json"), "a publish report")?;
-    match &tagged.index {
-        Some(index) if index.digest == receipt.index.digest => {}
-        other => bail!(
-            "the tag {tag} was written for {:?}, not the receipt's index {}",
-            other.as_ref().map(|i| &i.digest),
-            receipt.index.digest
-        ),
+    if !defer_tag {
+        runner.run(&tag_step).await?;
+        let tagged: PublishReport = read_json(&work.join("tagged.json"), "a publish report")?;
+        match &tagged.index {
+            Some(index) if index.digest == receipt.index.digest => {}
+            other => bail!(
+                "the tag {tag} was written for {:?}, not the receipt's index {}",
+                other.as_ref().map(|i| &i.digest),
+                receipt.index.digest
+            ),
+        }
     }
 
     let debian_difference = match platforms.as_slice() {
@@ -257,18 +283,39 @@ pub async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
     append_to_github_file(
         "GITHUB_OUTPUT",
         &format!(
-            "tag={tag}\nreceipt={}\nreference={}\n",
+            "tag={tag}\nreceipt={}\nreference={}\n{}",
             written
                 .path
                 .file_name()
                 .unwrap_or_default()
                 .to_string_lossy(),
-            shipped.reference
+            shipped.reference,
+            attestation_outputs(&receipt)
         ),
     )?;
-    append_to_github_file("GITHUB_STEP_SUMMARY", &summary_markdown(&shipped, &receipt))?;
+    if !defer_tag {
+        // Once per release: the deferred run is followed by the one that tags.
+        append_to_github_file("GITHUB_STEP_SUMMARY", &summary_markdown(&shipped, &receipt))?;
+    }
     eprint!("{}", render_times("ship steps:", &runner.times));
     Ok(shipped)
+}
+
+/// What the workflow's attestation steps name: the repository, the index digest, and each
+/// platform's manifest digest (`digest_linux_amd64=`), which its SBOM is attested against.
+pub fn attestation_outputs(receipt: &Receipt) -> String {
+    let mut out = format!(
+        "repository={}\nindex_digest={}\n",
+        receipt.index.repository, receipt.index.digest
+    );
+    for p in &receipt.platforms {
+        out.push_str(&format!(
+            "digest_{}={}\n",
+            p.platform.to_string().replace('/', "_"),
+            p.digest
+        ));
+    }
+    out
 }
 
 /// Markdown for the job summary: what a consumer pins, and how the platforms differ.
@@ -353,6 +400,20 @@ fn copy_assets(root: &Path, receipt: &Receipt, assets: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attestation_outputs_name_the_index_and_every_platform_manifest() {
+        let receipt = crate::release::receipt::tests_support::sample();
+        let out = attestation_outputs(&receipt);
+        assert!(out.starts_with(&format!(
+            "repository={}\nindex_digest={}\n",
+            receipt.index.repository, receipt.index.digest
+        )));
+        for p in &receipt.platforms {
+            let key = format!("digest_{}=", p.platform.to_string().replace('/', "_"));
+            assert!(out.contains(&format!("{key}{}\n", p.digest)), "{out}");
+        }
+    }
 
     #[test]
     fn the_debian_difference_lists_each_side_and_versions() {
