@@ -271,7 +271,7 @@ fn receipts_verify_and_pin_only_when_complete_and_untampered() {
         )
         .unwrap();
     }
-    genuine_release::copy_sboms(&receipt, &artifacts);
+    copy_sboms(&receipt, &artifacts);
     assert!(verify(&good, Some(&artifacts)).0);
     // A platform's SBOM is an asset the receipt hashes too.
     let sbom = artifacts.join(receipt["platforms"][0]["sbom"]["name"].as_str().unwrap());

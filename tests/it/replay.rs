@@ -315,7 +315,7 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
         provenance[1], published_assets,
         "the attested assets are the published ones"
     );
-    let sboms: Vec<&support::replay::Attestation> = attested
+    let sboms: Vec<&crate::support::replay::Attestation> = attested
         .iter()
         .filter(|a| a.action == "attest-sbom")
         .collect();
@@ -324,7 +324,7 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
     for (attestation, platform) in sboms.iter().zip(platforms) {
         assert_eq!(
             attestation.subjects,
-            vec![support::replay::Subject {
+            vec![crate::support::replay::Subject {
                 name: index.0.clone(),
                 digest: platform["digest"].as_str().unwrap().to_string(),
                 path: None,
