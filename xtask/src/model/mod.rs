@@ -3,5 +3,12 @@
 //! vocabulary the other folders speak.
 
 pub mod digest;
+pub mod gate;
+pub mod platform;
+pub mod publish;
+pub mod receipt;
+pub mod tag;
 
 pub use digest::Digest;
+pub use platform::Platform;
+pub use publish::{IndexEntry, PublishReport, PublishedIndex, PushedImage};

@@ -21,8 +21,6 @@ pub mod platform;
 pub mod previous;
 pub mod publish;
 pub mod receipt;
-pub mod receipt_policy;
-pub mod receipt_registry;
 pub mod ship;
 pub mod steps;
 

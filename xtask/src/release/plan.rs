@@ -18,10 +18,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::flags::PlanFlags;
 use crate::manifest::{Manifest, Platform, MANIFEST_PATH};
+use crate::model::receipt::Receipt;
 use crate::npm::resolve::Resolution;
 use crate::release::gate::GateDecision;
 use crate::release::previous::{self, PreviousRelease};
-use crate::release::receipt::Receipt;
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 use crate::util::{sha256_file, sha256_hex};
 

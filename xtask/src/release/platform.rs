@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use crate::image::build::BuildReport;
 use crate::image::smoke::SmokeReport;
 use crate::manifest::Platform;
+use crate::model::publish::{PublishReport, PushedImage};
 use crate::release::plan::{ensure_checkout_matches, ReleasePlan, Target};
-use crate::release::publish::{PublishReport, PushedImage};
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner, StepTime};
 
 pub const RESULTS_SCHEMA_VERSION: u32 = 1;

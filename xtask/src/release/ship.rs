@@ -15,10 +15,11 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::manifest::{Manifest, Platform, MANIFEST_PATH};
+use crate::model::publish::PublishReport;
+use crate::model::receipt::Receipt;
 use crate::release::plan::{append_to_github_file, ensure_checkout_matches, rfc3339, ReleasePlan};
 use crate::release::platform::{results_file_name, PlatformResults};
-use crate::release::publish::PublishReport;
-use crate::release::receipt::{Receipt, SCHEMA_PATH};
+use crate::release::receipt::SCHEMA_PATH;
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner, StepTime};
 use crate::util::atomic_write;
 

@@ -18,9 +18,11 @@ use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use serde_json::Value;
 
 use crate::manifest::Manifest;
+use crate::model::receipt::{BuildMode, Receipt};
+use crate::model::tag::parse_release_tag;
 use crate::oci::reference::{parse_pinned_reference, parse_repository_name};
 use crate::release::publish::{OCI_INDEX, OCI_MANIFEST};
-use crate::release::receipt::{problem, BuildMode, Problem, Receipt};
+use crate::release::receipt::{problem, Problem};
 
 /// How far ahead of the verifier's clock a `created_at` may be (clock skew between the
 /// release runner and the consumer), in seconds.
@@ -29,31 +31,6 @@ pub const CLOCK_SKEW_SECONDS: i64 = 300;
 /// How many days after its tag's day a receipt may be written: GitHub lets failed jobs of a
 /// workflow run be re-run for 30 days, and a re-run keeps the run's tag.
 pub const MAX_RERUN_DAYS: i64 = 30;
-
-/// The release tags this tool makes: `YYYY.MM.DD-` and either the first 12 hex digits of the
-/// release inputs' digest (`cargo xtask release`) or the workflow's run id (1 to 20 digits).
-/// Returns the tag's day.
-pub fn parse_release_tag(tag: &str) -> Option<NaiveDate> {
-    let (day, suffix) = tag.split_once('-')?;
-    let b = day.as_bytes();
-    let shaped = b.len() == 10
-        && b.iter().enumerate().all(|(i, c)| match i {
-            4 | 7 => *c == b'.',
-            _ => c.is_ascii_digit(),
-        });
-    if !shaped {
-        return None;
-    }
-    let date = NaiveDate::parse_from_str(day, "%Y.%m.%d").ok()?;
-    let inputs_digest = suffix.len() == 12
-        && suffix
-            .bytes()
-            .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
-    let run_id = (1..=20).contains(&suffix.len())
-        && suffix.bytes().all(|c| c.is_ascii_digit())
-        && !suffix.starts_with('0');
-    (inputs_digest || run_id).then_some(date)
-}
 
 /// A time exactly as the tool writes it: RFC 3339, UTC, whole seconds, `Z`.
 fn parse_tool_time(text: &str) -> Option<DateTime<Utc>> {
@@ -404,7 +381,7 @@ pub fn artifact_content_problems(r: &Receipt, documents: &BTreeMap<String, Value
                 ),
             ));
         }
-        let same = |record: &crate::release::receipt::TarballRecord, v: &Value| {
+        let same = |record: &crate::model::receipt::TarballRecord, v: &Value| {
             v["package"].as_str() == Some(record.package.as_str())
                 && v["version"].as_str() == Some(record.version.as_str())
                 && v["integrity"].as_str() == Some(record.integrity.as_str())
@@ -464,28 +441,6 @@ pub fn artifact_content_problems(r: &Receipt, documents: &BTreeMap<String, Value
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn release_tags_are_the_forms_the_tool_makes() {
-        let day = NaiveDate::from_ymd_opt(2026, 11, 30);
-        assert_eq!(parse_release_tag("2026.11.30-0123456789ab"), day);
-        assert_eq!(parse_release_tag("2026.11.30-12345678901"), day);
-        for bad in [
-            "2026-11-30.1",
-            "2026.11.30-0123456789AB",
-            "2026.11.30-0123456789a",
-            "2026.11.30-0123",
-            "2026.02.30-0123456789ab",
-            "2026.11.30",
-            "latest",
-            "2026.11.30-0123456789ab-x",
-            "2026.11.30-012345",
-            "2026.11.30-123456789012345678901",
-            "v2026.11.30-0123456789ab",
-        ] {
-            assert_eq!(parse_release_tag(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn tool_times_are_utc_whole_seconds() {
