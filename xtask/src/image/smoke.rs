@@ -32,7 +32,6 @@ use bollard::models::ImageInspect;
 use bollard::Docker;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
@@ -40,6 +39,7 @@ use crate::flags::SmokeArgs;
 use crate::image::build::{locked_versions, LOCKFILE_LABEL, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
 use crate::image::engine::{self, ContainerSpec};
 use crate::manifest::{repo_root, Harness, Manifest, Platform, MANIFEST_PATH};
+use crate::model::smoke::{Check, SmokeReport};
 use crate::util::{print_json, sha256_hex, Progress};
 
 /// Variables the image must set so no CLI updates itself or phones home, with their values.
@@ -69,38 +69,6 @@ pub const FORBIDDEN_CA_ENV: &[&str] = &[
 
 /// The user the headed browser runs as.
 pub const BROWSER_USER: &str = "sandbox-browser";
-
-/// One check and its evidence.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Check {
-    pub name: String,
-    pub passed: bool,
-    pub output: String,
-    pub duration_secs: f64,
-}
-
-impl Check {
-    fn new(name: impl Into<String>, passed: bool, output: impl Into<String>) -> Check {
-        Check {
-            name: name.into(),
-            passed,
-            output: output.into(),
-            duration_secs: 0.0,
-        }
-    }
-}
-
-/// What `smoke --json` prints.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SmokeReport {
-    pub image: String,
-    pub image_id: Option<String>,
-    pub platform: String,
-    pub emulated: bool,
-    pub passed: bool,
-    pub checks: Vec<Check>,
-    pub duration_secs: f64,
-}
 
 /// Time limits, generous enough for qemu when the image is for another CPU.
 #[derive(Debug, Clone, Copy)]

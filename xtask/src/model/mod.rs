@@ -2,11 +2,16 @@
 //! and every stage that reads it. `model` depends on nothing else of ours: it is the
 //! vocabulary the other folders speak.
 
+pub mod build;
 pub mod digest;
 pub mod gate;
+pub mod inventory;
+pub mod package_json;
 pub mod platform;
 pub mod publish;
 pub mod receipt;
+pub mod resolution;
+pub mod smoke;
 pub mod tag;
 
 pub use digest::Digest;

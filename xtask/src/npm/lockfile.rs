@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use crate::npm::inventory::{InventoryPackage, License, Summary};
+use crate::model::inventory::{InventoryPackage, License, Summary};
 use crate::npm::resolve::required_platform_binaries;
 
 #[derive(Debug, Deserialize)]

@@ -19,51 +19,16 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
 use semver::Version;
-use serde::{Deserialize, Serialize};
 
 use crate::flags::ResolveArgs;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
+use crate::model::package_json::PackageJson;
+use crate::model::resolution::{Rejection, Resolution, Resolved};
 use crate::npm::registry::{Packument, Registry};
 use crate::util::{now_or, print_json, Progress};
 
 /// The versions pinned in template/package.json, by package name.
 pub type Locked = BTreeMap<String, Version>;
-
-/// The resolver's answer for one package.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Resolved {
-    pub name: String,
-    pub version: String,
-    /// `dist-tags.latest` at resolution time.
-    pub latest: String,
-    /// Publish time of `version`, RFC 3339.
-    pub published: String,
-    /// The version currently locked in template/, if any.
-    pub locked: Option<String>,
-    /// The answer is below the locked version: upstream moved `latest` back or withdrew versions.
-    pub rollback: bool,
-    /// `latest` itself was not eligible and an older version was taken.
-    pub held_back: bool,
-    pub notes: Vec<String>,
-    /// Newer candidates that were passed over, with why.
-    pub rejected: Vec<Rejection>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Rejection {
-    pub version: String,
-    pub reasons: Vec<String>,
-}
-
-/// The whole resolution, as `--json` prints it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Resolution {
-    pub cutoff: String,
-    pub now: String,
-    pub registry: String,
-    pub cooldown_hours: u32,
-    pub packages: Vec<Resolved>,
-}
 
 /// What one package's resolution needs beyond its own packument: the packuments of the
 /// platform-binary packages its candidates name, by package name.
@@ -305,26 +270,8 @@ pub fn read_locked(root: &Path) -> Result<Locked> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Locked::new()),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    #[derive(Deserialize)]
-    struct PackageJson {
-        #[serde(default)]
-        dependencies: BTreeMap<String, String>,
-    }
-    let json: PackageJson = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not valid JSON", path.display()))?;
-    json.dependencies
-        .into_iter()
-        .map(|(name, v)| {
-            Version::parse(&v)
-                .map(|v| (name.clone(), v))
-                .with_context(|| {
-                    format!(
-                        "{}: `{name}` is pinned to `{v}`, not an exact version",
-                        path.display()
-                    )
-                })
-        })
-        .collect()
+    let origin = path.display().to_string();
+    PackageJson::parse(text.as_bytes(), &origin)?.exact_versions(&origin)
 }
 
 /// Asks the registry about every package and decides them all; the IO half of `resolve`.

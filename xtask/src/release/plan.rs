@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::flags::PlanFlags;
 use crate::manifest::{Manifest, Platform, MANIFEST_PATH};
 use crate::model::receipt::Receipt;
-use crate::npm::resolve::Resolution;
+use crate::model::resolution::Resolution;
 use crate::release::gate::GateDecision;
 use crate::release::previous::{self, PreviousRelease};
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
@@ -711,8 +711,8 @@ mod tests {
         assert!(changes_since(Some(&previous), &same).is_empty());
     }
 
-    fn resolved(name: &str, version: &str, rollback: bool) -> crate::npm::resolve::Resolved {
-        crate::npm::resolve::Resolved {
+    fn resolved(name: &str, version: &str, rollback: bool) -> crate::model::resolution::Resolved {
+        crate::model::resolution::Resolved {
             name: name.into(),
             version: version.into(),
             latest: version.into(),

@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::image::build::BuildReport;
-use crate::image::smoke::SmokeReport;
 use crate::manifest::Platform;
+use crate::model::build::BuildReport;
 use crate::model::publish::{PublishReport, PushedImage};
+use crate::model::smoke::SmokeReport;
 use crate::release::plan::{ensure_checkout_matches, ReleasePlan, Target};
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner, StepTime};
 
