@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::model::gate::Trigger;
+use crate::model::inventory::Tarball;
 use crate::model::publish::IndexEntry;
 use crate::model::Platform;
 
@@ -200,6 +201,18 @@ impl From<&PlatformRecord> for IndexEntry {
             digest: p.digest.clone(),
             media_type: p.media_type.clone(),
             size: p.manifest_size,
+        }
+    }
+}
+
+/// The receipt records a Node tarball by name, version and integrity (the URL and hex form
+/// follow from those).
+impl From<&Tarball> for TarballRecord {
+    fn from(t: &Tarball) -> TarballRecord {
+        TarballRecord {
+            package: t.package.clone(),
+            version: t.version.clone(),
+            integrity: t.integrity.clone(),
         }
     }
 }

@@ -6,111 +6,21 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::verify::{completeness_problems, index_digest_problems, print_problems, verify_file};
 use super::{receipt_bytes, receipt_file_name, Problem, ARTIFACTS, SCHEMA_VERSION};
 use crate::flags::ReceiptWriteArgs;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
+use crate::model::build::BuildReport;
 use crate::model::gate::GateDecision;
+use crate::model::inventory::Inventory;
 use crate::model::publish::PublishReport;
 use crate::model::receipt::*;
+use crate::model::resolution::Resolution;
+use crate::model::smoke::SmokeReport;
 use crate::npm::inventory::INVENTORY_PATH;
 use crate::util::{atomic_write, now_or, sha256_file, sha256_hex};
-
-// ---------------------------------------------------------------------------------------------
-// Inputs: the JSON outputs of the other commands, read leniently (unknown fields ignored).
-
-/// `cargo xtask resolve --json`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ResolveOutput {
-    pub cutoff: String,
-    pub packages: Vec<ResolvedPackage>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct ResolvedPackage {
-    pub name: String,
-    pub version: String,
-    pub latest: String,
-    #[serde(default)]
-    pub published: Option<String>,
-    #[serde(default)]
-    pub locked: Option<String>,
-    #[serde(default)]
-    pub rollback: bool,
-    #[serde(default)]
-    pub held_back: bool,
-    #[serde(default)]
-    pub notes: Vec<String>,
-}
-
-/// `cargo xtask build --platform P --json`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct BuildOutput {
-    pub image: String,
-    pub platform: Platform,
-    pub build_id: String,
-    pub image_id: String,
-    #[serde(default)]
-    pub emulated: bool,
-    pub size: u64,
-    pub base_image: String,
-    pub base_image_id: String,
-    #[serde(default)]
-    pub debian_packages: Vec<String>,
-}
-
-/// `cargo xtask smoke --image REF --json`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct SmokeOutput {
-    pub image: String,
-    pub passed: bool,
-    pub checks: Vec<SmokeCheck>,
-}
-
-/// `template/inventory.json`, only the fields the receipt copies (the inventory module owns
-/// the full, strict format; a receipt must not break when it gains a field).
-#[derive(Debug, Clone, Deserialize)]
-pub struct InventoryInput {
-    pub cutoff: String,
-    pub registry: String,
-    pub node: InventoryNode,
-    pub packages: Vec<InventoryPackageInput>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct InventoryNode {
-    pub version: String,
-    pub platforms: BTreeMap<Platform, InventoryTarball>,
-    pub npm: InventoryTarball,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct InventoryTarball {
-    pub package: String,
-    pub version: String,
-    pub integrity: String,
-}
-
-impl From<&InventoryTarball> for TarballRecord {
-    fn from(t: &InventoryTarball) -> TarballRecord {
-        TarballRecord {
-            package: t.package.clone(),
-            version: t.version.clone(),
-            integrity: t.integrity.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct InventoryPackageInput {
-    pub name: String,
-    pub version: String,
-    pub path: String,
-    pub top_level: bool,
-    pub integrity: String,
-}
 
 /// Everything `receipt write` assembles a receipt from; [`assemble`] is pure over it.
 pub struct ReceiptInputs {
@@ -118,13 +28,13 @@ pub struct ReceiptInputs {
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub source_commit: String,
     pub gate: GateDecision,
-    pub resolve: ResolveOutput,
-    pub inventory: InventoryInput,
+    pub resolve: Resolution,
+    pub inventory: Inventory,
     pub manifest: Manifest,
     /// (asset name, repository path, sha256 hex)
     pub artifacts: Vec<(String, String, String)>,
-    pub builds: Vec<BuildOutput>,
-    pub smokes: Vec<SmokeOutput>,
+    pub builds: Vec<BuildReport>,
+    pub smokes: Vec<SmokeReport>,
     pub publish: PublishReport,
 }
 
@@ -218,7 +128,7 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
             version: resolved.version.clone(),
             integrity: locked.integrity.clone(),
             latest: resolved.latest.clone(),
-            published: resolved.published.clone(),
+            published: Some(resolved.published.clone()),
             previously_locked: resolved.locked.clone(),
             rollback: resolved.rollback,
             held_back: resolved.held_back,
@@ -244,25 +154,41 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
         if !seen.insert(build.platform) {
             bail!("two build outputs are for {}", build.platform);
         }
+        let (Some(image_id), Some(size), false) = (&build.image_id, build.size, build.dry_run)
+        else {
+            bail!(
+                "the build output for {} ({}) is from a --dry-run: nothing was built; pass the \
+                 output of `cargo xtask build --platform {} --json`",
+                build.platform,
+                build.image,
+                build.platform
+            );
+        };
+        let image_size = u64::try_from(size).with_context(|| {
+            format!(
+                "the build output for {} gives the image size {size}",
+                build.platform
+            )
+        })?;
         let pushed = pushed.get(&build.platform).with_context(|| {
             format!(
                 "{} was built ({}) but the publish output has no image for it",
                 build.platform, build.image
             )
         })?;
-        if pushed.image_id != build.image_id {
+        if pushed.image_id != *image_id {
             bail!(
                 "{}: the published image {} ({}) is not the built image {} ({})",
                 build.platform,
                 pushed.image,
                 pushed.image_id,
                 build.image,
-                build.image_id
+                image_id
             );
         }
         let smoke = smokes
             .iter()
-            .find(|s| s.image == build.image || s.image == build.image_id)
+            .find(|s| s.image == build.image || s.image == *image_id)
             .with_context(|| {
                 format!(
                     "no smoke output is for the {} image {}: run `cargo xtask smoke --image {} \
@@ -312,7 +238,7 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
             },
             build_id: build.build_id.clone(),
             local_image: build.image.clone(),
-            image_id: build.image_id.clone(),
+            image_id: image_id.clone(),
             base_image: BaseImageRecord {
                 reference: build.base_image.clone(),
                 digest: build.base_image_id.clone(),
@@ -321,12 +247,20 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
             media_type: pushed.media_type.clone(),
             manifest_size: pushed.manifest_size,
             config_digest: pushed.config_digest.clone(),
-            image_size: build.size,
+            image_size,
             pushed_size: pushed.size,
             debian_packages: build.debian_packages.clone(),
             smoke: SmokeRecord {
                 passed: smoke.passed,
-                checks: smoke.checks.clone(),
+                checks: smoke
+                    .checks
+                    .iter()
+                    .map(|c| SmokeCheck {
+                        name: c.name.clone(),
+                        passed: c.passed,
+                        output: c.output.clone(),
+                    })
+                    .collect(),
             },
         });
     }
@@ -440,7 +374,7 @@ struct WriteReport<'a> {
 pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
     let root = repo_root();
     let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
-    let inventory: InventoryInput = read_json(&root.join(INVENTORY_PATH), "package inventory")?;
+    let inventory = Inventory::load(&root.join(INVENTORY_PATH))?;
     let mut artifacts = Vec::new();
     for (name, path) in ARTIFACTS {
         let file = root.join(path);
