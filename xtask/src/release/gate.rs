@@ -21,7 +21,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::flags::GateArgs;
 use crate::manifest::{repo_root, Manifest, MANIFEST_PATH};
-pub use crate::model::gate::{GateDecision, Trigger};
+use crate::model::gate::{GateDecision, Trigger};
 use crate::util::{now_or, print_json};
 
 const SECONDS_PER_DAY: i64 = 86_400;

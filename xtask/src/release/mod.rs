@@ -33,8 +33,9 @@ use serde::Serialize;
 
 use crate::flags::{PlanFlags, ReleaseAllArgs, ReleaseArgs, ReleasePhase};
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
-use crate::release::plan::{Action, ReleasePlan, Target};
-use crate::release::steps::{render_times, Step, StepRunner, StepTime};
+use crate::model::plan::{Action, ReleasePlan, Target};
+use crate::model::platform_results::StepTime;
+use crate::release::steps::{render_times, Step, StepRunner};
 use crate::util::print_json;
 
 pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
