@@ -6,6 +6,7 @@ pub mod build;
 pub mod digest;
 pub mod gate;
 pub mod inventory;
+pub mod lockfile;
 pub mod package_json;
 pub mod plan;
 pub mod platform;

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+use super::policy::ArtifactDocuments;
 use super::{parse_receipt_file_name, problem, Problem, ARTIFACTS, SCHEMA_VERSION};
 use crate::flags::ReceiptVerifyArgs;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
@@ -50,8 +51,8 @@ pub fn is_sha256_hex(text: &str) -> bool {
 pub struct ArtifactEvidence {
     /// Asset name -> sha256 of the file found for it, or why there is none.
     pub digests: BTreeMap<String, Result<String, String>>,
-    /// Asset name -> parsed JSON, for package.json, package-lock.json and inventory.json.
-    pub documents: BTreeMap<String, serde_json::Value>,
+    /// package.json, package-lock.json and inventory.json, read as their types.
+    pub documents: ArtifactDocuments,
 }
 
 /// What a receipt is judged against besides its own bytes.
@@ -182,18 +183,18 @@ pub fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Verificatio
             .extend(artifact_problems(&receipt, &evidence.digests));
         // Contents are only compared for files whose digest the receipt names correctly: a
         // mismatching file is already a problem of its own.
-        let verified: BTreeMap<String, serde_json::Value> = evidence
-            .documents
-            .iter()
-            .filter(|(name, _)| {
-                receipt.artifacts.iter().any(|a| {
-                    &a.name == *name
-                        && evidence.digests.get(*name).and_then(|d| d.as_ref().ok())
-                            == Some(&a.sha256)
-                })
+        let named = |name: &str| {
+            receipt.artifacts.iter().any(|a| {
+                a.name == name
+                    && evidence.digests.get(name).and_then(|d| d.as_ref().ok()) == Some(&a.sha256)
             })
-            .map(|(n, d)| (n.clone(), d.clone()))
-            .collect();
+        };
+        let docs = &evidence.documents;
+        let verified = ArtifactDocuments {
+            package_json: docs.package_json.clone().filter(|_| named("package.json")),
+            lockfile: docs.lockfile.clone().filter(|_| named("package-lock.json")),
+            inventory: docs.inventory.clone().filter(|_| named("inventory.json")),
+        };
         v.problems.extend(super::policy::artifact_content_problems(
             &receipt, &verified,
         ));
@@ -470,14 +471,25 @@ pub fn read_artifacts(dir: &Path) -> ArtifactEvidence {
             .map_err(|e| format!("{e:#}"));
         if digest.is_ok() && name.ends_with(".json") {
             if let Ok(bytes) = read_regular(&file, MAX_PARSED_ARTIFACT_BYTES, "release artifact") {
-                if let Ok(document) = crate::strict_json::parse(&bytes) {
-                    evidence.documents.insert(name.to_string(), document);
+                let docs = &mut evidence.documents;
+                match name {
+                    "package.json" => docs.package_json = Some(read_document(&bytes)),
+                    "package-lock.json" => docs.lockfile = Some(read_document(&bytes)),
+                    "inventory.json" => docs.inventory = Some(read_document(&bytes)),
+                    _ => {}
                 }
             }
         }
         evidence.digests.insert(name.to_string(), digest);
     }
     evidence
+}
+
+/// One artifact document as its type; strict JSON (a duplicate key is refused, as in a
+/// receipt), then the type's own rules.
+fn read_document<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    let value = crate::strict_json::parse(bytes).map_err(|e| format!("not valid JSON: {e}"))?;
+    serde_json::from_value(value).map_err(|e| e.to_string())
 }
 
 /// Reads and verifies a receipt file against the repository's manifest and this machine's
@@ -763,13 +775,20 @@ mod tests {
             .iter()
             .map(|p| (p.name.clone(), p.version.clone().into()))
             .collect();
-        let mut lock = serde_json::json!({"packages": {}});
+        let mut lock = serde_json::json!({"lockfileVersion": 3, "packages": {}});
         for p in &r.packages {
             lock["packages"][format!("node_modules/{}", p.name)] =
                 serde_json::json!({"version": p.version, "integrity": p.integrity});
         }
-        let tarball = |t: &TarballRecord| serde_json::json!({"package": t.package, "version": t.version, "integrity": t.integrity});
+        let tarball = |t: &TarballRecord| {
+            serde_json::json!({
+                "package": t.package, "version": t.version, "integrity": t.integrity,
+                "tarball": format!("{}{}.tgz", r.resolver.registry, t.package), "sha512": "00",
+            })
+        };
         let inventory = serde_json::json!({
+            "schema_version": 1,
+            "resolved_at": r.resolver.cutoff,
             "cutoff": r.resolver.cutoff,
             "registry": r.resolver.registry,
             "node": {
@@ -779,31 +798,33 @@ mod tests {
                     .map(|(p, t)| (p.to_string(), tarball(t)))
                     .collect::<serde_json::Map<_, _>>(),
             },
+            "packages": [],
+            "summary": crate::model::inventory::Summary::default(),
         });
+        fn typed<T: serde::de::DeserializeOwned>(
+            v: &serde_json::Value,
+        ) -> Option<Result<T, String>> {
+            Some(Ok(serde_json::from_value(v.clone()).unwrap()))
+        }
         let mut evidence = ArtifactEvidence {
             digests: ARTIFACTS
                 .iter()
                 .map(|(n, _)| (n.to_string(), Ok(sha256_hex(n.as_bytes()))))
                 .collect(),
-            documents: [
-                (
-                    "package.json".to_string(),
-                    serde_json::json!({"dependencies": deps}),
-                ),
-                ("package-lock.json".to_string(), lock.clone()),
-                ("inventory.json".to_string(), inventory.clone()),
-            ]
-            .into_iter()
-            .collect(),
+            documents: ArtifactDocuments {
+                package_json: typed(&serde_json::json!({"dependencies": deps})),
+                lockfile: typed(&lock),
+                inventory: typed(&inventory),
+            },
         };
         let v = verify_bytes(&name, &bytes, Some(&evidence));
         assert!(v.valid, "{:?}", v.problems);
 
         lock["packages"]["node_modules/ws"]["version"] = "0.0.1".into();
-        evidence.documents.insert("package-lock.json".into(), lock);
+        evidence.documents.lockfile = typed(&lock);
         let mut changed = inventory;
         changed["node"]["platforms"]["linux/arm64"]["integrity"] = "sha512-ZZZZ".into();
-        evidence.documents.insert("inventory.json".into(), changed);
+        evidence.documents.inventory = typed(&changed);
         let v = verify_bytes(&name, &bytes, Some(&evidence));
         let ws = r.packages.iter().position(|p| p.name == "ws").unwrap();
         assert!(
@@ -819,6 +840,22 @@ mod tests {
     }
 
     #[test]
+    fn an_artifact_that_is_not_its_document_is_named() {
+        let docs = ArtifactDocuments {
+            inventory: read_document(br#"{"node": {}}"#).map(Some).transpose(),
+            ..Default::default()
+        };
+        assert!(matches!(docs.inventory, Some(Err(_))));
+        let problems = super::super::policy::artifact_content_problems(&sample(), &docs);
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.field == "artifacts" && p.problem.contains("inventory.json")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
     fn artifacts_are_checked_by_name() {
         let r = sample();
         let bytes = receipt_bytes(&r);
@@ -828,7 +865,7 @@ mod tests {
                 .iter()
                 .map(|(n, _)| (n.to_string(), Ok(sha256_hex(n.as_bytes()))))
                 .collect(),
-            documents: BTreeMap::new(),
+            documents: ArtifactDocuments::default(),
         };
         assert!(verify_bytes(&name, &bytes, Some(&found)).valid);
         found
