@@ -1,6 +1,7 @@
 //! What `gate --json` writes (`gate.json`): is a run due today, and why; the plan and the
 //! receipt read it.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// Why a run is due, or why not.
@@ -29,10 +30,10 @@ pub struct GateDecision {
     /// Due only because the previous receipt is at least one interval old.
     pub catch_up: bool,
     pub interval_days: u32,
-    /// The moment the decision was made for (RFC 3339, UTC).
-    pub now: String,
+    /// The moment the decision was made for (whole seconds).
+    pub now: DateTime<Utc>,
     /// The previous receipt's `created_at`, when one was given.
-    pub previous_created_at: Option<String>,
+    pub previous_created_at: Option<DateTime<Utc>>,
     /// Epoch days between the previous receipt's creation and `now`.
     pub days_since_previous: Option<i64>,
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::model::Platform;
@@ -14,9 +15,9 @@ use crate::model::Platform;
 pub struct Inventory {
     pub schema_version: u32,
     /// The clock of the resolution (`--now`); `lock --check` replays it.
-    pub resolved_at: String,
+    pub resolved_at: DateTime<Utc>,
     /// The resolver's cutoff: versions and transitive dependencies are no newer than this.
-    pub cutoff: String,
+    pub cutoff: DateTime<Utc>,
     /// The npm registry the lockfile was generated against.
     pub registry: String,
     pub node: NodeRuntime,

@@ -28,15 +28,12 @@ pub struct PackageJson {
 
 impl PackageJson {
     /// The package.json `lock` writes: these exact versions and nothing else.
-    pub fn pinning<'a>(versions: impl IntoIterator<Item = (&'a str, &'a str)>) -> PackageJson {
+    pub fn pinning(versions: impl IntoIterator<Item = (String, String)>) -> PackageJson {
         PackageJson {
             name: NAME.to_string(),
             private: true,
             description: DESCRIPTION.to_string(),
-            dependencies: versions
-                .into_iter()
-                .map(|(n, v)| (n.to_string(), v.to_string()))
-                .collect(),
+            dependencies: versions.into_iter().collect(),
         }
     }
 

@@ -25,7 +25,7 @@ use crate::npm::inventory::{INVENTORY_MD_PATH, INVENTORY_PATH};
 use crate::npm::lockfile::{self, Policy};
 use crate::npm::registry::Registry;
 use crate::npm::resolve;
-use crate::util::{atomic_write, now_or, print_json, Progress};
+use crate::util::{atomic_write, now_or, print_json, rfc3339, Progress};
 
 pub const PACKAGE_JSON_PATH: &str = "template/package.json";
 pub const LOCKFILE_PATH: &str = "template/package-lock.json";
@@ -44,7 +44,7 @@ pub fn render_package_json(resolution: &Resolution) -> String {
         resolution
             .packages
             .iter()
-            .map(|p| (p.name.as_str(), p.version.as_str())),
+            .map(|p| (p.name.clone(), p.version.to_string())),
     )
     .to_text()
 }
@@ -71,7 +71,8 @@ pub async fn generate(
     std::fs::write(work.path().join("package.json"), &package_json)?;
     progress.step(format!(
         "npm {} install --package-lock-only --before {}",
-        npm.version, resolution.cutoff
+        npm.version,
+        rfc3339(resolution.cutoff)
     ));
     npm.run(
         work.path(),
@@ -83,7 +84,7 @@ pub async fn generate(
             "--no-audit",
             "--no-fund",
             "--before",
-            &resolution.cutoff,
+            &rfc3339(resolution.cutoff),
         ],
     )
     .await?;
@@ -94,7 +95,7 @@ pub async fn generate(
     let pinned: BTreeMap<String, String> = resolution
         .packages
         .iter()
-        .map(|p| (p.name.clone(), p.version.clone()))
+        .map(|p| (p.name.clone(), p.version.to_string()))
         .collect();
     let cpus: Vec<&'static str> = manifest.platforms.iter().map(|p| p.npm_cpu()).collect();
     let problems = lockfile::check(
@@ -139,8 +140,8 @@ pub async fn generate(
     let node = node_runtime(manifest, registry).await?;
     let inventory = Inventory {
         schema_version: 1,
-        resolved_at: resolution.now.clone(),
-        cutoff: resolution.cutoff.clone(),
+        resolved_at: resolution.now,
+        cutoff: resolution.cutoff,
         registry: registry_url,
         node,
         packages,
@@ -212,7 +213,9 @@ pub fn render_inventory_md(inv: &Inventory) -> String {
     );
     out.push_str(&format!(
         "Resolved at {} (cutoff {}) against {}.\n\n",
-        inv.resolved_at, inv.cutoff, inv.registry
+        rfc3339(inv.resolved_at),
+        rfc3339(inv.cutoff),
+        inv.registry
     ));
     out.push_str(&format!(
         "Node.js {} (npm {}):\n\n",
@@ -296,8 +299,8 @@ pub fn diff(path: &str, old: &str, new: &str) -> String {
 
 #[derive(Serialize)]
 struct Report<'a> {
-    cutoff: &'a str,
-    resolved_at: &'a str,
+    cutoff: DateTime<Utc>,
+    resolved_at: DateTime<Utc>,
     mode: &'static str,
     /// Files whose content differs from what is on disk.
     changed: Vec<&'a str>,
@@ -312,9 +315,7 @@ pub async fn run(args: LockArgs) -> Result<ExitCode> {
     let now = match (&args.registry.now, args.check) {
         (Some(now), _) => now_or(Some(now))?,
         // --check replays the committed resolution's clock so it is deterministic.
-        (None, true) => now_or(Some(
-            &Inventory::load(&root.join(INVENTORY_PATH))?.resolved_at,
-        ))?,
+        (None, true) => Inventory::load(&root.join(INVENTORY_PATH))?.resolved_at,
         (None, false) => now_or(None)?,
     };
     let registry = Registry::new(&args.registry.registry)?;
@@ -358,8 +359,8 @@ pub async fn run(args: LockArgs) -> Result<ExitCode> {
     }
     if args.json {
         print_json(&Report {
-            cutoff: &generated.resolution.cutoff,
-            resolved_at: &generated.resolution.now,
+            cutoff: generated.resolution.cutoff,
+            resolved_at: generated.resolution.now,
             mode,
             changed: changed.clone(),
             written: write,
@@ -405,8 +406,8 @@ pub fn clock_only_change(changed: &[&str], current_inventory: &str, new: &Invent
     let Ok(mut current) = serde_json::from_str::<Inventory>(current_inventory) else {
         return false;
     };
-    current.resolved_at = new.resolved_at.clone();
-    current.cutoff = new.cutoff.clone();
+    current.resolved_at = new.resolved_at;
+    current.cutoff = new.cutoff;
     current == *new
 }
 
@@ -432,8 +433,8 @@ mod tests {
     #[test]
     fn a_new_clock_alone_rewrites_nothing() {
         let (text, mut later) = committed();
-        later.resolved_at = "2030-01-01T00:00:00Z".into();
-        later.cutoff = "2029-12-30T00:00:00Z".into();
+        later.resolved_at = "2030-01-01T00:00:00Z".parse().unwrap();
+        later.cutoff = "2029-12-30T00:00:00Z".parse().unwrap();
         let both = [INVENTORY_PATH, INVENTORY_MD_PATH];
         assert!(clock_only_change(&both, &text, &later));
         // A changed lockfile, or any other inventory field, is a change.

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
 
 use crate::flags::GateArgs;
 use crate::manifest::{repo_root, Manifest, MANIFEST_PATH};
@@ -108,9 +108,8 @@ pub fn decide(
         trigger,
         catch_up: catch_up && !force,
         interval_days,
-        now: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        previous_created_at: previous_created_at
-            .map(|p| p.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        now: now.trunc_subsecs(0),
+        previous_created_at: previous_created_at.map(|p| p.trunc_subsecs(0)),
         days_since_previous,
     }
 }

@@ -100,17 +100,17 @@ pub fn changes_since(previous: Option<&Receipt>, resolution: &Resolution) -> Vec
             let before = previous
                 .and_then(|r| r.packages.iter().find(|q| q.name == p.name))
                 .map(|q| q.version.clone());
-            if before.as_deref() == Some(p.version.as_str()) {
+            if before.as_deref() == Some(p.version.to_string().as_str()) {
                 return None;
             }
             let rollback = match before.as_deref().map(semver::Version::parse) {
-                Some(Ok(from)) => semver::Version::parse(&p.version).is_ok_and(|to| to < from),
+                Some(Ok(from)) => p.version < from,
                 _ => false,
             };
             Some(Change {
                 name: p.name.clone(),
                 from: before,
-                to: p.version.clone(),
+                to: p.version.to_string(),
                 rollback,
             })
         })
@@ -576,8 +576,8 @@ mod tests {
     fn changes_are_measured_against_the_previous_release() {
         let previous = previous_receipt();
         let resolution = Resolution {
-            cutoff: "2026-11-28T04:37:00Z".into(),
-            now: "2026-11-30T04:37:00Z".into(),
+            cutoff: "2026-11-28T04:37:00Z".parse().unwrap(),
+            now: "2026-11-30T04:37:00Z".parse().unwrap(),
             registry: "https://registry.npmjs.org/".into(),
             cooldown_hours: 48,
             packages: vec![
@@ -606,9 +606,9 @@ mod tests {
     fn resolved(name: &str, version: &str, rollback: bool) -> crate::model::resolution::Resolved {
         crate::model::resolution::Resolved {
             name: name.into(),
-            version: version.into(),
-            latest: version.into(),
-            published: "2026-11-20T00:00:00Z".into(),
+            version: version.parse().unwrap(),
+            latest: version.parse().unwrap(),
+            published: "2026-11-20T00:00:00Z".parse().unwrap(),
             locked: None,
             rollback,
             held_back: false,

@@ -450,12 +450,13 @@ pub fn artifact_content_problems(r: &Receipt, documents: &ArtifactDocuments) -> 
                 }
             }
         }
-        if inventory.cutoff != r.resolver.cutoff {
+        let inventory_cutoff = crate::util::rfc3339(inventory.cutoff);
+        if inventory_cutoff != r.resolver.cutoff {
             out.push(problem(
                 "resolver.cutoff",
                 format!(
                     "`{}` is not inventory.json's cutoff {}",
-                    r.resolver.cutoff, inventory.cutoff
+                    r.resolver.cutoff, inventory_cutoff
                 ),
             ));
         }

@@ -20,7 +20,7 @@ use crate::model::receipt::*;
 use crate::model::resolution::Resolution;
 use crate::model::smoke::SmokeReport;
 use crate::npm::inventory::INVENTORY_PATH;
-use crate::util::{atomic_write, now_or, sha256_file, sha256_hex};
+use crate::util::{atomic_write, now_or, rfc3339, sha256_file, sha256_hex};
 
 /// Everything `receipt write` assembles a receipt from; [`assemble`] is pure over it.
 pub struct ReceiptInputs {
@@ -86,17 +86,12 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
     // `lock` keeps the committed inventory when a new clock alone would change it, so the
     // lockfile's cutoff may be earlier than this resolution's (the same versions either way:
     // checked package by package below). A later one means the lockfile is not from this run.
-    let cutoff = |text: &str, what: &str| {
-        chrono::DateTime::parse_from_rfc3339(text)
-            .with_context(|| format!("{what} cutoff `{text}` is not an RFC 3339 time"))
-    };
-    if cutoff(&inventory.cutoff, INVENTORY_PATH)? > cutoff(&resolve.cutoff, "the resolve output's")?
-    {
+    if inventory.cutoff > resolve.cutoff {
         bail!(
             "{INVENTORY_PATH}'s cutoff {} is later than the resolve output's {}: the lockfile \
              was not written from this resolution (run `cargo xtask lock`)",
-            inventory.cutoff,
-            resolve.cutoff
+            rfc3339(inventory.cutoff),
+            rfc3339(resolve.cutoff)
         );
     }
 
@@ -114,7 +109,7 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
             .with_context(|| {
                 format!("{INVENTORY_PATH} has no top-level package `{}`", spec.name)
             })?;
-        if locked.version != resolved.version {
+        if locked.version != resolved.version.to_string() {
             bail!(
                 "package `{}`: resolve chose {} but {INVENTORY_PATH} locks {}; run `cargo xtask \
                  lock` so the lockfile matches the resolution",
@@ -125,11 +120,11 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
         }
         packages.push(PackageRecord {
             name: spec.name.clone(),
-            version: resolved.version.clone(),
+            version: resolved.version.to_string(),
             integrity: locked.integrity.clone(),
-            latest: resolved.latest.clone(),
-            published: Some(resolved.published.clone()),
-            previously_locked: resolved.locked.clone(),
+            latest: resolved.latest.to_string(),
+            published: Some(rfc3339(resolved.published)),
+            previously_locked: resolved.locked.as_ref().map(ToString::to_string),
             rollback: resolved.rollback,
             held_back: resolved.held_back,
             notes: resolved.notes.clone(),
@@ -302,7 +297,7 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
         },
         resolver: ResolverRecord {
             // The lockfile's own cutoff: what the release's versions are no newer than.
-            cutoff: inventory.cutoff.clone(),
+            cutoff: rfc3339(inventory.cutoff),
             registry: inventory.registry.clone(),
         },
         node,
