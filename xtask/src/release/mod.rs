@@ -49,7 +49,7 @@ pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
             } else {
                 a.plan.platforms.clone()
             };
-            let mut runner = StepRunner::new(&root, 3)?;
+            let mut runner = StepRunner::new(&root, plan::STEP_NAMES.len())?;
             let plan = plan::run(
                 plan::PlanRequest {
                     flags: &a.plan,
@@ -158,7 +158,7 @@ fn dry_run(flags: &PlanFlags, platforms: &[Platform], ca: Option<&Path>) -> DryR
     };
     let mut phases = vec![DryRunPhase {
         phase: "plan".into(),
-        steps: ["gate", "resolve", "lock"]
+        steps: plan::STEP_NAMES
             .iter()
             .map(|name| Step::new(*name, &[name, "--json"]).arg("--now", "<plan clock>"))
             .collect(),
@@ -235,7 +235,7 @@ async fn run_all(args: ReleaseAllArgs) -> Result<ExitCode> {
         .join(".xtask/runs")
         .join(now.format("%Y%m%dT%H%M%SZ").to_string());
     let mut times = Vec::new();
-    let mut runner = StepRunner::new(&root, 3)?;
+    let mut runner = StepRunner::new(&root, plan::STEP_NAMES.len())?;
     runner
         .progress
         .step(format!("release run in {}", run_dir.display()));

@@ -29,6 +29,9 @@ use crate::util::{sha256_file, sha256_hex};
 
 pub const PLAN_FILE: &str = "plan.json";
 
+/// The phase's steps, in order.
+pub const STEP_NAMES: [&str; 3] = ["gate", "resolve", "lock"];
+
 /// The files that decide what is released, relative to the repository root. The inventory is
 /// left out on purpose: it also records *when* it was resolved, and a new clock alone is not a
 /// change (its package data is derived from the lockfile, which is here).

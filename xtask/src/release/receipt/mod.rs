@@ -13,11 +13,15 @@
 //!
 //! Besides format checks, verification recomputes the multi-arch index digest from the
 //! per-platform records (the index bytes are canonical, see
-//! [`crate::release::publish::index_bytes`]),
-//! so a receipt must hold together. Someone who edits a receipt can still make it hold
-//! together and rename it; what catches that is in [`policy`] (the manifest,
-//! the tool's own forms, the clock, the artifact files) and [`registry`] (the
-//! registry, `--check-registry`), and, for what no one else records, the attestation.
+//! [`crate::release::publish::index_bytes`]), so a receipt must hold together. Someone who
+//! edits a receipt can still make it hold together and rename it; what catches that is in
+//! `policy.rs` (the manifest, the tool's own forms, the clock, the artifact files) and
+//! `registry.rs` (the registry, `--check-registry`), and, for what no one else records, the
+//! attestation.
+//!
+//! The files: `write.rs` assembles and writes, `verify.rs` judges a receipt's bytes,
+//! `schema.rs` enforces the published JSON Schema, `policy.rs` and `registry.rs` as above.
+//! The receipt type itself is [`crate::model::receipt::Receipt`].
 
 mod policy;
 mod registry;
@@ -31,7 +35,6 @@ use crate::manifest::MANIFEST_PATH;
 use crate::model::receipt::Receipt;
 use crate::npm::inventory::INVENTORY_PATH;
 
-pub use registry::check as registry_check;
 pub use verify::{
     add_registry_check, print_problems, read_artifacts, verify, verify_cmd, verify_file,
     ArtifactEvidence, Verification, VerifyContext,
