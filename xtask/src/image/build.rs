@@ -26,6 +26,7 @@ use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
 use crate::model::build::BuildReport;
 use crate::model::inventory::{Inventory, NodeRuntime};
 use crate::model::package_json::PackageJson;
+use crate::model::Digest;
 use crate::npm::inventory::INVENTORY_PATH;
 use crate::util::{print_json, sha256_hex, Progress};
 
@@ -232,6 +233,12 @@ pub fn context_tar(files: &[(&str, &[u8])]) -> Result<Vec<u8>> {
     Ok(tar.into_inner()?)
 }
 
+/// An image id as the engine reports it, read as the digest it is.
+fn engine_digest(id: &str, image: &str) -> Result<Digest> {
+    id.parse()
+        .with_context(|| format!("the engine's id of {image} is not a sha256 digest"))
+}
+
 pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     let progress = Progress::default();
     let root = repo_root();
@@ -277,7 +284,7 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
         emulated,
         size: None,
         base_image: base_image.clone(),
-        base_image_id,
+        base_image_id: engine_digest(&base_image_id, &base_image)?,
         ca_bundle: ca_bundle.clone(),
         dry_run: args.dry_run,
         duration_secs: 0.0,
@@ -291,7 +298,11 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     if let Some(existing) = existing {
         engine::ensure_image_platform(&tag, &existing, platform)?;
         progress.step(format!("{tag} exists (same inputs); nothing to build"));
-        report.image_id = existing.id;
+        report.image_id = existing
+            .id
+            .as_deref()
+            .map(|id| engine_digest(id, &tag))
+            .transpose()?;
         report.size = existing.size;
     } else if args.dry_run {
         progress.step(format!(
@@ -344,7 +355,12 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
             .with_context(|| format!("the build finished but the engine has no {tag}"))?;
         engine::ensure_image_platform(&tag, &image, platform)?;
         report.built = true;
-        report.image_id = image.id.or(image_id);
+        report.image_id = image
+            .id
+            .or(image_id)
+            .as_deref()
+            .map(|id| engine_digest(id, &tag))
+            .transpose()?;
         report.size = image.size;
         progress.step(format!(
             "built {tag} in {:.0} s, {:.2} GB",

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Platform;
+use crate::model::{Digest, Platform};
 
 /// What `build --json` prints.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -14,7 +14,7 @@ pub struct BuildReport {
     pub image: String,
     pub platform: Platform,
     pub build_id: String,
-    pub image_id: Option<String>,
+    pub image_id: Option<Digest>,
     /// False when an image with this build id existed and nothing was built.
     pub built: bool,
     /// The platform is not this machine's: it was built under qemu.
@@ -22,7 +22,7 @@ pub struct BuildReport {
     /// Bytes, as the engine reports the image's size.
     pub size: Option<i64>,
     pub base_image: String,
-    pub base_image_id: String,
+    pub base_image_id: Digest,
     pub ca_bundle: Option<PathBuf>,
     pub dry_run: bool,
     pub duration_secs: f64,

@@ -171,7 +171,7 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
                 build.platform, build.image
             )
         })?;
-        if pushed.image_id != *image_id {
+        if *image_id != *pushed.image_id {
             bail!(
                 "{}: the published image {} ({}) is not the built image {} ({})",
                 build.platform,
@@ -183,7 +183,7 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
         }
         let smoke = smokes
             .iter()
-            .find(|s| s.image == build.image || s.image == *image_id)
+            .find(|s| s.image == build.image || *image_id == *s.image)
             .with_context(|| {
                 format!(
                     "no smoke output is for the {} image {}: run `cargo xtask smoke --image {} \
@@ -233,10 +233,10 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
             },
             build_id: build.build_id.clone(),
             local_image: build.image.clone(),
-            image_id: image_id.clone(),
+            image_id: image_id.to_string(),
             base_image: BaseImageRecord {
                 reference: build.base_image.clone(),
-                digest: build.base_image_id.clone(),
+                digest: build.base_image_id.to_string(),
             },
             digest: pushed.digest.clone(),
             media_type: pushed.media_type.clone(),
