@@ -40,11 +40,6 @@ pub fn sha256_file(path: &Path) -> Result<String> {
 
 /// Parses `--now`, or reads the clock when it is absent. Time is an input like any other, so
 /// every decision that depends on it can be replayed.
-/// A time as every file of ours writes it: RFC 3339, UTC, whole seconds, `Z`.
-pub fn rfc3339(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
 pub fn now_or(flag: Option<&str>) -> Result<DateTime<Utc>> {
     match flag {
         None => Ok(Utc::now()),

@@ -39,3 +39,9 @@ pub mod tag;
 pub use digest::Digest;
 pub use platform::Platform;
 pub use publish::{IndexEntry, PublishReport, PublishedIndex, PushedImage};
+
+/// A time as every file of ours writes it: RFC 3339, UTC, whole seconds, `Z` (what serde
+/// writes for these types, for the places that print one).
+pub fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}

@@ -20,12 +20,13 @@ use crate::model::inventory::{Inventory, NodeRuntime, Tarball};
 use crate::model::lockfile::Lockfile;
 use crate::model::package_json::PackageJson;
 use crate::model::resolution::Resolution;
+use crate::model::rfc3339;
 use crate::npm::cli::{ensure_trailing_slash, lock_npmrc, Npm};
 use crate::npm::inventory::{INVENTORY_MD_PATH, INVENTORY_PATH};
 use crate::npm::lockfile::{self, Policy};
 use crate::npm::registry::Registry;
 use crate::npm::resolve;
-use crate::util::{atomic_write, now_or, print_json, rfc3339, Progress};
+use crate::util::{atomic_write, now_or, print_json, Progress};
 
 pub const PACKAGE_JSON_PATH: &str = "template/package.json";
 pub const LOCKFILE_PATH: &str = "template/package-lock.json";

@@ -24,8 +24,9 @@ use crate::flags::ResolveArgs;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
 use crate::model::package_json::PackageJson;
 use crate::model::resolution::{Rejection, Resolution, Resolved};
+use crate::model::rfc3339;
 use crate::npm::registry::{Packument, Registry};
-use crate::util::{now_or, print_json, rfc3339, Progress};
+use crate::util::{now_or, print_json, Progress};
 
 /// The versions pinned in template/package.json, by package name.
 pub type Locked = BTreeMap<String, Version>;

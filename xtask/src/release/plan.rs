@@ -23,6 +23,7 @@ use crate::model::plan::{
 };
 use crate::model::receipt::Receipt;
 use crate::model::resolution::Resolution;
+use crate::model::rfc3339;
 use crate::release::previous::{self, PreviousRelease};
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 use crate::util::{sha256_file, sha256_hex};
@@ -255,10 +256,6 @@ pub fn summary_markdown(plan: &ReleasePlan) -> String {
         }
     }
     out
-}
-
-pub fn rfc3339(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// The GitHub context, read from the environment the runner sets.

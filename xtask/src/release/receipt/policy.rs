@@ -450,7 +450,7 @@ pub fn artifact_content_problems(r: &Receipt, documents: &ArtifactDocuments) -> 
                 }
             }
         }
-        let inventory_cutoff = crate::util::rfc3339(inventory.cutoff);
+        let inventory_cutoff = crate::model::rfc3339(inventory.cutoff);
         if inventory_cutoff != r.resolver.cutoff {
             out.push(problem(
                 "resolver.cutoff",

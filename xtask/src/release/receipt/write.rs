@@ -18,9 +18,10 @@ use crate::model::inventory::Inventory;
 use crate::model::publish::PublishReport;
 use crate::model::receipt::*;
 use crate::model::resolution::Resolution;
+use crate::model::rfc3339;
 use crate::model::smoke::SmokeReport;
 use crate::npm::inventory::INVENTORY_PATH;
-use crate::util::{atomic_write, now_or, rfc3339, sha256_file, sha256_hex};
+use crate::util::{atomic_write, now_or, sha256_file, sha256_hex};
 
 /// Everything `receipt write` assembles a receipt from; [`assemble`] is pure over it.
 pub struct ReceiptInputs {
