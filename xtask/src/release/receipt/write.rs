@@ -15,7 +15,7 @@ use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
 use crate::model::build::BuildReport;
 use crate::model::gate::GateDecision;
 use crate::model::inventory::Inventory;
-use crate::model::publish::PublishReport;
+use crate::model::publish::{PublishReport, PushedImage};
 use crate::model::receipt::*;
 use crate::model::resolution::Resolution;
 use crate::model::rfc3339;
@@ -57,33 +57,7 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
         publish,
     } = inputs;
 
-    let Some(published) = publish.index.clone() else {
-        bail!("the publish output has no `index`: run `cargo xtask publish` with --tag");
-    };
-    if publish.dry_run {
-        bail!("the publish output comes from a --dry-run: nothing was published");
-    }
-    let index = IndexRecord {
-        tag: published.tag,
-        digest: published.digest,
-        media_type: published.media_type,
-        size: published.size,
-        repository: published.repository,
-        reference: published.reference,
-    };
-    let release_tag = release_tag_override.unwrap_or_else(|| index.tag.clone());
-    if release_tag != index.tag {
-        bail!(
-            "--tag {release_tag} differs from the published index's tag {}",
-            index.tag
-        );
-    }
-    if crate::model::tag::parse_release_tag(&release_tag).is_none() {
-        bail!(
-            "release tag `{release_tag}` is not a form consumers accept (`YYYY.MM.DD-` and 12 hex \
-             digits of the inputs' digest, or the workflow run id); publish under such a tag"
-        );
-    }
+    let (release_tag, index) = index_record(&publish, release_tag_override)?;
     // `lock` keeps the committed inventory when a new clock alone would change it, so the
     // lockfile's cutoff may be earlier than this resolution's (the same versions either way:
     // checked package by package below). A later one means the lockfile is not from this run.
@@ -96,41 +70,7 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
         );
     }
 
-    let mut packages = Vec::new();
-    for spec in &manifest.packages {
-        let resolved = resolve
-            .packages
-            .iter()
-            .find(|p| p.name == spec.name)
-            .with_context(|| format!("the resolve output has no package `{}`", spec.name))?;
-        let locked = inventory
-            .packages
-            .iter()
-            .find(|p| p.top_level && p.name == spec.name)
-            .with_context(|| {
-                format!("{INVENTORY_PATH} has no top-level package `{}`", spec.name)
-            })?;
-        if locked.version != resolved.version.to_string() {
-            bail!(
-                "package `{}`: resolve chose {} but {INVENTORY_PATH} locks {}; run `cargo xtask \
-                 lock` so the lockfile matches the resolution",
-                spec.name,
-                resolved.version,
-                locked.version
-            );
-        }
-        packages.push(PackageRecord {
-            name: spec.name.clone(),
-            version: resolved.version.to_string(),
-            integrity: locked.integrity.clone(),
-            latest: resolved.latest.to_string(),
-            published: Some(rfc3339(resolved.published)),
-            previously_locked: resolved.locked.as_ref().map(ToString::to_string),
-            rollback: resolved.rollback,
-            held_back: resolved.held_back,
-            notes: resolved.notes.clone(),
-        });
-    }
+    let packages = package_records(&manifest, &resolve, &inventory)?;
     let dependencies = inventory
         .packages
         .iter()
@@ -150,115 +90,13 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
         if !seen.insert(build.platform) {
             bail!("two build outputs are for {}", build.platform);
         }
-        let (Some(image_id), Some(size), false) = (&build.image_id, build.size, build.dry_run)
-        else {
-            bail!(
-                "the build output for {} ({}) is from a --dry-run: nothing was built; pass the \
-                 output of `cargo xtask build --platform {} --json`",
-                build.platform,
-                build.image,
-                build.platform
-            );
-        };
-        let image_size = u64::try_from(size).with_context(|| {
-            format!(
-                "the build output for {} gives the image size {size}",
-                build.platform
-            )
-        })?;
         let pushed = pushed.get(&build.platform).with_context(|| {
             format!(
                 "{} was built ({}) but the publish output has no image for it",
                 build.platform, build.image
             )
         })?;
-        if *image_id != *pushed.image_id {
-            bail!(
-                "{}: the published image {} ({}) is not the built image {} ({})",
-                build.platform,
-                pushed.image,
-                pushed.image_id,
-                build.image,
-                image_id
-            );
-        }
-        let smoke = smokes
-            .iter()
-            .find(|s| s.image == build.image || *image_id == *s.image)
-            .with_context(|| {
-                format!(
-                    "no smoke output is for the {} image {}: run `cargo xtask smoke --image {} \
-                     --json` and pass it with --smoke",
-                    build.platform, build.image, build.image
-                )
-            })?;
-        // A smoke output without every required check is not a test result to publish: the
-        // receipt would look complete while the image went partly untested.
-        let required = manifest.required_smoke_checks(build.platform, build.emulated);
-        let mut names = BTreeSet::new();
-        for check in &smoke.checks {
-            if !names.insert(check.name.as_str()) {
-                bail!(
-                    "the smoke output for the {} image {} records check `{}` twice; pass the \
-                     output of one `cargo xtask smoke` run",
-                    build.platform,
-                    build.image,
-                    check.name
-                );
-            }
-        }
-        let missing: Vec<&String> = required
-            .iter()
-            .filter(|n| !names.contains(n.as_str()))
-            .collect();
-        if !missing.is_empty() {
-            bail!(
-                "the smoke output for the {} image {} ({} build) lacks the required check(s) \
-                 {missing:?} (smoke_checks in {MANIFEST_PATH}); run `cargo xtask smoke --image {} \
-                 --json` with this tool's version and pass its whole output",
-                build.platform,
-                build.image,
-                if build.emulated { "emulated" } else { "native" },
-                build.image
-            );
-        }
-        platforms.push(PlatformRecord {
-            platform: build.platform,
-            os: pushed.os.clone(),
-            architecture: pushed.architecture.clone(),
-            variant: pushed.variant.clone(),
-            build: if build.emulated {
-                BuildMode::Emulated
-            } else {
-                BuildMode::Native
-            },
-            build_id: build.build_id.clone(),
-            local_image: build.image.clone(),
-            image_id: image_id.to_string(),
-            base_image: BaseImageRecord {
-                reference: build.base_image.clone(),
-                digest: build.base_image_id.to_string(),
-            },
-            digest: pushed.digest.clone(),
-            media_type: pushed.media_type.clone(),
-            manifest_size: pushed.manifest_size,
-            config_digest: pushed.config_digest.clone(),
-            image_size,
-            pushed_size: pushed.size,
-            debian_packages: build.debian_packages.clone(),
-            smoke: SmokeRecord {
-                passed: smoke.passed,
-                checks: smoke
-                    .checks
-                    .iter()
-                    .map(|c| SmokeCheck {
-                        name: c.name.clone(),
-                        passed: c.passed,
-                        output: c.output.clone(),
-                    })
-                    .collect(),
-            },
-        });
+        platforms.push(platform_record(build, pushed, &smokes, &manifest)?);
     }
     for p in &publish.platforms {
         if !seen.contains(&p.platform) {
@@ -285,7 +123,7 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
     let mut receipt = Receipt {
         schema_version: SCHEMA_VERSION,
         release_tag,
-        created_at: created_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        created_at: rfc3339(created_at),
         source_commit,
         trigger: gate.trigger,
         gate: GateRecord {
@@ -323,6 +161,197 @@ pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
     }
     receipt.complete = completeness_problems(&receipt, &manifest).is_empty();
     Ok(receipt)
+}
+
+/// The published index, and the release tag it is under (`--tag` must agree with it).
+fn index_record(
+    publish: &PublishReport,
+    release_tag_override: Option<String>,
+) -> Result<(String, IndexRecord)> {
+    let Some(published) = publish.index.clone() else {
+        bail!("the publish output has no `index`: run `cargo xtask publish` with --tag");
+    };
+    if publish.dry_run {
+        bail!("the publish output comes from a --dry-run: nothing was published");
+    }
+    let index = IndexRecord {
+        tag: published.tag,
+        digest: published.digest,
+        media_type: published.media_type,
+        size: published.size,
+        repository: published.repository,
+        reference: published.reference,
+    };
+    let release_tag = release_tag_override.unwrap_or_else(|| index.tag.clone());
+    if release_tag != index.tag {
+        bail!(
+            "--tag {release_tag} differs from the published index's tag {}",
+            index.tag
+        );
+    }
+    if crate::model::tag::parse_release_tag(&release_tag).is_none() {
+        bail!(
+            "release tag `{release_tag}` is not a form consumers accept (`YYYY.MM.DD-` and 12 hex \
+             digits of the inputs' digest, or the workflow run id); publish under such a tag"
+        );
+    }
+    Ok((release_tag, index))
+}
+
+/// The manifest's packages as resolved, each with the integrity the lockfile locks.
+fn package_records(
+    manifest: &Manifest,
+    resolve: &Resolution,
+    inventory: &Inventory,
+) -> Result<Vec<PackageRecord>> {
+    let mut packages = Vec::new();
+    for spec in &manifest.packages {
+        let resolved = resolve
+            .packages
+            .iter()
+            .find(|p| p.name == spec.name)
+            .with_context(|| format!("the resolve output has no package `{}`", spec.name))?;
+        let locked = inventory
+            .packages
+            .iter()
+            .find(|p| p.top_level && p.name == spec.name)
+            .with_context(|| {
+                format!("{INVENTORY_PATH} has no top-level package `{}`", spec.name)
+            })?;
+        if locked.version != resolved.version.to_string() {
+            bail!(
+                "package `{}`: resolve chose {} but {INVENTORY_PATH} locks {}; run `cargo xtask \
+                 lock` so the lockfile matches the resolution",
+                spec.name,
+                resolved.version,
+                locked.version
+            );
+        }
+        packages.push(PackageRecord {
+            name: spec.name.clone(),
+            version: resolved.version.to_string(),
+            integrity: locked.integrity.clone(),
+            latest: resolved.latest.to_string(),
+            published: Some(rfc3339(resolved.published)),
+            previously_locked: resolved.locked.as_ref().map(ToString::to_string),
+            rollback: resolved.rollback,
+            held_back: resolved.held_back,
+            notes: resolved.notes.clone(),
+        });
+    }
+    Ok(packages)
+}
+
+/// One platform's record: the build, the image pushed from it and its smoke test, which
+/// must be one image and every check the manifest requires of it.
+fn platform_record(
+    build: &BuildReport,
+    pushed: &PushedImage,
+    smokes: &[SmokeReport],
+    manifest: &Manifest,
+) -> Result<PlatformRecord> {
+    let (Some(image_id), Some(size), false) = (&build.image_id, build.size, build.dry_run) else {
+        bail!(
+            "the build output for {} ({}) is from a --dry-run: nothing was built; pass the \
+             output of `cargo xtask build --platform {} --json`",
+            build.platform,
+            build.image,
+            build.platform
+        );
+    };
+    let image_size = u64::try_from(size).with_context(|| {
+        format!(
+            "the build output for {} gives the image size {size}",
+            build.platform
+        )
+    })?;
+    if *image_id != *pushed.image_id {
+        bail!(
+            "{}: the published image {} ({}) is not the built image {} ({})",
+            build.platform,
+            pushed.image,
+            pushed.image_id,
+            build.image,
+            image_id
+        );
+    }
+    let smoke = smokes
+        .iter()
+        .find(|s| s.image == build.image || *image_id == *s.image)
+        .with_context(|| {
+            format!(
+                "no smoke output is for the {} image {}: run `cargo xtask smoke --image {} \
+                 --json` and pass it with --smoke",
+                build.platform, build.image, build.image
+            )
+        })?;
+    // A smoke output without every required check is not a test result to publish: the
+    // receipt would look complete while the image went partly untested.
+    let required = manifest.required_smoke_checks(build.platform, build.emulated);
+    let mut names = BTreeSet::new();
+    for check in &smoke.checks {
+        if !names.insert(check.name.as_str()) {
+            bail!(
+                "the smoke output for the {} image {} records check `{}` twice; pass the \
+                 output of one `cargo xtask smoke` run",
+                build.platform,
+                build.image,
+                check.name
+            );
+        }
+    }
+    let missing: Vec<&String> = required
+        .iter()
+        .filter(|n| !names.contains(n.as_str()))
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "the smoke output for the {} image {} ({} build) lacks the required check(s) \
+             {missing:?} (smoke_checks in {MANIFEST_PATH}); run `cargo xtask smoke --image {} \
+             --json` with this tool's version and pass its whole output",
+            build.platform,
+            build.image,
+            if build.emulated { "emulated" } else { "native" },
+            build.image
+        );
+    }
+    Ok(PlatformRecord {
+        platform: build.platform,
+        os: pushed.os.clone(),
+        architecture: pushed.architecture.clone(),
+        variant: pushed.variant.clone(),
+        build: if build.emulated {
+            BuildMode::Emulated
+        } else {
+            BuildMode::Native
+        },
+        build_id: build.build_id.clone(),
+        local_image: build.image.clone(),
+        image_id: image_id.to_string(),
+        base_image: BaseImageRecord {
+            reference: build.base_image.clone(),
+            digest: build.base_image_id.to_string(),
+        },
+        digest: pushed.digest.clone(),
+        media_type: pushed.media_type.clone(),
+        manifest_size: pushed.manifest_size,
+        config_digest: pushed.config_digest.clone(),
+        image_size,
+        pushed_size: pushed.size,
+        debian_packages: build.debian_packages.clone(),
+        smoke: SmokeRecord {
+            passed: smoke.passed,
+            checks: smoke
+                .checks
+                .iter()
+                .map(|c| SmokeCheck {
+                    name: c.name.clone(),
+                    passed: c.passed,
+                    output: c.output.clone(),
+                })
+                .collect(),
+        },
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
