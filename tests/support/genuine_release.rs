@@ -78,6 +78,10 @@ pub fn release() -> &'static Release {
                     "size": 1234,
                     "base_image": format!("coding-agent-base:{arch}"),
                     "base_image_id": format!("sha256:{}", sha256_hex(arch.as_bytes())),
+                    "ca_bundle": null,
+                    "dry_run": false,
+                    "duration_secs": 1.0,
+                    "debian_packages": [],
                     "some_future_field": "ignored",
                 }),
             ));
@@ -103,13 +107,17 @@ pub fn release() -> &'static Release {
                 json!({
                     "name": p["name"], "version": p["version"], "latest": p["version"],
                     "published": "2026-11-20T10:00:00Z", "locked": p["version"],
-                    "rollback": false, "held_back": false, "notes": ["fixture"],
+                    "rollback": false, "held_back": false, "notes": ["fixture"], "rejected": [],
                 })
             })
             .collect();
         std::fs::write(
             inputs.join("resolve.json"),
-            json!({"cutoff": inventory["cutoff"], "packages": packages}).to_string(),
+            json!({
+                "cutoff": inventory["cutoff"], "now": "2026-11-30T06:17:00Z",
+                "registry": inventory["registry"], "cooldown_hours": 48, "packages": packages,
+            })
+            .to_string(),
         )
         .unwrap();
         for (arch, build) in &builds {
@@ -143,7 +151,10 @@ pub fn smoke(image: &str, platform: &str, emulated: bool, failing: Option<&str>)
             json!({"name": name, "passed": passed, "output": "ok", "duration_secs": 0.1})
         })
         .collect();
-    json!({"image": image, "passed": failing.is_none(), "checks": checks})
+    json!({
+        "image": image, "image_id": null, "platform": platform, "emulated": emulated,
+        "passed": failing.is_none(), "checks": checks, "duration_secs": 1.0,
+    })
 }
 
 /// Runs `receipt write` for the published release, with the amd64 smoke check `failing`

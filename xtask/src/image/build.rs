@@ -19,12 +19,15 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures_util::StreamExt;
-use serde::{Deserialize, Serialize};
 
 use crate::flags::BuildArgs;
 use crate::image::engine;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
-use crate::npm::inventory::{NodeRuntime, INVENTORY_PATH};
+use crate::model::build::BuildReport;
+use crate::model::inventory::{Inventory, NodeRuntime};
+use crate::model::package_json::PackageJson;
+use crate::model::Digest;
+use crate::npm::inventory::INVENTORY_PATH;
 use crate::util::{print_json, sha256_hex, Progress};
 
 pub const DOCKERFILE_PATH: &str = "Dockerfile";
@@ -68,52 +71,15 @@ impl BuildInputs {
             package_lock: read(PACKAGE_LOCK_PATH)?,
             manifest_text: read(MANIFEST_PATH)?,
             manifest: Manifest::load(&manifest_path)?,
-            node: load_node_runtime(&root.join(INVENTORY_PATH))?,
+            node: Inventory::load(&root.join(INVENTORY_PATH))?.node,
         })
     }
 }
 
-/// Reads only the `node` section of the inventory: the rest of it (packages, licenses) does
-/// not decide the build.
-pub fn load_node_runtime(path: &Path) -> Result<NodeRuntime> {
-    let text = std::fs::read_to_string(path).with_context(|| {
-        format!(
-            "cannot read {}; run `cargo xtask lock` first",
-            path.display()
-        )
-    })?;
-    let mut value: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
-    let node = value
-        .get_mut("node")
-        .map(serde_json::Value::take)
-        .with_context(|| {
-            format!(
-                "{} has no `node` section; run `cargo xtask lock`",
-                path.display()
-            )
-        })?;
-    serde_json::from_value(node)
-        .with_context(|| format!("the `node` section of {} is not valid", path.display()))
-}
-
 /// The exact version of every dependency pinned in template/package.json.
 pub fn locked_versions(package_json: &[u8]) -> Result<BTreeMap<String, String>> {
-    #[derive(serde::Deserialize)]
-    struct PackageJson {
-        #[serde(default)]
-        dependencies: BTreeMap<String, String>,
-    }
-    let parsed: PackageJson = serde_json::from_slice(package_json)
-        .with_context(|| format!("{PACKAGE_JSON_PATH} is not valid JSON"))?;
-    for (name, version) in &parsed.dependencies {
-        semver::Version::parse(version).with_context(|| {
-            format!(
-                "{PACKAGE_JSON_PATH} pins {name} to `{version}`, not an exact version; \
-                 run `cargo xtask lock`"
-            )
-        })?;
-    }
+    let parsed = PackageJson::parse(package_json, PACKAGE_JSON_PATH)?;
+    parsed.exact_versions(PACKAGE_JSON_PATH)?;
     Ok(parsed.dependencies)
 }
 
@@ -267,28 +233,10 @@ pub fn context_tar(files: &[(&str, &[u8])]) -> Result<Vec<u8>> {
     Ok(tar.into_inner()?)
 }
 
-/// What `build --json` prints.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BuildReport {
-    /// The reference built (or that would be built): later commands take it from here.
-    pub image: String,
-    pub platform: Platform,
-    pub build_id: String,
-    pub image_id: Option<String>,
-    /// False when an image with this build id existed and nothing was built.
-    pub built: bool,
-    /// The platform is not this machine's: it was built under qemu.
-    pub emulated: bool,
-    /// Bytes, as the engine reports the image's size.
-    pub size: Option<i64>,
-    pub base_image: String,
-    pub base_image_id: String,
-    pub ca_bundle: Option<PathBuf>,
-    pub dry_run: bool,
-    pub duration_secs: f64,
-    /// The image's Debian packages, `name=version`, sorted (from its dpkg database).
-    #[serde(default)]
-    pub debian_packages: Vec<String>,
+/// An image id as the engine reports it, read as the digest it is.
+fn engine_digest(id: &str, image: &str) -> Result<Digest> {
+    id.parse()
+        .with_context(|| format!("the engine's id of {image} is not a sha256 digest"))
 }
 
 pub async fn run(args: BuildArgs) -> Result<ExitCode> {
@@ -336,7 +284,7 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
         emulated,
         size: None,
         base_image: base_image.clone(),
-        base_image_id,
+        base_image_id: engine_digest(&base_image_id, &base_image)?,
         ca_bundle: ca_bundle.clone(),
         dry_run: args.dry_run,
         duration_secs: 0.0,
@@ -350,7 +298,11 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     if let Some(existing) = existing {
         engine::ensure_image_platform(&tag, &existing, platform)?;
         progress.step(format!("{tag} exists (same inputs); nothing to build"));
-        report.image_id = existing.id;
+        report.image_id = existing
+            .id
+            .as_deref()
+            .map(|id| engine_digest(id, &tag))
+            .transpose()?;
         report.size = existing.size;
     } else if args.dry_run {
         progress.step(format!(
@@ -403,7 +355,12 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
             .with_context(|| format!("the build finished but the engine has no {tag}"))?;
         engine::ensure_image_platform(&tag, &image, platform)?;
         report.built = true;
-        report.image_id = image.id.or(image_id);
+        report.image_id = image
+            .id
+            .or(image_id)
+            .as_deref()
+            .map(|id| engine_digest(id, &tag))
+            .transpose()?;
         report.size = image.size;
         progress.step(format!(
             "built {tag} in {:.0} s, {:.2} GB",

@@ -26,8 +26,10 @@ use serde::{Deserialize, Serialize};
 use crate::flags::SbomArgs;
 use crate::image::engine;
 use crate::manifest::{repo_root, Platform};
-use crate::npm::inventory::{Inventory, License, NodeRuntime, INVENTORY_PATH};
-use crate::npm::lockfile::{name_of, LockEntry, Lockfile};
+use crate::model::inventory::{Inventory, License, NodeRuntime};
+use crate::model::lockfile::{LockEntry, Lockfile};
+use crate::npm::inventory::INVENTORY_PATH;
+use crate::npm::lockfile::name_of;
 use crate::util::{atomic_write, print_json, sha256_hex};
 
 pub const SPDX_VERSION: &str = "SPDX-2.3";

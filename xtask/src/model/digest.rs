@@ -117,6 +117,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn digest_formats() {
+        assert!(Digest::is_valid(&format!("sha256:{}", "0f".repeat(32))));
+        assert!(!Digest::is_valid(&format!("sha256:{}", "0F".repeat(32))));
+        assert!(!Digest::is_valid(&format!("sha512:{}", "0f".repeat(32))));
+        assert!(!Digest::is_valid(&format!("sha256:{}", "0f".repeat(31))));
+        assert!(!Digest::is_valid(&"0f".repeat(32)));
+    }
+
+    #[test]
     fn digest_of_bytes_matches_sha256sum() {
         let d = Digest::of(b"");
         assert_eq!(

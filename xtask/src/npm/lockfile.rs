@@ -6,65 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{bail, Context, Result};
-use serde::Deserialize;
-
-use crate::npm::inventory::{InventoryPackage, License, Summary};
+use crate::model::inventory::{InventoryPackage, License, Summary};
+use crate::model::lockfile::{LockEntry, Lockfile};
 use crate::npm::resolve::required_platform_binaries;
-
-#[derive(Debug, Deserialize)]
-pub struct Lockfile {
-    #[serde(rename = "lockfileVersion")]
-    pub lockfile_version: u32,
-    #[serde(default)]
-    pub packages: BTreeMap<String, LockEntry>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-pub struct LockEntry {
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub version: Option<String>,
-    #[serde(default)]
-    pub resolved: Option<String>,
-    #[serde(default)]
-    pub integrity: Option<String>,
-    #[serde(default)]
-    pub link: bool,
-    #[serde(default)]
-    pub dev: bool,
-    #[serde(default)]
-    pub optional: bool,
-    #[serde(rename = "hasInstallScript", default)]
-    pub has_install_script: bool,
-    #[serde(default)]
-    pub license: Option<serde_json::Value>,
-    #[serde(default)]
-    pub dependencies: BTreeMap<String, String>,
-    #[serde(rename = "optionalDependencies", default)]
-    pub optional_dependencies: BTreeMap<String, String>,
-    #[serde(default)]
-    pub os: Option<Vec<String>>,
-    #[serde(default)]
-    pub cpu: Option<Vec<String>>,
-    #[serde(default)]
-    pub libc: Option<Vec<String>>,
-}
-
-impl Lockfile {
-    pub fn parse(text: &str) -> Result<Lockfile> {
-        serde_json::from_str(text).context("package-lock.json is not a valid npm lockfile")
-    }
-
-    /// Installed entries: everything but the root project.
-    pub fn installed(&self) -> impl Iterator<Item = (&str, &LockEntry)> {
-        self.packages
-            .iter()
-            .filter(|(path, _)| !path.is_empty())
-            .map(|(path, entry)| (path.as_str(), entry))
-    }
-}
+use anyhow::{bail, Context, Result};
 
 /// The package name of a lockfile path: `node_modules/a/node_modules/@s/b` -> `@s/b`.
 pub fn name_of(path: &str, entry: &LockEntry) -> String {

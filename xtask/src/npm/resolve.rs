@@ -17,53 +17,19 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use semver::Version;
-use serde::{Deserialize, Serialize};
 
 use crate::flags::ResolveArgs;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
+use crate::model::package_json::PackageJson;
+use crate::model::resolution::{Rejection, Resolution, Resolved};
+use crate::model::rfc3339;
 use crate::npm::registry::{Packument, Registry};
 use crate::util::{now_or, print_json, Progress};
 
 /// The versions pinned in template/package.json, by package name.
 pub type Locked = BTreeMap<String, Version>;
-
-/// The resolver's answer for one package.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Resolved {
-    pub name: String,
-    pub version: String,
-    /// `dist-tags.latest` at resolution time.
-    pub latest: String,
-    /// Publish time of `version`, RFC 3339.
-    pub published: String,
-    /// The version currently locked in template/, if any.
-    pub locked: Option<String>,
-    /// The answer is below the locked version: upstream moved `latest` back or withdrew versions.
-    pub rollback: bool,
-    /// `latest` itself was not eligible and an older version was taken.
-    pub held_back: bool,
-    pub notes: Vec<String>,
-    /// Newer candidates that were passed over, with why.
-    pub rejected: Vec<Rejection>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Rejection {
-    pub version: String,
-    pub reasons: Vec<String>,
-}
-
-/// The whole resolution, as `--json` prints it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Resolution {
-    pub cutoff: String,
-    pub now: String,
-    pub registry: String,
-    pub cooldown_hours: u32,
-    pub packages: Vec<Resolved>,
-}
 
 /// What one package's resolution needs beyond its own packument: the packuments of the
 /// platform-binary packages its candidates name, by package name.
@@ -191,7 +157,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
         let reasons = rejections(inputs, candidate);
         if !reasons.is_empty() {
             rejected.push(Rejection {
-                version: candidate.to_string(),
+                version: candidate.clone(),
                 reasons,
             });
             continue;
@@ -215,10 +181,10 @@ pub fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
         }
         return Ok(Resolved {
             name: p.name.clone(),
-            version: candidate.to_string(),
-            latest: latest.to_string(),
-            published: published.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            locked: inputs.locked.map(ToString::to_string),
+            version: candidate.clone(),
+            latest: latest.clone(),
+            published: published.trunc_subsecs(0),
+            locked: inputs.locked.cloned(),
             rollback,
             held_back,
             notes,
@@ -305,26 +271,8 @@ pub fn read_locked(root: &Path) -> Result<Locked> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Locked::new()),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    #[derive(Deserialize)]
-    struct PackageJson {
-        #[serde(default)]
-        dependencies: BTreeMap<String, String>,
-    }
-    let json: PackageJson = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not valid JSON", path.display()))?;
-    json.dependencies
-        .into_iter()
-        .map(|(name, v)| {
-            Version::parse(&v)
-                .map(|v| (name.clone(), v))
-                .with_context(|| {
-                    format!(
-                        "{}: `{name}` is pinned to `{v}`, not an exact version",
-                        path.display()
-                    )
-                })
-        })
-        .collect()
+    let origin = path.display().to_string();
+    PackageJson::parse(text.as_bytes(), &origin)?.exact_versions(&origin)
 }
 
 /// Asks the registry about every package and decides them all; the IO half of `resolve`.
@@ -391,8 +339,8 @@ pub async fn resolve_all(
         );
     }
     Ok(Resolution {
-        cutoff: cutoff.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        now: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        cutoff: cutoff.trunc_subsecs(0),
+        now: now.trunc_subsecs(0),
         registry: registry.base().to_owned(),
         cooldown_hours: manifest.cooldown_hours,
         packages,
@@ -410,9 +358,9 @@ pub fn render_table(resolution: &Resolution) -> String {
         "change".to_owned(),
     ]];
     for p in &resolution.packages {
-        let change = match p.locked.as_deref() {
+        let change = match &p.locked {
             None => "new".to_owned(),
-            Some(l) if l == p.version => "unchanged".to_owned(),
+            Some(l) if *l == p.version => "unchanged".to_owned(),
             Some(_) if p.rollback => "ROLLBACK".to_owned(),
             Some(_) => "update".to_owned(),
         };
@@ -423,10 +371,12 @@ pub fn render_table(resolution: &Resolution) -> String {
         };
         rows.push([
             p.name.clone(),
-            p.locked.clone().unwrap_or_else(|| "-".into()),
-            p.version.clone(),
-            p.latest.clone(),
-            p.published.clone(),
+            p.locked
+                .as_ref()
+                .map_or_else(|| "-".into(), ToString::to_string),
+            p.version.to_string(),
+            p.latest.to_string(),
+            rfc3339(p.published),
             change,
         ]);
     }
@@ -435,7 +385,10 @@ pub fn render_table(resolution: &Resolution) -> String {
         .collect();
     let mut out = format!(
         "cutoff {} (now {} minus a {}h cooldown), registry {}\n\n",
-        resolution.cutoff, resolution.now, resolution.cooldown_hours, resolution.registry
+        rfc3339(resolution.cutoff),
+        rfc3339(resolution.now),
+        resolution.cooldown_hours,
+        resolution.registry
     );
     for row in &rows {
         let line: Vec<String> = row
@@ -465,7 +418,9 @@ pub fn warn_rollbacks(resolution: &Resolution) {
         eprintln!(
             "warning: ROLLBACK of `{}`: locked {} -> {} (latest {}). Upstream moved `latest` back; following it.",
             p.name,
-            p.locked.as_deref().unwrap_or("-"),
+            p.locked
+                .as_ref()
+                .map_or_else(|| "-".to_string(), ToString::to_string),
             p.version,
             p.latest
         );
@@ -538,7 +493,7 @@ mod tests {
             &[("1.0.0", 5), ("2.0.0-beta.1", 5), ("0.9.0", 9)],
         ));
         let r = decide_with(&p, &Related::new(), None).unwrap();
-        assert_eq!(r.version, "1.0.0");
+        assert_eq!(r.version.to_string(), "1.0.0");
         assert!(!r.held_back && !r.rollback);
     }
 
@@ -546,7 +501,10 @@ mod tests {
     fn never_above_latest() {
         let p = packument(simple("a", "1.0.0", &[("1.0.0", 5), ("1.1.0", 5)]));
         assert_eq!(
-            decide_with(&p, &Related::new(), None).unwrap().version,
+            decide_with(&p, &Related::new(), None)
+                .unwrap()
+                .version
+                .to_string(),
             "1.0.0"
         );
     }
@@ -559,7 +517,7 @@ mod tests {
             &[("1.0.0", 9), ("1.1.0", 4), ("1.2.0", 1)],
         ));
         let r = decide_with(&p, &Related::new(), None).unwrap();
-        assert_eq!(r.version, "1.1.0");
+        assert_eq!(r.version.to_string(), "1.1.0");
         assert!(r.held_back);
         assert!(r.notes[0].contains("inside the cooldown"), "{:?}", r.notes);
     }
@@ -571,7 +529,7 @@ mod tests {
         v["time"]["1.1.0"] = json!("yesterday");
         let p = packument(v);
         let r = decide_with(&p, &Related::new(), None).unwrap();
-        assert_eq!(r.version, "1.0.0");
+        assert_eq!(r.version.to_string(), "1.0.0");
         assert!(r.rejected[0].reasons[0].contains("unknown"));
         assert!(r.rejected[1].reasons[0].contains("not RFC 3339"));
 
@@ -585,7 +543,7 @@ mod tests {
         let mut v = simple("a", "1.1.0", &[("1.0.0", 9), ("1.1.0", 9)]);
         v["versions"]["1.1.0"]["deprecated"] = json!("broken build");
         let r = decide_with(&packument(v), &Related::new(), None).unwrap();
-        assert_eq!(r.version, "1.0.0");
+        assert_eq!(r.version.to_string(), "1.0.0");
         assert!(r.notes[0].contains("broken build"));
     }
 
@@ -594,7 +552,7 @@ mod tests {
         let p = packument(simple("a", "1.0.0", &[("1.0.0", 9)]));
         let locked = Version::parse("1.1.0").unwrap();
         let r = decide_with(&p, &Related::new(), Some(&locked)).unwrap();
-        assert_eq!(r.version, "1.0.0");
+        assert_eq!(r.version.to_string(), "1.0.0");
         assert!(r.rollback);
         assert!(r.notes.iter().any(|n| n.contains("ROLLBACK")));
     }
@@ -633,7 +591,7 @@ mod tests {
         let p = Arc::new(packument(v));
         let related: Related = [("@openai/codex".to_owned(), p.clone())].into();
         let r = decide_with(&p, &related, None).unwrap();
-        assert_eq!(r.version, "0.1.0");
+        assert_eq!(r.version.to_string(), "0.1.0");
         assert!(
             r.rejected[0].reasons[0].contains("@openai/codex@0.2.0-linux-arm64"),
             "{:?}",

@@ -17,48 +17,14 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use chrono::{DateTime, NaiveDate, Utc};
-use serde::{Deserialize, Serialize};
+use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
 
 use crate::flags::GateArgs;
 use crate::manifest::{repo_root, Manifest, MANIFEST_PATH};
+use crate::model::gate::{GateDecision, Trigger};
 use crate::util::{now_or, print_json};
 
 const SECONDS_PER_DAY: i64 = 86_400;
-
-/// Why a run is due, or why not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Trigger {
-    /// Today is a cadence day, or a catch-up after a dropped scheduled run.
-    Scheduled,
-    /// A maintainer asked for the run with `--force`.
-    Forced,
-}
-
-/// The gate's answer; `--json` prints exactly this, and the receipt records it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GateDecision {
-    pub due: bool,
-    /// Whole days since 1970-01-01 UTC at `now`.
-    pub epoch_day: i64,
-    /// The first cadence day after today, `YYYY-MM-DD` (UTC).
-    pub next_due: String,
-    pub forced: bool,
-    /// One sentence a maintainer can read in the job log.
-    pub reason: String,
-    /// The trigger a release made from this answer records.
-    pub trigger: Trigger,
-    /// Due only because the previous receipt is at least one interval old.
-    pub catch_up: bool,
-    pub interval_days: u32,
-    /// The moment the decision was made for (RFC 3339, UTC).
-    pub now: String,
-    /// The previous receipt's `created_at`, when one was given.
-    pub previous_created_at: Option<String>,
-    /// Epoch days between the previous receipt's creation and `now`.
-    pub days_since_previous: Option<i64>,
-}
 
 /// The UTC epoch day of an instant: whole days since 1970-01-01T00:00:00Z (floor, so instants
 /// before 1970 get negative days rather than rounding towards zero).
@@ -142,9 +108,8 @@ pub fn decide(
         trigger,
         catch_up: catch_up && !force,
         interval_days,
-        now: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        previous_created_at: previous_created_at
-            .map(|p| p.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        now: now.trunc_subsecs(0),
+        previous_created_at: previous_created_at.map(|p| p.trunc_subsecs(0)),
         days_since_previous,
     }
 }

@@ -21,8 +21,6 @@ pub mod platform;
 pub mod previous;
 pub mod publish;
 pub mod receipt;
-pub mod receipt_policy;
-pub mod receipt_registry;
 pub mod ship;
 pub mod steps;
 
@@ -35,8 +33,9 @@ use serde::Serialize;
 
 use crate::flags::{PlanFlags, ReleaseAllArgs, ReleaseArgs, ReleasePhase};
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
-use crate::release::plan::{Action, ReleasePlan, Target};
-use crate::release::steps::{render_times, Step, StepRunner, StepTime};
+use crate::model::plan::{Action, ReleasePlan, Target};
+use crate::model::platform_results::StepTime;
+use crate::release::steps::{render_times, Step, StepRunner};
 use crate::util::print_json;
 
 pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
@@ -50,7 +49,7 @@ pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
             } else {
                 a.plan.platforms.clone()
             };
-            let mut runner = StepRunner::new(&root, 3)?;
+            let mut runner = StepRunner::new(&root, plan::STEP_NAMES.len())?;
             let plan = plan::run(
                 plan::PlanRequest {
                     flags: &a.plan,
@@ -160,7 +159,7 @@ fn dry_run(flags: &PlanFlags, platforms: &[Platform], ca: Option<&Path>) -> DryR
     };
     let mut phases = vec![DryRunPhase {
         phase: "plan".into(),
-        steps: ["gate", "resolve", "lock"]
+        steps: plan::STEP_NAMES
             .iter()
             .map(|name| Step::new(*name, &[name, "--json"]).arg("--now", "<plan clock>"))
             .collect(),
@@ -237,7 +236,7 @@ async fn run_all(args: ReleaseAllArgs) -> Result<ExitCode> {
         .join(".xtask/runs")
         .join(now.format("%Y%m%dT%H%M%SZ").to_string());
     let mut times = Vec::new();
-    let mut runner = StepRunner::new(&root, 3)?;
+    let mut runner = StepRunner::new(&root, plan::STEP_NAMES.len())?;
     runner
         .progress
         .step(format!("release run in {}", run_dir.display()));

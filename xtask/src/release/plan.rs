@@ -10,23 +10,28 @@
 //! The plan's clock (`now`) is the release's clock: the receipt's `created_at` comes from it,
 //! so re-running any later phase of the same plan writes the same receipt, byte for byte.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
 use crate::flags::PlanFlags;
 use crate::manifest::{Manifest, Platform, MANIFEST_PATH};
-use crate::npm::resolve::Resolution;
-use crate::release::gate::GateDecision;
+use crate::model::gate::GateDecision;
+use crate::model::plan::{
+    Action, Change, InputDigest, PreviousSummary, ReleasePlan, Target, PLAN_SCHEMA_VERSION,
+};
+use crate::model::receipt::Receipt;
+use crate::model::resolution::Resolution;
+use crate::model::rfc3339;
 use crate::release::previous::{self, PreviousRelease};
-use crate::release::receipt::Receipt;
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 use crate::util::{sha256_file, sha256_hex};
 
 pub const PLAN_FILE: &str = "plan.json";
-pub const PLAN_SCHEMA_VERSION: u32 = 1;
+
+/// The phase's steps, in order.
+pub const STEP_NAMES: [&str; 3] = ["gate", "resolve", "lock"];
 
 /// The files that decide what is released, relative to the repository root. The inventory is
 /// left out on purpose: it also records *when* it was resolved, and a new clock alone is not a
@@ -37,103 +42,6 @@ pub const RELEASE_INPUTS: [&str; 4] = [
     "Dockerfile",
     MANIFEST_PATH,
 ];
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    /// Not a cadence day and not forced: nothing else runs.
-    NotDue,
-    /// Due, but the previous release already has exactly these inputs: nothing to build.
-    Unchanged,
-    /// Build every platform, then ship (when `publish`).
-    Release,
-}
-
-impl Action {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::NotDue => "not_due",
-            Action::Unchanged => "unchanged",
-            Action::Release => "release",
-        }
-    }
-}
-
-/// A release input and its sha256 (hex).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InputDigest {
-    pub path: String,
-    pub sha256: String,
-}
-
-/// One top-level package whose version differs from the previous release.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Change {
-    pub name: String,
-    /// `None`: not in the previous release (or there is none).
-    pub from: Option<String>,
-    pub to: String,
-    /// The version went down: upstream moved `latest` back.
-    pub rollback: bool,
-}
-
-impl std::fmt::Display for Change {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.from {
-            None => write!(f, "{}: {} (new)", self.name, self.to),
-            Some(from) => write!(
-                f,
-                "{}: {from} -> {}{}",
-                self.name,
-                self.to,
-                if self.rollback { " (ROLLBACK)" } else { "" }
-            ),
-        }
-    }
-}
-
-/// The release this plan compares against.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PreviousSummary {
-    pub receipt: PathBuf,
-    pub tag: String,
-    pub created_at: String,
-    pub reference: String,
-}
-
-/// Where images go.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Target {
-    pub registry: String,
-    pub repository: String,
-}
-
-/// `plan.json`: everything the later phases obey.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReleasePlan {
-    pub schema_version: u32,
-    /// The release's clock: gate, resolve, lock and the receipt's `created_at`.
-    pub now: DateTime<Utc>,
-    pub action: Action,
-    /// One sentence: why this action.
-    pub reason: String,
-    /// Whether the later phases push images and publish a release.
-    pub publish: bool,
-    pub publish_reason: String,
-    /// `<yyyy.mm.dd>-<first 12 hex of the inputs digest>`; `None` when not due.
-    pub tag: Option<String>,
-    pub platforms: Vec<Platform>,
-    pub target: Target,
-    pub npm_registry: String,
-    pub gate: GateDecision,
-    pub previous: Option<PreviousSummary>,
-    /// The release inputs as the plan wrote them; later phases refuse a checkout that differs.
-    pub inputs: Vec<InputDigest>,
-    /// sha256 over `inputs` (empty when not due).
-    pub inputs_digest: String,
-    pub changes: Vec<Change>,
-}
 
 impl ReleasePlan {
     pub fn load(dir: &Path) -> Result<ReleasePlan> {
@@ -147,18 +55,6 @@ impl ReleasePlan {
             );
         }
         Ok(plan)
-    }
-
-    /// The tag, for phases that only run when there is a release.
-    pub fn release_tag(&self) -> Result<&str> {
-        match (self.action, &self.tag) {
-            (Action::Release, Some(tag)) => Ok(tag),
-            _ => bail!(
-                "the plan's action is `{}` ({}): there is nothing to build or ship",
-                self.action.as_str(),
-                self.reason
-            ),
-        }
     }
 }
 
@@ -208,17 +104,17 @@ pub fn changes_since(previous: Option<&Receipt>, resolution: &Resolution) -> Vec
             let before = previous
                 .and_then(|r| r.packages.iter().find(|q| q.name == p.name))
                 .map(|q| q.version.clone());
-            if before.as_deref() == Some(p.version.as_str()) {
+            if before.as_deref() == Some(p.version.to_string().as_str()) {
                 return None;
             }
             let rollback = match before.as_deref().map(semver::Version::parse) {
-                Some(Ok(from)) => semver::Version::parse(&p.version).is_ok_and(|to| to < from),
+                Some(Ok(from)) => p.version < from,
                 _ => false,
             };
             Some(Change {
                 name: p.name.clone(),
                 from: before,
-                to: p.version.clone(),
+                to: p.version.to_string(),
                 rollback,
             })
         })
@@ -360,10 +256,6 @@ pub fn summary_markdown(plan: &ReleasePlan) -> String {
         }
     }
     out
-}
-
-pub fn rfc3339(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// The GitHub context, read from the environment the runner sets.
@@ -684,8 +576,8 @@ mod tests {
     fn changes_are_measured_against_the_previous_release() {
         let previous = previous_receipt();
         let resolution = Resolution {
-            cutoff: "2026-11-28T04:37:00Z".into(),
-            now: "2026-11-30T04:37:00Z".into(),
+            cutoff: "2026-11-28T04:37:00Z".parse().unwrap(),
+            now: "2026-11-30T04:37:00Z".parse().unwrap(),
             registry: "https://registry.npmjs.org/".into(),
             cooldown_hours: 48,
             packages: vec![
@@ -711,12 +603,12 @@ mod tests {
         assert!(changes_since(Some(&previous), &same).is_empty());
     }
 
-    fn resolved(name: &str, version: &str, rollback: bool) -> crate::npm::resolve::Resolved {
-        crate::npm::resolve::Resolved {
+    fn resolved(name: &str, version: &str, rollback: bool) -> crate::model::resolution::Resolved {
+        crate::model::resolution::Resolved {
             name: name.into(),
-            version: version.into(),
-            latest: version.into(),
-            published: "2026-11-20T00:00:00Z".into(),
+            version: version.parse().unwrap(),
+            latest: version.parse().unwrap(),
+            published: "2026-11-20T00:00:00Z".parse().unwrap(),
             locked: None,
             rollback,
             held_back: false,

@@ -12,33 +12,17 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use serde::{Deserialize, Serialize};
 
-use crate::image::build::BuildReport;
 use crate::image::sbom::sbom_file_name;
-use crate::image::smoke::SmokeReport;
 use crate::manifest::Platform;
-use crate::release::plan::{ensure_checkout_matches, rfc3339, ReleasePlan, Target};
-use crate::release::publish::{PublishReport, PushedImage};
-use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner, StepTime};
-
-pub const RESULTS_SCHEMA_VERSION: u32 = 1;
-
-/// What one platform's phase produced.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PlatformResults {
-    pub schema_version: u32,
-    pub platform: Platform,
-    /// The plan's tag and inputs digest: ship refuses results of another plan.
-    pub tag: String,
-    pub inputs_digest: String,
-    pub build: BuildReport,
-    pub smoke: SmokeReport,
-    /// The push by digest; `None` when the plan does not publish or smoke failed.
-    pub pushed: Option<PushedImage>,
-    pub steps: Vec<StepTime>,
-}
+use crate::model::build::BuildReport;
+use crate::model::plan::{ReleasePlan, Target};
+use crate::model::platform_results::{PlatformResults, RESULTS_SCHEMA_VERSION};
+use crate::model::publish::PublishReport;
+use crate::model::rfc3339;
+use crate::model::smoke::SmokeReport;
+use crate::release::plan::ensure_checkout_matches;
+use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 
 /// `results-linux-amd64.json`.
 pub fn results_file_name(platform: Platform) -> String {

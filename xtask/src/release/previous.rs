@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::release::receipt::{verify_file, Receipt};
+use crate::model::receipt::Receipt;
+use crate::release::receipt::verify_file;
 
 /// A receipt that verified, and where it was.
 #[derive(Debug, Clone)]

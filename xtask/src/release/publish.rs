@@ -40,15 +40,16 @@ use oci_spec::image::{
     MediaType, Os, PlatformBuilder,
 };
 use reqwest::{header, Method, RequestBuilder, Response, StatusCode, Url};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
 use crate::flags::PublishArgs;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
+use crate::model::publish::{IndexEntry, PublishReport, PublishedIndex, PushedImage};
+use crate::model::tag::is_valid_tag;
 use crate::oci::auth::{redact, Authenticator};
 use crate::oci::blob_upload::{file_body, BlobLocations, CountingReader, TransferProgress};
 use crate::oci::credentials::{credentials_for, Credentials};
-use crate::release::receipt::is_valid_tag;
 use crate::util::{print_json, sha256_hex, Progress};
 
 pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -64,87 +65,7 @@ const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.index.v1+json, \
     application/vnd.docker.distribution.manifest.v2+json";
 
 // ---------------------------------------------------------------------------------------------
-// What `publish --json` prints (and `--pushed` reads back).
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PublishReport {
-    /// Registry host as given, e.g. `127.0.0.1:5000`.
-    pub registry: String,
-    pub repository: String,
-    pub dry_run: bool,
-    pub platforms: Vec<PushedImage>,
-    /// Present when `--tag` was given.
-    pub index: Option<PublishedIndex>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PushedImage {
-    pub platform: Platform,
-    /// The local image reference that was pushed.
-    pub image: String,
-    /// The engine's id of that image.
-    pub image_id: String,
-    pub os: String,
-    pub architecture: String,
-    #[serde(default)]
-    pub variant: Option<String>,
-    /// The manifest digest: the image's digest in the registry.
-    pub digest: String,
-    pub media_type: String,
-    pub manifest_size: u64,
-    pub config_digest: String,
-    /// Config plus compressed layers, as stored in the registry.
-    pub size: u64,
-    pub layers: usize,
-    /// `registry/repository@digest`.
-    pub reference: String,
-    /// Bytes uploaded by this run (0: the registry had every blob already).
-    #[serde(default)]
-    pub uploaded_bytes: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PublishedIndex {
-    pub tag: String,
-    pub digest: String,
-    pub media_type: String,
-    pub size: u64,
-    /// `registry/repository`.
-    pub repository: String,
-    /// `registry/repository@digest`: what consumers pin.
-    pub reference: String,
-    /// The tag already pointed at exactly this index: nothing was written.
-    pub noop: bool,
-}
-
-// ---------------------------------------------------------------------------------------------
 // The canonical index.
-
-/// One platform's entry in the multi-arch index.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IndexEntry {
-    pub platform: Platform,
-    pub os: String,
-    pub architecture: String,
-    pub variant: Option<String>,
-    pub digest: String,
-    pub media_type: String,
-    pub size: u64,
-}
-
-impl From<&PushedImage> for IndexEntry {
-    fn from(p: &PushedImage) -> IndexEntry {
-        IndexEntry {
-            platform: p.platform,
-            os: p.os.clone(),
-            architecture: p.architecture.clone(),
-            variant: p.variant.clone(),
-            digest: p.digest.clone(),
-            media_type: p.media_type.clone(),
-            size: p.manifest_size,
-        }
-    }
-}
 
 /// The canonical bytes of the OCI image index over `entries`: sorted by platform, compact
 /// JSON, no annotations, no timestamps. Equal inputs in any order give equal bytes.

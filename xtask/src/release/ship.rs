@@ -16,11 +16,16 @@ use serde::Serialize;
 
 use crate::image::sbom::sbom_file_name;
 use crate::manifest::{Manifest, Platform, MANIFEST_PATH};
-use crate::release::plan::{append_to_github_file, ensure_checkout_matches, rfc3339, ReleasePlan};
-use crate::release::platform::{results_file_name, PlatformResults};
-use crate::release::publish::PublishReport;
-use crate::release::receipt::{Receipt, SCHEMA_PATH};
-use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner, StepTime};
+use crate::model::plan::ReleasePlan;
+use crate::model::platform_results::PlatformResults;
+use crate::model::platform_results::StepTime;
+use crate::model::publish::PublishReport;
+use crate::model::receipt::Receipt;
+use crate::model::rfc3339;
+use crate::release::plan::{append_to_github_file, ensure_checkout_matches};
+use crate::release::platform::results_file_name;
+use crate::release::receipt::SCHEMA_PATH;
+use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 use crate::util::atomic_write;
 
 /// What `release ship --json` prints.

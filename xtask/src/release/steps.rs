@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Serialize};
 
 use crate::util::{atomic_write, Progress};
 
@@ -60,20 +60,7 @@ impl Step {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepStatus {
-    Ok,
-    Failed,
-}
-
-/// How long one step took, for the table at the end of a phase.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepTime {
-    pub name: String,
-    pub seconds: f64,
-    pub status: StepStatus,
-}
+use crate::model::platform_results::{StepStatus, StepTime};
 
 /// Executes steps in order and remembers their times.
 pub struct StepRunner {

@@ -12,15 +12,19 @@
 //!
 //! Every function here is pure and returns [`Problem`]s naming the receipt field.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
-use serde_json::Value;
 
 use crate::manifest::Manifest;
+use crate::model::inventory::{Inventory, Tarball};
+use crate::model::lockfile::Lockfile;
+use crate::model::package_json::PackageJson;
+use crate::model::receipt::{BuildMode, Receipt, TarballRecord};
+use crate::model::tag::parse_release_tag;
 use crate::oci::reference::{parse_pinned_reference, parse_repository_name};
 use crate::release::publish::{OCI_INDEX, OCI_MANIFEST};
-use crate::release::receipt::{problem, BuildMode, Problem, Receipt};
+use crate::release::receipt::{problem, Problem};
 
 /// How far ahead of the verifier's clock a `created_at` may be (clock skew between the
 /// release runner and the consumer), in seconds.
@@ -29,31 +33,6 @@ pub const CLOCK_SKEW_SECONDS: i64 = 300;
 /// How many days after its tag's day a receipt may be written: GitHub lets failed jobs of a
 /// workflow run be re-run for 30 days, and a re-run keeps the run's tag.
 pub const MAX_RERUN_DAYS: i64 = 30;
-
-/// The release tags this tool makes: `YYYY.MM.DD-` and either the first 12 hex digits of the
-/// release inputs' digest (`cargo xtask release`) or the workflow's run id (1 to 20 digits).
-/// Returns the tag's day.
-pub fn parse_release_tag(tag: &str) -> Option<NaiveDate> {
-    let (day, suffix) = tag.split_once('-')?;
-    let b = day.as_bytes();
-    let shaped = b.len() == 10
-        && b.iter().enumerate().all(|(i, c)| match i {
-            4 | 7 => *c == b'.',
-            _ => c.is_ascii_digit(),
-        });
-    if !shaped {
-        return None;
-    }
-    let date = NaiveDate::parse_from_str(day, "%Y.%m.%d").ok()?;
-    let inputs_digest = suffix.len() == 12
-        && suffix
-            .bytes()
-            .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
-    let run_id = (1..=20).contains(&suffix.len())
-        && suffix.bytes().all(|c| c.is_ascii_digit())
-        && !suffix.starts_with('0');
-    (inputs_digest || run_id).then_some(date)
-}
 
 /// A time exactly as the tool writes it: RFC 3339, UTC, whole seconds, `Z`.
 fn parse_tool_time(text: &str) -> Option<DateTime<Utc>> {
@@ -317,16 +296,51 @@ pub fn smoke_coverage_problems(r: &Receipt, manifest: &Manifest) -> Vec<Problem>
     out
 }
 
-/// The receipt's package, dependency and Node records against the release's own files,
-/// parsed: package.json (the pinned top-level versions), package-lock.json (versions and
-/// integrity of every package) and inventory.json (Node, the cutoff, the npm registry).
-/// `documents` maps an asset name to its parsed JSON; a missing entry was not available.
-pub fn artifact_content_problems(r: &Receipt, documents: &BTreeMap<String, Value>) -> Vec<Problem> {
+/// The release's JSON artifact files, each read as the type its writer writes. `None`: the
+/// file was not available; `Err`: it is there but is not that document (why).
+#[derive(Debug, Clone, Default)]
+pub struct ArtifactDocuments {
+    pub package_json: Option<Result<PackageJson, String>>,
+    pub lockfile: Option<Result<Lockfile, String>>,
+    pub inventory: Option<Result<Inventory, String>>,
+}
+
+/// The receipt's package, dependency and Node records against the release's own files:
+/// package.json (the pinned top-level versions), package-lock.json (versions and integrity of
+/// every package) and inventory.json (Node, the cutoff, the npm registry).
+pub fn artifact_content_problems(r: &Receipt, documents: &ArtifactDocuments) -> Vec<Problem> {
     let mut out = Vec::new();
-    if let Some(package_json) = documents.get("package.json") {
-        let deps = package_json.get("dependencies").and_then(Value::as_object);
+    let mut readable = |name: &str, why: &String| {
+        out.push(problem(
+            "artifacts",
+            format!("`{name}` is not the document this tool writes under that name: {why}"),
+        ))
+    };
+    let package_json = match &documents.package_json {
+        Some(Err(why)) => {
+            readable("package.json", why);
+            None
+        }
+        other => other.as_ref().and_then(|d| d.as_ref().ok()),
+    };
+    let lockfile = match &documents.lockfile {
+        Some(Err(why)) => {
+            readable("package-lock.json", why);
+            None
+        }
+        other => other.as_ref().and_then(|d| d.as_ref().ok()),
+    };
+    let inventory = match &documents.inventory {
+        Some(Err(why)) => {
+            readable("inventory.json", why);
+            None
+        }
+        other => other.as_ref().and_then(|d| d.as_ref().ok()),
+    };
+    if let Some(package_json) = package_json {
+        let deps = &package_json.dependencies;
         for (i, p) in r.packages.iter().enumerate() {
-            let pinned = deps.and_then(|d| d.get(&p.name)).and_then(Value::as_str);
+            let pinned = deps.get(&p.name).map(String::as_str);
             if pinned != Some(p.version.as_str()) {
                 out.push(problem(
                     format!("packages[{i}].version"),
@@ -340,7 +354,7 @@ pub fn artifact_content_problems(r: &Receipt, documents: &BTreeMap<String, Value
             }
         }
         let listed: BTreeSet<&str> = r.packages.iter().map(|p| p.name.as_str()).collect();
-        for name in deps.into_iter().flat_map(|d| d.keys()) {
+        for name in deps.keys() {
             if !listed.contains(name.as_str()) {
                 out.push(problem(
                     "packages",
@@ -349,14 +363,11 @@ pub fn artifact_content_problems(r: &Receipt, documents: &BTreeMap<String, Value
             }
         }
     }
-    if let Some(lock) = documents.get("package-lock.json") {
-        let entries = lock.get("packages").and_then(Value::as_object);
+    if let Some(lock) = lockfile {
         let mut check = |field: String, path: &str, version: &str, integrity: &str| {
-            let entry = entries.and_then(|e| e.get(path));
-            let locked_version = entry.and_then(|e| e.get("version")).and_then(Value::as_str);
-            let locked_integrity = entry
-                .and_then(|e| e.get("integrity"))
-                .and_then(Value::as_str);
+            let entry = lock.packages.get(path);
+            let locked_version = entry.and_then(|e| e.version.as_deref());
+            let locked_integrity = entry.and_then(|e| e.integrity.as_deref());
             if locked_version != Some(version) {
                 out.push(problem(
                     format!("{field}.version"),
@@ -393,32 +404,30 @@ pub fn artifact_content_problems(r: &Receipt, documents: &BTreeMap<String, Value
             );
         }
     }
-    if let Some(inventory) = documents.get("inventory.json") {
-        let node = &inventory["node"];
-        if node["version"].as_str() != Some(r.node.version.as_str()) {
+    if let Some(inventory) = inventory {
+        let node = &inventory.node;
+        if node.version != r.node.version {
             out.push(problem(
                 "node.version",
                 format!(
                     "`{}` is not inventory.json's Node {}",
-                    r.node.version, node["version"]
+                    r.node.version, node.version
                 ),
             ));
         }
-        let same = |record: &crate::release::receipt::TarballRecord, v: &Value| {
-            v["package"].as_str() == Some(record.package.as_str())
-                && v["version"].as_str() == Some(record.version.as_str())
-                && v["integrity"].as_str() == Some(record.integrity.as_str())
+        let same = |record: &TarballRecord, t: &Tarball| {
+            t.package == record.package
+                && t.version == record.version
+                && t.integrity == record.integrity
         };
-        if !same(&r.node.npm, &node["npm"]) {
+        if !same(&r.node.npm, &node.npm) {
             out.push(problem(
                 "node.npm",
                 "differs from inventory.json's npm (package, version or integrity)",
             ));
         }
-        let inventory_platforms: BTreeSet<String> = node["platforms"]
-            .as_object()
-            .map(|m| m.keys().cloned().collect())
-            .unwrap_or_default();
+        let inventory_platforms: BTreeSet<String> =
+            node.platforms.keys().map(|p| p.to_string()).collect();
         let receipt_platforms: BTreeSet<String> =
             r.node.platforms.keys().map(|p| p.to_string()).collect();
         if inventory_platforms != receipt_platforms {
@@ -431,29 +440,32 @@ pub fn artifact_content_problems(r: &Receipt, documents: &BTreeMap<String, Value
             ));
         }
         for (platform, record) in &r.node.platforms {
-            let theirs = &node["platforms"][platform.to_string()];
-            if !theirs.is_null() && !same(record, theirs) {
-                out.push(problem(
-                    format!("node.platforms.{platform}"),
-                    "differs from inventory.json's Node tarball (package, version or integrity)",
-                ));
+            if let Some(theirs) = node.platforms.get(platform) {
+                if !same(record, theirs) {
+                    out.push(problem(
+                        format!("node.platforms.{platform}"),
+                        "differs from inventory.json's Node tarball (package, version or \
+                         integrity)",
+                    ));
+                }
             }
         }
-        if inventory["cutoff"].as_str() != Some(r.resolver.cutoff.as_str()) {
+        let inventory_cutoff = crate::model::rfc3339(inventory.cutoff);
+        if inventory_cutoff != r.resolver.cutoff {
             out.push(problem(
                 "resolver.cutoff",
                 format!(
                     "`{}` is not inventory.json's cutoff {}",
-                    r.resolver.cutoff, inventory["cutoff"]
+                    r.resolver.cutoff, inventory_cutoff
                 ),
             ));
         }
-        if inventory["registry"].as_str() != Some(r.resolver.registry.as_str()) {
+        if inventory.registry != r.resolver.registry {
             out.push(problem(
                 "resolver.registry",
                 format!(
                     "`{}` is not inventory.json's registry {}",
-                    r.resolver.registry, inventory["registry"]
+                    r.resolver.registry, inventory.registry
                 ),
             ));
         }
@@ -464,28 +476,6 @@ pub fn artifact_content_problems(r: &Receipt, documents: &BTreeMap<String, Value
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn release_tags_are_the_forms_the_tool_makes() {
-        let day = NaiveDate::from_ymd_opt(2026, 11, 30);
-        assert_eq!(parse_release_tag("2026.11.30-0123456789ab"), day);
-        assert_eq!(parse_release_tag("2026.11.30-12345678901"), day);
-        for bad in [
-            "2026-11-30.1",
-            "2026.11.30-0123456789AB",
-            "2026.11.30-0123456789a",
-            "2026.11.30-0123",
-            "2026.02.30-0123456789ab",
-            "2026.11.30",
-            "latest",
-            "2026.11.30-0123456789ab-x",
-            "2026.11.30-012345",
-            "2026.11.30-123456789012345678901",
-            "v2026.11.30-0123456789ab",
-        ] {
-            assert_eq!(parse_release_tag(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn tool_times_are_utc_whole_seconds() {

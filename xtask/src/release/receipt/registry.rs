@@ -17,10 +17,11 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 
+use crate::model::receipt::Receipt;
 use crate::oci::credentials::credentials_for;
 use crate::oci::reference::parse_repository_name;
 use crate::release::publish::{RegistryClient, RegistryTarget};
-use crate::release::receipt::{problem, Problem, Receipt};
+use crate::release::receipt::{problem, Problem};
 use crate::util::sha256_hex;
 
 /// The largest manifest or index read from a registry (the limit registries themselves
@@ -334,7 +335,8 @@ fn entries(bytes: &[u8]) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::release::publish::{index_bytes, IndexEntry};
+    use crate::model::publish::IndexEntry;
+    use crate::release::publish::index_bytes;
     use crate::release::receipt::tests_support::sample;
 
     /// What a registry that holds exactly the sample release would answer.

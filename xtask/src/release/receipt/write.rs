@@ -1,0 +1,506 @@
+//! `receipt write`: the stage outputs joined into one receipt ([`assemble`], pure), written
+//! under its own digest and read back as a consumer would.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use super::verify::{completeness_problems, index_digest_problems, print_problems, verify_file};
+use super::{receipt_bytes, receipt_file_name, Problem, ARTIFACTS, SCHEMA_VERSION};
+use crate::flags::ReceiptWriteArgs;
+use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
+use crate::model::build::BuildReport;
+use crate::model::gate::GateDecision;
+use crate::model::inventory::Inventory;
+use crate::model::publish::{PublishReport, PushedImage};
+use crate::model::receipt::*;
+use crate::model::resolution::Resolution;
+use crate::model::rfc3339;
+use crate::model::smoke::SmokeReport;
+use crate::npm::inventory::INVENTORY_PATH;
+use crate::util::{atomic_write, now_or, sha256_file, sha256_hex};
+
+/// Everything `receipt write` assembles a receipt from; [`assemble`] is pure over it.
+pub struct ReceiptInputs {
+    pub release_tag_override: Option<String>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub source_commit: String,
+    pub gate: GateDecision,
+    pub resolve: Resolution,
+    pub inventory: Inventory,
+    pub manifest: Manifest,
+    /// (asset name, repository path, sha256 hex)
+    pub artifacts: Vec<(String, String, String)>,
+    pub builds: Vec<BuildReport>,
+    pub smokes: Vec<SmokeReport>,
+    /// Each platform's SBOM, as recorded.
+    pub sboms: BTreeMap<Platform, SbomRecord>,
+    pub publish: PublishReport,
+}
+
+/// Joins the inputs into a receipt and decides `complete`. Errors are wiring mistakes
+/// (inputs that do not belong together); a failed smoke check is not an error but an
+/// incomplete receipt.
+pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
+    let ReceiptInputs {
+        release_tag_override,
+        created_at,
+        source_commit,
+        gate,
+        resolve,
+        inventory,
+        manifest,
+        artifacts,
+        builds,
+        smokes,
+        sboms,
+        publish,
+    } = inputs;
+
+    let (release_tag, index) = index_record(&publish, release_tag_override)?;
+    // `lock` keeps the committed inventory when a new clock alone would change it, so the
+    // lockfile's cutoff may be earlier than this resolution's (the same versions either way:
+    // checked package by package below). A later one means the lockfile is not from this run.
+    if inventory.cutoff > resolve.cutoff {
+        bail!(
+            "{INVENTORY_PATH}'s cutoff {} is later than the resolve output's {}: the lockfile \
+             was not written from this resolution (run `cargo xtask lock`)",
+            rfc3339(inventory.cutoff),
+            rfc3339(resolve.cutoff)
+        );
+    }
+
+    let packages = package_records(&manifest, &resolve, &inventory)?;
+    let dependencies = inventory
+        .packages
+        .iter()
+        .filter(|p| !p.top_level)
+        .map(|p| DependencyRecord {
+            name: p.name.clone(),
+            version: p.version.clone(),
+            path: p.path.clone(),
+            integrity: p.integrity.clone(),
+        })
+        .collect();
+
+    let pushed: BTreeMap<Platform, _> = publish.platforms.iter().map(|p| (p.platform, p)).collect();
+    let mut platforms = Vec::new();
+    let mut seen = BTreeSet::new();
+    for build in &builds {
+        if !seen.insert(build.platform) {
+            bail!("two build outputs are for {}", build.platform);
+        }
+        let pushed = pushed.get(&build.platform).with_context(|| {
+            format!(
+                "{} was built ({}) but the publish output has no image for it",
+                build.platform, build.image
+            )
+        })?;
+        let sbom = sboms.get(&build.platform).cloned().with_context(|| {
+            format!(
+                "no SBOM was given for {}; make it with `cargo xtask sbom --image {} --platform \
+                 {} --output {}` and pass it with --sbom",
+                build.platform,
+                build.image,
+                build.platform,
+                crate::image::sbom::sbom_file_name(build.platform)
+            )
+        })?;
+        platforms.push(platform_record(build, pushed, &smokes, &manifest, sbom)?);
+    }
+    for p in &publish.platforms {
+        if !seen.contains(&p.platform) {
+            bail!(
+                "the publish output has an image for {} ({}) but no build output was given for it",
+                p.platform,
+                p.image
+            );
+        }
+    }
+    platforms.sort_by_key(|p| p.platform);
+
+    let node = NodeRecord {
+        version: inventory.node.version.clone(),
+        npm: (&inventory.node.npm).into(),
+        platforms: inventory
+            .node
+            .platforms
+            .iter()
+            .map(|(p, t)| (*p, t.into()))
+            .collect(),
+    };
+
+    let mut receipt = Receipt {
+        schema_version: SCHEMA_VERSION,
+        release_tag,
+        created_at: rfc3339(created_at),
+        source_commit,
+        trigger: gate.trigger,
+        gate: GateRecord {
+            due: gate.due,
+            forced: gate.forced,
+            catch_up: gate.catch_up,
+            epoch_day: gate.epoch_day,
+            next_due: gate.next_due,
+            reason: gate.reason,
+        },
+        resolver: ResolverRecord {
+            // The lockfile's own cutoff: what the release's versions are no newer than.
+            cutoff: rfc3339(inventory.cutoff),
+            registry: inventory.registry.clone(),
+        },
+        node,
+        packages,
+        dependencies,
+        artifacts: artifacts
+            .into_iter()
+            .map(|(name, path, sha256)| ArtifactRecord { name, path, sha256 })
+            .collect(),
+        required_platforms: manifest.platforms.clone(),
+        platforms,
+        index,
+        complete: false,
+    };
+    let index_problems: Vec<_> = index_digest_problems(&receipt);
+    if let Some(p) = index_problems.first() {
+        bail!(
+            "the publish output does not hold together: {}: {}",
+            p.field,
+            p.problem
+        );
+    }
+    receipt.complete = completeness_problems(&receipt, &manifest).is_empty();
+    Ok(receipt)
+}
+
+/// The published index, and the release tag it is under (`--tag` must agree with it).
+fn index_record(
+    publish: &PublishReport,
+    release_tag_override: Option<String>,
+) -> Result<(String, IndexRecord)> {
+    let Some(published) = publish.index.clone() else {
+        bail!("the publish output has no `index`: run `cargo xtask publish` with --tag");
+    };
+    if publish.dry_run {
+        bail!("the publish output comes from a --dry-run: nothing was published");
+    }
+    let index = IndexRecord {
+        tag: published.tag,
+        digest: published.digest,
+        media_type: published.media_type,
+        size: published.size,
+        repository: published.repository,
+        reference: published.reference,
+    };
+    let release_tag = release_tag_override.unwrap_or_else(|| index.tag.clone());
+    if release_tag != index.tag {
+        bail!(
+            "--tag {release_tag} differs from the published index's tag {}",
+            index.tag
+        );
+    }
+    if crate::model::tag::parse_release_tag(&release_tag).is_none() {
+        bail!(
+            "release tag `{release_tag}` is not a form consumers accept (`YYYY.MM.DD-` and 12 hex \
+             digits of the inputs' digest, or the workflow run id); publish under such a tag"
+        );
+    }
+    Ok((release_tag, index))
+}
+
+/// The manifest's packages as resolved, each with the integrity the lockfile locks.
+fn package_records(
+    manifest: &Manifest,
+    resolve: &Resolution,
+    inventory: &Inventory,
+) -> Result<Vec<PackageRecord>> {
+    let mut packages = Vec::new();
+    for spec in &manifest.packages {
+        let resolved = resolve
+            .packages
+            .iter()
+            .find(|p| p.name == spec.name)
+            .with_context(|| format!("the resolve output has no package `{}`", spec.name))?;
+        let locked = inventory
+            .packages
+            .iter()
+            .find(|p| p.top_level && p.name == spec.name)
+            .with_context(|| {
+                format!("{INVENTORY_PATH} has no top-level package `{}`", spec.name)
+            })?;
+        if locked.version != resolved.version.to_string() {
+            bail!(
+                "package `{}`: resolve chose {} but {INVENTORY_PATH} locks {}; run `cargo xtask \
+                 lock` so the lockfile matches the resolution",
+                spec.name,
+                resolved.version,
+                locked.version
+            );
+        }
+        packages.push(PackageRecord {
+            name: spec.name.clone(),
+            version: resolved.version.to_string(),
+            integrity: locked.integrity.clone(),
+            latest: resolved.latest.to_string(),
+            published: Some(rfc3339(resolved.published)),
+            previously_locked: resolved.locked.as_ref().map(ToString::to_string),
+            rollback: resolved.rollback,
+            held_back: resolved.held_back,
+            notes: resolved.notes.clone(),
+        });
+    }
+    Ok(packages)
+}
+
+/// One platform's record: the build, the image pushed from it and its smoke test, which
+/// must be one image and every check the manifest requires of it.
+fn platform_record(
+    build: &BuildReport,
+    pushed: &PushedImage,
+    smokes: &[SmokeReport],
+    manifest: &Manifest,
+    sbom: SbomRecord,
+) -> Result<PlatformRecord> {
+    let (Some(image_id), Some(size), false) = (&build.image_id, build.size, build.dry_run) else {
+        bail!(
+            "the build output for {} ({}) is from a --dry-run: nothing was built; pass the \
+             output of `cargo xtask build --platform {} --json`",
+            build.platform,
+            build.image,
+            build.platform
+        );
+    };
+    let image_size = u64::try_from(size).with_context(|| {
+        format!(
+            "the build output for {} gives the image size {size}",
+            build.platform
+        )
+    })?;
+    if *image_id != *pushed.image_id {
+        bail!(
+            "{}: the published image {} ({}) is not the built image {} ({})",
+            build.platform,
+            pushed.image,
+            pushed.image_id,
+            build.image,
+            image_id
+        );
+    }
+    let smoke = smokes
+        .iter()
+        .find(|s| s.image == build.image || *image_id == *s.image)
+        .with_context(|| {
+            format!(
+                "no smoke output is for the {} image {}: run `cargo xtask smoke --image {} \
+                 --json` and pass it with --smoke",
+                build.platform, build.image, build.image
+            )
+        })?;
+    // A smoke output without every required check is not a test result to publish: the
+    // receipt would look complete while the image went partly untested.
+    let required = manifest.required_smoke_checks(build.platform, build.emulated);
+    let mut names = BTreeSet::new();
+    for check in &smoke.checks {
+        if !names.insert(check.name.as_str()) {
+            bail!(
+                "the smoke output for the {} image {} records check `{}` twice; pass the \
+                 output of one `cargo xtask smoke` run",
+                build.platform,
+                build.image,
+                check.name
+            );
+        }
+    }
+    let missing: Vec<&String> = required
+        .iter()
+        .filter(|n| !names.contains(n.as_str()))
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "the smoke output for the {} image {} ({} build) lacks the required check(s) \
+             {missing:?} (smoke_checks in {MANIFEST_PATH}); run `cargo xtask smoke --image {} \
+             --json` with this tool's version and pass its whole output",
+            build.platform,
+            build.image,
+            if build.emulated { "emulated" } else { "native" },
+            build.image
+        );
+    }
+    Ok(PlatformRecord {
+        platform: build.platform,
+        os: pushed.os.clone(),
+        architecture: pushed.architecture.clone(),
+        variant: pushed.variant.clone(),
+        build: if build.emulated {
+            BuildMode::Emulated
+        } else {
+            BuildMode::Native
+        },
+        build_id: build.build_id.clone(),
+        local_image: build.image.clone(),
+        image_id: image_id.to_string(),
+        base_image: BaseImageRecord {
+            reference: build.base_image.clone(),
+            digest: build.base_image_id.to_string(),
+        },
+        digest: pushed.digest.clone(),
+        media_type: pushed.media_type.clone(),
+        manifest_size: pushed.manifest_size,
+        config_digest: pushed.config_digest.clone(),
+        image_size,
+        pushed_size: pushed.size,
+        debian_packages: build.debian_packages.clone(),
+        sbom,
+        smoke: SmokeRecord {
+            passed: smoke.passed,
+            checks: smoke
+                .checks
+                .iter()
+                .map(|c| SmokeCheck {
+                    name: c.name.clone(),
+                    passed: c.passed,
+                    output: c.output.clone(),
+                })
+                .collect(),
+        },
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// `receipt write`
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{}: not the JSON that {what} prints", path.display()))
+}
+
+fn source_commit(root: &Path) -> Result<String> {
+    if let Ok(sha) = std::env::var("GITHUB_SHA") {
+        if !sha.is_empty() {
+            return Ok(sha);
+        }
+    }
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .context("cannot run git to find the source commit; pass --source-commit")?;
+    if !out.status.success() {
+        bail!(
+            "`git rev-parse HEAD` failed in {}: {}; pass --source-commit",
+            root.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+#[derive(Serialize)]
+struct WriteReport<'a> {
+    path: String,
+    sha256: String,
+    release_tag: &'a str,
+    reference: &'a str,
+    complete: bool,
+    problems: Vec<Problem>,
+}
+
+pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
+    let root = repo_root();
+    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+    let inventory = Inventory::load(&root.join(INVENTORY_PATH))?;
+    let mut artifacts = Vec::new();
+    for (name, path) in ARTIFACTS {
+        let file = root.join(path);
+        let digest = sha256_file(&file)
+            .with_context(|| format!("artifact `{name}` ({path}) is needed for the receipt"))?;
+        artifacts.push((name.to_string(), path.to_string(), digest));
+    }
+    let mut sboms = BTreeMap::new();
+    for path in &args.sboms {
+        let file_name = path.file_name().unwrap_or_default().to_string_lossy();
+        let platform = Platform::ALL
+            .into_iter()
+            .find(|p| crate::image::sbom::sbom_file_name(*p) == file_name)
+            .with_context(|| {
+                format!(
+                    "{} is not named as an SBOM of a platform (`sbom-<os>-<arch>.spdx.json`)",
+                    path.display()
+                )
+            })?;
+        crate::image::sbom::check_file(path, platform)?;
+        let record = SbomRecord {
+            name: file_name.into_owned(),
+            sha256: sha256_file(path)?,
+        };
+        if sboms.insert(platform, record).is_some() {
+            bail!("two SBOMs were given for {platform}");
+        }
+    }
+    let inputs = ReceiptInputs {
+        release_tag_override: args.tag.clone(),
+        created_at: now_or(args.now.as_deref())?,
+        source_commit: match &args.source_commit {
+            Some(sha) => sha.clone(),
+            None => source_commit(&root)?,
+        },
+        gate: read_json(&args.gate, "`cargo xtask gate --json` output")?,
+        resolve: read_json(&args.resolve, "`cargo xtask resolve --json` output")?,
+        inventory,
+        manifest,
+        artifacts,
+        builds: args
+            .builds
+            .iter()
+            .map(|p| read_json(p, "`cargo xtask build --json` output"))
+            .collect::<Result<_>>()?,
+        smokes: args
+            .smokes
+            .iter()
+            .map(|p| read_json(p, "`cargo xtask smoke --json` output"))
+            .collect::<Result<_>>()?,
+        sboms,
+        publish: read_json(&args.publish, "`cargo xtask publish --json` output")?,
+    };
+    let receipt = assemble(inputs)?;
+    let bytes = receipt_bytes(&receipt);
+    let digest = sha256_hex(&bytes);
+    let out_dir = args
+        .out_dir
+        .clone()
+        .unwrap_or_else(|| root.join("target/xtask/receipts"));
+    let path: PathBuf = out_dir.join(receipt_file_name(&receipt.release_tag, &digest));
+    atomic_write(&path, &bytes)?;
+
+    // Read back what is on disk and verify it as a consumer would.
+    let check = verify_file(&path, None)?;
+    let report = WriteReport {
+        path: path.display().to_string(),
+        sha256: digest,
+        release_tag: &receipt.release_tag,
+        reference: &receipt.index.reference,
+        complete: receipt.complete,
+        problems: check.problems,
+    };
+    if args.json {
+        crate::terminal_text::print_json_escaped(&report)?;
+    } else {
+        println!("{}", crate::terminal_text::escape(&report.path));
+    }
+    if !receipt.complete {
+        eprintln!("the receipt is written but incomplete; consumers will reject it:");
+        print_problems(&report.problems);
+        return Ok(ExitCode::FAILURE);
+    }
+    if !report.problems.is_empty() {
+        print_problems(&report.problems);
+        bail!("the receipt written to {} does not verify", report.path);
+    }
+    Ok(ExitCode::SUCCESS)
+}
