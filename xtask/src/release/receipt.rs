@@ -1532,7 +1532,7 @@ pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
     let out_dir = args
         .out_dir
         .clone()
-        .unwrap_or_else(|| root.join("target/xtask/receipts"));
+        .unwrap_or_else(|| crate::util::state_dir(&root, "receipts"));
     let path: PathBuf = out_dir.join(receipt_file_name(&receipt.release_tag, &digest));
     atomic_write(&path, &bytes)?;
 
@@ -1601,7 +1601,7 @@ pub(crate) mod tests_support {
                     digest: digest("base"),
                 },
                 digest: digest(&format!("manifest {platform}")),
-                media_type: crate::release::publish::OCI_MANIFEST.into(),
+                media_type: crate::oci::index::OCI_MANIFEST.into(),
                 manifest_size: 700,
                 config_digest: digest(&format!("config {platform}")),
                 image_size: 10,
@@ -1692,7 +1692,7 @@ pub(crate) mod tests_support {
                 tag: SAMPLE_TAG.into(),
                 reference: format!("127.0.0.1:5000/s0/ca@{index_digest}"),
                 digest: index_digest,
-                media_type: crate::release::publish::OCI_INDEX.into(),
+                media_type: crate::oci::index::OCI_INDEX.into(),
                 size: index.len() as u64,
                 repository: "127.0.0.1:5000/s0/ca".into(),
             },
@@ -1931,7 +1931,7 @@ mod tests {
             }),
             ("gate.epoch_day", |r| r.gate.epoch_day += 5),
             ("platforms[0].media_type", |r| {
-                r.platforms[0].media_type = crate::release::publish::OCI_INDEX.into()
+                r.platforms[0].media_type = crate::oci::index::OCI_INDEX.into()
             }),
             ("required_platforms", |r| {
                 r.required_platforms = vec![Platform::LinuxAmd64, Platform::LinuxAmd64]

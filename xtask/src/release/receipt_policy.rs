@@ -18,8 +18,8 @@ use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use serde_json::Value;
 
 use crate::manifest::Manifest;
+use crate::oci::index::{OCI_INDEX, OCI_MANIFEST};
 use crate::oci::reference::{parse_pinned_reference, parse_repository_name};
-use crate::release::publish::{OCI_INDEX, OCI_MANIFEST};
 use crate::release::receipt::{problem, BuildMode, Problem, Receipt};
 
 /// How far ahead of the verifier's clock a `created_at` may be (clock skew between the
