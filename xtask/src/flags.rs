@@ -319,7 +319,7 @@ pub struct ReceiptWriteArgs {
     /// The receipt's creation time (RFC 3339); defaults to now.
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
-    /// Where to write the receipt; defaults to target/xtask/receipts.
+    /// Where to write the receipt; defaults to .xtask/receipts.
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
     /// Print `{"path", "sha256", "release_tag", "reference", "complete", "problems"}`.

@@ -2,9 +2,10 @@
 //! one sub-domain. See ARCHITECTURE.md for the map and the invariants between modules.
 
 // Shared ground: the manifest (the only policy), the command line, bounded and strict reading,
-// terminal escaping.
+// terminal escaping, the HTTP policy.
 pub mod bounded_read;
 pub mod flags;
+pub mod http;
 pub mod manifest;
 pub mod strict_json;
 pub mod terminal_text;

@@ -1,7 +1,8 @@
-//! Small IO helpers shared by the commands: atomic writes, digests, progress lines, the clock.
+//! Small IO helpers shared by the commands: the state directory, atomic writes, digests,
+//! progress lines, the clock.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -25,6 +26,13 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     tmp.persist(path)
         .with_context(|| format!("cannot replace {}", path.display()))?;
     Ok(())
+}
+
+/// The tool's own state below the repository root `root`: `.xtask/<name>` (caches, records
+/// of earlier pushes, receipts, run directories). One root, ignored by git, so `rm -rf
+/// .xtask` resets every cache and `cargo clean` resets none.
+pub fn state_dir(root: &Path, name: &str) -> PathBuf {
+    root.join(".xtask").join(name)
 }
 
 /// `sha256` of `bytes` as lowercase hex.

@@ -422,57 +422,19 @@ pub(crate) async fn read_image_files(
     Ok(files)
 }
 
-/// A blocking reader over an async byte stream, for the synchronous tar parser. The stream is
-/// driven by a task on the runtime; the reader must be used on a blocking thread.
-pub struct StreamReader {
-    receiver: std::sync::mpsc::Receiver<std::io::Result<Bytes>>,
-    current: Bytes,
-}
-
-impl StreamReader {
-    pub fn spawn<S, E>(stream: S) -> StreamReader
-    where
-        S: Stream<Item = Result<Bytes, E>> + Send + 'static,
-        E: std::fmt::Display + Send + 'static,
-    {
-        // A small bound keeps memory flat: the engine waits while the scanner catches up.
-        let (sender, receiver) = std::sync::mpsc::sync_channel(16);
-        tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(item) = stream.next().await {
-                let item = item.map_err(|e| std::io::Error::other(e.to_string()));
-                let failed = item.is_err();
-                let sender = sender.clone();
-                // `send` blocks when the channel is full; do that off the async workers.
-                let sent = tokio::task::spawn_blocking(move || sender.send(item).is_ok())
-                    .await
-                    .unwrap_or(false);
-                if !sent || failed {
-                    break;
-                }
-            }
-        });
-        StreamReader {
-            receiver,
-            current: Bytes::new(),
-        }
-    }
-}
-
-impl Read for StreamReader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.current.is_empty() {
-            match self.receiver.recv() {
-                Ok(Ok(bytes)) => self.current = bytes,
-                Ok(Err(err)) => return Err(err),
-                Err(_) => return Ok(0),
-            }
-        }
-        let n = buf.len().min(self.current.len());
-        buf[..n].copy_from_slice(&self.current[..n]);
-        self.current = self.current.slice(n..);
-        Ok(n)
-    }
+/// A blocking reader over an async byte stream (an image export), for the synchronous tar
+/// parsers. tokio-util's `StreamReader` makes it an `AsyncRead` and `SyncIoBridge` blocks on
+/// it: the stream is polled only as the reader asks, so memory stays at one chunk whatever
+/// the image's size. Call it on the runtime; read it on a blocking thread
+/// (`spawn_blocking`).
+pub fn blocking_reader<S, E>(stream: S) -> impl Read + Send + 'static
+where
+    S: Stream<Item = Result<Bytes, E>> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    let stream =
+        Box::pin(stream.map(|item| item.map_err(|e| std::io::Error::other(e.to_string()))));
+    tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream))
 }
 
 #[cfg(test)]
@@ -508,7 +470,7 @@ mod tests {
             Ok(Bytes::new()),
             Ok(Bytes::from_static(b"world")),
         ];
-        let mut reader = StreamReader::spawn(futures_util::stream::iter(chunks));
+        let mut reader = blocking_reader(futures_util::stream::iter(chunks));
         let text = tokio::task::spawn_blocking(move || {
             let mut s = String::new();
             reader.read_to_string(&mut s).map(|_| s)
@@ -523,7 +485,7 @@ mod tests {
     async fn stream_reader_passes_errors_on() {
         let chunks: Vec<Result<Bytes, String>> =
             vec![Ok(Bytes::from_static(b"x")), Err("engine went away".into())];
-        let mut reader = StreamReader::spawn(futures_util::stream::iter(chunks));
+        let mut reader = blocking_reader(futures_util::stream::iter(chunks));
         let err = tokio::task::spawn_blocking(move || {
             let mut v = Vec::new();
             reader.read_to_end(&mut v)

@@ -52,7 +52,10 @@ pub async fn resolve(args: BenchResolveArgs) -> Result<ExitCode> {
     let warm =
         resolve::resolve_all(&manifest, &upstream, &Default::default(), now, &progress).await?;
     let names = upstream.cached_names().await;
-    let http = reqwest::Client::new();
+    let http = crate::http::client_for_url(
+        upstream.base(),
+        crate::http::Timeout::Total(Duration::from_secs(60)),
+    )?;
     let mut snapshot = BTreeMap::new();
     for name in &names {
         let url = packument_url(upstream.base(), name);

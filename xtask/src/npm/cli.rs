@@ -11,7 +11,9 @@ use std::process::Stdio;
 
 use anyhow::{bail, Context, Result};
 
+use crate::manifest::repo_root;
 use crate::npm::registry::{download_verified, Registry};
+use crate::util::state_dir;
 
 /// A verified npm CLI on disk, run with the host's `node`.
 pub struct Npm {
@@ -19,16 +21,12 @@ pub struct Npm {
     cli: PathBuf,
 }
 
-/// The directory where verified tool downloads are kept between runs.
+/// The directory where verified tool downloads are kept between runs: `XTASK_CACHE_DIR`, else
+/// the state directory `.xtask/cache`.
 pub fn cache_dir() -> PathBuf {
     std::env::var_os("XTASK_CACHE_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .parent()
-                .unwrap()
-                .join(".xtask/cache")
-        })
+        .unwrap_or_else(|| state_dir(&repo_root(), "cache"))
 }
 
 impl Npm {

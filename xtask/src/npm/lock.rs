@@ -10,7 +10,6 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -191,9 +190,7 @@ async fn tarball(registry: &Registry, package: &str, version: &str) -> Result<Ta
             registry.base()
         );
     };
-    let sha512 = integrity
-        .strip_prefix("sha512-")
-        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+    let sha512 = crate::npm::registry::sha512_integrity(&integrity)
         .map(hex::encode)
         .with_context(|| format!("{package}@{version}: integrity `{integrity}` is not sha512"))?;
     Ok(Tarball {

@@ -41,8 +41,8 @@ pub fn check(lock: &Lockfile, policy: &Policy<'_>) -> Vec<String> {
         ));
     }
     let https_or_loopback = policy.registry.starts_with("https://")
-        || policy.registry.starts_with("http://127.0.0.1")
-        || policy.registry.starts_with("http://localhost");
+        || (policy.registry.starts_with("http://")
+            && crate::http::is_loopback_url(policy.registry));
     if !https_or_loopback {
         problems.push(format!("the registry {} is not https", policy.registry));
     }

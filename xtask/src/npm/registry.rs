@@ -1,9 +1,8 @@
 //! The npm registry client: fetches packuments, concurrently, with timeouts and bounded retries.
 //!
 //! This is the network edge of `resolve`, `lock` and `bench`. It returns typed registry data
-//! and never decides anything: the rules live in `resolve`. The client uses the system trust
-//! store (reqwest's rustls platform verifier), because registry traffic may pass a
-//! TLS-inspecting proxy whose CA is only in the host's store.
+//! and never decides anything: the rules live in `resolve`. Client, trust store and retries
+//! follow the tool's one HTTP policy (`crate::http`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,6 +11,8 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 use tokio::sync::Mutex;
+
+use crate::http::{self, Attempt, Retry, Timeout};
 
 /// A full packument (`GET /<name>`), reduced to the fields the toolchain reads.
 #[derive(Debug, Clone, Deserialize)]
@@ -69,10 +70,6 @@ pub fn packument_url(registry: &str, name: &str) -> String {
     )
 }
 
-/// How many attempts a request gets, and the cap on any single wait between them.
-const ATTEMPTS: u32 = 4;
-const MAX_WAIT: Duration = Duration::from_secs(30);
-
 /// A registry client that remembers what it fetched, so a package asked for twice (Codex's
 /// platform binaries are aliases of Codex itself) is fetched once.
 #[derive(Clone)]
@@ -80,38 +77,18 @@ pub struct Registry {
     base: String,
     http: reqwest::Client,
     cache: Arc<Mutex<BTreeMap<String, Arc<Packument>>>>,
-    /// Base delay of the exponential backoff; tests shorten it.
-    backoff: Duration,
-}
-
-/// Why one request failed, and whether another attempt may help.
-enum Failure {
-    Retry(anyhow::Error, Option<Duration>),
-    NotFound,
-    Final(anyhow::Error),
+    retry: Retry,
 }
 
 impl Registry {
     pub fn new(base: &str) -> Result<Registry> {
-        let http = reqwest::Client::builder()
-            .user_agent(concat!(
-                "coding-agent-template-xtask/",
-                env!("CARGO_PKG_VERSION")
-            ))
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(60))
-            .build()
-            .context("cannot set up the HTTP client")?;
-        let backoff = std::env::var("XTASK_RETRY_BASE_MS")
-            .ok()
-            .and_then(|ms| ms.parse().ok())
-            .map(Duration::from_millis)
-            .unwrap_or(Duration::from_millis(500));
+        let http = http::client_for_url(base, Timeout::Total(Duration::from_secs(60)))
+            .with_context(|| format!("--registry `{base}`"))?;
         Ok(Registry {
             base: base.trim_end_matches('/').to_owned(),
             http,
             cache: Arc::default(),
-            backoff,
+            retry: Retry::default(),
         })
     }
 
@@ -142,28 +119,12 @@ impl Registry {
             return Ok(Some(hit.clone()));
         }
         let url = packument_url(&self.base, name);
-        let mut attempt = 1;
-        let packument = loop {
-            match self.fetch_once(name, &url).await {
-                Ok(p) => break p,
-                Err(Failure::NotFound) => return Ok(None),
-                Err(Failure::Final(e)) => return Err(e),
-                Err(Failure::Retry(e, _)) if attempt == ATTEMPTS => {
-                    return Err(e.context(format!("gave up on {url} after {ATTEMPTS} attempts")))
-                }
-                Err(Failure::Retry(e, retry_after)) => {
-                    let wait = retry_after
-                        .unwrap_or(self.backoff * 2u32.pow(attempt - 1))
-                        .min(MAX_WAIT);
-                    eprintln!(
-                        "warning: {e:#}; retrying in {:.1}s (attempt {}/{ATTEMPTS})",
-                        wait.as_secs_f64(),
-                        attempt + 1
-                    );
-                    tokio::time::sleep(wait).await;
-                    attempt += 1;
-                }
-            }
+        let fetched = self
+            .retry
+            .run(&url, |_| self.fetch_once(name, &url))
+            .await?;
+        let Some(packument) = fetched else {
+            return Ok(None);
         };
         let packument = Arc::new(packument);
         self.cache
@@ -198,74 +159,75 @@ impl Registry {
             .map(|pairs| pairs.into_iter().flatten().collect())
     }
 
-    /// One request: status, body and parse. A truncated or malformed body counts as a
-    /// transient failure, since a broken connection or proxy produces exactly that.
-    async fn fetch_once(&self, name: &str, url: &str) -> Result<Packument, Failure> {
-        let response = self
+    /// One request: status, body and parse; `Done(None)` when the registry lacks the
+    /// package. A truncated or malformed body counts as a transient failure, since a broken
+    /// connection or proxy produces exactly that; so does any transport error (the npm
+    /// registry is read-only: a repeated GET is harmless).
+    async fn fetch_once(&self, name: &str, url: &str) -> Result<Attempt<Option<Packument>>> {
+        let retry = |error: anyhow::Error, after| Ok(Attempt::Retry { error, after });
+        let response = match self
             .http
             .get(url)
             .header(reqwest::header::ACCEPT, "application/json")
             .send()
             .await
-            .map_err(|e| Failure::Retry(anyhow!(e).context(format!("cannot reach {url}")), None))?;
+        {
+            Ok(response) => response,
+            Err(e) => return retry(anyhow!(e).context(format!("cannot reach {url}")), None),
+        };
         let status = response.status();
         if status == reqwest::StatusCode::NOT_FOUND {
-            return Err(Failure::NotFound);
+            return Ok(Attempt::Done(None));
         }
-        if status == reqwest::StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
-            let retry_after = response
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
-            return Err(Failure::Retry(
-                anyhow!("{url} answered {status} for `{name}`"),
-                retry_after,
-            ));
+        if http::retryable_status(status) {
+            let after = http::retry_after(&response);
+            return retry(anyhow!("{url} answered {status} for `{name}`"), after);
         }
         if !status.is_success() {
-            return Err(Failure::Final(anyhow!(
-                "{url} answered {status} for npm package `{name}`"
-            )));
+            bail!("{url} answered {status} for npm package `{name}`");
         }
-        let body = response.bytes().await.map_err(|e| {
-            Failure::Retry(
-                anyhow!(e).context(format!("reading the packument of `{name}` from {url}")),
-                None,
-            )
-        })?;
-        let packument: Packument = serde_json::from_slice(&body).map_err(|e| {
-            Failure::Retry(
-                anyhow!(
+        let body = match response.bytes().await {
+            Ok(body) => body,
+            Err(e) => {
+                let e = anyhow!(e).context(format!("reading the packument of `{name}` from {url}"));
+                return retry(e, None);
+            }
+        };
+        let packument: Packument = match serde_json::from_slice(&body) {
+            Ok(packument) => packument,
+            Err(e) => {
+                let e = anyhow!(
                     "the packument of `{name}` from {url} is not valid JSON ({e}; {} bytes)",
                     body.len()
-                ),
-                None,
-            )
-        })?;
+                );
+                return retry(e, None);
+            }
+        };
         if packument.name != name {
-            return Err(Failure::Final(anyhow!(
+            bail!(
                 "{url} returned the packument of `{}` when asked for `{name}`",
                 packument.name
-            )));
+            );
         }
-        Ok(packument)
+        Ok(Attempt::Done(Some(packument)))
     }
+}
+
+/// The 64 digest bytes of an npm `sha512-<base64>` integrity; `None` for any other form.
+pub fn sha512_integrity(integrity: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    integrity
+        .strip_prefix("sha512-")
+        .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
+        .filter(|digest| digest.len() == 64)
 }
 
 /// Downloads a tarball and checks its `sha512-` integrity; returns the bytes.
 pub async fn download_verified(url: &str, integrity: &str) -> Result<Vec<u8>> {
-    use base64::Engine as _;
     use sha2::{Digest, Sha512};
-    let expected = integrity
-        .strip_prefix("sha512-")
-        .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
+    let expected = sha512_integrity(integrity)
         .with_context(|| format!("integrity `{integrity}` of {url} is not a sha512 digest"))?;
-    let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .timeout(Duration::from_secs(300))
-        .build()?;
+    let client = http::client_for_url(url, Timeout::Total(Duration::from_secs(300)))?;
     let bytes = client
         .get(url)
         .send()
@@ -306,5 +268,14 @@ mod tests {
         assert_eq!(meta("gone".into()).deprecation().as_deref(), Some("gone"));
         assert_eq!(meta(false.into()).deprecation(), None);
         assert_eq!(meta("".into()).deprecation(), None);
+    }
+
+    #[test]
+    fn sha512_integrities_decode_to_64_bytes() {
+        let digest = sha512_integrity(&format!("sha512-{}==", "A".repeat(86))).unwrap();
+        assert_eq!(digest, vec![0u8; 64]);
+        assert_eq!(sha512_integrity("sha512-AAAA"), None);
+        assert_eq!(sha512_integrity("sha1-AAAA"), None);
+        assert_eq!(sha512_integrity("sha512-not base64"), None);
     }
 }

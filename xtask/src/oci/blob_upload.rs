@@ -162,10 +162,12 @@ impl BlobLocations {
             .insert(digest.to_string(), repository.to_string());
     }
 
-    /// Kept per registry host under `target/xtask/blob-locations/`.
-    pub fn path(root: &Path, host: &str) -> PathBuf {
-        root.join("target/xtask/blob-locations")
-            .join(format!("{}.json", crate::util::sha256_hex(host.as_bytes())))
+    /// One file per registry host in `dir` (the caller's state directory).
+    pub fn path(dir: &Path, host: &str) -> PathBuf {
+        dir.join(format!(
+            "{}.json",
+            crate::model::Digest::of(host.as_bytes()).hex()
+        ))
     }
 
     /// Best effort: a missing or unreadable record only costs uploads.
@@ -176,10 +178,18 @@ impl BlobLocations {
             .unwrap_or_default()
     }
 
+    /// Best effort, like `load`. Written to a temporary file and renamed, so a concurrent
+    /// reader never sees half a record.
     pub fn save(&self, path: &Path) {
-        if let Ok(bytes) = serde_json::to_vec_pretty(self) {
-            let _ = crate::util::atomic_write(path, &bytes);
-        }
+        let Some(dir) = path.parent() else { return };
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(dir)?;
+            let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+            serde_json::to_writer_pretty(&mut tmp, self)?;
+            tmp.persist(path)?;
+            Ok(())
+        };
+        let _ = write();
     }
 }
 

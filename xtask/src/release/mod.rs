@@ -351,9 +351,8 @@ fn finish(json: bool, outcome: &Outcome<'_>) -> Result<ExitCode> {
 /// Starts the local registry (scripts/local-registry.sh) when the target is on loopback, so
 /// the embedded default works on a bare machine.
 async fn ensure_local_registry(root: &Path, target: &Target) -> Result<()> {
-    let parsed =
-        crate::release::publish::RegistryTarget::parse(&target.registry, &target.repository)?;
-    if !crate::release::publish::is_loopback_host(&parsed.host) {
+    let parsed = crate::oci::client::RegistryTarget::parse(&target.registry, &target.repository)?;
+    if !crate::http::is_loopback_host(&parsed.host) {
         return Ok(());
     }
     let port = parsed.base.port().unwrap_or(5000);

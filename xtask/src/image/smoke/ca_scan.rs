@@ -306,7 +306,7 @@ async fn ca_bundle_absent_inner(ctx: &Ctx, inputs: CaScanInputs) -> Result<(bool
         .flat_map(|(i, der)| certificate_needles(der).into_iter().map(move |n| (i, n)))
         .collect();
     let export = ctx.docker.export_image(&ctx.image);
-    let reader = engine::StreamReader::spawn(export);
+    let reader = engine::blocking_reader(export);
     let (findings, (layers, files, bytes)) = tokio::task::spawn_blocking(move || {
         let mut scanner = NeedleScanner::new(needles);
         scan_image_archive(reader, &mut scanner)

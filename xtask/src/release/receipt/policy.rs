@@ -22,8 +22,8 @@ use crate::model::lockfile::Lockfile;
 use crate::model::package_json::PackageJson;
 use crate::model::receipt::{BuildMode, Receipt, TarballRecord};
 use crate::model::tag::parse_release_tag;
+use crate::oci::index::{OCI_INDEX, OCI_MANIFEST};
 use crate::oci::reference::{parse_pinned_reference, parse_repository_name};
-use crate::release::publish::{OCI_INDEX, OCI_MANIFEST};
 use crate::release::receipt::{problem, Problem};
 
 /// How far ahead of the verifier's clock a `created_at` may be (clock skew between the

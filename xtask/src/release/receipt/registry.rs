@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result};
 
 use crate::model::receipt::Receipt;
+use crate::oci::client::{RegistryClient, RegistryTarget};
 use crate::oci::credentials::credentials_for;
 use crate::oci::reference::parse_repository_name;
-use crate::release::publish::{RegistryClient, RegistryTarget};
 use crate::release::receipt::{problem, Problem};
 use crate::util::sha256_hex;
 
@@ -429,7 +429,7 @@ mod tests {
         let manifest = |config: &str| {
             serde_json::to_vec(&serde_json::json!({
                 "schemaVersion": 2,
-                "mediaType": crate::release::publish::OCI_MANIFEST,
+                "mediaType": crate::oci::index::OCI_MANIFEST,
                 "config": {"digest": config},
             }))
             .unwrap()

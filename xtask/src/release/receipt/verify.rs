@@ -673,7 +673,7 @@ mod tests {
             }),
             ("gate.epoch_day", |r| r.gate.epoch_day += 5),
             ("platforms[0].media_type", |r| {
-                r.platforms[0].media_type = crate::release::publish::OCI_INDEX.into()
+                r.platforms[0].media_type = crate::oci::index::OCI_INDEX.into()
             }),
             ("required_platforms", |r| {
                 r.required_platforms = vec![Platform::LinuxAmd64, Platform::LinuxAmd64]

@@ -474,7 +474,7 @@ pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
     let out_dir = args
         .out_dir
         .clone()
-        .unwrap_or_else(|| root.join("target/xtask/receipts"));
+        .unwrap_or_else(|| crate::util::state_dir(&root, "receipts"));
     let path: PathBuf = out_dir.join(receipt_file_name(&receipt.release_tag, &digest));
     atomic_write(&path, &bytes)?;
 
