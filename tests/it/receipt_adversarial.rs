@@ -92,11 +92,11 @@ fn write_named(dir: &Path, tag: &str, bytes: &[u8]) -> PathBuf {
 /// Recomputes what depends on the platform records: the canonical index, its digest and
 /// size, and the reference.
 fn recompute_index(v: &mut Value) {
-    let entries: Vec<xtask::model::IndexEntry> = v["platforms"]
+    let entries: Vec<xtask::model::publish::IndexEntry> = v["platforms"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| xtask::model::IndexEntry {
+        .map(|p| xtask::model::publish::IndexEntry {
             platform: p["platform"].as_str().unwrap().parse().unwrap(),
             os: p["os"].as_str().unwrap().into(),
             architecture: p["architecture"].as_str().unwrap().into(),
@@ -177,7 +177,7 @@ fn cases(genuine: &Value) -> Vec<Case> {
     let elsewhere_tag = "2026.11.30-eeeeeeeeeeee";
     {
         let p = &genuine["platforms"][0];
-        let entry = xtask::model::IndexEntry {
+        let entry = xtask::model::publish::IndexEntry {
             platform: p["platform"].as_str().unwrap().parse().unwrap(),
             os: p["os"].as_str().unwrap().into(),
             architecture: p["architecture"].as_str().unwrap().into(),

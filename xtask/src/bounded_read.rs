@@ -18,15 +18,15 @@ use sha2::{Digest, Sha256};
 
 /// The largest receipt `verify` reads. A genuine receipt is tens of kilobytes (the lockfile's
 /// dependency list is its largest part).
-pub const MAX_RECEIPT_BYTES: u64 = 8 << 20;
+pub(crate) const MAX_RECEIPT_BYTES: u64 = 8 << 20;
 /// The largest release artifact hashed (the lockfile is the largest, about a megabyte).
-pub const MAX_ARTIFACT_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_ARTIFACT_BYTES: u64 = 64 << 20;
 /// The largest artifact parsed as JSON (package.json, package-lock.json, inventory.json).
-pub const MAX_PARSED_ARTIFACT_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_PARSED_ARTIFACT_BYTES: u64 = 16 << 20;
 
 /// Opens `path` for reading without blocking on FIFOs and checks that it is a regular file no
 /// larger than `limit`. Returns the open file and its size.
-pub fn open_regular(path: &Path, limit: u64, what: &str) -> Result<(File, u64)> {
+pub(crate) fn open_regular(path: &Path, limit: u64, what: &str) -> Result<(File, u64)> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
@@ -71,7 +71,7 @@ fn describe(t: &std::fs::FileType) -> &'static str {
 
 /// The whole content of a regular file of at most `limit` bytes. The read itself is capped
 /// too, so a file that grows after the size check cannot make it unbounded.
-pub fn read_regular(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>> {
+pub(crate) fn read_regular(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>> {
     let (file, size) = open_regular(path, limit, what)?;
     let mut bytes = Vec::with_capacity(size as usize);
     file.take(limit + 1)
@@ -87,7 +87,7 @@ pub fn read_regular(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>> {
 }
 
 /// sha256 (lowercase hex) of a regular file of at most `limit` bytes, read in 64 KiB chunks.
-pub fn sha256_regular(path: &Path, limit: u64, what: &str) -> Result<String> {
+pub(crate) fn sha256_regular(path: &Path, limit: u64, what: &str) -> Result<String> {
     let (file, _) = open_regular(path, limit, what)?;
     let mut reader = file.take(limit + 1);
     let mut hasher = Sha256::new();

@@ -15,13 +15,13 @@ use anyhow::{Context, Result};
 use reqwest::{header, StatusCode};
 
 /// Sent with every request, so registry operators can tell this tool's traffic apart.
-pub const USER_AGENT: &str = concat!("coding-agent-xtask/", env!("CARGO_PKG_VERSION"));
+pub(crate) const USER_AGENT: &str = concat!("coding-agent-xtask/", env!("CARGO_PKG_VERSION"));
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How long one exchange may take.
 #[derive(Debug, Clone, Copy)]
-pub enum Timeout {
+pub(crate) enum Timeout {
     /// The whole exchange, body included: small documents (packuments, manifests).
     Total(Duration),
     /// The longest silence between two reads: streamed multi-GB bodies, where a total bound
@@ -32,7 +32,7 @@ pub enum Timeout {
 /// A client with the tool's policy. `host` (`name[:port]`) is the one it will talk to: a
 /// loopback host is reached directly, never through a proxy from the environment (a corporate
 /// proxy cannot reach this machine's own registry).
-pub fn client(host: &str, timeout: Timeout) -> Result<reqwest::Client> {
+pub(crate) fn client(host: &str, timeout: Timeout) -> Result<reqwest::Client> {
     let mut builder = reqwest::Client::builder()
         .user_agent(USER_AGENT)
         .connect_timeout(CONNECT_TIMEOUT);
@@ -49,7 +49,7 @@ pub fn client(host: &str, timeout: Timeout) -> Result<reqwest::Client> {
 }
 
 /// [`client`] for the host of `url` (an `http(s)://` URL).
-pub fn client_for_url(url: &str, timeout: Timeout) -> Result<reqwest::Client> {
+pub(crate) fn client_for_url(url: &str, timeout: Timeout) -> Result<reqwest::Client> {
     let parsed =
         reqwest::Url::parse(url).with_context(|| format!("`{url}` is not an http(s) URL"))?;
     let host = match (parsed.host_str(), parsed.port()) {
@@ -63,7 +63,7 @@ pub fn client_for_url(url: &str, timeout: Timeout) -> Result<reqwest::Client> {
 /// `host`, `host:port`, `[v6]` or `[v6]:port`, or a bare IPv6 address, names this machine:
 /// `localhost`, 127.0.0.0/8 or `::1`. Such hosts are spoken to over plain http and without
 /// a proxy.
-pub fn is_loopback_host(host: &str) -> bool {
+pub(crate) fn is_loopback_host(host: &str) -> bool {
     let name = if let Some(rest) = host.strip_prefix('[') {
         // `[v6]` or `[v6]:port`
         match rest.split_once(']') {
@@ -96,7 +96,7 @@ fn is_port(port: Option<&str>) -> bool {
 }
 
 /// The host (with its port) of an `http(s)://` URL names this machine.
-pub fn is_loopback_url(url: &str) -> bool {
+pub(crate) fn is_loopback_url(url: &str) -> bool {
     reqwest::Url::parse(url)
         .ok()
         .and_then(|u| u.host_str().map(is_loopback_host))
@@ -107,7 +107,7 @@ pub fn is_loopback_url(url: &str) -> bool {
 // Retries.
 
 /// What one attempt came to.
-pub enum Attempt<T> {
+pub(crate) enum Attempt<T> {
     Done(T),
     /// A transient failure: another attempt may help. `after` is the server's `Retry-After`.
     Retry {
@@ -119,7 +119,7 @@ pub enum Attempt<T> {
 /// How many attempts a request gets and how long to wait between them: exponential backoff
 /// from `base`, or the server's `Retry-After`, never longer than `max_wait`.
 #[derive(Debug, Clone, Copy)]
-pub struct Retry {
+pub(crate) struct Retry {
     pub attempts: u32,
     pub base: Duration,
     pub max_wait: Duration,
@@ -144,7 +144,7 @@ impl Default for Retry {
 
 impl Retry {
     /// The wait after failed attempt number `attempt` (1-based).
-    pub fn wait(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+    pub(crate) fn wait(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
         retry_after
             .unwrap_or(self.base.saturating_mul(2u32.saturating_pow(attempt - 1)))
             .min(self.max_wait)
@@ -153,7 +153,7 @@ impl Retry {
     /// Runs `attempt(last)` until it is done, fails, or the attempts are used up; `last` says
     /// no retry will follow (so the caller can hand back the final answer as it is). Each
     /// retry is announced on stderr with the reason, so a slow run explains itself in CI logs.
-    pub async fn run<T, F, Fut>(&self, what: &str, mut attempt: F) -> Result<T>
+    pub(crate) async fn run<T, F, Fut>(&self, what: &str, mut attempt: F) -> Result<T>
     where
         F: FnMut(bool) -> Fut,
         Fut: Future<Output = Result<Attempt<T>>>,
@@ -186,18 +186,18 @@ impl Retry {
 }
 
 /// Statuses that say "later": rate limiting and server-side failures.
-pub fn retryable_status(status: StatusCode) -> bool {
+pub(crate) fn retryable_status(status: StatusCode) -> bool {
     status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
 }
 
 /// Transport failures another attempt may cure: no connection, a timeout, a connection that
 /// broke mid-exchange.
-pub fn retryable_error(error: &reqwest::Error) -> bool {
+pub(crate) fn retryable_error(error: &reqwest::Error) -> bool {
     error.is_timeout() || error.is_connect() || error.is_request() || error.is_body()
 }
 
 /// The `Retry-After` of a response, when given in seconds.
-pub fn retry_after(response: &reqwest::Response) -> Option<Duration> {
+pub(crate) fn retry_after(response: &reqwest::Response) -> Option<Duration> {
     response
         .headers()
         .get(header::RETRY_AFTER)

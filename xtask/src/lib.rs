@@ -3,16 +3,16 @@
 
 // Shared ground: the manifest (the only policy), the command line, bounded and strict reading,
 // terminal escaping, the HTTP policy.
-pub mod bounded_read;
+pub(crate) mod bounded_read;
 pub mod flags;
-pub mod http;
+pub(crate) mod http;
 pub mod manifest;
-pub mod strict_json;
+pub(crate) mod strict_json;
 pub mod terminal_text;
-pub mod util;
+pub(crate) mod util;
 
 pub mod image;
 pub mod model;
 pub mod npm;
-pub mod oci;
+pub(crate) mod oci;
 pub mod release;

@@ -50,7 +50,7 @@ pub struct ImageSpec {
 
 impl ImageSpec {
     /// Every variable the image must set, with its value: HOME first, then `env` in order.
-    pub fn required_env(&self) -> Vec<(String, String)> {
+    pub(crate) fn required_env(&self) -> Vec<(String, String)> {
         let listed = self.env.iter().filter_map(|kv| kv.split_once('='));
         std::iter::once(("HOME", self.home.as_str()))
             .chain(listed)
@@ -120,7 +120,7 @@ pub struct PackageSpec {
 }
 
 impl PackageSpec {
-    pub fn expected_version_output(&self, version: &str) -> String {
+    pub(crate) fn expected_version_output(&self, version: &str) -> String {
         self.version_output.replace("{version}", version)
     }
 }
@@ -167,7 +167,7 @@ impl Manifest {
     }
 
     /// Parses manifest text; `origin` only names the file in errors.
-    pub fn parse(text: &str, origin: &Path) -> Result<Manifest> {
+    pub(crate) fn parse(text: &str, origin: &Path) -> Result<Manifest> {
         let manifest: Manifest =
             serde_yaml::from_str(text).map_err(|e| anyhow::anyhow!("{}: {e}", origin.display()))?;
         manifest
@@ -441,11 +441,7 @@ impl Manifest {
         Ok(())
     }
 
-    pub fn package(&self, name: &str) -> Option<&PackageSpec> {
-        self.packages.iter().find(|p| p.name == name)
-    }
-
-    pub fn cooldown(&self) -> chrono::Duration {
+    pub(crate) fn cooldown(&self) -> chrono::Duration {
         chrono::Duration::hours(i64::from(self.cooldown_hours))
     }
 }

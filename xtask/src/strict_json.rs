@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 /// Parses `bytes` as one JSON document; a repeated key in any object is an error whose message
 /// names the key's path in backticks: ``duplicate key `platforms[0].digest` ``.
-pub fn parse(bytes: &[u8]) -> serde_json::Result<Value> {
+pub(crate) fn parse(bytes: &[u8]) -> serde_json::Result<Value> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = ValueAt {
         path: String::new(),

@@ -11,7 +11,7 @@
 /// Characters that are invisible or reorder text: bidi marks, overrides and isolates,
 /// zero-width characters, the BOM, soft hyphen, Unicode tag characters, line and paragraph
 /// separators and other format (Cf) characters that matter on a terminal.
-pub fn is_invisible_or_reordering(c: char) -> bool {
+pub(crate) fn is_invisible_or_reordering(c: char) -> bool {
     matches!(
         c,
         '\u{00AD}'
@@ -36,7 +36,7 @@ pub fn is_invisible_or_reordering(c: char) -> bool {
 }
 
 /// Must `c` be escaped before it reaches a terminal?
-pub fn needs_escape(c: char) -> bool {
+pub(crate) fn needs_escape(c: char) -> bool {
     c.is_control() || is_invisible_or_reordering(c)
 }
 
@@ -61,7 +61,7 @@ pub fn escape(text: &str) -> String {
 /// write raw (DEL, C1 controls, format characters) is a `\uXXXX` escape instead. Such
 /// characters only occur inside JSON strings, where the escape means the same character, so
 /// the document is unchanged for a JSON reader and harmless on a terminal.
-pub fn json_escaped<T: serde::Serialize>(value: &T) -> serde_json::Result<String> {
+pub(crate) fn json_escaped<T: serde::Serialize>(value: &T) -> serde_json::Result<String> {
     let text = serde_json::to_string_pretty(value)?;
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -78,7 +78,7 @@ pub fn json_escaped<T: serde::Serialize>(value: &T) -> serde_json::Result<String
 }
 
 /// Prints [`json_escaped`] on stdout.
-pub fn print_json_escaped<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+pub(crate) fn print_json_escaped<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     println!("{}", json_escaped(value)?);
     Ok(())
 }

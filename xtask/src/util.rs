@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 
 /// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so a
 /// reader (or an interrupted run) never sees a half-written file.
-pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -31,24 +31,24 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
 /// The tool's own state below the repository root `root`: `.xtask/<name>` (caches, records
 /// of earlier pushes, receipts, run directories). One root, ignored by git, so `rm -rf
 /// .xtask` resets every cache and `cargo clean` resets none.
-pub fn state_dir(root: &Path, name: &str) -> PathBuf {
+pub(crate) fn state_dir(root: &Path, name: &str) -> PathBuf {
     root.join(".xtask").join(name)
 }
 
 /// `sha256` of `bytes` as lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
 /// `sha256` of a file's content as lowercase hex.
-pub fn sha256_file(path: &Path) -> Result<String> {
+pub(crate) fn sha256_file(path: &Path) -> Result<String> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     Ok(sha256_hex(&bytes))
 }
 
 /// Parses `--now`, or reads the clock when it is absent. Time is an input like any other, so
 /// every decision that depends on it can be replayed.
-pub fn now_or(flag: Option<&str>) -> Result<DateTime<Utc>> {
+pub(crate) fn now_or(flag: Option<&str>) -> Result<DateTime<Utc>> {
     match flag {
         None => Ok(Utc::now()),
         Some(text) => DateTime::parse_from_rfc3339(text)
@@ -61,7 +61,7 @@ pub fn now_or(flag: Option<&str>) -> Result<DateTime<Utc>> {
 
 /// Progress lines on stderr, each with the time since the command started, so long steps are
 /// visible in CI logs without a terminal.
-pub struct Progress {
+pub(crate) struct Progress {
     start: Instant,
 }
 
@@ -74,21 +74,17 @@ impl Default for Progress {
 }
 
 impl Progress {
-    pub fn step(&self, message: impl AsRef<str>) {
+    pub(crate) fn step(&self, message: impl AsRef<str>) {
         eprintln!(
             "[{:>6.1}s] {}",
             self.start.elapsed().as_secs_f64(),
             message.as_ref()
         );
     }
-
-    pub fn elapsed(&self) -> std::time::Duration {
-        self.start.elapsed()
-    }
 }
 
 /// Prints a value as pretty JSON on stdout.
-pub fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }

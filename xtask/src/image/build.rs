@@ -30,21 +30,21 @@ use crate::model::Digest;
 use crate::npm::inventory::INVENTORY_PATH;
 use crate::util::{print_json, sha256_hex, Progress};
 
-pub const DOCKERFILE_PATH: &str = "Dockerfile";
-pub const PACKAGE_JSON_PATH: &str = "template/package.json";
-pub const PACKAGE_LOCK_PATH: &str = "template/package-lock.json";
+pub(crate) const DOCKERFILE_PATH: &str = "Dockerfile";
+pub(crate) const PACKAGE_JSON_PATH: &str = "template/package.json";
+pub(crate) const PACKAGE_LOCK_PATH: &str = "template/package-lock.json";
 /// Name of the optional extra CA bundle inside the build context (see the Dockerfile).
 pub const CONTEXT_CA_NAME: &str = "extra-ca.pem";
 /// Repository of the built images; the tag is the build id.
-pub const IMAGE_REPOSITORY: &str = "coding-agent";
+pub(crate) const IMAGE_REPOSITORY: &str = "coding-agent";
 /// Debian suite of the default local base (`cargo xtask base`).
 pub const DEFAULT_SUITE: &str = "bookworm";
 /// Image label carrying the build id.
-pub const BUILD_ID_LABEL: &str = "org.sandbox0.coding-agent.build-id";
+pub(crate) const BUILD_ID_LABEL: &str = "org.sandbox0.coding-agent.build-id";
 /// Image label carrying the lockfile's sha256 (set in the Dockerfile).
-pub const LOCKFILE_LABEL: &str = "org.sandbox0.coding-agent.lockfile.sha256";
+pub(crate) const LOCKFILE_LABEL: &str = "org.sandbox0.coding-agent.lockfile.sha256";
 /// The system trust store that is used as the extra CA bundle when nothing else is given.
-pub const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+pub(crate) const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// The files a build reads, as bytes: the build id is computed over exactly these.
 #[derive(Debug, Clone)]
@@ -77,7 +77,7 @@ impl BuildInputs {
 }
 
 /// The exact version of every dependency pinned in template/package.json.
-pub fn locked_versions(package_json: &[u8]) -> Result<BTreeMap<String, String>> {
+pub(crate) fn locked_versions(package_json: &[u8]) -> Result<BTreeMap<String, String>> {
     let parsed = PackageJson::parse(package_json, PACKAGE_JSON_PATH)?;
     parsed.exact_versions(PACKAGE_JSON_PATH)?;
     Ok(parsed.dependencies)
@@ -146,7 +146,7 @@ pub fn build_args(inputs: &BuildInputs, platform: Platform) -> Result<BTreeMap<S
 
 /// The content hash that names a build. It covers every input that decides the image and
 /// nothing else: not the base image's name (its id counts), not the CA bundle.
-pub fn build_id(
+pub(crate) fn build_id(
     inputs: &BuildInputs,
     args: &BTreeMap<String, String>,
     base_image_id: &str,
@@ -170,14 +170,14 @@ pub fn build_id(
     sha256_hex(text.as_bytes())
 }
 
-pub fn image_tag(build_id: &str) -> String {
+pub(crate) fn image_tag(build_id: &str) -> String {
     format!("{IMAGE_REPOSITORY}:{build_id}")
 }
 
 /// Which extra CA bundle goes into the build context: the flag (or XTASK_EXTRA_CA_BUNDLE),
 /// else the file SSL_CERT_FILE names, else the system trust store when it exists. Hosts behind
 /// a TLS-inspecting proxy carry the proxy's CA there; containers do not inherit it.
-pub fn choose_ca_bundle(
+pub(crate) fn choose_ca_bundle(
     flag: Option<&Path>,
     ssl_cert_file: Option<&Path>,
     system_bundle_exists: bool,
@@ -201,7 +201,7 @@ pub fn host_ca_bundle(flag: Option<&Path>) -> Option<PathBuf> {
 }
 
 /// Reads a PEM bundle and makes sure it holds at least one certificate.
-pub fn read_ca_bundle(path: &Path) -> Result<Vec<u8>> {
+pub(crate) fn read_ca_bundle(path: &Path) -> Result<Vec<u8>> {
     let bytes = std::fs::read(path)
         .with_context(|| format!("cannot read the CA bundle {}", path.display()))?;
     if !bytes
@@ -419,7 +419,7 @@ async fn debian_packages(docker: &bollard::Docker, image: &str) -> Result<Vec<St
 
 /// `name=version` of every package whose status is `install ok installed`, sorted. Pure over
 /// the text of a dpkg status file.
-pub fn installed_packages(status: &str) -> Vec<String> {
+pub(crate) fn installed_packages(status: &str) -> Vec<String> {
     let mut out: Vec<String> = status
         .split("\n\n")
         .filter_map(|stanza| {

@@ -427,7 +427,7 @@ pub(crate) async fn read_image_files(
 /// it: the stream is polled only as the reader asks, so memory stays at one chunk whatever
 /// the image's size. Call it on the runtime; read it on a blocking thread
 /// (`spawn_blocking`).
-pub fn blocking_reader<S, E>(stream: S) -> impl Read + Send + 'static
+pub(crate) fn blocking_reader<S, E>(stream: S) -> impl Read + Send + 'static
 where
     S: Stream<Item = Result<Bytes, E>> + Send + 'static,
     E: std::fmt::Display + Send + 'static,

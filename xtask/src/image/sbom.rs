@@ -32,15 +32,15 @@ use crate::npm::inventory::INVENTORY_PATH;
 use crate::npm::lockfile::name_of;
 use crate::util::{atomic_write, print_json, sha256_hex};
 
-pub const SPDX_VERSION: &str = "SPDX-2.3";
+pub(crate) const SPDX_VERSION: &str = "SPDX-2.3";
 /// Where the Dockerfile installs the template's npm packages (its `agents` stage WORKDIR).
-pub const NPM_PREFIX: &str = "/opt/coding-agents";
+pub(crate) const NPM_PREFIX: &str = "/opt/coding-agents";
 const LOCKFILE_PATH: &str = "template/package-lock.json";
 const NOASSERTION: &str = "NOASSERTION";
 
 /// `sbom-linux-amd64.spdx.json`: the release asset's name, fixed per platform so a verifier
 /// looks up known names only.
-pub fn sbom_file_name(platform: Platform) -> String {
+pub(crate) fn sbom_file_name(platform: Platform) -> String {
     format!("sbom-{}.spdx.json", platform.to_string().replace('/', "-"))
 }
 
@@ -49,7 +49,7 @@ pub fn sbom_file_name(platform: Platform) -> String {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Document {
+pub(crate) struct Document {
     pub spdx_version: String,
     pub data_license: String,
     #[serde(rename = "SPDXID")]
@@ -63,14 +63,14 @@ pub struct Document {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CreationInfo {
+pub(crate) struct CreationInfo {
     pub created: String,
     pub creators: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Package {
+pub(crate) struct Package {
     pub name: String,
     #[serde(rename = "SPDXID")]
     pub spdx_id: String,
@@ -96,14 +96,14 @@ pub struct Package {
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Checksum {
+pub(crate) struct Checksum {
     pub algorithm: String,
     pub checksum_value: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ExternalRef {
+pub(crate) struct ExternalRef {
     pub reference_category: String,
     pub reference_type: String,
     pub reference_locator: String,
@@ -111,7 +111,7 @@ pub struct ExternalRef {
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Relationship {
+pub(crate) struct Relationship {
     pub spdx_element_id: String,
     pub relationship_type: String,
     pub related_spdx_element: String,
@@ -122,7 +122,7 @@ pub struct Relationship {
 
 /// One installed Debian package from the dpkg database.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct DebPackage {
+pub(crate) struct DebPackage {
     pub name: String,
     pub version: String,
     pub architecture: String,
@@ -132,7 +132,7 @@ pub struct DebPackage {
 }
 
 /// Installed packages (`Status: install ok installed`), sorted by name and architecture.
-pub fn dpkg_packages(status: &str) -> Vec<DebPackage> {
+pub(crate) fn dpkg_packages(status: &str) -> Vec<DebPackage> {
     let mut out: Vec<DebPackage> = status
         .split("\n\n")
         .filter_map(|stanza| {
@@ -177,7 +177,7 @@ pub fn dpkg_packages(status: &str) -> Vec<DebPackage> {
 /// paragraph's license joined with AND. `None` when the file is free-form or names a license
 /// without an SPDX identifier (`public-domain`, `other`, exceptions): NOASSERTION is honest,
 /// a guess is not.
-pub fn copyright_license(text: &str) -> Option<String> {
+pub(crate) fn copyright_license(text: &str) -> Option<String> {
     let mut paragraphs = text.split("\n\n");
     let header = paragraphs.next()?;
     if !header
@@ -269,14 +269,14 @@ fn debian_license_id(name: &str) -> Option<&'static str> {
 
 /// `/etc/os-release`-format text: the Debian release the image is built on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OsRelease {
+pub(crate) struct OsRelease {
     pub id: String,
     pub version_id: String,
     pub codename: String,
     pub pretty_name: String,
 }
 
-pub fn os_release(text: &str) -> OsRelease {
+pub(crate) fn os_release(text: &str) -> OsRelease {
     let mut out = OsRelease::default();
     for line in text.lines() {
         let Some((key, value)) = line.split_once('=') else {
@@ -305,7 +305,7 @@ fn npm_field_matches(list: &Option<Vec<String>>, value: &str) -> bool {
     list.iter().all(|v| v.starts_with('!')) && !list.iter().any(|v| v[1..] == *value)
 }
 
-pub fn npm_installs_on(entry: &LockEntry, platform: Platform) -> bool {
+pub(crate) fn npm_installs_on(entry: &LockEntry, platform: Platform) -> bool {
     npm_field_matches(&entry.os, "linux")
         && npm_field_matches(&entry.cpu, platform.npm_cpu())
         && npm_field_matches(&entry.libc, "glibc")
@@ -314,13 +314,13 @@ pub fn npm_installs_on(entry: &LockEntry, platform: Platform) -> bool {
 /// Lockfile entries npm installs on `platform` (not dev, not links, fitting os/cpu/libc). The
 /// platform-specific ones among them are still checked against the image, because the
 /// Dockerfile removes some that npm installed (the AVX2 OpenCode build).
-pub fn npm_candidates(lock: &Lockfile, platform: Platform) -> Vec<(&str, &LockEntry)> {
+pub(crate) fn npm_candidates(lock: &Lockfile, platform: Platform) -> Vec<(&str, &LockEntry)> {
     lock.installed()
         .filter(|(_, e)| !e.dev && !e.link && npm_installs_on(e, platform))
         .collect()
 }
 
-pub fn is_platform_specific(entry: &LockEntry) -> bool {
+pub(crate) fn is_platform_specific(entry: &LockEntry) -> bool {
     entry.os.is_some() || entry.cpu.is_some() || entry.libc.is_some()
 }
 
@@ -328,7 +328,7 @@ pub fn is_platform_specific(entry: &LockEntry) -> bool {
 // The document.
 
 /// Everything one SBOM is made from; [`document`] is pure over it.
-pub struct SbomInput<'a> {
+pub(crate) struct SbomInput<'a> {
     pub platform: Platform,
     /// The local reference the SBOM was made from (a tag).
     pub image: &'a str,
@@ -376,7 +376,7 @@ fn purl_encode(text: &str) -> String {
 }
 
 /// `pkg:npm/%40scope/name@1.0.0` (the scope's `@` encoded, as purl requires).
-pub fn npm_purl(name: &str, version: &str) -> String {
+pub(crate) fn npm_purl(name: &str, version: &str) -> String {
     let path = match name.split_once('/') {
         Some((scope, name)) => format!("{}/{}", purl_encode(scope), purl_encode(name)),
         None => purl_encode(name),
@@ -385,7 +385,7 @@ pub fn npm_purl(name: &str, version: &str) -> String {
 }
 
 /// `pkg:deb/debian/libc6@2.36-9%2Bdeb12u13?arch=amd64&distro=debian-12`.
-pub fn deb_purl(p: &DebPackage, os: &OsRelease) -> String {
+pub(crate) fn deb_purl(p: &DebPackage, os: &OsRelease) -> String {
     let mut purl = format!(
         "pkg:deb/debian/{}@{}?arch={}",
         purl_encode(&p.name),
@@ -486,7 +486,7 @@ fn node_packages(node: &NodeRuntime, platform: Platform) -> Result<Vec<Package>>
 }
 
 /// The SPDX document of one image.
-pub fn document(input: &SbomInput<'_>) -> Result<Document> {
+pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
     let platform_slug = input.platform.to_string().replace('/', "-");
     let Some(image_hex) = input.image_id.strip_prefix("sha256:") else {
         bail!(
@@ -632,7 +632,7 @@ pub fn document(input: &SbomInput<'_>) -> Result<Document> {
 }
 
 /// The file's bytes: pretty JSON and a final newline.
-pub fn document_bytes(doc: &Document) -> Vec<u8> {
+pub(crate) fn document_bytes(doc: &Document) -> Vec<u8> {
     let mut bytes = serde_json::to_vec_pretty(doc).expect("an SPDX document serializes");
     bytes.push(b'\n');
     bytes
@@ -640,7 +640,7 @@ pub fn document_bytes(doc: &Document) -> Vec<u8> {
 
 /// What `sbom --json` prints.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SbomReport {
+pub(crate) struct SbomReport {
     pub output: PathBuf,
     pub sha256: String,
     pub size: u64,
@@ -789,7 +789,7 @@ pub async fn run(args: SbomArgs) -> Result<ExitCode> {
 
 /// Checks a file is an SPDX document this tool could have written for `platform`; used by
 /// `receipt write` so a receipt never hashes something else under an SBOM's name.
-pub fn check_file(path: &Path, platform: Platform) -> Result<Document> {
+pub(crate) fn check_file(path: &Path, platform: Platform) -> Result<Document> {
     let bytes = crate::bounded_read::read_regular(
         path,
         crate::bounded_read::MAX_PARSED_ARTIFACT_BYTES,

@@ -9,7 +9,7 @@ use crate::model::{Digest, Platform};
 
 /// What `build --json` prints.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BuildReport {
+pub(crate) struct BuildReport {
     /// The reference built (or that would be built): later commands take it from here.
     pub image: String,
     pub platform: Platform,

@@ -9,31 +9,26 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest as _, Sha256};
 
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Digest(String);
+pub(crate) struct Digest(String);
 
 impl Digest {
     /// The digest of `bytes`.
-    pub fn of(bytes: &[u8]) -> Digest {
+    pub(crate) fn of(bytes: &[u8]) -> Digest {
         Digest(format!("sha256:{}", hex::encode(Sha256::digest(bytes))))
     }
 
-    /// From the 64 hex digits alone (what `sha256sum` and blob file names carry).
-    pub fn from_hex(hex: &str) -> Result<Digest, DigestError> {
-        format!("sha256:{hex}").parse()
-    }
-
     /// `sha256:<hex>`.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 
     /// The 64 hex digits.
-    pub fn hex(&self) -> &str {
+    pub(crate) fn hex(&self) -> &str {
         &self.0["sha256:".len()..]
     }
 
     /// Does `text` have the form `sha256:` and 64 lowercase hex digits?
-    pub fn is_valid(text: &str) -> bool {
+    pub(crate) fn is_valid(text: &str) -> bool {
         text.strip_prefix("sha256:").is_some_and(|hex| {
             hex.len() == 64
                 && hex
@@ -44,7 +39,7 @@ impl Digest {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DigestError(String);
+pub(crate) struct DigestError(String);
 
 impl fmt::Display for DigestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -133,7 +128,6 @@ mod tests {
             "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
         assert_eq!(d.hex().len(), 64);
-        assert_eq!(Digest::from_hex(d.hex()).unwrap(), d);
     }
 
     #[test]

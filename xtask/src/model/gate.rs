@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 /// Why a run is due, or why not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Trigger {
+pub(crate) enum Trigger {
     /// Today is a cadence day, or a catch-up after a dropped scheduled run.
     Scheduled,
     /// A maintainer asked for the run with `--force`.
@@ -16,7 +16,7 @@ pub enum Trigger {
 
 /// The gate's answer; `--json` prints exactly this, and the receipt records it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GateDecision {
+pub(crate) struct GateDecision {
     pub due: bool,
     /// Whole days since 1970-01-01 UTC at `now`.
     pub epoch_day: i64,

@@ -12,7 +12,7 @@ use crate::model::Platform;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct Inventory {
+pub(crate) struct Inventory {
     pub schema_version: u32,
     /// The clock of the resolution (`--now`); `lock --check` replays it.
     pub resolved_at: DateTime<Utc>,
@@ -48,7 +48,7 @@ pub struct Tarball {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct InventoryPackage {
+pub(crate) struct InventoryPackage {
     pub name: String,
     pub version: String,
     /// Lockfile path, e.g. `node_modules/@openai/codex-linux-x64`.
@@ -74,7 +74,7 @@ pub struct InventoryPackage {
 /// package (`SEE LICENSE IN ...`), or nothing declared at all.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum License {
+pub(crate) enum License {
     Spdx {
         expression: String,
     },
@@ -90,7 +90,7 @@ pub enum License {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub packages: usize,
     pub top_level: usize,
     pub platform_binaries: usize,
@@ -102,7 +102,7 @@ pub struct Summary {
 }
 
 impl Inventory {
-    pub fn load(path: &Path) -> Result<Inventory> {
+    pub(crate) fn load(path: &Path) -> Result<Inventory> {
         let text = std::fs::read_to_string(path).with_context(|| {
             format!(
                 "cannot read the package inventory {}; run `cargo xtask lock` first",

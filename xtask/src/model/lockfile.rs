@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Lockfile {
+pub(crate) struct Lockfile {
     #[serde(rename = "lockfileVersion")]
     pub lockfile_version: u32,
     #[serde(default)]
@@ -16,7 +16,7 @@ pub struct Lockfile {
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct LockEntry {
+pub(crate) struct LockEntry {
     #[serde(default)]
     pub name: Option<String>,
     #[serde(default)]
@@ -29,8 +29,6 @@ pub struct LockEntry {
     pub link: bool,
     #[serde(default)]
     pub dev: bool,
-    #[serde(default)]
-    pub optional: bool,
     #[serde(rename = "hasInstallScript", default)]
     pub has_install_script: bool,
     #[serde(default)]
@@ -48,12 +46,12 @@ pub struct LockEntry {
 }
 
 impl Lockfile {
-    pub fn parse(text: &str) -> Result<Lockfile> {
+    pub(crate) fn parse(text: &str) -> Result<Lockfile> {
         serde_json::from_str(text).context("package-lock.json is not a valid npm lockfile")
     }
 
     /// Installed entries: everything but the root project.
-    pub fn installed(&self) -> impl Iterator<Item = (&str, &LockEntry)> {
+    pub(crate) fn installed(&self) -> impl Iterator<Item = (&str, &LockEntry)> {
         self.packages
             .iter()
             .filter(|(path, _)| !path.is_empty())

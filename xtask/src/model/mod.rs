@@ -21,27 +21,26 @@
 //! Times are `DateTime<Utc>` and chosen versions `semver::Version`, except in the receipt,
 //! which is verified on its exact bytes and so keeps the strings it was written with.
 
-pub mod build;
-pub mod digest;
-pub mod gate;
-pub mod inventory;
-pub mod lockfile;
-pub mod package_json;
-pub mod plan;
-pub mod platform;
-pub mod platform_results;
+pub(crate) mod build;
+pub(crate) mod digest;
+pub(crate) mod gate;
+pub(crate) mod inventory;
+pub(crate) mod lockfile;
+pub(crate) mod package_json;
+pub(crate) mod plan;
+pub(crate) mod platform;
+pub(crate) mod platform_results;
 pub mod publish;
-pub mod receipt;
-pub mod resolution;
-pub mod smoke;
-pub mod tag;
+pub(crate) mod receipt;
+pub(crate) mod resolution;
+pub(crate) mod smoke;
+pub(crate) mod tag;
 
-pub use digest::Digest;
+pub(crate) use digest::Digest;
 pub use platform::Platform;
-pub use publish::{IndexEntry, PublishReport, PublishedIndex, PushedImage};
 
 /// A time as every file of ours writes it: RFC 3339, UTC, whole seconds, `Z` (what serde
 /// writes for these types, for the places that print one).
-pub fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
+pub(crate) fn rfc3339(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }

@@ -11,11 +11,11 @@ use crate::model::gate::GateDecision;
 use crate::model::Platform;
 
 /// The plan format; a plan of another version is refused, never read leniently.
-pub const PLAN_SCHEMA_VERSION: u32 = 1;
+pub(crate) const PLAN_SCHEMA_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Action {
+pub(crate) enum Action {
     /// Not a cadence day and not forced: nothing else runs.
     NotDue,
     /// Due, but the previous release already has exactly these inputs: nothing to build.
@@ -25,7 +25,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Action::NotDue => "not_due",
             Action::Unchanged => "unchanged",
@@ -36,14 +36,14 @@ impl Action {
 
 /// A release input and its sha256 (hex).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InputDigest {
+pub(crate) struct InputDigest {
     pub path: String,
     pub sha256: String,
 }
 
 /// One top-level package whose version differs from the previous release.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Change {
+pub(crate) struct Change {
     pub name: String,
     /// `None`: not in the previous release (or there is none).
     pub from: Option<String>,
@@ -69,7 +69,7 @@ impl std::fmt::Display for Change {
 
 /// The release this plan compares against.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PreviousSummary {
+pub(crate) struct PreviousSummary {
     pub receipt: PathBuf,
     pub tag: String,
     pub created_at: String,
@@ -78,7 +78,7 @@ pub struct PreviousSummary {
 
 /// Where images go.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Target {
+pub(crate) struct Target {
     pub registry: String,
     pub repository: String,
 }
@@ -86,7 +86,7 @@ pub struct Target {
 /// `plan.json`: everything the later phases obey.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ReleasePlan {
+pub(crate) struct ReleasePlan {
     pub schema_version: u32,
     /// The release's clock: gate, resolve, lock and the receipt's `created_at`.
     pub now: DateTime<Utc>,
@@ -112,7 +112,7 @@ pub struct ReleasePlan {
 
 impl ReleasePlan {
     /// The tag, for phases that only run when there is a release.
-    pub fn release_tag(&self) -> Result<&str> {
+    pub(crate) fn release_tag(&self) -> Result<&str> {
         match (self.action, &self.tag) {
             (Action::Release, Some(tag)) => Ok(tag),
             _ => bail!(

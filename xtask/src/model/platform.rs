@@ -15,10 +15,10 @@ pub enum Platform {
 }
 
 impl Platform {
-    pub const ALL: [Platform; 2] = [Platform::LinuxAmd64, Platform::LinuxArm64];
+    pub(crate) const ALL: [Platform; 2] = [Platform::LinuxAmd64, Platform::LinuxArm64];
 
     /// The OCI / Docker architecture name.
-    pub fn arch(self) -> &'static str {
+    pub(crate) fn arch(self) -> &'static str {
         match self {
             Platform::LinuxAmd64 => "amd64",
             Platform::LinuxArm64 => "arm64",
@@ -26,7 +26,7 @@ impl Platform {
     }
 
     /// The `cpu` name npm uses for this platform.
-    pub fn npm_cpu(self) -> &'static str {
+    pub(crate) fn npm_cpu(self) -> &'static str {
         match self {
             Platform::LinuxAmd64 => "x64",
             Platform::LinuxArm64 => "arm64",
@@ -35,7 +35,7 @@ impl Platform {
 
     /// Whether this machine runs the platform's binaries only under emulation (qemu); see
     /// `image::base::ensure_emulation` for whether it can at all.
-    pub fn is_emulated(self) -> bool {
+    pub(crate) fn is_emulated(self) -> bool {
         Platform::host() != Some(self)
     }
 

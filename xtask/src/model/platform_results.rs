@@ -9,12 +9,12 @@ use crate::model::smoke::SmokeReport;
 use crate::model::Platform;
 
 /// The results format; results of another version are refused.
-pub const RESULTS_SCHEMA_VERSION: u32 = 1;
+pub(crate) const RESULTS_SCHEMA_VERSION: u32 = 1;
 
 /// What one platform's phase produced.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PlatformResults {
+pub(crate) struct PlatformResults {
     pub schema_version: u32,
     pub platform: Platform,
     /// The plan's tag and inputs digest: ship refuses results of another plan.
@@ -29,14 +29,14 @@ pub struct PlatformResults {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum StepStatus {
+pub(crate) enum StepStatus {
     Ok,
     Failed,
 }
 
 /// How long one step took, for the table at the end of a phase.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepTime {
+pub(crate) struct StepTime {
     pub name: String,
     pub seconds: f64,
     pub status: StepStatus,

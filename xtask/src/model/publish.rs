@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::Platform;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PublishReport {
+pub(crate) struct PublishReport {
     /// Registry host as given, e.g. `127.0.0.1:5000`.
     pub registry: String,
     pub repository: String,
@@ -17,7 +17,7 @@ pub struct PublishReport {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PushedImage {
+pub(crate) struct PushedImage {
     pub platform: Platform,
     /// The local image reference that was pushed.
     pub image: String,
@@ -43,7 +43,7 @@ pub struct PushedImage {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PublishedIndex {
+pub(crate) struct PublishedIndex {
     pub tag: String,
     pub digest: String,
     pub media_type: String,

@@ -19,7 +19,7 @@ use crate::model::Platform;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Receipt {
+pub(crate) struct Receipt {
     pub schema_version: u32,
     /// The unique, immutable tag of the multi-arch index.
     pub release_tag: String,
@@ -46,7 +46,7 @@ pub struct Receipt {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct GateRecord {
+pub(crate) struct GateRecord {
     pub due: bool,
     pub forced: bool,
     pub catch_up: bool,
@@ -57,7 +57,7 @@ pub struct GateRecord {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ResolverRecord {
+pub(crate) struct ResolverRecord {
     /// Versions and transitive dependencies are no newer than this (RFC 3339).
     pub cutoff: String,
     /// The npm registry the lockfile was generated against.
@@ -66,7 +66,7 @@ pub struct ResolverRecord {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NodeRecord {
+pub(crate) struct NodeRecord {
     pub version: String,
     pub npm: TarballRecord,
     pub platforms: BTreeMap<Platform, TarballRecord>,
@@ -74,7 +74,7 @@ pub struct NodeRecord {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TarballRecord {
+pub(crate) struct TarballRecord {
     pub package: String,
     pub version: String,
     pub integrity: String,
@@ -82,7 +82,7 @@ pub struct TarballRecord {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PackageRecord {
+pub(crate) struct PackageRecord {
     pub name: String,
     pub version: String,
     pub integrity: String,
@@ -100,7 +100,7 @@ pub struct PackageRecord {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DependencyRecord {
+pub(crate) struct DependencyRecord {
     pub name: String,
     pub version: String,
     pub path: String,
@@ -109,7 +109,7 @@ pub struct DependencyRecord {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ArtifactRecord {
+pub(crate) struct ArtifactRecord {
     /// The file's name among the release assets.
     pub name: String,
     /// Its path in the repository at `source_commit`.
@@ -120,14 +120,14 @@ pub struct ArtifactRecord {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum BuildMode {
+pub(crate) enum BuildMode {
     Native,
     Emulated,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PlatformRecord {
+pub(crate) struct PlatformRecord {
     pub platform: Platform,
     /// As the image config says (the index's platform entry is made from these).
     pub os: String,
@@ -160,7 +160,7 @@ pub struct PlatformRecord {
 /// The SBOM `cargo xtask sbom` made from the platform's image (SPDX 2.3 JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SbomRecord {
+pub(crate) struct SbomRecord {
     /// Its name among the release assets: always `sbom-<os>-<arch>.spdx.json`.
     pub name: String,
     /// Lowercase hex, no prefix.
@@ -169,20 +169,20 @@ pub struct SbomRecord {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BaseImageRecord {
+pub(crate) struct BaseImageRecord {
     pub reference: String,
     pub digest: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SmokeRecord {
+pub(crate) struct SmokeRecord {
     pub passed: bool,
     pub checks: Vec<SmokeCheck>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SmokeCheck {
+pub(crate) struct SmokeCheck {
     pub name: String,
     pub passed: bool,
     #[serde(default)]
@@ -191,7 +191,7 @@ pub struct SmokeCheck {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct IndexRecord {
+pub(crate) struct IndexRecord {
     pub tag: String,
     pub digest: String,
     pub media_type: String,

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// The resolver's answer for one package.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     pub name: String,
     pub version: Version,
     /// `dist-tags.latest` at resolution time.
@@ -26,14 +26,14 @@ pub struct Resolved {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Rejection {
+pub(crate) struct Rejection {
     pub version: Version,
     pub reasons: Vec<String>,
 }
 
 /// The whole resolution, as `--json` prints it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Resolution {
+pub(crate) struct Resolution {
     /// Versions and transitive dependencies are no newer than this (whole seconds).
     pub cutoff: DateTime<Utc>,
     /// The resolution's clock (whole seconds).

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// One check and its evidence.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Check {
+pub(crate) struct Check {
     pub name: String,
     pub passed: bool,
     pub output: String,
@@ -13,7 +13,7 @@ pub struct Check {
 }
 
 impl Check {
-    pub fn new(name: impl Into<String>, passed: bool, output: impl Into<String>) -> Check {
+    pub(crate) fn new(name: impl Into<String>, passed: bool, output: impl Into<String>) -> Check {
         Check {
             name: name.into(),
             passed,
@@ -25,7 +25,7 @@ impl Check {
 
 /// What `smoke --json` prints.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SmokeReport {
+pub(crate) struct SmokeReport {
     pub image: String,
     pub image_id: Option<String>,
     pub platform: String,

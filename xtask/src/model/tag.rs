@@ -4,7 +4,7 @@
 use chrono::NaiveDate;
 
 /// An OCI tag: `[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`.
-pub fn is_valid_tag(tag: &str) -> bool {
+pub(crate) fn is_valid_tag(tag: &str) -> bool {
     let mut bytes = tag.bytes();
     match bytes.next() {
         Some(b) if b.is_ascii_alphanumeric() || b == b'_' => {}
@@ -16,7 +16,7 @@ pub fn is_valid_tag(tag: &str) -> bool {
 /// The release tags this tool makes: `YYYY.MM.DD-` and either the first 12 hex digits of the
 /// release inputs' digest (`cargo xtask release`) or the workflow's run id (1 to 20 digits).
 /// Returns the tag's day.
-pub fn parse_release_tag(tag: &str) -> Option<NaiveDate> {
+pub(crate) fn parse_release_tag(tag: &str) -> Option<NaiveDate> {
     let (day, suffix) = tag.split_once('-')?;
     let b = day.as_bytes();
     let shaped = b.len() == 10

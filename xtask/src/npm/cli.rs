@@ -16,14 +16,14 @@ use crate::npm::registry::{download_verified, Registry};
 use crate::util::state_dir;
 
 /// A verified npm CLI on disk, run with the host's `node`.
-pub struct Npm {
+pub(crate) struct Npm {
     pub version: String,
     cli: PathBuf,
 }
 
 /// The directory where verified tool downloads are kept between runs: `XTASK_CACHE_DIR`, else
 /// the state directory `.xtask/cache`.
-pub fn cache_dir() -> PathBuf {
+pub(crate) fn cache_dir() -> PathBuf {
     std::env::var_os("XTASK_CACHE_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| state_dir(&repo_root(), "cache"))
@@ -32,7 +32,7 @@ pub fn cache_dir() -> PathBuf {
 impl Npm {
     /// The pinned npm, from the cache when its integrity marker matches, else downloaded from
     /// `registry` and verified.
-    pub async fn pinned(registry: &Registry, version: &str) -> Result<Npm> {
+    pub(crate) async fn pinned(registry: &Registry, version: &str) -> Result<Npm> {
         let packument = registry.packument("npm").await?;
         let meta = packument.versions.get(version).with_context(|| {
             format!(
@@ -87,7 +87,7 @@ impl Npm {
     }
 
     /// Runs `npm <args>` in `dir` with only the configuration in `npmrc`.
-    pub async fn run(&self, dir: &Path, npmrc: &str, args: &[&str]) -> Result<String> {
+    pub(crate) async fn run(&self, dir: &Path, npmrc: &str, args: &[&str]) -> Result<String> {
         let config_dir = tempfile::tempdir()?;
         let user = config_dir.path().join("npmrc");
         let global = config_dir.path().join("global-npmrc");
@@ -139,21 +139,21 @@ fn cache_dir_created() -> Result<PathBuf> {
 
 /// The npmrc of the lock step: the registry given, lockfile URLs kept (the host may set
 /// `omit-lockfile-registry-resolved`), no scripts, no network side trips.
-pub fn lock_npmrc(registry: &str) -> String {
+pub(crate) fn lock_npmrc(registry: &str) -> String {
     format!(
         "registry={}\nomit-lockfile-registry-resolved=false\nignore-scripts=true\naudit=false\nfund=false\nupdate-notifier=false\nlockfile-version=3\nengine-strict=false\nsave-exact=true\n",
         ensure_trailing_slash(registry)
     )
 }
 
-pub fn ensure_trailing_slash(url: &str) -> String {
+pub(crate) fn ensure_trailing_slash(url: &str) -> String {
     format!("{}/", url.trim_end_matches('/'))
 }
 
 /// Node's own CA list does not hold a TLS-inspecting proxy's CA, and `NODE_EXTRA_CA_CERTS`
 /// may not be set (a runner's clean environment). Like the tool's own HTTP client, npm trusts
 /// the system store: `--use-openssl-ca`, added to whatever NODE_OPTIONS the caller has.
-pub fn node_options(existing: Option<&str>) -> String {
+pub(crate) fn node_options(existing: Option<&str>) -> String {
     const SYSTEM_STORE: &str = "--use-openssl-ca";
     match existing.map(str::trim).filter(|e| !e.is_empty()) {
         None => SYSTEM_STORE.to_string(),

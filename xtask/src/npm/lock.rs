@@ -27,11 +27,11 @@ use crate::npm::registry::Registry;
 use crate::npm::resolve;
 use crate::util::{atomic_write, now_or, print_json, Progress};
 
-pub const PACKAGE_JSON_PATH: &str = "template/package.json";
-pub const LOCKFILE_PATH: &str = "template/package-lock.json";
+pub(crate) const PACKAGE_JSON_PATH: &str = "template/package.json";
+pub(crate) const LOCKFILE_PATH: &str = "template/package-lock.json";
 
 /// Everything `lock` writes, as file contents.
-pub struct Generated {
+pub(crate) struct Generated {
     pub resolution: Resolution,
     pub inventory: Inventory,
     /// (path relative to the repository root, content), in write order.
@@ -39,7 +39,7 @@ pub struct Generated {
 }
 
 /// package.json pinning exactly the resolved versions.
-pub fn render_package_json(resolution: &Resolution) -> String {
+pub(crate) fn render_package_json(resolution: &Resolution) -> String {
     PackageJson::pinning(
         resolution
             .packages
@@ -50,7 +50,7 @@ pub fn render_package_json(resolution: &Resolution) -> String {
 }
 
 /// Resolves, runs npm, checks the lockfile and builds the inventory; writes nothing.
-pub async fn generate(
+pub(crate) async fn generate(
     manifest: &Manifest,
     registry: &Registry,
     locked: &resolve::Locked,
@@ -203,7 +203,7 @@ async fn tarball(registry: &Registry, package: &str, version: &str) -> Result<Ta
 }
 
 /// The inventory for people: a Markdown table, generated, replacing a hand-written one.
-pub fn render_inventory_md(inv: &Inventory) -> String {
+pub(crate) fn render_inventory_md(inv: &Inventory) -> String {
     use crate::model::inventory::License;
     let mut out = String::from(
         "# Third-party packages of the coding-agent template\n\n\
@@ -281,7 +281,7 @@ pub fn render_inventory_md(inv: &Inventory) -> String {
 }
 
 /// A unified diff of `old` -> `new` for `path`, empty when they are equal.
-pub fn diff(path: &str, old: &str, new: &str) -> String {
+pub(crate) fn diff(path: &str, old: &str, new: &str) -> String {
     if old == new {
         return String::new();
     }
@@ -393,7 +393,11 @@ pub async fn run(args: LockArgs) -> Result<ExitCode> {
 
 /// True when only the inventory files changed, and the inventory only in its clock
 /// (`resolved_at`, `cutoff`).
-pub fn clock_only_change(changed: &[&str], current_inventory: &str, new: &Inventory) -> bool {
+pub(crate) fn clock_only_change(
+    changed: &[&str],
+    current_inventory: &str,
+    new: &Inventory,
+) -> bool {
     if changed.is_empty()
         || changed
             .iter()

@@ -12,7 +12,7 @@ use crate::npm::resolve::required_platform_binaries;
 use anyhow::{bail, Context, Result};
 
 /// The package name of a lockfile path: `node_modules/a/node_modules/@s/b` -> `@s/b`.
-pub fn name_of(path: &str, entry: &LockEntry) -> String {
+pub(crate) fn name_of(path: &str, entry: &LockEntry) -> String {
     if let Some(name) = &entry.name {
         return name.clone();
     }
@@ -21,7 +21,7 @@ pub fn name_of(path: &str, entry: &LockEntry) -> String {
 }
 
 /// What the checks need besides the lockfile.
-pub struct Policy<'a> {
+pub(crate) struct Policy<'a> {
     /// The registry base, with a trailing slash.
     pub registry: &'a str,
     /// package.json's `dependencies` (exact versions).
@@ -32,7 +32,7 @@ pub struct Policy<'a> {
 }
 
 /// Every reason the lockfile may not be committed; empty when it may.
-pub fn check(lock: &Lockfile, policy: &Policy<'_>) -> Vec<String> {
+pub(crate) fn check(lock: &Lockfile, policy: &Policy<'_>) -> Vec<String> {
     let mut problems = Vec::new();
     if lock.lockfile_version != 3 {
         problems.push(format!(
@@ -136,7 +136,7 @@ fn nested_lookup<'a>(lock: &'a Lockfile, from: &str, dependency: &str) -> Option
 }
 
 /// Classifies a package.json `license` value.
-pub fn classify_license(value: Option<&serde_json::Value>) -> License {
+pub(crate) fn classify_license(value: Option<&serde_json::Value>) -> License {
     let text = match value {
         None | Some(serde_json::Value::Null) => return License::Undeclared,
         Some(serde_json::Value::String(s)) => s.trim().to_owned(),
@@ -170,7 +170,7 @@ pub fn classify_license(value: Option<&serde_json::Value>) -> License {
 }
 
 /// One inventory row per installed lockfile entry, sorted by path.
-pub fn inventory_rows(
+pub(crate) fn inventory_rows(
     lock: &Lockfile,
     pinned: &BTreeMap<String, String>,
     published: &BTreeMap<(String, String), String>,
@@ -205,7 +205,7 @@ pub fn inventory_rows(
     Ok(rows)
 }
 
-pub fn summarize(rows: &[InventoryPackage]) -> Summary {
+pub(crate) fn summarize(rows: &[InventoryPackage]) -> Summary {
     let count = |f: &dyn Fn(&InventoryPackage) -> bool| rows.iter().filter(|r| f(r)).count();
     Summary {
         packages: rows.len(),

@@ -2,9 +2,9 @@
 //! package-lock.json, the inventory) out.
 
 pub mod bench;
-pub mod cli;
-pub mod inventory;
+pub(crate) mod cli;
+pub(crate) mod inventory;
 pub mod lock;
-pub mod lockfile;
-pub mod registry;
+pub(crate) mod lockfile;
+pub(crate) mod registry;
 pub mod resolve;

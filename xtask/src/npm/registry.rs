@@ -16,7 +16,7 @@ use crate::http::{self, Attempt, Retry, Timeout};
 
 /// A full packument (`GET /<name>`), reduced to the fields the toolchain reads.
 #[derive(Debug, Clone, Deserialize)]
-pub struct Packument {
+pub(crate) struct Packument {
     pub name: String,
     #[serde(rename = "dist-tags", default)]
     pub dist_tags: BTreeMap<String, String>,
@@ -29,7 +29,7 @@ pub struct Packument {
 
 /// One version's metadata within a packument.
 #[derive(Debug, Clone, Deserialize)]
-pub struct VersionMeta {
+pub(crate) struct VersionMeta {
     #[serde(default)]
     pub version: String,
     /// A string (the deprecation message) when deprecated; some registries send `false`.
@@ -39,12 +39,10 @@ pub struct VersionMeta {
     pub optional_dependencies: BTreeMap<String, String>,
     #[serde(default)]
     pub dist: Option<Dist>,
-    #[serde(default)]
-    pub license: Option<serde_json::Value>,
 }
 
 impl VersionMeta {
-    pub fn deprecation(&self) -> Option<String> {
+    pub(crate) fn deprecation(&self) -> Option<String> {
         match &self.deprecated {
             Some(serde_json::Value::String(s)) if !s.is_empty() => Some(s.clone()),
             Some(serde_json::Value::Bool(true)) => Some("deprecated".to_owned()),
@@ -54,7 +52,7 @@ impl VersionMeta {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Dist {
+pub(crate) struct Dist {
     #[serde(default)]
     pub integrity: Option<String>,
     #[serde(default)]
@@ -62,7 +60,7 @@ pub struct Dist {
 }
 
 /// The URL of a package's packument: scoped names keep their `@` and encode the `/`.
-pub fn packument_url(registry: &str, name: &str) -> String {
+pub(crate) fn packument_url(registry: &str, name: &str) -> String {
     format!(
         "{}/{}",
         registry.trim_end_matches('/'),
@@ -73,7 +71,7 @@ pub fn packument_url(registry: &str, name: &str) -> String {
 /// A registry client that remembers what it fetched, so a package asked for twice (Codex's
 /// platform binaries are aliases of Codex itself) is fetched once.
 #[derive(Clone)]
-pub struct Registry {
+pub(crate) struct Registry {
     base: String,
     http: reqwest::Client,
     cache: Arc<Mutex<BTreeMap<String, Arc<Packument>>>>,
@@ -81,7 +79,7 @@ pub struct Registry {
 }
 
 impl Registry {
-    pub fn new(base: &str) -> Result<Registry> {
+    pub(crate) fn new(base: &str) -> Result<Registry> {
         let http = http::client_for_url(base, Timeout::Total(Duration::from_secs(60)))
             .with_context(|| format!("--registry `{base}`"))?;
         Ok(Registry {
@@ -92,17 +90,17 @@ impl Registry {
         })
     }
 
-    pub fn base(&self) -> &str {
+    pub(crate) fn base(&self) -> &str {
         &self.base
     }
 
     /// The names of every packument this client has fetched so far.
-    pub async fn cached_names(&self) -> Vec<String> {
+    pub(crate) async fn cached_names(&self) -> Vec<String> {
         self.cache.lock().await.keys().cloned().collect()
     }
 
     /// Fetches `name`'s packument (once per client), retrying transient failures.
-    pub async fn packument(&self, name: &str) -> Result<Arc<Packument>> {
+    pub(crate) async fn packument(&self, name: &str) -> Result<Arc<Packument>> {
         match self.packument_if_exists(name).await? {
             Some(p) => Ok(p),
             None => Err(anyhow!(
@@ -114,7 +112,7 @@ impl Registry {
 
     /// Like `packument`, but a package the registry does not have is `None`, not an error:
     /// platform-binary packages may be missing from a partial mirror.
-    pub async fn packument_if_exists(&self, name: &str) -> Result<Option<Arc<Packument>>> {
+    pub(crate) async fn packument_if_exists(&self, name: &str) -> Result<Option<Arc<Packument>>> {
         if let Some(hit) = self.cache.lock().await.get(name) {
             return Ok(Some(hit.clone()));
         }
@@ -135,7 +133,10 @@ impl Registry {
     }
 
     /// Fetches every name concurrently; fails with the first error, naming its package.
-    pub async fn packuments(&self, names: &[String]) -> Result<BTreeMap<String, Arc<Packument>>> {
+    pub(crate) async fn packuments(
+        &self,
+        names: &[String],
+    ) -> Result<BTreeMap<String, Arc<Packument>>> {
         let fetches = names
             .iter()
             .map(|n| async move { self.packument(n).await.map(|p| (n.clone(), p)) });
@@ -145,7 +146,7 @@ impl Registry {
     }
 
     /// Fetches every name concurrently, leaving out the ones the registry does not have.
-    pub async fn existing_packuments(
+    pub(crate) async fn existing_packuments(
         &self,
         names: &[String],
     ) -> Result<BTreeMap<String, Arc<Packument>>> {
@@ -214,7 +215,7 @@ impl Registry {
 }
 
 /// The 64 digest bytes of an npm `sha512-<base64>` integrity; `None` for any other form.
-pub fn sha512_integrity(integrity: &str) -> Option<Vec<u8>> {
+pub(crate) fn sha512_integrity(integrity: &str) -> Option<Vec<u8>> {
     use base64::Engine as _;
     integrity
         .strip_prefix("sha512-")
@@ -223,7 +224,7 @@ pub fn sha512_integrity(integrity: &str) -> Option<Vec<u8>> {
 }
 
 /// Downloads a tarball and checks its `sha512-` integrity; returns the bytes.
-pub async fn download_verified(url: &str, integrity: &str) -> Result<Vec<u8>> {
+pub(crate) async fn download_verified(url: &str, integrity: &str) -> Result<Vec<u8>> {
     use sha2::{Digest, Sha512};
     let expected = sha512_integrity(integrity)
         .with_context(|| format!("integrity `{integrity}` of {url} is not a sha512 digest"))?;

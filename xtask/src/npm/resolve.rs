@@ -29,16 +29,16 @@ use crate::npm::registry::{Packument, Registry};
 use crate::util::{now_or, print_json, Progress};
 
 /// The versions pinned in template/package.json, by package name.
-pub type Locked = BTreeMap<String, Version>;
+pub(crate) type Locked = BTreeMap<String, Version>;
 
 /// What one package's resolution needs beyond its own packument: the packuments of the
 /// platform-binary packages its candidates name, by package name.
-pub type Related = BTreeMap<String, std::sync::Arc<Packument>>;
+pub(crate) type Related = BTreeMap<String, std::sync::Arc<Packument>>;
 
 /// A platform binary named by an optional dependency: `opencode-linux-arm64@1.18.18`, or an
 /// alias such as `@openai/codex-linux-x64 -> npm:@openai/codex@0.171.0-linux-x64`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlatformBinary {
+pub(crate) struct PlatformBinary {
     pub dependency: String,
     pub package: String,
     pub version: String,
@@ -48,7 +48,7 @@ pub struct PlatformBinary {
 /// The linux glibc binaries for `cpus` among a version's optional dependencies, and the
 /// CPUs for which it names none. musl variants are not required: the image is glibc and
 /// npm never installs them there.
-pub fn required_platform_binaries(
+pub(crate) fn required_platform_binaries(
     optional: &BTreeMap<String, String>,
     cpus: &[&'static str],
 ) -> (Vec<PlatformBinary>, Vec<&'static str>) {
@@ -110,7 +110,7 @@ fn publish_time(packument: &Packument, version: &str) -> Result<DateTime<Utc>, S
 }
 
 /// The inputs of one package's decision.
-pub struct Inputs<'a> {
+pub(crate) struct Inputs<'a> {
     pub packument: &'a Packument,
     pub related: &'a Related,
     pub locked: Option<&'a Version>,
@@ -120,7 +120,7 @@ pub struct Inputs<'a> {
 }
 
 /// Decides one package's version. `Err` lists every candidate and why it was rejected.
-pub fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
+pub(crate) fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
     let p = inputs.packument;
     let latest_text = p
         .dist_tags
@@ -264,7 +264,7 @@ fn rejections(inputs: &Inputs<'_>, candidate: &Version) -> Vec<String> {
 }
 
 /// The versions pinned in `template/package.json`; empty when there is none yet.
-pub fn read_locked(root: &Path) -> Result<Locked> {
+pub(crate) fn read_locked(root: &Path) -> Result<Locked> {
     let path = root.join("template/package.json");
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
@@ -276,7 +276,7 @@ pub fn read_locked(root: &Path) -> Result<Locked> {
 }
 
 /// Asks the registry about every package and decides them all; the IO half of `resolve`.
-pub async fn resolve_all(
+pub(crate) async fn resolve_all(
     manifest: &Manifest,
     registry: &Registry,
     locked: &Locked,
@@ -348,7 +348,7 @@ pub async fn resolve_all(
 }
 
 /// A readable table of the resolution and what changed against the lock.
-pub fn render_table(resolution: &Resolution) -> String {
+pub(crate) fn render_table(resolution: &Resolution) -> String {
     let mut rows = vec![[
         "package".to_owned(),
         "locked".to_owned(),
@@ -413,7 +413,7 @@ pub fn render_table(resolution: &Resolution) -> String {
 }
 
 /// Loud warnings for rollbacks, on stderr, so a scheduled log shows them at a glance.
-pub fn warn_rollbacks(resolution: &Resolution) {
+pub(crate) fn warn_rollbacks(resolution: &Resolution) {
     for p in resolution.packages.iter().filter(|p| p.rollback) {
         eprintln!(
             "warning: ROLLBACK of `{}`: locked {} -> {} (latest {}). Upstream moved `latest` back; following it.",

@@ -18,7 +18,7 @@ use crate::oci::index::{OCI_CONFIG, OCI_LAYER_GZIP, OCI_LAYER_ZSTD};
 
 /// A content-addressed blob on local disk, ready to upload.
 #[derive(Debug, Clone)]
-pub struct Blob {
+pub(crate) struct Blob {
     pub digest: String,
     pub size: u64,
     pub media_type: String,
@@ -27,7 +27,7 @@ pub struct Blob {
 
 /// An image made ready for the registry from its `docker save` archive.
 #[derive(Debug)]
-pub struct PreparedImage {
+pub(crate) struct PreparedImage {
     pub config: Blob,
     pub layers: Vec<Blob>,
     pub os: String,
@@ -40,7 +40,7 @@ pub struct PreparedImage {
 
 impl PreparedImage {
     /// Config plus layers: what the registry stores for this image.
-    pub fn size(&self) -> u64 {
+    pub(crate) fn size(&self) -> u64 {
         self.config.size + self.layers.iter().map(|l| l.size).sum::<u64>()
     }
 }
@@ -142,7 +142,7 @@ fn normalize_archive_path(path: &str) -> String {
 /// Reads a `docker save` archive (legacy docker-archive or the OCI-layout form of newer
 /// engines; both carry `manifest.json`) and prepares the image's blobs in `dir`. Large files
 /// are compressed as they stream past, so the uncompressed image never lands on disk.
-pub fn prepare_from_archive(archive: impl Read, dir: &Path) -> Result<PreparedImage> {
+pub(crate) fn prepare_from_archive(archive: impl Read, dir: &Path) -> Result<PreparedImage> {
     const SMALL: u64 = 16 << 20;
     let mut small: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut large: BTreeMap<String, Blob> = BTreeMap::new();

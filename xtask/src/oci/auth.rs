@@ -25,12 +25,12 @@ use crate::oci::credentials::{Credentials, PASSWORD_ENV, USERNAME_ENV};
 /// A `WWW-Authenticate` challenge: scheme and parameters (values may contain commas inside
 /// quotes, e.g. `scope="repository:x:pull,push"`).
 #[derive(Debug, PartialEq)]
-pub struct Challenge {
+pub(crate) struct Challenge {
     pub scheme: String,
     pub params: BTreeMap<String, String>,
 }
 
-pub fn parse_challenge(header: &str) -> Option<Challenge> {
+pub(crate) fn parse_challenge(header: &str) -> Option<Challenge> {
     let header = header.trim();
     let (scheme, rest) = header.split_once(' ').unwrap_or((header, ""));
     let mut params = BTreeMap::new();
@@ -67,7 +67,7 @@ pub fn parse_challenge(header: &str) -> Option<Challenge> {
 /// The scopes to ask a token service for: push and pull on our repository, pull on the
 /// repositories blobs are mounted from, and a challenge's scope only when it names one of
 /// those repositories (ghcr's placeholder at `/v2/` names none of them and is dropped).
-pub fn scopes_for(
+pub(crate) fn scopes_for(
     repository: &str,
     mount_sources: &BTreeSet<String>,
     challenge_scope: Option<&str>,
@@ -106,7 +106,7 @@ pub fn scopes_for(
 
 /// `realm?service=…&scope=…&scope=…[&account=…]`: the token request of distribution's
 /// token auth specification.
-pub fn token_url(
+pub(crate) fn token_url(
     realm: &str,
     service: Option<&str>,
     scopes: &BTreeSet<String>,
@@ -131,7 +131,7 @@ pub fn token_url(
 
 /// Why a registry answered 401 to a request that carried a token.
 #[derive(Debug, PartialEq, Clone, Copy)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// Expired or otherwise not accepted: a new token may help.
     InvalidToken,
     /// The token does not grant the action: a new token helps only if we now ask for more.
@@ -140,7 +140,7 @@ pub enum Refusal {
     Unauthenticated,
 }
 
-pub fn refusal_kind(challenge: &Challenge) -> Refusal {
+pub(crate) fn refusal_kind(challenge: &Challenge) -> Refusal {
     match challenge.params.get("error").map(String::as_str) {
         Some("invalid_token") => Refusal::InvalidToken,
         Some("insufficient_scope") => Refusal::InsufficientScope,
@@ -149,7 +149,7 @@ pub fn refusal_kind(challenge: &Challenge) -> Refusal {
 }
 
 /// `text` with every secret replaced, for error messages that quote a server's answer.
-pub fn redact(text: &str, secrets: &[&str]) -> String {
+pub(crate) fn redact(text: &str, secrets: &[&str]) -> String {
     secrets
         .iter()
         .filter(|s| s.len() >= 4)
@@ -178,7 +178,7 @@ enum Scheme {
 }
 
 /// One registry's authentication state, shared by every request of a client.
-pub struct Authenticator {
+pub(crate) struct Authenticator {
     http: reqwest::Client,
     /// `host[:port]`, for messages.
     host: String,
@@ -188,7 +188,7 @@ pub struct Authenticator {
 }
 
 impl Authenticator {
-    pub fn new(
+    pub(crate) fn new(
         http: reqwest::Client,
         host: &str,
         repository: &str,
@@ -205,7 +205,7 @@ impl Authenticator {
 
     /// Adds the credentials or the current token to `request`, fetching a new token first
     /// when the current one is about to expire.
-    pub async fn authorize(&self, request: RequestBuilder) -> Result<RequestBuilder> {
+    pub(crate) async fn authorize(&self, request: RequestBuilder) -> Result<RequestBuilder> {
         let mut state = self.state.lock().await;
         let (scheme, mount_sources) = &mut *state;
         match scheme {
@@ -233,7 +233,7 @@ impl Authenticator {
 
     /// Makes the next token also grant `pull` on `source` (for a cross-repository mount;
     /// without it, distribution silently starts a plain upload instead of mounting).
-    pub async fn want_pull_from(&self, source: &str) {
+    pub(crate) async fn want_pull_from(&self, source: &str) {
         let mut state = self.state.lock().await;
         let (scheme, mount_sources) = &mut *state;
         if mount_sources.insert(source.to_string()) {
@@ -246,7 +246,7 @@ impl Authenticator {
 
     /// Answers a 401 from `url`. `round` counts the challenges this request already had:
     /// the caller gives up (with the error returned here) after [`MAX_AUTH_ROUNDS`].
-    pub async fn answer(&self, url: &Url, www_authenticate: &str, round: u32) -> Result<()> {
+    pub(crate) async fn answer(&self, url: &Url, www_authenticate: &str, round: u32) -> Result<()> {
         let challenge = parse_challenge(www_authenticate).with_context(|| {
             format!("{url} answered 401 without a usable WWW-Authenticate challenge")
         })?;
@@ -426,7 +426,7 @@ impl Authenticator {
     }
 
     /// The password and the token currently held: what error messages must not quote.
-    pub async fn secrets(&self) -> Vec<String> {
+    pub(crate) async fn secrets(&self) -> Vec<String> {
         let state = self.state.lock().await;
         let mut secrets: Vec<String> = self
             .credentials
@@ -444,7 +444,7 @@ impl Authenticator {
 }
 
 /// How many 401s one request may answer with a new token before it fails.
-pub const MAX_AUTH_ROUNDS: u32 = 3;
+pub(crate) const MAX_AUTH_ROUNDS: u32 = 3;
 
 #[cfg(test)]
 mod tests {

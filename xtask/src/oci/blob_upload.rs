@@ -23,7 +23,7 @@ const CHUNK: usize = 1 << 20;
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
 
 /// `sha256:0123456789ab: 512.0 MB of 2048.0 MB (25%), 85.3 MB/s`
-pub fn progress_line(label: &str, sent: u64, total: u64, elapsed: Duration) -> String {
+pub(crate) fn progress_line(label: &str, sent: u64, total: u64, elapsed: Duration) -> String {
     let percent = sent.saturating_mul(100).checked_div(total).unwrap_or(100);
     let rate = sent as f64 / 1e6 / elapsed.as_secs_f64().max(0.001);
     format!(
@@ -34,7 +34,7 @@ pub fn progress_line(label: &str, sent: u64, total: u64, elapsed: Duration) -> S
 }
 
 /// `189 B`, `12.3 kB`, `1573.1 MB` (decimal units, as registries and `docker push` print).
-pub fn human_size(bytes: u64) -> String {
+pub(crate) fn human_size(bytes: u64) -> String {
     match bytes {
         0..1_000 => format!("{bytes} B"),
         1_000..1_000_000 => format!("{:.1} kB", bytes as f64 / 1e3),
@@ -43,13 +43,13 @@ pub fn human_size(bytes: u64) -> String {
 }
 
 /// A progress line is due when `interval` passed since the last one.
-pub fn line_due(last: Instant, now: Instant, interval: Duration) -> bool {
+pub(crate) fn line_due(last: Instant, now: Instant, interval: Duration) -> bool {
     now.saturating_duration_since(last) >= interval
 }
 
 /// The running count of one long transfer (a blob upload, a layer's compression), printed
 /// to stderr at most every interval.
-pub struct TransferProgress {
+pub(crate) struct TransferProgress {
     label: String,
     total: u64,
     sent: AtomicU64,
@@ -59,7 +59,7 @@ pub struct TransferProgress {
 }
 
 impl TransferProgress {
-    pub fn new(label: &str, total: u64) -> Arc<TransferProgress> {
+    pub(crate) fn new(label: &str, total: u64) -> Arc<TransferProgress> {
         let interval = std::env::var("XTASK_PROGRESS_INTERVAL_SECS")
             .ok()
             .and_then(|v| v.parse::<f64>().ok())
@@ -77,11 +77,11 @@ impl TransferProgress {
     }
 
     /// A new attempt sends the blob from its start again.
-    pub fn restart(&self) {
+    pub(crate) fn restart(&self) {
         self.sent.store(0, Ordering::Relaxed);
     }
 
-    pub fn add(&self, bytes: u64) {
+    pub(crate) fn add(&self, bytes: u64) {
         let sent = self.sent.fetch_add(bytes, Ordering::Relaxed) + bytes;
         let now = Instant::now();
         let mut last = self.last_line.lock().expect("progress lock");
@@ -94,7 +94,7 @@ impl TransferProgress {
         }
     }
 
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         progress_line(
             &self.label,
             self.sent.load(Ordering::Relaxed),
@@ -106,7 +106,7 @@ impl TransferProgress {
 
 /// The blob at `path` as a streamed request body: read in [`CHUNK`]s as the connection takes
 /// them, counted into `progress`.
-pub fn file_body(path: &Path, progress: Arc<TransferProgress>) -> Result<reqwest::Body> {
+pub(crate) fn file_body(path: &Path, progress: Arc<TransferProgress>) -> Result<reqwest::Body> {
     Ok(reqwest::Body::wrap_stream(file_chunks(path, progress)?))
 }
 
@@ -128,7 +128,7 @@ fn file_chunks(
 }
 
 /// A reader that counts what is read from it into a [`TransferProgress`].
-pub struct CountingReader<'a, R> {
+pub(crate) struct CountingReader<'a, R> {
     pub inner: R,
     pub progress: &'a TransferProgress,
 }
@@ -144,26 +144,26 @@ impl<R: std::io::Read> std::io::Read for CountingReader<'_, R> {
 /// Which repository of one registry holds which blob, as far as this machine pushed or saw
 /// them: `digest -> repository`.
 #[derive(Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct BlobLocations {
+pub(crate) struct BlobLocations {
     pub blobs: BTreeMap<String, String>,
 }
 
 impl BlobLocations {
     /// A repository other than `repository` known to hold `digest`: a mount source.
-    pub fn mount_source(&self, digest: &str, repository: &str) -> Option<&str> {
+    pub(crate) fn mount_source(&self, digest: &str, repository: &str) -> Option<&str> {
         self.blobs
             .get(digest)
             .map(String::as_str)
             .filter(|source| *source != repository)
     }
 
-    pub fn record(&mut self, digest: &str, repository: &str) {
+    pub(crate) fn record(&mut self, digest: &str, repository: &str) {
         self.blobs
             .insert(digest.to_string(), repository.to_string());
     }
 
     /// One file per registry host in `dir` (the caller's state directory).
-    pub fn path(dir: &Path, host: &str) -> PathBuf {
+    pub(crate) fn path(dir: &Path, host: &str) -> PathBuf {
         dir.join(format!(
             "{}.json",
             crate::model::Digest::of(host.as_bytes()).hex()
@@ -171,7 +171,7 @@ impl BlobLocations {
     }
 
     /// Best effort: a missing or unreadable record only costs uploads.
-    pub fn load(path: &Path) -> BlobLocations {
+    pub(crate) fn load(path: &Path) -> BlobLocations {
         std::fs::read(path)
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
@@ -180,7 +180,7 @@ impl BlobLocations {
 
     /// Best effort, like `load`. Written to a temporary file and renamed, so a concurrent
     /// reader never sees half a record.
-    pub fn save(&self, path: &Path) {
+    pub(crate) fn save(&self, path: &Path) {
         let Some(dir) = path.parent() else { return };
         let write = || -> std::io::Result<()> {
             std::fs::create_dir_all(dir)?;

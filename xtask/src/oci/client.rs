@@ -21,7 +21,7 @@ use crate::oci::index::MANIFEST_ACCEPT;
 // Where to push.
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct RegistryTarget {
+pub(crate) struct RegistryTarget {
     /// `http(s)://host[:port]/`
     pub base: Url,
     /// `host[:port]` as it appears in image references.
@@ -32,7 +32,7 @@ pub struct RegistryTarget {
 impl RegistryTarget {
     /// `registry` is `host[:port]` (https, or http for a loopback address) or an explicit
     /// `http://` / `https://` URL.
-    pub fn parse(registry: &str, repository: &str) -> Result<RegistryTarget> {
+    pub(crate) fn parse(registry: &str, repository: &str) -> Result<RegistryTarget> {
         let registry = registry.trim_end_matches('/');
         let (scheme, host) = if let Some(rest) = registry.strip_prefix("https://") {
             ("https", rest)
@@ -62,11 +62,11 @@ impl RegistryTarget {
     }
 
     /// `host/repository`
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         format!("{}/{}", self.host, self.repository)
     }
 
-    pub fn reference(&self, digest: &str) -> String {
+    pub(crate) fn reference(&self, digest: &str) -> String {
         format!("{}@{digest}", self.name())
     }
 
@@ -94,7 +94,7 @@ fn is_valid_repository(name: &str) -> bool {
 // ---------------------------------------------------------------------------------------------
 // The registry's HTTP API v2.
 
-pub struct RegistryClient {
+pub(crate) struct RegistryClient {
     http: reqwest::Client,
     pub target: RegistryTarget,
     auth: Authenticator,
@@ -102,7 +102,7 @@ pub struct RegistryClient {
 }
 
 impl RegistryClient {
-    pub fn new(target: RegistryTarget, credentials: Option<Credentials>) -> Result<Self> {
+    pub(crate) fn new(target: RegistryTarget, credentials: Option<Credentials>) -> Result<Self> {
         // Idle, not total: a multi-GB blob upload may take many minutes, and after it the
         // registry may take a while to verify the digest before it answers.
         let http = http::client(&target.host, Timeout::Idle(Duration::from_secs(300)))?;
@@ -198,14 +198,14 @@ impl RegistryClient {
     }
 
     /// `GET /v2/`: reachable, and the API version we speak.
-    pub async fn ping(&self) -> Result<()> {
+    pub(crate) async fn ping(&self) -> Result<()> {
         let url = self.target.base.join("v2/")?;
         let response = self.send(&url, |http| Ok(http.get(url.clone()))).await?;
         self.expect_ok("registry API check", &url, response).await?;
         Ok(())
     }
 
-    pub async fn blob_exists(&self, digest: &str) -> Result<bool> {
+    pub(crate) async fn blob_exists(&self, digest: &str) -> Result<bool> {
         let url = self.target.url(&format!("blobs/{digest}"));
         let response = self.send(&url, |http| Ok(http.head(url.clone()))).await?;
         match response.status() {
@@ -219,7 +219,11 @@ impl RegistryClient {
     /// this registry that holds it) when the registry agrees, else uploaded in one PUT whose
     /// body streams from the file on disk. A failed upload session is abandoned and a new one
     /// started, a bounded number of times (5xx inside a session are retried by `send`).
-    pub async fn upload_blob(&self, blob: &Blob, mount_from: Option<&str>) -> Result<BlobPush> {
+    pub(crate) async fn upload_blob(
+        &self,
+        blob: &Blob,
+        mount_from: Option<&str>,
+    ) -> Result<BlobPush> {
         const SESSIONS: u32 = 3;
         let progress = TransferProgress::new(&format!("upload {}", blob.digest), blob.size);
         let mut session = 0;
@@ -300,7 +304,7 @@ impl RegistryClient {
     }
 
     /// The manifest a tag or digest points at: (bytes, content type), `None` when absent.
-    pub async fn get_manifest(&self, reference: &str) -> Result<Option<(Vec<u8>, String)>> {
+    pub(crate) async fn get_manifest(&self, reference: &str) -> Result<Option<(Vec<u8>, String)>> {
         let Some((response, url)) = self.manifest_response(reference).await? else {
             return Ok(None);
         };
@@ -320,7 +324,7 @@ impl RegistryClient {
     /// Like [`Self::get_manifest`], for registries named by untrusted documents: reads at
     /// most `limit` bytes of the body (more is an error, so a hostile registry cannot exhaust
     /// memory); `None` when absent.
-    pub async fn get_manifest_bounded(
+    pub(crate) async fn get_manifest_bounded(
         &self,
         reference: &str,
         limit: usize,
@@ -347,7 +351,7 @@ impl RegistryClient {
     }
 
     /// Whether the registry holds the manifest `digest`, exactly `size` bytes long.
-    pub async fn manifest_matches(&self, digest: &str, size: u64) -> Result<bool> {
+    pub(crate) async fn manifest_matches(&self, digest: &str, size: u64) -> Result<bool> {
         Ok(match self.get_manifest(digest).await? {
             Some((bytes, _)) => Digest::of(&bytes).as_str() == digest && bytes.len() as u64 == size,
             None => false,
@@ -356,7 +360,7 @@ impl RegistryClient {
 
     /// PUTs a manifest under `reference` (a digest or a tag); returns the digest the
     /// registry computed.
-    pub async fn put_manifest(
+    pub(crate) async fn put_manifest(
         &self,
         reference: &str,
         media_type: &str,
@@ -391,7 +395,7 @@ impl RegistryClient {
 
 /// How a blob got into the repository.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum BlobPush {
+pub(crate) enum BlobPush {
     /// Mounted from another repository of the registry: nothing was uploaded.
     Mounted,
     Uploaded,

@@ -24,17 +24,17 @@ use base64::Engine as _;
 use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 
-pub const USERNAME_ENV: &str = "XTASK_OCI_USERNAME";
-pub const PASSWORD_ENV: &str = "XTASK_OCI_PASSWORD";
+pub(crate) const USERNAME_ENV: &str = "XTASK_OCI_USERNAME";
+pub(crate) const PASSWORD_ENV: &str = "XTASK_OCI_PASSWORD";
 /// Older names of the same variables, still set by the workflow.
-pub const USERNAME_ENV_ALIAS: &str = "XTASK_REGISTRY_USERNAME";
-pub const PASSWORD_ENV_ALIAS: &str = "XTASK_REGISTRY_PASSWORD";
+pub(crate) const USERNAME_ENV_ALIAS: &str = "XTASK_REGISTRY_USERNAME";
+pub(crate) const PASSWORD_ENV_ALIAS: &str = "XTASK_REGISTRY_PASSWORD";
 
 /// How long a credential helper may take (a desktop keychain may prompt; CI must not hang).
 const HELPER_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Clone, PartialEq)]
-pub struct Credentials {
+pub(crate) struct Credentials {
     pub username: String,
     pub password: String,
     /// Where they came from, for error messages: e.g. `XTASK_OCI_USERNAME/XTASK_OCI_PASSWORD`.
@@ -52,7 +52,9 @@ impl std::fmt::Debug for Credentials {
 }
 
 /// Credentials from the environment (`get` reads a variable; empty counts as unset).
-pub fn credentials_from_env(get: impl Fn(&str) -> Option<String>) -> Result<Option<Credentials>> {
+pub(crate) fn credentials_from_env(
+    get: impl Fn(&str) -> Option<String>,
+) -> Result<Option<Credentials>> {
     let get = |name: &str| get(name).filter(|v| !v.is_empty());
     for (user_var, pass_var) in [
         (USERNAME_ENV, PASSWORD_ENV),
@@ -75,7 +77,7 @@ pub fn credentials_from_env(get: impl Fn(&str) -> Option<String>) -> Result<Opti
 
 /// What the docker config says about one registry.
 #[derive(Debug, PartialEq)]
-pub enum DockerConfigAnswer {
+pub(crate) enum DockerConfigAnswer {
     /// Credentials written in the config (`auths.<key>.auth` or `username`/`password`).
     Inline(Credentials),
     /// Ask `docker-credential-<helper> get` for `server_url`.
@@ -109,7 +111,11 @@ fn config_key_host(key: &str) -> &str {
 /// Looks `host` up in a docker config: `credHelpers`, then `auths` with credentials in it,
 /// then `credsStore` (Docker's own order; with a `credsStore`, `auths` entries are empty
 /// markers).
-pub fn docker_config_answer(text: &str, host: &str, origin: &Path) -> Result<DockerConfigAnswer> {
+pub(crate) fn docker_config_answer(
+    text: &str,
+    host: &str,
+    origin: &Path,
+) -> Result<DockerConfigAnswer> {
     #[derive(Deserialize)]
     struct Config {
         #[serde(default)]
@@ -191,7 +197,7 @@ pub fn docker_config_answer(text: &str, host: &str, origin: &Path) -> Result<Doc
 }
 
 /// A credential helper's `get` answer: credentials, or none stored for that server.
-pub fn parse_helper_answer(
+pub(crate) fn parse_helper_answer(
     helper: &str,
     server_url: &str,
     success: bool,
@@ -297,7 +303,7 @@ fn docker_config_path() -> Option<PathBuf> {
 
 /// Credentials for `host`: the environment, then the docker config (its helpers run for
 /// real), else anonymous.
-pub async fn credentials_for(host: &str) -> Result<Option<Credentials>> {
+pub(crate) async fn credentials_for(host: &str) -> Result<Option<Credentials>> {
     if let Some(found) = credentials_from_env(|name| std::env::var(name).ok())? {
         return Ok(Some(found));
     }

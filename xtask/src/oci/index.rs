@@ -8,21 +8,21 @@ use oci_spec::image::{
     Arch, DescriptorBuilder, Digest as OciDigest, ImageIndexBuilder, MediaType, Os, PlatformBuilder,
 };
 
-pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
-pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
-pub const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
-pub const OCI_LAYER_GZIP: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
-pub const OCI_LAYER_ZSTD: &str = "application/vnd.oci.image.layer.v1.tar+zstd";
+pub(crate) const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+pub(crate) const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+pub(crate) const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
+pub(crate) const OCI_LAYER_GZIP: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+pub(crate) const OCI_LAYER_ZSTD: &str = "application/vnd.oci.image.layer.v1.tar+zstd";
 
 /// Every manifest type a tag or digest may resolve to; sent as `Accept`.
-pub const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.index.v1+json, \
+pub(crate) const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.index.v1+json, \
     application/vnd.oci.image.manifest.v1+json, \
     application/vnd.docker.distribution.manifest.list.v2+json, \
     application/vnd.docker.distribution.manifest.v2+json";
 
 /// One platform's image manifest as the index lists it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PlatformManifest<'a> {
+pub(crate) struct PlatformManifest<'a> {
     pub os: &'a str,
     pub architecture: &'a str,
     pub variant: Option<&'a str>,
@@ -33,7 +33,7 @@ pub struct PlatformManifest<'a> {
 
 impl PlatformManifest<'_> {
     /// `os/architecture[/variant]`, the order of the index and how errors name an entry.
-    pub fn platform(&self) -> String {
+    pub(crate) fn platform(&self) -> String {
         match self.variant {
             Some(v) => format!("{}/{}/{v}", self.os, self.architecture),
             None => format!("{}/{}", self.os, self.architecture),
@@ -44,7 +44,7 @@ impl PlatformManifest<'_> {
 /// The canonical bytes of the OCI image index over `entries`: sorted by platform
 /// (`os/architecture/variant`), compact JSON, no annotations, no timestamps. Equal inputs in
 /// any order give equal bytes; a platform listed twice is an error.
-pub fn index_bytes(entries: &[PlatformManifest<'_>]) -> Result<Vec<u8>> {
+pub(crate) fn index_bytes(entries: &[PlatformManifest<'_>]) -> Result<Vec<u8>> {
     let mut sorted: Vec<&PlatformManifest> = entries.iter().collect();
     sorted.sort_by_key(|e| (e.os, e.architecture, e.variant));
     if let Some(w) = sorted

@@ -3,10 +3,10 @@
 //! Depends on nothing of ours but `model` and the HTTP policy (`crate::http`), so the release
 //! code and the consumer's verifier share it.
 
-pub mod archive;
-pub mod auth;
-pub mod blob_upload;
-pub mod client;
-pub mod credentials;
-pub mod index;
-pub mod reference;
+pub(crate) mod archive;
+pub(crate) mod auth;
+pub(crate) mod blob_upload;
+pub(crate) mod client;
+pub(crate) mod credentials;
+pub(crate) mod index;
+pub(crate) mod reference;

@@ -27,11 +27,11 @@
 use std::fmt;
 
 /// The longest `domain/path` distribution accepts.
-pub const MAX_NAME_LENGTH: usize = 255;
+pub(crate) const MAX_NAME_LENGTH: usize = 255;
 
 /// `host[:port]/path`: where an image lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RepositoryName {
+pub(crate) struct RepositoryName {
     /// `host[:port]`, as written in references.
     pub domain: String,
     /// The repository path inside the registry, e.g. `sandbox0/coding-agent`.
@@ -46,7 +46,7 @@ impl fmt::Display for RepositoryName {
 
 /// A full reference: a repository with a tag, a digest, or both.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImageReference {
+pub(crate) struct ImageReference {
     pub name: RepositoryName,
     pub tag: Option<String>,
     pub digest: Option<String>,
@@ -54,7 +54,7 @@ pub struct ImageReference {
 
 /// Why a text is not a reference; the message says which part is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReferenceError(pub String);
+pub(crate) struct ReferenceError(pub String);
 
 impl fmt::Display for ReferenceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -108,7 +108,7 @@ fn is_domain_component(text: &str) -> bool {
 }
 
 /// `host[:port]`, lowercase; an IPv6 host in brackets.
-pub fn parse_domain(text: &str) -> Result<(), ReferenceError> {
+pub(crate) fn parse_domain(text: &str) -> Result<(), ReferenceError> {
     let (host, port) = if let Some(rest) = text.strip_prefix('[') {
         let Some((inside, after)) = rest.split_once(']') else {
             return err(format!("`{text}`: an IPv6 host needs its closing `]`"));
@@ -164,7 +164,7 @@ fn looks_like_domain(component: &str) -> bool {
 }
 
 /// `host[:port]/path`, nothing else: no scheme, tag or digest.
-pub fn parse_repository_name(text: &str) -> Result<RepositoryName, ReferenceError> {
+pub(crate) fn parse_repository_name(text: &str) -> Result<RepositoryName, ReferenceError> {
     if text.is_empty() {
         return err("the repository is empty");
     }
@@ -218,7 +218,7 @@ pub fn parse_repository_name(text: &str) -> Result<RepositoryName, ReferenceErro
 }
 
 /// `[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`
-pub fn is_tag(tag: &str) -> bool {
+pub(crate) fn is_tag(tag: &str) -> bool {
     let mut bytes = tag.bytes();
     match bytes.next() {
         Some(b) if b.is_ascii_alphanumeric() || b == b'_' => {}
@@ -228,12 +228,12 @@ pub fn is_tag(tag: &str) -> bool {
 }
 
 /// `sha256:` and 64 lowercase hex digits.
-pub fn is_sha256_digest(text: &str) -> bool {
+pub(crate) fn is_sha256_digest(text: &str) -> bool {
     crate::model::Digest::is_valid(text)
 }
 
 /// `name[:tag][@digest]`.
-pub fn parse_reference(text: &str) -> Result<ImageReference, ReferenceError> {
+pub(crate) fn parse_reference(text: &str) -> Result<ImageReference, ReferenceError> {
     let (rest, digest) = match text.split_once('@') {
         Some((rest, digest)) => {
             if digest.contains('@') {
@@ -267,7 +267,7 @@ pub fn parse_reference(text: &str) -> Result<ImageReference, ReferenceError> {
 }
 
 /// `repository@digest` exactly, the only form a receipt pins: no tag beside the digest.
-pub fn parse_pinned_reference(text: &str) -> Result<ImageReference, ReferenceError> {
+pub(crate) fn parse_pinned_reference(text: &str) -> Result<ImageReference, ReferenceError> {
     let reference = parse_reference(text)?;
     if reference.tag.is_some() {
         return err("has a tag and a digest; a pinned reference is `repository@digest` only");

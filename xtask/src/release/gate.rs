@@ -28,26 +28,26 @@ const SECONDS_PER_DAY: i64 = 86_400;
 
 /// The UTC epoch day of an instant: whole days since 1970-01-01T00:00:00Z (floor, so instants
 /// before 1970 get negative days rather than rounding towards zero).
-pub fn epoch_day(t: DateTime<Utc>) -> i64 {
+pub(crate) fn epoch_day(t: DateTime<Utc>) -> i64 {
     t.timestamp().div_euclid(SECONDS_PER_DAY)
 }
 
 /// The calendar date of an epoch day.
-pub fn date_of_epoch_day(day: i64) -> NaiveDate {
+pub(crate) fn date_of_epoch_day(day: i64) -> NaiveDate {
     DateTime::<Utc>::from_timestamp(day * SECONDS_PER_DAY, 0)
         .expect("epoch days of this era are representable")
         .date_naive()
 }
 
 /// The first cadence day strictly after `day`.
-pub fn next_cadence_day(day: i64, interval_days: u32) -> i64 {
+pub(crate) fn next_cadence_day(day: i64, interval_days: u32) -> i64 {
     let interval = i64::from(interval_days.max(1));
     (day.div_euclid(interval) + 1) * interval
 }
 
 /// The whole gate policy. `previous_created_at` is the previous release receipt's creation
 /// time, when the caller has one.
-pub fn decide(
+pub(crate) fn decide(
     now: DateTime<Utc>,
     interval_days: u32,
     force: bool,
@@ -115,7 +115,7 @@ pub fn decide(
 }
 
 /// The lines appended to `$GITHUB_OUTPUT` for later workflow steps.
-pub fn github_output_lines(decision: &GateDecision) -> String {
+pub(crate) fn github_output_lines(decision: &GateDecision) -> String {
     format!(
         "due={}\nforced={}\ncatch_up={}\ntrigger={}\nepoch_day={}\nnext_due={}\n",
         decision.due,

@@ -16,13 +16,13 @@
 
 pub mod gate;
 pub mod pin;
-pub mod plan;
-pub mod platform;
-pub mod previous;
+pub(crate) mod plan;
+pub(crate) mod platform;
+pub(crate) mod previous;
 pub mod publish;
 pub mod receipt;
-pub mod ship;
-pub mod steps;
+pub(crate) mod ship;
+pub(crate) mod steps;
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};

@@ -21,11 +21,11 @@ use crate::terminal_text::{escape, print_json_escaped};
 use crate::util::atomic_write;
 
 /// The key whose value is the image reference.
-pub const IMAGE_KEY: &str = "image";
+pub(crate) const IMAGE_KEY: &str = "image";
 
 /// Replaces the value of the single `image:` key in `text` by `new_image`, keeping the line's
 /// indentation, quoting and trailing comment and every other byte. Returns (old value, text).
-pub fn rewrite_image_line(text: &str, new_image: &str) -> Result<(String, String)> {
+pub(crate) fn rewrite_image_line(text: &str, new_image: &str) -> Result<(String, String)> {
     let prefix = format!("{IMAGE_KEY}:");
     let mut hits = Vec::new();
     for (i, line) in text.split_inclusive('\n').enumerate() {
@@ -145,7 +145,7 @@ fn set_image(value: &mut Value, new_image: &str) {
 
 /// The whole edit, pure: the new text, checked to parse and to differ from the old one only
 /// in the image. Returns (old image, new text).
-pub fn pin_text(text: &str, new_image: &str, origin: &Path) -> Result<(String, String)> {
+pub(crate) fn pin_text(text: &str, new_image: &str, origin: &Path) -> Result<(String, String)> {
     let before: Value = serde_yaml::from_str(text)
         .with_context(|| format!("{} is not valid YAML", origin.display()))?;
     let mut images = Vec::new();
@@ -199,7 +199,12 @@ struct PinReport {
 /// The trust anchor of a pin: the registry and repository the template's `image:` already
 /// names. A receipt for another place is refused unless `allow_change`, with an error naming
 /// both. `current` is the template's image value, `new` the receipt's pinned reference.
-pub fn anchor_check(current: &str, new: &str, allow_change: bool, template: &Path) -> Result<()> {
+pub(crate) fn anchor_check(
+    current: &str,
+    new: &str,
+    allow_change: bool,
+    template: &Path,
+) -> Result<()> {
     let new = parse_pinned_reference(new)
         .map_err(|e| anyhow::anyhow!("the receipt's index.reference `{new}` {e}"))?;
     if allow_change {

@@ -28,15 +28,15 @@ use crate::release::previous::{self, PreviousRelease};
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 use crate::util::{sha256_file, sha256_hex};
 
-pub const PLAN_FILE: &str = "plan.json";
+pub(crate) const PLAN_FILE: &str = "plan.json";
 
 /// The phase's steps, in order.
-pub const STEP_NAMES: [&str; 3] = ["gate", "resolve", "lock"];
+pub(crate) const STEP_NAMES: [&str; 3] = ["gate", "resolve", "lock"];
 
 /// The files that decide what is released, relative to the repository root. The inventory is
 /// left out on purpose: it also records *when* it was resolved, and a new clock alone is not a
 /// change (its package data is derived from the lockfile, which is here).
-pub const RELEASE_INPUTS: [&str; 4] = [
+pub(crate) const RELEASE_INPUTS: [&str; 4] = [
     "template/package.json",
     "template/package-lock.json",
     "Dockerfile",
@@ -44,7 +44,7 @@ pub const RELEASE_INPUTS: [&str; 4] = [
 ];
 
 impl ReleasePlan {
-    pub fn load(dir: &Path) -> Result<ReleasePlan> {
+    pub(crate) fn load(dir: &Path) -> Result<ReleasePlan> {
         let plan: ReleasePlan = read_json(&dir.join(PLAN_FILE), "a release plan")?;
         if plan.schema_version != PLAN_SCHEMA_VERSION {
             bail!(
@@ -60,12 +60,12 @@ impl ReleasePlan {
 
 /// The release tag: the day and a digest of what is released, so the same inputs on the same
 /// day name the same release (publishing it again is then a no-op) and anything else a new one.
-pub fn release_tag(now: DateTime<Utc>, inputs_digest: &str) -> String {
+pub(crate) fn release_tag(now: DateTime<Utc>, inputs_digest: &str) -> String {
     format!("{}-{}", now.format("%Y.%m.%d"), &inputs_digest[..12])
 }
 
 /// One digest over every input, path and content.
-pub fn inputs_digest(inputs: &[InputDigest]) -> String {
+pub(crate) fn inputs_digest(inputs: &[InputDigest]) -> String {
     sha256_hex(
         inputs
             .iter()
@@ -76,7 +76,11 @@ pub fn inputs_digest(inputs: &[InputDigest]) -> String {
 }
 
 /// True when `previous` released exactly these inputs for at least these platforms, completely.
-pub fn unchanged_since(previous: &Receipt, inputs: &[InputDigest], platforms: &[Platform]) -> bool {
+pub(crate) fn unchanged_since(
+    previous: &Receipt,
+    inputs: &[InputDigest],
+    platforms: &[Platform],
+) -> bool {
     let recorded = |path: &str| {
         previous
             .artifacts
@@ -96,7 +100,7 @@ pub fn unchanged_since(previous: &Receipt, inputs: &[InputDigest], platforms: &[
 /// The top-level packages whose version differs from the previous release's. The baseline is
 /// the previous release's receipt, not the checkout's lockfile: the workflow never commits its
 /// lockfile, so the checkout's can be many releases old.
-pub fn changes_since(previous: Option<&Receipt>, resolution: &Resolution) -> Vec<Change> {
+pub(crate) fn changes_since(previous: Option<&Receipt>, resolution: &Resolution) -> Vec<Change> {
     resolution
         .packages
         .iter()
@@ -122,7 +126,7 @@ pub fn changes_since(previous: Option<&Receipt>, resolution: &Resolution) -> Vec
 }
 
 /// What the due gate and the inputs decide: the action, why, and the tag.
-pub fn decide(
+pub(crate) fn decide(
     now: DateTime<Utc>,
     gate: &GateDecision,
     previous: Option<&Receipt>,
@@ -159,7 +163,7 @@ pub fn decide(
 
 /// Where the run comes from, when it runs under GitHub Actions.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GithubRef {
+pub(crate) struct GithubRef {
     /// `GITHUB_REF`, e.g. `refs/heads/main`.
     pub git_ref: String,
     /// The repository's default branch, from the event payload.
@@ -168,7 +172,7 @@ pub struct GithubRef {
 
 /// Whether later phases may push and publish. Releases come only from the default branch: a
 /// manual run on another branch builds and smoke-tests, and publishes nothing.
-pub fn publish_decision(no_publish: bool, github: Option<&GithubRef>) -> (bool, String) {
+pub(crate) fn publish_decision(no_publish: bool, github: Option<&GithubRef>) -> (bool, String) {
     if no_publish {
         return (
             false,
@@ -207,7 +211,7 @@ pub fn publish_decision(no_publish: bool, github: Option<&GithubRef>) -> (bool, 
 }
 
 /// The lines for `$GITHUB_OUTPUT`.
-pub fn github_outputs(plan: &ReleasePlan) -> String {
+pub(crate) fn github_outputs(plan: &ReleasePlan) -> String {
     format!(
         "action={}\ntag={}\npublish={}\nnow={}\n",
         plan.action.as_str(),
@@ -218,7 +222,7 @@ pub fn github_outputs(plan: &ReleasePlan) -> String {
 }
 
 /// Markdown for `$GITHUB_STEP_SUMMARY` (and the end of a local run).
-pub fn summary_markdown(plan: &ReleasePlan) -> String {
+pub(crate) fn summary_markdown(plan: &ReleasePlan) -> String {
     let mut out = format!(
         "## Release plan: {}\n\n{}\n\n",
         plan.action.as_str(),
@@ -259,7 +263,7 @@ pub fn summary_markdown(plan: &ReleasePlan) -> String {
 }
 
 /// The GitHub context, read from the environment the runner sets.
-pub fn github_ref_from_env() -> Result<Option<GithubRef>> {
+pub(crate) fn github_ref_from_env() -> Result<Option<GithubRef>> {
     if std::env::var("GITHUB_ACTIONS").as_deref() != Ok("true") {
         return Ok(None);
     }
@@ -280,7 +284,7 @@ pub fn github_ref_from_env() -> Result<Option<GithubRef>> {
 }
 
 /// Appends `text` to the file a GitHub variable names, when it is set.
-pub fn append_to_github_file(variable: &str, text: &str) -> Result<()> {
+pub(crate) fn append_to_github_file(variable: &str, text: &str) -> Result<()> {
     use std::io::Write;
     let Some(path) = std::env::var_os(variable).filter(|p| !p.is_empty()) else {
         return Ok(());
@@ -299,7 +303,7 @@ pub fn append_to_github_file(variable: &str, text: &str) -> Result<()> {
 }
 
 /// The release inputs in the checkout at `root`.
-pub fn current_inputs(root: &Path) -> Result<Vec<InputDigest>> {
+pub(crate) fn current_inputs(root: &Path) -> Result<Vec<InputDigest>> {
     RELEASE_INPUTS
         .iter()
         .map(|path| {
@@ -312,7 +316,7 @@ pub fn current_inputs(root: &Path) -> Result<Vec<InputDigest>> {
 }
 
 /// Later phases run in other checkouts (other runners): they must hold what the plan wrote.
-pub fn ensure_checkout_matches(root: &Path, plan: &ReleasePlan) -> Result<()> {
+pub(crate) fn ensure_checkout_matches(root: &Path, plan: &ReleasePlan) -> Result<()> {
     let current = current_inputs(root)?;
     for expected in &plan.inputs {
         let found = current.iter().find(|c| c.path == expected.path);
@@ -331,7 +335,7 @@ pub fn ensure_checkout_matches(root: &Path, plan: &ReleasePlan) -> Result<()> {
 }
 
 /// The flags the plan was made from, resolved to values.
-pub struct PlanRequest<'a> {
+pub(crate) struct PlanRequest<'a> {
     pub flags: &'a PlanFlags,
     pub root: &'a Path,
     pub out: &'a Path,
@@ -340,7 +344,7 @@ pub struct PlanRequest<'a> {
 }
 
 /// Runs the plan phase: previous release, gate, and when due resolve + lock, then decides.
-pub async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Result<ReleasePlan> {
+pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Result<ReleasePlan> {
     let PlanRequest {
         flags,
         root,

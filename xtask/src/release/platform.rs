@@ -25,12 +25,12 @@ use crate::release::plan::ensure_checkout_matches;
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 
 /// `results-linux-amd64.json`.
-pub fn results_file_name(platform: Platform) -> String {
+pub(crate) fn results_file_name(platform: Platform) -> String {
     format!("results-{}.json", platform.to_string().replace('/', "-"))
 }
 
 /// The steps of one platform, in order; the push only when the plan publishes.
-pub fn steps(
+pub(crate) fn steps(
     publish: Option<&Target>,
     platform: Platform,
     work: &Path,
@@ -69,7 +69,7 @@ pub fn steps(
     steps
 }
 
-pub struct BuildRequest<'a> {
+pub(crate) struct BuildRequest<'a> {
     pub root: &'a Path,
     pub plan: &'a ReleasePlan,
     pub platform: Platform,
@@ -79,7 +79,7 @@ pub struct BuildRequest<'a> {
 
 /// Runs the platform's steps and writes its results file; returns it and its path. A failed
 /// smoke test still writes the results (the evidence), then fails.
-pub async fn run(request: BuildRequest<'_>) -> Result<(PlatformResults, PathBuf)> {
+pub(crate) async fn run(request: BuildRequest<'_>) -> Result<(PlatformResults, PathBuf)> {
     let BuildRequest {
         root,
         plan,

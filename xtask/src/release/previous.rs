@@ -15,14 +15,14 @@ use crate::release::receipt::verify_file;
 
 /// A receipt that verified, and where it was.
 #[derive(Debug, Clone)]
-pub struct PreviousRelease {
+pub(crate) struct PreviousRelease {
     pub path: PathBuf,
     pub receipt: Receipt,
 }
 
 /// The outcome of looking at the candidates.
 #[derive(Debug, Default)]
-pub struct Selection {
+pub(crate) struct Selection {
     pub newest: Option<PreviousRelease>,
     /// One line per candidate that was ignored, naming the file and why.
     pub ignored: Vec<String>,
@@ -30,7 +30,7 @@ pub struct Selection {
 
 /// The candidate whose receipt is newest, among those that verified. Pure over its input:
 /// `(path, Ok(receipt) | Err(why it did not verify))`.
-pub fn pick_newest(candidates: Vec<(PathBuf, Result<Receipt, String>)>) -> Selection {
+pub(crate) fn pick_newest(candidates: Vec<(PathBuf, Result<Receipt, String>)>) -> Selection {
     let mut selection = Selection::default();
     for (path, verdict) in candidates {
         match verdict {
@@ -57,7 +57,7 @@ fn created_at(receipt: &Receipt) -> Option<chrono::DateTime<chrono::Utc>> {
 
 /// Verifies each file (without its artifacts: only the receipt itself is at hand) and picks
 /// the newest that verifies.
-pub fn newest_verified(paths: &[PathBuf]) -> Result<Selection> {
+pub(crate) fn newest_verified(paths: &[PathBuf]) -> Result<Selection> {
     let mut candidates = Vec::new();
     for path in paths {
         let verification = verify_file(path, None)?;
@@ -77,7 +77,7 @@ pub fn newest_verified(paths: &[PathBuf]) -> Result<Selection> {
 
 /// `receipt-*.json` files in `dir` and in its direct subdirectories (a release's assets
 /// directory), sorted; none when `dir` does not exist.
-pub fn receipts_below(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn receipts_below(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut found = Vec::new();
     let mut dirs = vec![dir.to_path_buf()];
     if let Ok(entries) = std::fs::read_dir(dir) {

@@ -71,7 +71,7 @@ pub fn index_bytes(entries: &[IndexEntry]) -> Result<Vec<u8>> {
 
 /// What to publish; `run` makes it from the flags, `release` may build it directly.
 #[derive(Debug, Clone)]
-pub struct PublishOptions {
+pub(crate) struct PublishOptions {
     pub registry: String,
     pub repository: String,
     /// Local images to push by digest.
@@ -246,7 +246,10 @@ fn read_push_cache(path: &Path) -> Option<PushedImage> {
 }
 
 /// The whole publish: push the local images, then (with a tag) the index.
-pub async fn publish(options: &PublishOptions, progress: &Progress) -> Result<PublishReport> {
+pub(crate) async fn publish(
+    options: &PublishOptions,
+    progress: &Progress,
+) -> Result<PublishReport> {
     let target = RegistryTarget::parse(&options.registry, &options.repository)?;
     if let Some(tag) = &options.tag {
         if !is_valid_tag(tag) {

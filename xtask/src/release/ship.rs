@@ -30,7 +30,7 @@ use crate::util::atomic_write;
 
 /// What `release ship --json` prints.
 #[derive(Debug, Clone, Serialize)]
-pub struct Shipped {
+pub(crate) struct Shipped {
     pub tag: String,
     pub receipt: PathBuf,
     pub assets: PathBuf,
@@ -40,11 +40,12 @@ pub struct Shipped {
 }
 
 /// The phase's steps, in order.
-pub const STEP_NAMES: [&str; 4] = ["index by digest", "receipt write", "receipt verify", "tag"];
+pub(crate) const STEP_NAMES: [&str; 4] =
+    ["index by digest", "receipt write", "receipt verify", "tag"];
 
 /// How the platforms' Debian package sets differ (`name=version`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct DebianDifference {
+pub(crate) struct DebianDifference {
     pub platforms: (String, String),
     pub only_first: Vec<String>,
     pub only_second: Vec<String>,
@@ -53,7 +54,7 @@ pub struct DebianDifference {
 }
 
 /// The difference between two `name=version` package sets.
-pub fn debian_difference(
+pub(crate) fn debian_difference(
     (first, a): (Platform, &[String]),
     (second, b): (Platform, &[String]),
 ) -> DebianDifference {
@@ -81,7 +82,7 @@ pub fn debian_difference(
 }
 
 /// Checks that the results belong to this plan and are fit to ship.
-pub fn check_results(
+pub(crate) fn check_results(
     plan: &ReleasePlan,
     tag: &str,
     file: &Path,
@@ -115,7 +116,7 @@ pub fn check_results(
     Ok(())
 }
 
-pub struct ShipRequest<'a> {
+pub(crate) struct ShipRequest<'a> {
     pub root: &'a Path,
     pub plan_dir: &'a Path,
     pub plan: &'a ReleasePlan,
@@ -126,7 +127,7 @@ pub struct ShipRequest<'a> {
     pub defer_tag: bool,
 }
 
-pub async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
+pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
     let ShipRequest {
         root,
         plan_dir,
@@ -308,7 +309,7 @@ pub async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
 
 /// What the workflow's attestation steps name: the repository, the index digest, and each
 /// platform's manifest digest (`digest_linux_amd64=`), which its SBOM is attested against.
-pub fn attestation_outputs(receipt: &Receipt) -> String {
+pub(crate) fn attestation_outputs(receipt: &Receipt) -> String {
     let mut out = format!(
         "repository={}\nindex_digest={}\n",
         receipt.index.repository, receipt.index.digest
@@ -324,7 +325,7 @@ pub fn attestation_outputs(receipt: &Receipt) -> String {
 }
 
 /// Markdown for the job summary: what a consumer pins, and how the platforms differ.
-pub fn summary_markdown(shipped: &Shipped, receipt: &Receipt) -> String {
+pub(crate) fn summary_markdown(shipped: &Shipped, receipt: &Receipt) -> String {
     let mut out = format!(
         "## Release {}\n\nPin `{}`\n\n| platform | digest | Debian packages |\n| --- | --- | --- |\n",
         shipped.tag, shipped.reference

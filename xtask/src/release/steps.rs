@@ -16,14 +16,14 @@ use crate::util::{atomic_write, Progress};
 
 /// One subcommand: `cargo xtask <args>`, its stdout kept in `output` when given.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Step {
+pub(crate) struct Step {
     pub name: String,
     pub args: Vec<String>,
     pub output: Option<PathBuf>,
 }
 
 impl Step {
-    pub fn new(name: impl Into<String>, args: &[&str]) -> Step {
+    pub(crate) fn new(name: impl Into<String>, args: &[&str]) -> Step {
         Step {
             name: name.into(),
             args: args.iter().map(|s| s.to_string()).collect(),
@@ -31,31 +31,31 @@ impl Step {
         }
     }
 
-    pub fn arg(mut self, flag: &str, value: impl AsRef<std::ffi::OsStr>) -> Step {
+    pub(crate) fn arg(mut self, flag: &str, value: impl AsRef<std::ffi::OsStr>) -> Step {
         self.args.push(flag.to_owned());
         self.args
             .push(value.as_ref().to_string_lossy().into_owned());
         self
     }
 
-    pub fn positional(mut self, value: impl AsRef<std::ffi::OsStr>) -> Step {
+    pub(crate) fn positional(mut self, value: impl AsRef<std::ffi::OsStr>) -> Step {
         self.args
             .push(value.as_ref().to_string_lossy().into_owned());
         self
     }
 
-    pub fn flag(mut self, flag: &str) -> Step {
+    pub(crate) fn flag(mut self, flag: &str) -> Step {
         self.args.push(flag.to_owned());
         self
     }
 
-    pub fn output(mut self, path: impl Into<PathBuf>) -> Step {
+    pub(crate) fn output(mut self, path: impl Into<PathBuf>) -> Step {
         self.output = Some(path.into());
         self
     }
 
     /// The command line a person would type.
-    pub fn command_line(&self) -> String {
+    pub(crate) fn command_line(&self) -> String {
         format!("cargo xtask {}", self.args.join(" "))
     }
 }
@@ -63,7 +63,7 @@ impl Step {
 use crate::model::platform_results::{StepStatus, StepTime};
 
 /// Executes steps in order and remembers their times.
-pub struct StepRunner {
+pub(crate) struct StepRunner {
     exe: PathBuf,
     root: PathBuf,
     total: usize,
@@ -74,7 +74,7 @@ pub struct StepRunner {
 
 impl StepRunner {
     /// `total` is how many steps the phase plans, for the `[n/m]` counter.
-    pub fn new(root: &Path, total: usize) -> Result<StepRunner> {
+    pub(crate) fn new(root: &Path, total: usize) -> Result<StepRunner> {
         Ok(StepRunner {
             exe: std::env::current_exe().context("cannot find the running xtask binary")?,
             root: root.to_path_buf(),
@@ -86,7 +86,7 @@ impl StepRunner {
     }
 
     /// Runs `step`; a non-zero exit is an error naming the step and where its output is.
-    pub async fn run(&mut self, step: &Step) -> Result<()> {
+    pub(crate) async fn run(&mut self, step: &Step) -> Result<()> {
         if !self.run_allowing_failure(step).await? {
             bail!(
                 "step `{}` failed: `{}`{}. Fix the cause and run it again: finished steps are \
@@ -103,7 +103,7 @@ impl StepRunner {
     }
 
     /// Runs `step` and reports whether it exited zero (its output is kept either way).
-    pub async fn run_allowing_failure(&mut self, step: &Step) -> Result<bool> {
+    pub(crate) async fn run_allowing_failure(&mut self, step: &Step) -> Result<bool> {
         self.done += 1;
         self.progress.step(format!(
             "==> [{}/{}] {}: {}",
@@ -152,21 +152,21 @@ impl StepRunner {
 }
 
 /// Reads a step's JSON output through its owner's type.
-pub fn read_json<T: DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
+pub(crate) fn read_json<T: DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
     let bytes = std::fs::read(path)
         .with_context(|| format!("cannot read {what} from {}", path.display()))?;
     serde_json::from_slice(&bytes).with_context(|| format!("{} is not {what}", path.display()))
 }
 
 /// Writes a value as pretty JSON (with a final newline), atomically.
-pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let mut bytes = serde_json::to_vec_pretty(value)?;
     bytes.push(b'\n');
     atomic_write(path, &bytes)
 }
 
 /// `1 min 05 s`, `12.3 s`.
-pub fn format_duration(seconds: f64) -> String {
+pub(crate) fn format_duration(seconds: f64) -> String {
     if seconds < 60.0 {
         format!("{seconds:.1} s")
     } else {
@@ -176,7 +176,7 @@ pub fn format_duration(seconds: f64) -> String {
 }
 
 /// The table of step times a phase prints when it ends.
-pub fn render_times(title: &str, times: &[StepTime]) -> String {
+pub(crate) fn render_times(title: &str, times: &[StepTime]) -> String {
     let width = times.iter().map(|t| t.name.len()).max().unwrap_or(0);
     let mut out = format!("{title}\n");
     for t in times {

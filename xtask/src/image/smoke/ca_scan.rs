@@ -15,7 +15,7 @@ use crate::image::engine;
 use crate::util::sha256_hex;
 
 /// The DER bytes of every certificate in a PEM text.
-pub fn pem_certificates(text: &str) -> Vec<Vec<u8>> {
+pub(crate) fn pem_certificates(text: &str) -> Vec<Vec<u8>> {
     let mut certs = Vec::new();
     let mut body: Option<String> = None;
     for line in text.lines() {
@@ -37,7 +37,7 @@ pub fn pem_certificates(text: &str) -> Vec<Vec<u8>> {
 
 /// Byte strings that betray a certificate in a file: a run of its base64 text (inside the
 /// first 64-character PEM line, so line wrapping cannot split it) and a run of its DER bytes.
-pub fn certificate_needles(der: &[u8]) -> Vec<Vec<u8>> {
+pub(crate) fn certificate_needles(der: &[u8]) -> Vec<Vec<u8>> {
     let b64 = base64::engine::general_purpose::STANDARD.encode(der);
     let mut needles = Vec::new();
     if b64.len() >= 60 {
@@ -50,7 +50,7 @@ pub fn certificate_needles(der: &[u8]) -> Vec<Vec<u8>> {
 }
 
 /// Finds needles in a stream of chunks, including across chunk boundaries.
-pub struct NeedleScanner {
+pub(crate) struct NeedleScanner {
     needles: Vec<(usize, Vec<u8>)>,
     carry: Vec<u8>,
     keep: usize,
@@ -58,7 +58,7 @@ pub struct NeedleScanner {
 
 impl NeedleScanner {
     /// `needles` are (owner index, bytes); an empty needle is ignored.
-    pub fn new(needles: Vec<(usize, Vec<u8>)>) -> NeedleScanner {
+    pub(crate) fn new(needles: Vec<(usize, Vec<u8>)>) -> NeedleScanner {
         let needles: Vec<_> = needles.into_iter().filter(|(_, n)| !n.is_empty()).collect();
         let keep = needles.iter().map(|(_, n)| n.len()).max().unwrap_or(1) - 1;
         NeedleScanner {
@@ -69,12 +69,12 @@ impl NeedleScanner {
     }
 
     /// Starts a new file: matches never span two files.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.carry.clear();
     }
 
     /// Owners whose needle occurs in the data seen since the last reset, up to this chunk.
-    pub fn feed(&mut self, chunk: &[u8]) -> BTreeSet<usize> {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) -> BTreeSet<usize> {
         let mut window = std::mem::take(&mut self.carry);
         window.extend_from_slice(chunk);
         let found = self
@@ -91,7 +91,7 @@ impl NeedleScanner {
 
 /// Where a certificate (or a CA file by name) was found in the exported image.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Finding {
+pub(crate) struct Finding {
     pub owner: Option<usize>,
     pub location: String,
 }
@@ -104,7 +104,7 @@ fn is_build_ca_path(path: &str) -> bool {
 /// Scans an image archive as `docker save` writes it (docker-archive, or OCI layout with
 /// gzip-compressed or plain layer blobs), every file of every layer. Returns the findings and
 /// (layers, files, bytes) scanned.
-pub fn scan_image_archive(
+pub(crate) fn scan_image_archive(
     archive: impl Read,
     scanner: &mut NeedleScanner,
 ) -> Result<(Vec<Finding>, (usize, usize, u64))> {
@@ -222,7 +222,10 @@ fn host_distribution_certificates(dir: &Path) -> Vec<Vec<u8>> {
 }
 
 /// The certificates of a bundle that are not in `shipped`, each once, in bundle order.
-pub fn extra_certificates(bundle: Vec<Vec<u8>>, shipped: &BTreeSet<Vec<u8>>) -> Vec<Vec<u8>> {
+pub(crate) fn extra_certificates(
+    bundle: Vec<Vec<u8>>,
+    shipped: &BTreeSet<Vec<u8>>,
+) -> Vec<Vec<u8>> {
     let mut seen = BTreeSet::new();
     bundle
         .into_iter()

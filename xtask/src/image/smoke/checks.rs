@@ -12,32 +12,32 @@ use crate::image::engine;
 use crate::manifest::{Manifest, NodeSpec, Platform};
 
 /// Node's version against the manifest (template/manifest.yaml requires every check by name).
-pub const NODE_CHECK: &str = "node runtime";
+pub(crate) const NODE_CHECK: &str = "node runtime";
 /// The scan of every layer for the build CA.
-pub const CA_CHECK: &str = "no CA bundle left in the image";
+pub(crate) const CA_CHECK: &str = "no CA bundle left in the image";
 /// Where the platform runs natively: playwright-cli drives a page in Chromium.
 pub const PLAYWRIGHT_CHECK: &str = "playwright-cli drives chromium";
 /// The browser check that replaces [`PLAYWRIGHT_CHECK`] under emulation.
 pub const EMULATED_CHROMIUM_CHECK: &str = "chromium starts (emulated)";
-pub const DESKTOP_CHECK: &str = "xtigervnc and openbox start";
-pub const WS_CHECK: &str = "ws loads and echoes";
+pub(crate) const DESKTOP_CHECK: &str = "xtigervnc and openbox start";
+pub(crate) const WS_CHECK: &str = "ws loads and echoes";
 /// Named after the committed `browser.user`; receipts require the check by this name.
-pub const BROWSER_USER_CHECK: &str = "sandbox-browser user";
-pub const PLATFORM_CHECK: &str = "platform";
-pub const HOME_CHECK: &str = "home and working directory";
-pub const ENTRYPOINT_CHECK: &str = "no entrypoint or cmd";
-pub const ENV_CHECK: &str = "no-update and no-telemetry variables";
-pub const LABELS_CHECK: &str = "provenance labels";
+pub(crate) const BROWSER_USER_CHECK: &str = "sandbox-browser user";
+pub(crate) const PLATFORM_CHECK: &str = "platform";
+pub(crate) const HOME_CHECK: &str = "home and working directory";
+pub(crate) const ENTRYPOINT_CHECK: &str = "no entrypoint or cmd";
+pub(crate) const ENV_CHECK: &str = "no-update and no-telemetry variables";
+pub(crate) const LABELS_CHECK: &str = "provenance labels";
 
 /// The label listing `name@version` of every package, space-separated (see the Dockerfile).
-pub const PACKAGES_LABEL: &str = "org.sandbox0.coding-agent.packages";
+pub(crate) const PACKAGES_LABEL: &str = "org.sandbox0.coding-agent.packages";
 
 pub(super) fn env_map(env: &[String]) -> BTreeMap<&str, &str> {
     env.iter().filter_map(|kv| kv.split_once('=')).collect()
 }
 
 /// The checks on the image config alone: pure, no container.
-pub fn config_checks(
+pub(crate) fn config_checks(
     inspect: &ImageInspect,
     requested: Option<Platform>,
     manifest: &Manifest,
@@ -179,7 +179,7 @@ fn labels_check(
 }
 
 /// Node's version against the manifest: on the major line and at least the minimum.
-pub fn node_version_verdict(printed: &str, node: &NodeSpec) -> (bool, String) {
+pub(crate) fn node_version_verdict(printed: &str, node: &NodeSpec) -> (bool, String) {
     let text = printed.trim().trim_start_matches('v');
     match semver::Version::parse(text) {
         Err(_) => (
@@ -211,12 +211,12 @@ pub fn node_version_verdict(printed: &str, node: &NodeSpec) -> (bool, String) {
 
 /// Splits a byte stream into LF-terminated lines (chunk boundaries are not record boundaries).
 #[derive(Debug, Default)]
-pub struct LineSplitter {
+pub(crate) struct LineSplitter {
     pending: Vec<u8>,
 }
 
 impl LineSplitter {
-    pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> Vec<String> {
         self.pending.extend_from_slice(bytes);
         let mut lines = Vec::new();
         while let Some(pos) = self.pending.iter().position(|b| *b == b'\n') {
@@ -230,7 +230,7 @@ impl LineSplitter {
 
 /// Whether one stdout record satisfies every `expect` pointer: equal values, or for the
 /// string `"present"`, a pointer that resolves.
-pub fn record_matches(record: &Value, expect: &BTreeMap<String, Value>) -> bool {
+pub(crate) fn record_matches(record: &Value, expect: &BTreeMap<String, Value>) -> bool {
     expect
         .iter()
         .all(|(pointer, want)| match record.pointer(pointer) {
@@ -241,7 +241,7 @@ pub fn record_matches(record: &Value, expect: &BTreeMap<String, Value>) -> bool 
 }
 
 /// Truncates long evidence in the middle, keeping its start and end.
-pub fn clip(text: &str, max: usize) -> String {
+pub(crate) fn clip(text: &str, max: usize) -> String {
     let text = text.trim();
     if text.chars().count() <= max {
         return text.to_string();

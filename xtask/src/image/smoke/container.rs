@@ -19,14 +19,14 @@ use crate::manifest::{Harness, NodeSpec, Platform};
 
 /// Time limits, generous enough for qemu when the image is for another CPU.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     pub command: Duration,
     pub harness: Duration,
     pub browser: Duration,
 }
 
 impl Limits {
-    pub fn for_emulation(emulated: bool) -> Limits {
+    pub(crate) fn for_emulation(emulated: bool) -> Limits {
         let factor = if emulated { 5 } else { 1 };
         Limits {
             command: Duration::from_secs(60 * factor),

@@ -39,7 +39,6 @@ use bollard::models::ImageInspect;
 use bollard::Docker;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
-use serde::{Deserialize, Serialize};
 
 use crate::flags::SmokeArgs;
 use crate::image::build::{locked_versions, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
@@ -52,37 +51,7 @@ pub use checks::{EMULATED_CHROMIUM_CHECK, PLAYWRIGHT_CHECK};
 use ca_scan::CaScanInputs;
 use container::{timed, Ctx, Limits};
 
-/// One check and its evidence.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Check {
-    pub name: String,
-    pub passed: bool,
-    pub output: String,
-    pub duration_secs: f64,
-}
-
-impl Check {
-    fn new(name: impl Into<String>, passed: bool, output: impl Into<String>) -> Check {
-        Check {
-            name: name.into(),
-            passed,
-            output: output.into(),
-            duration_secs: 0.0,
-        }
-    }
-}
-
-/// What `smoke --json` prints.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SmokeReport {
-    pub image: String,
-    pub image_id: Option<String>,
-    pub platform: String,
-    pub emulated: bool,
-    pub passed: bool,
-    pub checks: Vec<Check>,
-    pub duration_secs: f64,
-}
+pub(crate) use crate::model::smoke::{Check, SmokeReport};
 
 pub async fn run(args: SmokeArgs) -> Result<ExitCode> {
     let progress = Progress::default();

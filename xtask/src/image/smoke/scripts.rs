@@ -22,7 +22,7 @@ const LINKED_BUILD_SH: &str = include_str!("scripts/linked-build.sh");
 
 /// One script run as `bash -c` in a container of the image.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ScriptCheck {
+pub(crate) struct ScriptCheck {
     pub name: String,
     pub script: String,
     /// The user to run as; the image's default user when `None`.
@@ -41,7 +41,7 @@ pub(super) fn token() -> String {
 }
 
 /// The script without its leading comment header, every `@NAME@` replaced by its value.
-pub fn render(file: &str, values: &[(&str, &str)]) -> String {
+pub(crate) fn render(file: &str, values: &[(&str, &str)]) -> String {
     let mut body = file;
     while body.starts_with('#') {
         body = body.split_once('\n').map_or("", |(_, rest)| rest);
@@ -58,7 +58,7 @@ pub fn render(file: &str, values: &[(&str, &str)]) -> String {
 /// emulated run checks that Chromium and playwright-cli start and says so under its own check
 /// name; the page is driven wherever the platform is native (the release builds arm64 on
 /// arm64 runners).
-pub fn browser_scripts(manifest: &Manifest, emulated: bool) -> Vec<ScriptCheck> {
+pub(crate) fn browser_scripts(manifest: &Manifest, emulated: bool) -> Vec<ScriptCheck> {
     let page_token = token();
     let ws_token = token();
     let user = manifest.browser.user.as_str();
@@ -113,7 +113,10 @@ pub fn browser_scripts(manifest: &Manifest, emulated: bool) -> Vec<ScriptCheck> 
 
 /// The checks of the manifest's `linked_builds` for `platform`: the linked file is the
 /// chosen build and the default build is gone.
-pub fn linked_build_scripts(manifest: &Manifest, platform: Option<Platform>) -> Vec<ScriptCheck> {
+pub(crate) fn linked_build_scripts(
+    manifest: &Manifest,
+    platform: Option<Platform>,
+) -> Vec<ScriptCheck> {
     manifest
         .linked_builds
         .iter()

@@ -35,20 +35,18 @@ use crate::manifest::MANIFEST_PATH;
 use crate::model::receipt::Receipt;
 use crate::npm::inventory::INVENTORY_PATH;
 
-pub use verify::{
-    add_registry_check, print_problems, read_artifacts, verify, verify_cmd, verify_file,
-    ArtifactEvidence, Verification, VerifyContext,
-};
-pub use write::{assemble, write_cmd, ReceiptInputs};
+pub use verify::verify_cmd;
+pub(crate) use verify::{add_registry_check, print_problems, verify_file};
+pub use write::write_cmd;
 
 /// The receipt format this tool writes and reads.
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 /// Where the published JSON Schema of [`SCHEMA_VERSION`] lives in the repository.
-pub const SCHEMA_PATH: &str = "schemas/receipt.v1.schema.json";
+pub(crate) const SCHEMA_PATH: &str = "schemas/receipt.v1.schema.json";
 
 /// The release's input files whose sha256 the receipt records: (asset name, repository path).
 /// The asset name is the file's name among the release assets and under `--artifacts DIR`.
-pub const ARTIFACTS: [(&str, &str); 5] = [
+pub(crate) const ARTIFACTS: [(&str, &str); 5] = [
     ("package.json", "template/package.json"),
     ("package-lock.json", "template/package-lock.json"),
     ("inventory.json", INVENTORY_PATH),
@@ -57,19 +55,19 @@ pub const ARTIFACTS: [(&str, &str); 5] = [
 ];
 
 /// The bytes of a receipt file: pretty JSON and a final newline. Hashed as they are.
-pub fn receipt_bytes(receipt: &Receipt) -> Vec<u8> {
+pub(crate) fn receipt_bytes(receipt: &Receipt) -> Vec<u8> {
     let mut bytes = serde_json::to_vec_pretty(receipt).expect("a receipt always serialises");
     bytes.push(b'\n');
     bytes
 }
 
 /// `receipt-<tag>-<sha256 hex of the file's bytes>.json`.
-pub fn receipt_file_name(tag: &str, sha256_hex: &str) -> String {
+pub(crate) fn receipt_file_name(tag: &str, sha256_hex: &str) -> String {
     format!("receipt-{tag}-{sha256_hex}.json")
 }
 
 /// Splits a receipt file name into (tag, digest hex).
-pub fn parse_receipt_file_name(name: &str) -> Option<(&str, &str)> {
+pub(crate) fn parse_receipt_file_name(name: &str) -> Option<(&str, &str)> {
     let stem = name.strip_prefix("receipt-")?.strip_suffix(".json")?;
     let (tag, hex) = stem.rsplit_once('-')?;
     (!tag.is_empty()).then_some((tag, hex))
@@ -77,7 +75,7 @@ pub fn parse_receipt_file_name(name: &str) -> Option<(&str, &str)> {
 
 /// One reason a receipt is rejected, naming the field it is about.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Problem {
+pub(crate) struct Problem {
     pub field: String,
     pub problem: String,
 }
@@ -100,23 +98,23 @@ pub(crate) mod tests_support {
     use crate::release::publish::index_bytes;
     use crate::util::sha256_hex;
 
-    pub fn manifest() -> Manifest {
+    pub(crate) fn manifest() -> Manifest {
         Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap()
     }
 
-    pub fn digest(seed: &str) -> String {
+    pub(crate) fn digest(seed: &str) -> String {
         format!("sha256:{}", sha256_hex(seed.as_bytes()))
     }
 
     /// A complete receipt whose index digest really is the index of its platforms.
-    pub const SAMPLE_TAG: &str = "2026.11.30-0123456789ab";
+    pub(crate) const SAMPLE_TAG: &str = "2026.11.30-0123456789ab";
 
     /// The time at which the sample is verified: an hour after it was written.
-    pub fn sample_now() -> chrono::DateTime<chrono::Utc> {
+    pub(crate) fn sample_now() -> chrono::DateTime<chrono::Utc> {
         "2026-11-30T07:30:00Z".parse().unwrap()
     }
 
-    pub fn sample() -> Receipt {
+    pub(crate) fn sample() -> Receipt {
         let platforms: Vec<PlatformRecord> = Platform::ALL
             .iter()
             .map(|&platform| PlatformRecord {

@@ -28,11 +28,11 @@ use crate::release::receipt::{problem, Problem};
 
 /// How far ahead of the verifier's clock a `created_at` may be (clock skew between the
 /// release runner and the consumer), in seconds.
-pub const CLOCK_SKEW_SECONDS: i64 = 300;
+pub(crate) const CLOCK_SKEW_SECONDS: i64 = 300;
 
 /// How many days after its tag's day a receipt may be written: GitHub lets failed jobs of a
 /// workflow run be re-run for 30 days, and a re-run keeps the run's tag.
-pub const MAX_RERUN_DAYS: i64 = 30;
+pub(crate) const MAX_RERUN_DAYS: i64 = 30;
 
 /// A time exactly as the tool writes it: RFC 3339, UTC, whole seconds, `Z`.
 fn parse_tool_time(text: &str) -> Option<DateTime<Utc>> {
@@ -42,7 +42,7 @@ fn parse_tool_time(text: &str) -> Option<DateTime<Utc>> {
 
 /// Tags, times, references and media types: the forms `receipt write` and `publish` make,
 /// and the order of events they imply.
-pub fn form_problems(r: &Receipt, now: DateTime<Utc>) -> Vec<Problem> {
+pub(crate) fn form_problems(r: &Receipt, now: DateTime<Utc>) -> Vec<Problem> {
     let mut out = Vec::new();
     let tag_day = parse_release_tag(&r.release_tag);
     if tag_day.is_none() {
@@ -185,7 +185,7 @@ pub fn form_problems(r: &Receipt, now: DateTime<Utc>) -> Vec<Problem> {
 
 /// The receipt against the manifest: every manifest platform required, the manifest's
 /// packages exactly, and Node from the manifest's per-platform packages.
-pub fn manifest_problems(r: &Receipt, manifest: &Manifest) -> Vec<Problem> {
+pub(crate) fn manifest_problems(r: &Receipt, manifest: &Manifest) -> Vec<Problem> {
     let mut out = Vec::new();
     let required: BTreeSet<_> = r.required_platforms.iter().collect();
     let expected: BTreeSet<_> = manifest.platforms.iter().collect();
@@ -260,7 +260,7 @@ pub fn manifest_problems(r: &Receipt, manifest: &Manifest) -> Vec<Problem> {
 /// Every platform's smoke results cover the manifest's required checks for that platform and
 /// build mode, each recorded once. Part of completeness: a receipt that lacks a check is
 /// incomplete however many checks it shows passed.
-pub fn smoke_coverage_problems(r: &Receipt, manifest: &Manifest) -> Vec<Problem> {
+pub(crate) fn smoke_coverage_problems(r: &Receipt, manifest: &Manifest) -> Vec<Problem> {
     let mut out = Vec::new();
     for (i, p) in r.platforms.iter().enumerate() {
         let required = manifest.required_smoke_checks(p.platform, p.build == BuildMode::Emulated);
@@ -299,7 +299,7 @@ pub fn smoke_coverage_problems(r: &Receipt, manifest: &Manifest) -> Vec<Problem>
 /// The release's JSON artifact files, each read as the type its writer writes. `None`: the
 /// file was not available; `Err`: it is there but is not that document (why).
 #[derive(Debug, Clone, Default)]
-pub struct ArtifactDocuments {
+pub(crate) struct ArtifactDocuments {
     pub package_json: Option<Result<PackageJson, String>>,
     pub lockfile: Option<Result<Lockfile, String>>,
     pub inventory: Option<Result<Inventory, String>>,
@@ -308,7 +308,10 @@ pub struct ArtifactDocuments {
 /// The receipt's package, dependency and Node records against the release's own files:
 /// package.json (the pinned top-level versions), package-lock.json (versions and integrity of
 /// every package) and inventory.json (Node, the cutoff, the npm registry).
-pub fn artifact_content_problems(r: &Receipt, documents: &ArtifactDocuments) -> Vec<Problem> {
+pub(crate) fn artifact_content_problems(
+    r: &Receipt,
+    documents: &ArtifactDocuments,
+) -> Vec<Problem> {
     let mut out = Vec::new();
     let mut readable = |name: &str, why: &String| {
         out.push(problem(

@@ -26,14 +26,14 @@ use crate::util::sha256_hex;
 
 /// The largest manifest or index read from a registry (the limit registries themselves
 /// commonly enforce): the registry is named by the receipt, so it may be hostile.
-pub const MAX_MANIFEST_BYTES: usize = 4 << 20;
+pub(crate) const MAX_MANIFEST_BYTES: usize = 4 << 20;
 
 /// How long the whole registry check may take before it is a failure.
-pub const REGISTRY_CHECK_LIMIT: std::time::Duration = std::time::Duration::from_secs(180);
+pub(crate) const REGISTRY_CHECK_LIMIT: std::time::Duration = std::time::Duration::from_secs(180);
 
 /// What the registry answered: `None` where it has no such manifest (404).
 #[derive(Debug, Clone, Default)]
-pub struct RegistryEvidence {
+pub(crate) struct RegistryEvidence {
     /// `GET manifests/<index digest>`.
     pub index: Option<Vec<u8>>,
     /// `GET manifests/<release tag>`.
@@ -48,7 +48,7 @@ fn digest_of(bytes: &[u8]) -> String {
 
 /// Compares what the registry holds with the receipt; every difference names the receipt
 /// field the registry contradicts.
-pub fn registry_problems(r: &Receipt, e: &RegistryEvidence) -> Vec<Problem> {
+pub(crate) fn registry_problems(r: &Receipt, e: &RegistryEvidence) -> Vec<Problem> {
     let mut out = Vec::new();
     let where_ = &r.index.repository;
     match &e.index {
@@ -249,7 +249,7 @@ fn index_content_problems(r: &Receipt, bytes: &[u8]) -> Vec<Problem> {
 /// `index.repository` names (https, or http for a loopback host; credentials as for
 /// `publish`). Call only for a receipt whose repository, digests and tag passed the offline
 /// checks.
-pub async fn fetch(r: &Receipt) -> Result<RegistryEvidence> {
+pub(crate) async fn fetch(r: &Receipt) -> Result<RegistryEvidence> {
     let name = parse_repository_name(&r.index.repository)
         .map_err(|e| anyhow::anyhow!("index.repository: {e}"))?;
     let target = RegistryTarget::parse(&name.domain, &name.path)?;
@@ -289,7 +289,7 @@ pub async fn fetch(r: &Receipt) -> Result<RegistryEvidence> {
 
 /// [`fetch`] then [`registry_problems`], for the sync commands: on a thread and runtime of
 /// its own, so it works whether or not the caller is inside the binary's async runtime.
-pub fn check(r: &Receipt) -> Result<Vec<Problem>> {
+pub(crate) fn check(r: &Receipt) -> Result<Vec<Problem>> {
     let evidence = std::thread::scope(|scope| {
         scope
             .spawn(|| {

@@ -20,7 +20,7 @@ use crate::release::publish::index_bytes;
 use crate::util::sha256_hex;
 
 #[derive(Debug, Serialize)]
-pub struct Verification {
+pub(crate) struct Verification {
     pub file: String,
     pub valid: bool,
     /// sha256 of the file's bytes.
@@ -35,7 +35,7 @@ pub struct Verification {
 
 /// What a release's artifact files say, when the consumer has them (`--artifacts DIR`).
 #[derive(Debug, Clone, Default)]
-pub struct ArtifactEvidence {
+pub(crate) struct ArtifactEvidence {
     /// Asset name -> sha256 of the file found for it, or why there is none.
     pub digests: BTreeMap<String, Result<String, String>>,
     /// package.json, package-lock.json and inventory.json, read as their types.
@@ -43,7 +43,7 @@ pub struct ArtifactEvidence {
 }
 
 /// What a receipt is judged against besides its own bytes.
-pub struct VerifyContext<'a> {
+pub(crate) struct VerifyContext<'a> {
     /// The consumer's manifest: required platforms, smoke checks, Node packages.
     pub manifest: &'a Manifest,
     /// The verifier's clock (a receipt from the future is refused).
@@ -52,7 +52,7 @@ pub struct VerifyContext<'a> {
 }
 
 /// Verifies a receipt's bytes, pure: nothing is read but the arguments.
-pub fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Verification {
+pub(crate) fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Verification {
     let sha256 = sha256_hex(bytes);
     let mut v = Verification {
         file: file_name.to_string(),
@@ -316,7 +316,7 @@ pub(super) fn index_digest_problems(r: &Receipt) -> Vec<Problem> {
 
 /// Why a receipt is not complete; empty when every required platform is present once, has
 /// every smoke check the manifest requires of it, and passed every smoke check.
-pub fn completeness_problems(r: &Receipt, manifest: &Manifest) -> Vec<Problem> {
+pub(crate) fn completeness_problems(r: &Receipt, manifest: &Manifest) -> Vec<Problem> {
     let mut out = super::policy::smoke_coverage_problems(r, manifest);
     let mut required: BTreeSet<Platform> = r.required_platforms.iter().copied().collect();
     // The consumer's manifest says which platforms a release carries; a receipt cannot opt
@@ -411,7 +411,7 @@ fn artifact_problems(
 /// Reads a release's artifact files from `dir`: the sha256 of each of [`ARTIFACTS`] (streamed,
 /// regular files only, bounded) and the parsed JSON of the three JSON ones. Only these fixed
 /// names are looked up, so a receipt cannot make the verifier read outside `dir`.
-pub fn read_artifacts(dir: &Path) -> ArtifactEvidence {
+pub(crate) fn read_artifacts(dir: &Path) -> ArtifactEvidence {
     use crate::bounded_read::{
         read_regular, sha256_regular, MAX_ARTIFACT_BYTES, MAX_PARSED_ARTIFACT_BYTES,
     };
@@ -453,7 +453,7 @@ fn read_document<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Stri
 /// Reads and verifies a receipt file against the repository's manifest and this machine's
 /// clock; `artifacts_dir` holds the release's artifact files. The receipt is read bounded
 /// (regular file, at most [`crate::bounded_read::MAX_RECEIPT_BYTES`]).
-pub fn verify_file(path: &Path, artifacts_dir: Option<&Path>) -> Result<Verification> {
+pub(crate) fn verify_file(path: &Path, artifacts_dir: Option<&Path>) -> Result<Verification> {
     let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH))?;
     let bytes =
         crate::bounded_read::read_regular(path, crate::bounded_read::MAX_RECEIPT_BYTES, "receipt")?;
@@ -475,7 +475,7 @@ pub fn verify_file(path: &Path, artifacts_dir: Option<&Path>) -> Result<Verifica
 /// Adds the registry's answer to a verification (`--check-registry`). Only a receipt that
 /// passed every offline check is taken to the registry it names: an invalid one may name any
 /// host at all.
-pub fn add_registry_check(v: &mut Verification) -> Result<()> {
+pub(crate) fn add_registry_check(v: &mut Verification) -> Result<()> {
     if !v.valid {
         return Ok(());
     }
@@ -492,7 +492,7 @@ pub fn add_registry_check(v: &mut Verification) -> Result<()> {
 }
 
 /// Prints a rejection on stderr, every string escaped (it may come from the receipt).
-pub fn print_problems(problems: &[Problem]) {
+pub(crate) fn print_problems(problems: &[Problem]) {
     use crate::terminal_text::escape;
     for p in problems {
         eprintln!("  {}: {}", escape(&p.field), escape(&p.problem));

@@ -24,7 +24,7 @@ use crate::npm::inventory::INVENTORY_PATH;
 use crate::util::{atomic_write, now_or, sha256_file, sha256_hex};
 
 /// Everything `receipt write` assembles a receipt from; [`assemble`] is pure over it.
-pub struct ReceiptInputs {
+pub(crate) struct ReceiptInputs {
     pub release_tag_override: Option<String>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub source_commit: String,
@@ -44,7 +44,7 @@ pub struct ReceiptInputs {
 /// Joins the inputs into a receipt and decides `complete`. Errors are wiring mistakes
 /// (inputs that do not belong together); a failed smoke check is not an error but an
 /// incomplete receipt.
-pub fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
+pub(crate) fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
     let ReceiptInputs {
         release_tag_override,
         created_at,
