@@ -1,11 +1,18 @@
 //! From a `docker save` archive to registry blobs: the config, each layer compressed
 //! deterministically (same layer, same bytes, same digest) into a file on disk, and the OCI
 //! image manifest over them.
+//!
+//! Speed: the export streams to disk layer by layer (never a whole layer in memory) while a
+//! pool of one thread per core compresses the layers already on disk, largest first, with the
+//! zlib-rs deflate backend; each finished blob is handed to the caller at once, so uploading
+//! starts while other layers still compress. Determinism does not depend on the schedule:
+//! each layer is compressed alone, with a fixed level and a gzip header without time or name.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::{Condvar, Mutex};
 
 use anyhow::{anyhow, bail, Context, Result};
 use oci_spec::image::{DescriptorBuilder, Digest as OciDigest, ImageManifestBuilder, MediaType};
@@ -64,8 +71,14 @@ impl<W: Write> Write for HashingWriter<W> {
     }
 }
 
-/// Stores one layer as a registry blob: an uncompressed tar is gzip-compressed (level 6,
-/// no timestamp: deterministic), an already compressed one (gzip or zstd, as an engine with
+/// The gzip level of layers. Measured on the amd64 template image's layers with zlib-rs
+/// (README, Benchmarks): level 1 is the fastest but its blobs are markedly larger, which every
+/// node pays on every pull; see [`LAYER_LEVEL`]'s measurement for the choice.
+pub(crate) const LAYER_LEVEL: u32 = 6;
+
+/// Stores one layer as a registry blob: an uncompressed tar is gzip-compressed
+/// ([`LAYER_LEVEL`], no timestamp or name in the header: deterministic), an already compressed
+/// one (gzip or zstd, as an engine with
 /// the containerd image store exports) is kept as it is.
 fn store_layer(mut source: impl Read, path: PathBuf) -> Result<Blob> {
     let mut magic = [0u8; 4];
@@ -99,7 +112,8 @@ fn store_layer(mut source: impl Read, path: PathBuf) -> Result<Blob> {
             kept
         }
         None => {
-            let mut gz = flate2::write::GzEncoder::new(&mut out, flate2::Compression::default());
+            let mut gz =
+                flate2::write::GzEncoder::new(&mut out, flate2::Compression::new(LAYER_LEVEL));
             io::copy(&mut source, &mut gz)?;
             gz.finish()?;
             OCI_LAYER_GZIP
@@ -139,20 +153,132 @@ fn normalize_archive_path(path: &str) -> String {
     parts.join("/")
 }
 
-/// Reads a `docker save` archive (legacy docker-archive or the OCI-layout form of newer
-/// engines; both carry `manifest.json`) and prepares the image's blobs in `dir`. Large files
-/// are compressed as they stream past, so the uncompressed image never lands on disk.
-pub(crate) fn prepare_from_archive(archive: impl Read, dir: &Path) -> Result<PreparedImage> {
-    const SMALL: u64 = 16 << 20;
-    let mut small: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    let mut large: BTreeMap<String, Blob> = BTreeMap::new();
-    let mut links: BTreeMap<String, String> = BTreeMap::new();
+/// A layer on disk, uncompressed as the export wrote it, waiting for a compressing thread.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Job {
+    /// First field: the heap hands out the largest layer first, so the longest compression
+    /// starts early and the last one to finish is short.
+    size: u64,
+    name: String,
+    raw: PathBuf,
+    out: PathBuf,
+}
+
+/// The queue between the export reader and the compressing threads.
+#[derive(Default)]
+struct Queue {
+    state: Mutex<QueueState>,
+    /// A job was queued, or the queue closed or failed.
+    ready: Condvar,
+    /// A job was taken, or the queue failed.
+    taken: Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    jobs: BinaryHeap<Job>,
+    closed: bool,
+    failed: bool,
+    done: BTreeMap<String, Blob>,
+    error: Option<anyhow::Error>,
+}
+
+impl Queue {
+    /// Queues `job`; first waits while `waiting` layers already wait, so the uncompressed
+    /// layers on disk stay bounded (the export waits instead) while every thread has work.
+    fn push(&self, job: Job, waiting: usize) {
+        let mut state = self.state.lock().expect("queue lock");
+        while state.jobs.len() >= waiting && !state.failed {
+            state = self.taken.wait(state).expect("queue lock");
+        }
+        state.jobs.push(job);
+        self.ready.notify_one();
+    }
+
+    fn close(&self) {
+        self.state.lock().expect("queue lock").closed = true;
+        self.ready.notify_all();
+    }
+
+    fn failed(&self) -> bool {
+        self.state.lock().expect("queue lock").failed
+    }
+
+    /// The largest waiting layer; `None` once the reader is done and nothing waits (or a
+    /// layer failed: the result is an error anyway).
+    fn next(&self) -> Option<Job> {
+        let mut state = self.state.lock().expect("queue lock");
+        loop {
+            if state.failed {
+                return None;
+            }
+            if let Some(job) = state.jobs.pop() {
+                self.taken.notify_one();
+                return Some(job);
+            }
+            if state.closed {
+                return None;
+            }
+            state = self.ready.wait(state).expect("queue lock");
+        }
+    }
+
+    fn finish(&self, name: String, result: Result<Blob>) {
+        let mut state = self.state.lock().expect("queue lock");
+        match result {
+            Ok(blob) => {
+                state.done.insert(name, blob);
+            }
+            Err(e) => {
+                state.failed = true;
+                state.error.get_or_insert(e);
+                self.ready.notify_all();
+                self.taken.notify_all();
+            }
+        }
+    }
+}
+
+fn compress_job(job: &Job) -> Result<Blob> {
+    let raw = std::fs::File::open(&job.raw)
+        .with_context(|| format!("cannot read {}", job.raw.display()))?;
+    // Minutes for a multi-GB layer: say how far it got.
+    let progress = TransferProgress::new(&format!("compress {}", job.name), job.size);
+    let counted = CountingReader {
+        inner: io::BufReader::with_capacity(1 << 20, raw),
+        progress: &progress,
+    };
+    let blob = store_layer(counted, job.out.clone())
+        .with_context(|| format!("cannot compress layer {}", job.name))?;
+    let _ = std::fs::remove_file(&job.raw);
+    Ok(blob)
+}
+
+/// How many layers compress at once: one per core.
+fn compressors() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// The export's entries: small files into `small`, links into `links`, large files (layers)
+/// to disk and onto the queue.
+fn read_entries(
+    archive: impl Read,
+    dir: &Path,
+    queue: &Queue,
+    small_limit: u64,
+    small: &mut BTreeMap<String, Vec<u8>>,
+    links: &mut BTreeMap<String, String>,
+) -> Result<()> {
     let mut archive = tar::Archive::new(archive);
     for (n, entry) in archive
         .entries()
         .context("the image archive is not a tar")?
         .enumerate()
     {
+        if queue.failed() {
+            // A layer failed to compress: the result is that error, stop reading.
+            return Ok(());
+        }
         let mut entry = entry.context("the image archive is truncated")?;
         let path = normalize_archive_path(&entry.path()?.to_string_lossy());
         let kind = entry.header().entry_type();
@@ -169,23 +295,88 @@ pub(crate) fn prepare_from_archive(archive: impl Read, dir: &Path) -> Result<Pre
             };
             links.insert(path, resolved);
         } else if kind.is_file() {
-            if entry.size() <= SMALL {
-                let mut bytes = Vec::with_capacity(entry.size() as usize);
+            let size = entry.size();
+            if size <= small_limit {
+                let mut bytes = Vec::with_capacity(size as usize);
                 entry.read_to_end(&mut bytes)?;
                 small.insert(path, bytes);
             } else {
-                // Minutes for a multi-GB layer: say how far it got.
-                let progress = TransferProgress::new(&format!("compress {path}"), entry.size());
-                let counted = CountingReader {
-                    inner: &mut entry,
-                    progress: &progress,
-                };
-                let blob = store_layer(counted, dir.join(format!("layer-{n}")))?;
-                large.insert(path, blob);
+                let raw = dir.join(format!("raw-{n}"));
+                let file = std::fs::File::create(&raw)
+                    .with_context(|| format!("cannot create {}", raw.display()))?;
+                let mut file = BufWriter::with_capacity(1 << 20, file);
+                let copied = io::copy(&mut entry, &mut file)
+                    .and_then(|copied| file.flush().map(|()| copied))
+                    .with_context(|| format!("cannot write {} to {}", path, raw.display()))?;
+                if copied != size {
+                    bail!("the image archive is truncated in {path}");
+                }
+                queue.push(
+                    Job {
+                        size,
+                        name: path,
+                        raw,
+                        out: dir.join(format!("layer-{n}")),
+                    },
+                    compressors(),
+                );
             }
         }
     }
+    Ok(())
+}
 
+/// Reads a `docker save` archive (legacy docker-archive or the OCI-layout form of newer
+/// engines; both carry `manifest.json`) and prepares the image's blobs in `dir`.
+#[cfg(test)]
+pub(crate) fn prepare_from_archive(archive: impl Read, dir: &Path) -> Result<PreparedImage> {
+    prepare_streaming(archive, dir, &|_| {})
+}
+
+/// [`prepare_from_archive`], handing each large layer's blob to `on_blob` as soon as it is
+/// compressed (from a compressing thread), while the export and other layers go on. The
+/// config and small layers are not handed over: they are in the result.
+pub(crate) fn prepare_streaming(
+    archive: impl Read,
+    dir: &Path,
+    on_blob: &(dyn Fn(&Blob) + Sync),
+) -> Result<PreparedImage> {
+    // Files up to this size (configs, manifests, tiny layers) are read into memory.
+    prepare_with_limit(archive, dir, 16 << 20, on_blob)
+}
+
+fn prepare_with_limit(
+    archive: impl Read,
+    dir: &Path,
+    small_limit: u64,
+    on_blob: &(dyn Fn(&Blob) + Sync),
+) -> Result<PreparedImage> {
+    let mut small: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut links: BTreeMap<String, String> = BTreeMap::new();
+    let queue = Queue::default();
+    let read = std::thread::scope(|scope| {
+        for _ in 0..compressors() {
+            scope.spawn(|| {
+                while let Some(job) = queue.next() {
+                    let result = compress_job(&job);
+                    if let Ok(blob) = &result {
+                        on_blob(blob);
+                    }
+                    queue.finish(job.name, result);
+                }
+            });
+        }
+        let read = read_entries(archive, dir, &queue, small_limit, &mut small, &mut links);
+        // Always closed, also on error, or the compressing threads would wait forever.
+        queue.close();
+        read
+    });
+    let state = queue.state.into_inner().expect("queue lock");
+    if let Some(e) = state.error {
+        return Err(e);
+    }
+    read?;
+    let large = state.done;
     let resolve = |path: &str| -> String {
         let mut path = normalize_archive_path(path);
         for _ in 0..16 {
@@ -308,6 +499,98 @@ mod tests {
         out.append_data(&mut h, "manifest.json", manifest.as_bytes())
             .unwrap();
         out.into_inner().unwrap()
+    }
+
+    /// A layer tar with varied content (text and incompressible bytes), `files` files.
+    fn layer_tar(files: usize) -> Vec<u8> {
+        let mut layer = tar::Builder::new(Vec::new());
+        let mut noise = 0x2545_f491_4f6c_dd1du64;
+        for i in 0..files {
+            let mut data = format!("file {i}\n").repeat(500).into_bytes();
+            for _ in 0..4096 {
+                noise ^= noise << 13;
+                noise ^= noise >> 7;
+                noise ^= noise << 17;
+                data.extend_from_slice(&noise.to_le_bytes());
+            }
+            let mut header = tar::Header::new_gnu();
+            header.set_size(data.len() as u64);
+            header.set_mode(0o644);
+            header.set_mtime(0);
+            layer
+                .append_data(&mut header, format!("dir/file-{i}"), data.as_slice())
+                .unwrap();
+        }
+        layer.into_inner().unwrap()
+    }
+
+    #[test]
+    fn layers_compress_to_the_same_bytes_every_time() {
+        let tar = layer_tar(8);
+        let dir = tempfile::tempdir().unwrap();
+        let a = store_layer(tar.as_slice(), dir.path().join("a")).unwrap();
+        let b = store_layer(tar.as_slice(), dir.path().join("b")).unwrap();
+        assert_eq!(a.digest, b.digest);
+        assert_eq!(a.size, b.size);
+        let (a_bytes, b_bytes) = (
+            std::fs::read(&a.path).unwrap(),
+            std::fs::read(&b.path).unwrap(),
+        );
+        assert_eq!(a_bytes, b_bytes);
+        assert_eq!(Digest::of(&a_bytes).to_string(), a.digest);
+        // The gzip header carries no time, no name and no OS-dependent flags beyond the
+        // fixed ones: bytes 4..8 are the mtime.
+        assert_eq!(&a_bytes[..4], &[0x1f, 0x8b, 8, 0]);
+        assert_eq!(&a_bytes[4..8], &[0, 0, 0, 0]);
+        let other = store_layer(layer_tar(9).as_slice(), dir.path().join("c")).unwrap();
+        assert_ne!(other.digest, a.digest);
+    }
+
+    #[test]
+    fn compressed_layers_decompress_to_their_input() {
+        let tar = layer_tar(5);
+        let dir = tempfile::tempdir().unwrap();
+        let blob = store_layer(tar.as_slice(), dir.path().join("a")).unwrap();
+        assert_eq!(blob.media_type, OCI_LAYER_GZIP);
+        assert!(blob.size < tar.len() as u64);
+        let mut back = Vec::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(&blob.path).unwrap())
+            .read_to_end(&mut back)
+            .unwrap();
+        assert_eq!(back, tar);
+        // An already compressed layer is kept byte for byte.
+        let bytes = std::fs::read(&blob.path).unwrap();
+        let kept = store_layer(bytes.as_slice(), dir.path().join("b")).unwrap();
+        assert_eq!(kept.digest, blob.digest);
+    }
+
+    #[test]
+    fn large_layers_compress_in_parallel_to_the_same_blobs() {
+        let whole = archive(&layer_tar(3), "amd64");
+        let dir = tempfile::tempdir().unwrap();
+        let in_memory = prepare_from_archive(whole.as_slice(), dir.path()).unwrap();
+        let dir2 = tempfile::tempdir().unwrap();
+        let handed = Mutex::new(Vec::new());
+        // Every layer counts as large: it goes through disk and the thread pool.
+        let pooled = prepare_with_limit(whole.as_slice(), dir2.path(), 4096, &|blob: &Blob| {
+            handed.lock().unwrap().push(blob.digest.clone())
+        })
+        .unwrap();
+        assert_eq!(pooled.manifest_digest, in_memory.manifest_digest);
+        assert_eq!(pooled.layers[0].digest, in_memory.layers[0].digest);
+        // The layer was handed over once, when compressed; no uncompressed copy is left.
+        assert_eq!(
+            handed.into_inner().unwrap(),
+            vec![pooled.layers[0].digest.clone()]
+        );
+        let left: Vec<_> = std::fs::read_dir(dir2.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("raw-"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        // A truncated export is an error, also on this path.
+        assert!(prepare_with_limit(&whole[..whole.len() / 2], dir2.path(), 4096, &|_| {}).is_err());
     }
 
     #[test]

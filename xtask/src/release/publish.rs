@@ -2,8 +2,9 @@
 //! index under a unique, immutable release tag.
 //!
 //! How an image gets into the registry: the engine exports it (`docker save` through bollard),
-//! each layer is gzip-compressed here (deterministically: same layer, same bytes, same digest),
-//! the blobs the registry lacks are uploaded through the distribution HTTP API v2, and an OCI
+//! each layer is gzip-compressed here (deterministically: same layer, same bytes, same digest;
+//! one layer per core at once), the blobs the registry lacks are uploaded as soon as each is
+//! compressed through the distribution HTTP API v2, and an OCI
 //! image manifest is PUT by its digest. No tag is created for a platform image, the engine
 //! needs no registry credentials, and the manifest digest, config digest and sizes are known
 //! exactly, without asking the registry what it stored.
@@ -39,7 +40,7 @@ use crate::model::publish::{IndexEntry, PublishReport, PublishedIndex, PushedIma
 use crate::model::tag::is_valid_tag;
 use crate::model::Digest;
 use crate::oci;
-use crate::oci::archive::prepare_from_archive;
+use crate::oci::archive::{prepare_streaming, Blob};
 use crate::oci::blob_upload::BlobLocations;
 use crate::oci::client::{BlobPush, RegistryClient, RegistryTarget};
 use crate::oci::credentials::credentials_for;
@@ -136,7 +137,8 @@ async fn push_image(
     }
 
     progress.step(format!(
-        "{platform}: exporting {image} and compressing its layers"
+        "{platform}: exporting {image}, compressing its layers (one per core) and uploading \
+         each as soon as it is compressed"
     ));
     let dir = tempfile::Builder::new()
         .prefix("xtask-publish-")
@@ -144,9 +146,35 @@ async fn push_image(
         .context("cannot create a temporary directory for the image's blobs")?;
     let archive = crate::image::engine::blocking_reader(docker.export_image(&image_id));
     let dir_path = dir.path().to_path_buf();
-    let prepared =
-        tokio::task::spawn_blocking(move || prepare_from_archive(archive, &dir_path)).await;
-    let prepared = prepared
+    let (ready_tx, mut ready) = tokio::sync::mpsc::unbounded_channel::<Blob>();
+    let preparing = tokio::task::spawn_blocking(move || {
+        prepare_streaming(archive, &dir_path, &move |blob: &Blob| {
+            // The receiver only goes away when an upload failed: that error is reported.
+            let _ = ready_tx.send(blob.clone());
+        })
+    });
+
+    let mut uploaded = 0;
+    let locations_path = BlobLocations::path(
+        &state_dir(&repo_root(), "blob-locations"),
+        &client.target.host,
+    );
+    let mut locations = BlobLocations::load(&locations_path);
+    let mut pushed_blobs = BTreeSet::new();
+    let push = BlobPushing {
+        client,
+        platform,
+        dry_run,
+        progress,
+    };
+    // Layers arrive here as they are compressed (the channel closes when the export is done).
+    while let Some(blob) = ready.recv().await {
+        if pushed_blobs.insert(blob.digest.clone()) {
+            uploaded += push.blob(&blob, &mut locations).await?;
+        }
+    }
+    let prepared = preparing
+        .await
         .context("the export task panicked")?
         .with_context(|| format!("cannot read the export of `{image}` from the engine"))?;
     if prepared.os != "linux" || prepared.architecture != platform.arch() {
@@ -156,47 +184,11 @@ async fn push_image(
             prepared.architecture
         );
     }
-
-    let mut uploaded = 0;
-    let locations_path = BlobLocations::path(
-        &state_dir(&repo_root(), "blob-locations"),
-        &client.target.host,
-    );
-    let mut locations = BlobLocations::load(&locations_path);
-    let repository = client.target.repository.as_str();
+    // The config and small layers, which the export hands over only at its end.
     for blob in std::iter::once(&prepared.config).chain(&prepared.layers) {
-        if client.blob_exists(&blob.digest).await? {
-            progress.step(format!(
-                "{platform}: {} is already in the registry",
-                blob.digest
-            ));
-            locations.record(&blob.digest, repository);
-            continue;
+        if pushed_blobs.insert(blob.digest.clone()) {
+            uploaded += push.blob(blob, &mut locations).await?;
         }
-        let mount_from = locations.mount_source(&blob.digest, repository);
-        if dry_run {
-            progress.step(format!(
-                "{platform}: would upload {} ({} bytes)",
-                blob.digest, blob.size
-            ));
-            uploaded += blob.size;
-            continue;
-        }
-        progress.step(format!(
-            "{platform}: uploading {} ({} bytes){}",
-            blob.digest,
-            blob.size,
-            mount_from.map_or(String::new(), |s| format!(", or mounting it from {s}"))
-        ));
-        match client.upload_blob(blob, mount_from).await? {
-            BlobPush::Mounted => progress.step(format!(
-                "{platform}: mounted {} from {}",
-                blob.digest,
-                mount_from.unwrap_or_default()
-            )),
-            BlobPush::Uploaded => uploaded += blob.size,
-        }
-        locations.record(&blob.digest, repository);
     }
     if !dry_run {
         locations.save(&locations_path);
@@ -233,6 +225,58 @@ async fn push_image(
         }
     }
     Ok(pushed)
+}
+
+/// Gets blobs of one platform's image into the registry.
+struct BlobPushing<'a> {
+    client: &'a RegistryClient,
+    platform: Platform,
+    dry_run: bool,
+    progress: &'a Progress,
+}
+
+impl BlobPushing<'_> {
+    /// Skips `blob` when the registry has it (HEAD), mounts it from another repository of the
+    /// registry known to hold it, or uploads it. Returns the bytes uploaded.
+    async fn blob(&self, blob: &Blob, locations: &mut BlobLocations) -> Result<u64> {
+        let (client, platform, progress) = (self.client, self.platform, self.progress);
+        let repository = client.target.repository.as_str();
+        if client.blob_exists(&blob.digest).await? {
+            progress.step(format!(
+                "{platform}: {} is already in the registry",
+                blob.digest
+            ));
+            locations.record(&blob.digest, repository);
+            return Ok(0);
+        }
+        let mount_from = locations.mount_source(&blob.digest, repository);
+        if self.dry_run {
+            progress.step(format!(
+                "{platform}: would upload {} ({} bytes)",
+                blob.digest, blob.size
+            ));
+            return Ok(blob.size);
+        }
+        progress.step(format!(
+            "{platform}: uploading {} ({} bytes){}",
+            blob.digest,
+            blob.size,
+            mount_from.map_or(String::new(), |s| format!(", or mounting it from {s}"))
+        ));
+        let uploaded = match client.upload_blob(blob, mount_from).await? {
+            BlobPush::Mounted => {
+                progress.step(format!(
+                    "{platform}: mounted {} from {}",
+                    blob.digest,
+                    mount_from.unwrap_or_default()
+                ));
+                0
+            }
+            BlobPush::Uploaded => blob.size,
+        };
+        locations.record(&blob.digest, repository);
+        Ok(uploaded)
+    }
 }
 
 /// Where the record of pushing `image_id` to `target` is kept between runs.
