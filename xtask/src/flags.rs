@@ -105,6 +105,18 @@ pub struct LockArgs {
 pub enum BenchCommand {
     /// The tool's resolve time next to `npm view <pkg> dist-tags time` once per package.
     Resolve(BenchResolveArgs),
+    /// `publish` of a local image next to `docker push` of it, each into a fresh empty
+    /// registry, in one run.
+    Publish(BenchPublishArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchPublishArgs {
+    /// A local image in the engine (e.g. the template image `release build` made).
+    #[arg(long)]
+    pub image: String,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -16,6 +16,9 @@ fn main() -> ExitCode {
             Command::Resolve(args) => xtask::npm::resolve::run(args).await,
             Command::Lock(args) => xtask::npm::lock::run(args).await,
             Command::Bench(BenchCommand::Resolve(args)) => xtask::npm::bench::resolve(args).await,
+            Command::Bench(BenchCommand::Publish(args)) => {
+                xtask::release::bench_publish::run(args).await
+            }
             Command::Base(args) => xtask::image::base::run(args).await,
             Command::Build(args) => xtask::image::build::run(args).await,
             Command::Smoke(args) => xtask::image::smoke::run(args).await,

@@ -14,6 +14,7 @@
 //! release` runs the same phases in the same order on one machine. Both therefore make the same
 //! tag from the same inputs and both stop after the plan on a day with nothing to do.
 
+pub mod bench_publish;
 pub mod gate;
 pub mod pin;
 pub(crate) mod plan;
