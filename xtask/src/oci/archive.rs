@@ -322,7 +322,8 @@ fn read_entries(
                         raw,
                         out: dir.join(format!("layer-{n}")),
                     },
-                    compressors(),
+                    // One waiting layer keeps every thread busy; more would only fill the disk.
+                    1,
                 );
             }
         }

@@ -172,6 +172,8 @@ async fn push_image(
         if pushed_blobs.insert(blob.digest.clone()) {
             uploaded += push.blob(&blob, &mut locations).await?;
         }
+        // In the registry now: the disk holds only the layers still on their way.
+        let _ = std::fs::remove_file(&blob.path);
     }
     let prepared = preparing
         .await
