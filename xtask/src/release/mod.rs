@@ -232,9 +232,8 @@ async fn run_all(args: ReleaseAllArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    let run_dir = root
-        .join(".xtask/runs")
-        .join(now.format("%Y%m%dT%H%M%SZ").to_string());
+    let run_dir =
+        crate::util::state_dir(&root, "runs").join(now.format("%Y%m%dT%H%M%SZ").to_string());
     let mut times = Vec::new();
     let mut runner = StepRunner::new(&root, plan::STEP_NAMES.len())?;
     runner

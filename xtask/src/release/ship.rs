@@ -171,7 +171,7 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
     }
 
     // The subcommands read files; write each platform's pieces where they can.
-    let work = root.join(".xtask/ship").join(&tag);
+    let work = crate::util::state_dir(&root, "ship").join(&tag);
     std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
     let mut pushed_files = Vec::new();
     let mut receipt_args = Vec::new();
