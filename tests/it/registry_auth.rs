@@ -36,8 +36,9 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use crate::support::docker::{heavy_docker, light_docker, load_tiny_image, remove_images};
+use crate::support::registry::Registry;
 use crate::support::xtask::{xtask, Run, Xtask};
-use crate::support::{runtime, sha256_hex, unique};
+use crate::support::{sha256_hex, unique};
 
 const SERVICE: &str = "xtask-test-registry";
 const ISSUER: &str = "xtask-test-token-issuer";
@@ -629,27 +630,8 @@ http:
     /// (status, sha256 of the body).
     fn manifest(&self, repository: &str, reference: &str) -> (u16, String) {
         let token = self.tokens.mint(&[format!("repository:{repository}:pull")]);
-        let url = format!("{}/v2/{repository}/manifests/{reference}", self.direct());
         let ca = std::fs::read(&self.ca_file).unwrap();
-        runtime().block_on(async {
-                let response = reqwest::Client::builder()
-                    .no_proxy()
-                    .tls_certs_only([reqwest::Certificate::from_pem(&ca).unwrap()])
-                    .build()
-                    .unwrap()
-                    .get(&url)
-                    .bearer_auth(token)
-                    .header(
-                        "accept",
-                        "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json",
-                    )
-                    .send()
-                    .await
-                    .unwrap_or_else(|e| panic!("GET {url}: {e}"));
-                let status = response.status().as_u16();
-                let body = response.bytes().await.unwrap();
-                (status, format!("sha256:{}", sha256_hex(&body)))
-            })
+        Registry::tls(self.direct(), ca).get_manifest(repository, reference, Some(&token))
     }
 }
 

@@ -225,29 +225,32 @@ impl Parser<'_> {
         Ok(l)
     }
     fn eq(&mut self) -> Result<Expr, String> {
-        let mut l = self.cmp()?;
-        loop {
-            let op = match self.peek() {
-                Some(Tok::Eq) => CmpOp::Eq,
-                Some(Tok::Ne) => CmpOp::Ne,
-                _ => return Ok(l),
-            };
-            self.pos += 1;
-            l = Expr::Cmp(op, Box::new(l), Box::new(self.cmp()?));
-        }
+        self.comparisons(&[(Tok::Eq, CmpOp::Eq), (Tok::Ne, CmpOp::Ne)], Self::cmp)
     }
     fn cmp(&mut self) -> Result<Expr, String> {
-        let mut l = self.unary()?;
+        let ops = [
+            (Tok::Lt, CmpOp::Lt),
+            (Tok::Le, CmpOp::Le),
+            (Tok::Gt, CmpOp::Gt),
+            (Tok::Ge, CmpOp::Ge),
+        ];
+        self.comparisons(&ops, Self::unary)
+    }
+    /// One precedence level of left-associative comparisons: `operand (op operand)*` for the
+    /// tokens in `ops`.
+    fn comparisons(
+        &mut self,
+        ops: &[(Tok, CmpOp)],
+        operand: fn(&mut Self) -> Result<Expr, String>,
+    ) -> Result<Expr, String> {
+        let mut l = operand(self)?;
         loop {
-            let op = match self.peek() {
-                Some(Tok::Lt) => CmpOp::Lt,
-                Some(Tok::Le) => CmpOp::Le,
-                Some(Tok::Gt) => CmpOp::Gt,
-                Some(Tok::Ge) => CmpOp::Ge,
-                _ => return Ok(l),
+            let next = self.peek();
+            let Some(&(_, op)) = ops.iter().find(|(tok, _)| Some(tok) == next) else {
+                return Ok(l);
             };
             self.pos += 1;
-            l = Expr::Cmp(op, Box::new(l), Box::new(self.unary()?));
+            l = Expr::Cmp(op, Box::new(l), Box::new(operand(self)?));
         }
     }
     fn unary(&mut self) -> Result<Expr, String> {
