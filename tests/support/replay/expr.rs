@@ -33,12 +33,7 @@ enum Tok {
     RParen,
     Comma,
     Not,
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
+    Cmp(CmpOp),
     And,
     Or,
 }
@@ -56,7 +51,7 @@ pub enum Expr {
     Or(Box<Expr>, Box<Expr>),
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum CmpOp {
     Eq,
     Ne,
@@ -84,13 +79,13 @@ fn lex(src: &str) -> Result<Vec<Tok>, String> {
             '(' => (out.push(Tok::LParen), i += 1).1,
             ')' => (out.push(Tok::RParen), i += 1).1,
             ',' => (out.push(Tok::Comma), i += 1).1,
-            '!' if next == Some('=') => (out.push(Tok::Ne), i += 2).1,
+            '!' if next == Some('=') => (out.push(Tok::Cmp(CmpOp::Ne)), i += 2).1,
             '!' => (out.push(Tok::Not), i += 1).1,
-            '=' if next == Some('=') => (out.push(Tok::Eq), i += 2).1,
-            '<' if next == Some('=') => (out.push(Tok::Le), i += 2).1,
-            '<' => (out.push(Tok::Lt), i += 1).1,
-            '>' if next == Some('=') => (out.push(Tok::Ge), i += 2).1,
-            '>' => (out.push(Tok::Gt), i += 1).1,
+            '=' if next == Some('=') => (out.push(Tok::Cmp(CmpOp::Eq)), i += 2).1,
+            '<' if next == Some('=') => (out.push(Tok::Cmp(CmpOp::Le)), i += 2).1,
+            '<' => (out.push(Tok::Cmp(CmpOp::Lt)), i += 1).1,
+            '>' if next == Some('=') => (out.push(Tok::Cmp(CmpOp::Ge)), i += 2).1,
+            '>' => (out.push(Tok::Cmp(CmpOp::Gt)), i += 1).1,
             '&' if next == Some('&') => (out.push(Tok::And), i += 2).1,
             '|' if next == Some('|') => (out.push(Tok::Or), i += 2).1,
             '\'' => {
@@ -225,29 +220,23 @@ impl Parser<'_> {
         Ok(l)
     }
     fn eq(&mut self) -> Result<Expr, String> {
-        self.comparisons(&[(Tok::Eq, CmpOp::Eq), (Tok::Ne, CmpOp::Ne)], Self::cmp)
+        self.comparisons(&[CmpOp::Eq, CmpOp::Ne], Self::cmp)
     }
     fn cmp(&mut self) -> Result<Expr, String> {
-        let ops = [
-            (Tok::Lt, CmpOp::Lt),
-            (Tok::Le, CmpOp::Le),
-            (Tok::Gt, CmpOp::Gt),
-            (Tok::Ge, CmpOp::Ge),
-        ];
-        self.comparisons(&ops, Self::unary)
+        self.comparisons(&[CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge], Self::unary)
     }
     /// One precedence level of left-associative comparisons: `operand (op operand)*` for the
-    /// tokens in `ops`.
+    /// operators in `ops`.
     fn comparisons(
         &mut self,
-        ops: &[(Tok, CmpOp)],
+        ops: &[CmpOp],
         operand: fn(&mut Self) -> Result<Expr, String>,
     ) -> Result<Expr, String> {
         let mut l = operand(self)?;
         loop {
-            let next = self.peek();
-            let Some(&(_, op)) = ops.iter().find(|(tok, _)| Some(tok) == next) else {
-                return Ok(l);
+            let op = match self.peek() {
+                Some(Tok::Cmp(op)) if ops.contains(op) => *op,
+                _ => return Ok(l),
             };
             self.pos += 1;
             l = Expr::Cmp(op, Box::new(l), Box::new(operand(self)?));

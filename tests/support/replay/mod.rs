@@ -503,20 +503,19 @@ impl Workflow {
 
     fn triggers(&self) -> Vec<String> {
         match self.doc.get("on") {
-            Some(Value::String(s)) => vec![s.clone()],
-            Some(Value::Array(a)) => a
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
             Some(Value::Object(m)) => m.keys().cloned().collect(),
-            _ => Vec::new(),
+            on => names(on),
         }
     }
 }
 
 fn needs_of(job: &Map<String, Value>) -> Vec<String> {
-    match job.get("needs") {
+    names(job.get("needs"))
+}
+
+/// A key that takes one name or a list of them (`needs: a`, `needs: [a, b]`).
+fn names(value: Option<&Value>) -> Vec<String> {
+    match value {
         Some(Value::String(s)) => vec![s.clone()],
         Some(Value::Array(a)) => a
             .iter()
