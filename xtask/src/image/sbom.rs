@@ -1209,4 +1209,36 @@ License: LGPL-2.1+
             "sbom-linux-arm64.spdx.json"
         );
     }
+
+    #[test]
+    fn copyrights_come_only_from_doc_name_copyright() {
+        let docs = vec![
+            (
+                "doc/libc6/copyright".to_string(),
+                b"License: LGPL-2.1".to_vec(),
+            ),
+            ("doc/libc6/changelog.gz".to_string(), b"x".to_vec()),
+            ("doc/libc6/extra/copyright".to_string(), b"y".to_vec()),
+        ];
+        assert_eq!(
+            copyrights(docs),
+            BTreeMap::from([("libc6".to_string(), "License: LGPL-2.1".to_string())])
+        );
+    }
+
+    #[test]
+    fn the_root_contains_every_package_and_ids_must_be_unique() {
+        let a = package("a", "SPDXRef-npm-a".into(), "1", NOASSERTION);
+        let rels = relationships(ROOT_ID, std::slice::from_ref(&a));
+        assert_eq!(rels.len(), 2);
+        assert!(rels.iter().any(|r| r.relationship_type == "DESCRIBES"
+            && r.spdx_element_id == "SPDXRef-DOCUMENT"
+            && r.related_spdx_element == ROOT_ID));
+        assert!(rels.iter().any(|r| r.relationship_type == "CONTAINS"
+            && r.spdx_element_id == ROOT_ID
+            && r.related_spdx_element == "SPDXRef-npm-a"));
+        assert!(ensure_unique_ids(std::slice::from_ref(&a)).is_ok());
+        let err = ensure_unique_ids(&[a.clone(), a]).unwrap_err();
+        assert!(err.to_string().contains("SPDXRef-npm-a"), "{err}");
+    }
 }
