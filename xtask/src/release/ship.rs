@@ -147,7 +147,7 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
     let (platforms, receipt_sboms) = read_results(plan, &tag, results)?;
 
     // The subcommands read files; write each platform's pieces where they can.
-    let work = crate::util::state_dir(&root, "ship").join(&tag);
+    let work = crate::util::state_dir(root, "ship").join(&tag);
     std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
     let stage_files = write_stage_files(&work, plan, &platforms)?;
     let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
