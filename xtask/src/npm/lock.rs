@@ -365,16 +365,7 @@ pub async fn run(args: LockArgs) -> Result<ExitCode> {
     };
     let generated = generate(&request, &progress).await?;
 
-    let mut changed = Vec::new();
-    let mut diffs = String::new();
-    for (path, content) in &generated.files {
-        let current = read_or_empty(&root.join(path))?;
-        let d = diff(path, &current, content);
-        if !d.is_empty() {
-            changed.push(*path);
-            diffs.push_str(&d);
-        }
-    }
+    let (mut changed, mut diffs) = changes_against(&root, &generated)?;
     // A new clock alone is not a change: when the pinned files are as committed and the
     // inventory differs only in when it was resolved, the committed inventory stays (its
     // clock is what `lock --check` replays), so a run with nothing new leaves the checkout
@@ -410,29 +401,48 @@ pub async fn run(args: LockArgs) -> Result<ExitCode> {
             packages: &generated.resolution.packages,
         })?;
     } else {
-        print!("{}", resolve::render_table(&generated.resolution));
-        if mode != "write" && !diffs.is_empty() {
-            eprint!("{diffs}");
-        }
-        let s = &generated.inventory.summary;
-        println!(
-            "\n{} packages locked ({} platform binaries, {} with install scripts, {} prereleases)",
-            s.packages, s.platform_binaries, s.install_scripts, s.prerelease
-        );
-        match (mode, changed.is_empty()) {
-            (_, true) => println!("template/ is up to date"),
-            ("write", false) => println!("wrote {}", changed.join(", ")),
-            ("check", false) => println!(
-                "template/ drifted from its regeneration: {} (run `cargo xtask lock` and commit)",
-                changed.join(", ")
-            ),
-            (_, false) => println!("would change {}", changed.join(", ")),
-        }
+        print_text(&generated, mode, &changed, &diffs);
     }
     if args.check && !changed.is_empty() {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The generated files that differ from the checkout, and their diffs.
+fn changes_against(root: &Path, generated: &Generated) -> Result<(Vec<&'static str>, String)> {
+    let mut changed = Vec::new();
+    let mut diffs = String::new();
+    for (path, content) in &generated.files {
+        let current = read_or_empty(&root.join(path))?;
+        let d = diff(path, &current, content);
+        if !d.is_empty() {
+            changed.push(*path);
+            diffs.push_str(&d);
+        }
+    }
+    Ok((changed, diffs))
+}
+
+fn print_text(generated: &Generated, mode: &str, changed: &[&str], diffs: &str) {
+    print!("{}", resolve::render_table(&generated.resolution));
+    if mode != "write" && !diffs.is_empty() {
+        eprint!("{diffs}");
+    }
+    let s = &generated.inventory.summary;
+    println!(
+        "\n{} packages locked ({} platform binaries, {} with install scripts, {} prereleases)",
+        s.packages, s.platform_binaries, s.install_scripts, s.prerelease
+    );
+    match (mode, changed.is_empty()) {
+        (_, true) => println!("template/ is up to date"),
+        ("write", false) => println!("wrote {}", changed.join(", ")),
+        ("check", false) => println!(
+            "template/ drifted from its regeneration: {} (run `cargo xtask lock` and commit)",
+            changed.join(", ")
+        ),
+        (_, false) => println!("would change {}", changed.join(", ")),
+    }
 }
 
 /// True when only the inventory files changed, and the inventory only in its clock
