@@ -281,12 +281,7 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     if let Some(existing) = existing {
         engine::ensure_image_platform(&tag, &existing, platform)?;
         progress.step(format!("{tag} exists (same inputs); nothing to build"));
-        report.image_id = existing
-            .id
-            .as_deref()
-            .map(|id| engine_digest(id, &tag))
-            .transpose()?;
-        report.size = existing.size;
+        record_image(&mut report, existing.id, existing.size)?;
     } else if args.dry_run {
         progress.step(format!(
             "would build {tag} for {platform} from {base_image}{}",
@@ -384,13 +379,16 @@ async fn build_image(
         .with_context(|| format!("the build finished but the engine has no {tag}"))?;
     engine::ensure_image_platform(tag, &image, platform)?;
     report.built = true;
-    report.image_id = image
-        .id
-        .or(image_id)
+    record_image(report, image.id.or(image_id), image.size)
+}
+
+/// The engine's id and size of the report's image.
+fn record_image(report: &mut BuildReport, id: Option<String>, size: Option<i64>) -> Result<()> {
+    report.image_id = id
         .as_deref()
-        .map(|id| engine_digest(id, tag))
+        .map(|id| engine_digest(id, &report.image))
         .transpose()?;
-    report.size = image.size;
+    report.size = size;
     Ok(())
 }
 
