@@ -14,10 +14,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::docker::{light_docker, local_registry};
+use crate::support::docker::light_docker;
 use crate::support::genuine_release::{self, *};
+use crate::support::registry::{Registry, OCI_INDEX};
+use crate::support::sha256_hex;
 use crate::support::xtask::{xtask, Run, Xtask};
-use crate::support::{runtime, sha256_hex};
 
 /// A hang is a failure: every command must answer well within this.
 const COMMAND_LIMIT: Duration = Duration::from_secs(60);
@@ -136,31 +137,6 @@ fn other_digest(seed: &str) -> String {
     format!("sha256:{}", sha256_hex(seed.as_bytes()))
 }
 
-/// PUTs `bytes` as an OCI index under `tag` in the local registry.
-fn put_index(repository: &str, tag: &str, bytes: Vec<u8>) {
-    let url = format!(
-        "http://{}/v2/{repository}/manifests/{tag}",
-        local_registry()
-    );
-    runtime().block_on(async {
-        let response = reqwest::Client::builder()
-            .no_proxy()
-            .build()
-            .unwrap()
-            .put(&url)
-            .header("Content-Type", "application/vnd.oci.image.index.v1+json")
-            .body(bytes)
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("PUT {url}: {e}"));
-        assert!(
-            response.status().is_success(),
-            "PUT {url}: {}",
-            response.status()
-        );
-    });
-}
-
 fn mkfifo(path: &Path) {
     let status = Command::new("mkfifo").arg(path).status().unwrap();
     assert!(status.success());
@@ -186,9 +162,10 @@ fn cases(genuine: &Value) -> Vec<Case> {
             media_type: p["media_type"].as_str().unwrap().into(),
             size: p["manifest_size"].as_u64().unwrap(),
         };
-        put_index(
+        Registry::local().put_manifest(
             &path,
             elsewhere_tag,
+            OCI_INDEX,
             xtask::release::publish::index_bytes(&[entry]).unwrap(),
         );
     }
@@ -883,29 +860,10 @@ fn receipt_write_refuses_incomplete_smoke_results() {
         )
         .unwrap();
         let out_dir = work.path().join(format!("out-{what}"));
-        let out = run_bounded(
-            xtask()
-                .env("XTASK_ROOT", r.root.path())
-                .args(["receipt", "write"])
-                .arg("--gate")
-                .arg(r.inputs.join("gate.json"))
-                .arg("--resolve")
-                .arg(r.inputs.join("resolve.json"))
-                .arg("--publish")
-                .arg(&r.publish)
-                .args(["--source-commit", &"ab12".repeat(10)])
-                .args(["--now", "2026-11-30T06:30:00Z"])
-                .arg("--out-dir")
-                .arg(&out_dir)
-                .arg("--build")
-                .arg(r.inputs.join("build-amd64.json"))
-                .arg("--smoke")
-                .arg(&smoke_amd64)
-                .arg("--build")
-                .arg(r.inputs.join("build-arm64.json"))
-                .arg("--smoke")
-                .arg(&smoke_arm64),
-        );
+        let out = run_bounded(&mut receipt_write_command(
+            &out_dir,
+            &[smoke_amd64, smoke_arm64],
+        ));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{what}: receipt write accepted it");
         assert!(

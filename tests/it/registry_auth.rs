@@ -36,8 +36,9 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use crate::support::docker::{heavy_docker, light_docker, load_tiny_image, remove_images};
+use crate::support::registry::Registry;
 use crate::support::xtask::{xtask, Run, Xtask};
-use crate::support::{runtime, sha256_hex, unique};
+use crate::support::{sha256_hex, unique};
 
 const SERVICE: &str = "xtask-test-registry";
 const ISSUER: &str = "xtask-test-token-issuer";
@@ -629,27 +630,8 @@ http:
     /// (status, sha256 of the body).
     fn manifest(&self, repository: &str, reference: &str) -> (u16, String) {
         let token = self.tokens.mint(&[format!("repository:{repository}:pull")]);
-        let url = format!("{}/v2/{repository}/manifests/{reference}", self.direct());
         let ca = std::fs::read(&self.ca_file).unwrap();
-        runtime().block_on(async {
-                let response = reqwest::Client::builder()
-                    .no_proxy()
-                    .tls_certs_only([reqwest::Certificate::from_pem(&ca).unwrap()])
-                    .build()
-                    .unwrap()
-                    .get(&url)
-                    .bearer_auth(token)
-                    .header(
-                        "accept",
-                        "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json",
-                    )
-                    .send()
-                    .await
-                    .unwrap_or_else(|e| panic!("GET {url}: {e}"));
-                let status = response.status().as_u16();
-                let body = response.bytes().await.unwrap();
-                (status, format!("sha256:{}", sha256_hex(&body)))
-            })
+        Registry::tls(self.direct(), ca).get_manifest(repository, reference, Some(&token))
     }
 }
 
@@ -699,6 +681,18 @@ fn image_args(images: &[(String, String)]) -> Vec<String> {
 
 /// `xtask publish --json` to `registry`, trusting the test CA through SSL_CERT_FILE, with
 /// the developer's own docker config out of the way (the runner already drops `XTASK_*`).
+/// The amd64 image alone, with the right credentials, through the fault-injecting proxy:
+/// the publish each fault test disturbs.
+fn publish_amd64(stand_in: &StandIn, repository: &str, images: &LoadedImages) -> Run {
+    publish(
+        stand_in,
+        &stand_in.proxied(),
+        repository,
+        &images.amd64_partial(),
+        &CREDENTIALS,
+    )
+}
+
 fn publish(
     stand_in: &StandIn,
     registry: &str,
@@ -855,13 +849,7 @@ fn a_resumed_publish_uploads_only_the_missing_blobs() {
     images.load("linux/arm64", arm64.clone(), &format!("shared {salt}"));
 
     // The first run stops after amd64 (as a run that died half-way would).
-    let first = publish(
-        &stand_in,
-        &stand_in.proxied(),
-        &repository,
-        &images.amd64_partial(),
-        &CREDENTIALS,
-    );
+    let first = publish_amd64(&stand_in, &repository, &images);
     let first = first.assert_success().json();
     let layer_and_config = first["platforms"][0]["uploaded_bytes"].as_u64().unwrap();
 
@@ -911,13 +899,7 @@ fn a_token_that_expires_during_an_upload_is_renewed() {
     stand_in.faults.hold_blob_puts.store(1, Ordering::SeqCst);
     let repository = unique("team/expiry").to_lowercase();
     let images = test_images("expiry");
-    let out = publish(
-        &stand_in,
-        &stand_in.proxied(),
-        &repository,
-        &images.amd64_partial(),
-        &CREDENTIALS,
-    );
+    let out = publish_amd64(&stand_in, &repository, &images);
     out.assert_success();
     assert!(
         stand_in.faults.invalid_token_answers.load(Ordering::SeqCst) >= 1,
@@ -990,13 +972,7 @@ fn a_token_without_push_is_refused_with_what_it_lacks() {
     });
     let repository = unique("team/readonly").to_lowercase();
     let images = test_images("readonly");
-    let out = publish(
-        &stand_in,
-        &stand_in.proxied(),
-        &repository,
-        &images.amd64_partial(),
-        &CREDENTIALS,
-    );
+    let out = publish_amd64(&stand_in, &repository, &images);
     assert_refused(
         &out,
         &[
@@ -1024,13 +1000,7 @@ fn a_5xx_during_a_blob_upload_is_retried() {
     stand_in.faults.fail_blob_puts.store(5, Ordering::SeqCst);
     let repository = unique("team/flaky").to_lowercase();
     let images = test_images("flaky");
-    let out = publish(
-        &stand_in,
-        &stand_in.proxied(),
-        &repository,
-        &images.amd64_partial(),
-        &CREDENTIALS,
-    );
+    let out = publish_amd64(&stand_in, &repository, &images);
     out.assert_success();
     assert_eq!(stand_in.faults.injected_failures.load(Ordering::SeqCst), 5);
     let err = out.stderr_text();
@@ -1052,13 +1022,12 @@ fn blobs_already_in_another_repository_are_mounted() {
     let base = unique("team/base").to_lowercase();
     let app = unique("team/app").to_lowercase();
     let images = test_images("mount");
-    let args = images.amd64_partial();
-    let first = publish(&stand_in, &stand_in.proxied(), &base, &args, &CREDENTIALS);
+    let first = publish_amd64(&stand_in, &base, &images);
     first.assert_success();
 
     let before = stand_in.tokens.requests().len();
     stand_in.faults.seen.lock().unwrap().clear();
-    let second = publish(&stand_in, &stand_in.proxied(), &app, &args, &CREDENTIALS);
+    let second = publish_amd64(&stand_in, &app, &images);
     let report = second.assert_success().json();
     assert_eq!(report["platforms"][0]["uploaded_bytes"], 0, "{report}");
     assert!(

@@ -12,32 +12,13 @@ use serde_json::{json, Value};
 
 use crate::support::docker::{light_docker, load_tiny_image, local_registry, on_engine};
 use crate::support::genuine_release::*;
+use crate::support::registry::Registry;
 use crate::support::xtask::xtask;
-use crate::support::{runtime, sha256_hex, unique};
+use crate::support::{sha256_hex, unique};
 
 /// `GET /v2/<repo>/manifests/<reference>` on the local registry: (status, body sha256).
 fn registry_manifest(repository: &str, reference: &str) -> (u16, String) {
-    let url = format!(
-        "http://{}/v2/{repository}/manifests/{reference}",
-        local_registry()
-    );
-    runtime().block_on(async {
-        let response = reqwest::Client::builder()
-            .no_proxy()
-            .build()
-            .unwrap()
-            .get(&url)
-            .header(
-                "Accept",
-                "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json",
-            )
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("GET {url}: {e}"));
-        let status = response.status().as_u16();
-        let body = response.bytes().await.unwrap();
-        (status, format!("sha256:{}", sha256_hex(&body)))
-    })
+    Registry::local().get_manifest(repository, reference, None)
 }
 
 fn is_digest(v: &Value) -> bool {

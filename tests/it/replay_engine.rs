@@ -83,9 +83,15 @@ fn replay(yaml: &str) -> (Fixture, Replay) {
     (f, r)
 }
 
-fn run_ok(yaml: &str) -> (Fixture, WorkflowRun) {
+/// Replays `yaml` to its end, whatever its jobs' results.
+fn replay_to_end(yaml: &str) -> (Fixture, WorkflowRun) {
     let (f, r) = replay(yaml);
     let run = run_workflow(r).unwrap_or_else(|e| panic!("{e:#}"));
+    (f, run)
+}
+
+fn run_ok(yaml: &str) -> (Fixture, WorkflowRun) {
+    let (f, run) = replay_to_end(yaml);
     run.assert_success();
     (f, run)
 }
@@ -216,7 +222,7 @@ jobs:
 fn working_directory_comes_from_the_step_or_the_defaults_and_background_processes_end_with_the_job()
 {
     let _runner = light_docker();
-    let (_f, r) = replay(&format!(
+    let (_f, run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
   j:
@@ -241,7 +247,6 @@ jobs:
         run: echo never
 "#
     ));
-    let run = run_workflow(r).unwrap();
     let job = run.job("j");
     assert_eq!(job.step("where").outputs["default"], "sub");
     assert_eq!(job.step("deeper").outputs["dir"], "sub/deeper");
@@ -400,15 +405,13 @@ jobs:
 "#
         )
     };
-    let (_f, r) = replay(&yaml(true));
-    let run = run_workflow(r).unwrap();
+    let (_f, run) = replay_to_end(&yaml(true));
     let legs = run.legs("m");
     assert_eq!(
         (legs[0].status, legs[1].status),
         (Status::Failure, Status::Cancelled)
     );
-    let (_f, r) = replay(&yaml(false));
-    let run = run_workflow(r).unwrap();
+    let (_f, run) = replay_to_end(&yaml(false));
     let legs = run.legs("m");
     assert_eq!(
         (legs[0].status, legs[1].status),
@@ -423,7 +426,7 @@ jobs:
 #[test]
 fn a_job_is_skipped_when_its_need_failed_and_not_cancelled_steps_still_run() {
     let _runner = light_docker();
-    let (_f, r) = replay(&format!(
+    let (_f, run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
   first:
@@ -469,7 +472,6 @@ jobs:
       - run: echo "an ancestor failed"
 "#
     ));
-    let run = run_workflow(r).unwrap();
     assert!(!run.succeeded());
     let first = run.job("first");
     assert_eq!(first.status, Status::Failure);
@@ -711,7 +713,7 @@ jobs:
 #[test]
 fn a_misspelled_artifact_name_fails_the_download_naming_it() {
     let _runner = light_docker();
-    let (_f, r) = replay(&format!(
+    let (_f, run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
   up:
@@ -732,7 +734,6 @@ jobs:
           name: gaet
 "#
     ));
-    let run = run_workflow(r).unwrap();
     assert_eq!(run.result("down"), Status::Failure);
     let report = run.failure_report();
     assert!(
@@ -1081,8 +1082,7 @@ jobs:
         .contains("(409) Conflict"));
 
     // With overwrite: attempt 1 passes the upload (and fails its last step), attempt 2 re-uploads.
-    let (_f, r) = replay(&yaml(true));
-    let mut run = run_workflow(r).unwrap();
+    let (_f, mut run) = replay_to_end(&yaml(true));
     assert_eq!(run.job("b").step("Upload again").outcome, Status::Success);
     assert_eq!(run.result("b"), Status::Failure);
     rerun_failed(&mut run).unwrap();
@@ -1160,7 +1160,7 @@ jobs:
 #[test]
 fn if_no_files_found_error_fails_and_warn_passes() {
     let _runner = light_docker();
-    let (_f, r) = replay(&format!(
+    let (_f, run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
   j:
@@ -1177,7 +1177,6 @@ jobs:
           if-no-files-found: error
 "#
     ));
-    let run = run_workflow(r).unwrap();
     let job = run.job("j");
     assert_eq!(
         (job.step("warn").outcome, job.step("error").outcome),
@@ -1251,7 +1250,7 @@ jobs:
 #[test]
 fn rerun_failed_reruns_only_the_failed_job_and_its_dependents() {
     let _runner = light_docker();
-    let (_f, r) = replay(&format!(
+    let (_f, mut run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
   ok:
@@ -1280,7 +1279,6 @@ jobs:
         run: echo "seen=$OK_ATTEMPT/$GITHUB_RUN_ATTEMPT" >> "$GITHUB_OUTPUT"
 "#
     ));
-    let mut run = run_workflow(r).unwrap();
     let first_id = run.run_id;
     assert_eq!(run.result("flaky"), Status::Failure);
     assert_eq!(run.result("after"), Status::Skipped);
@@ -1302,7 +1300,7 @@ jobs:
 #[test]
 fn rerun_failed_reruns_only_the_failed_and_cancelled_matrix_legs() {
     let _runner = light_docker();
-    let (_f, r) = replay(&format!(
+    let (_f, mut run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
   m:
@@ -1314,7 +1312,6 @@ jobs:
       - run: test "${{{{ matrix.n }}}}" != 2 || test "$GITHUB_RUN_ATTEMPT" -ge 2
 "#
     ));
-    let mut run = run_workflow(r).unwrap();
     let statuses = |run: &WorkflowRun| {
         run.legs("m")
             .iter()
@@ -1400,7 +1397,7 @@ fn gh_stand_in_keeps_releases_and_refuses_to_change_a_published_one() {
 #[test]
 fn gh_stand_in_refuses_writes_without_contents_write_and_calls_without_a_token() {
     let _runner = light_docker();
-    let (_f, r) = replay(&format!(
+    let (_f, run) = replay_to_end(&format!(
         r#"{ON}
 permissions:
   contents: read
@@ -1424,7 +1421,6 @@ jobs:
         run: gh release list
 "#
     ));
-    let run = run_workflow(r).unwrap();
     let job = run.job("j");
     assert!(
         job.steps.iter().all(|s| s.outcome == Status::Failure),

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use serde_json::{json, Value};
 
 use super::docker::{load_tiny_image, local_registry};
-use super::xtask::{xtask, Run};
+use super::xtask::{xtask, Run, Xtask};
 use super::{repo_root, scratch_root_with, sha256_hex, unique};
 
 /// `publish --json` of `args` to `repository` in the local registry.
@@ -157,11 +157,16 @@ pub fn smoke(image: &str, platform: &str, emulated: bool, failing: Option<&str>)
     })
 }
 
-/// Runs `receipt write` for the published release, with the amd64 smoke check `failing`
-/// failed when given. Returns (output, receipt path).
-pub fn write_receipt(out_dir: &Path, failing: Option<&str>) -> (Run, Option<PathBuf>) {
+/// `receipt write --json` of the published release into `out_dir`: the gate, resolve and
+/// publish outputs, and for each build (in [`Release::builds`] order) its output, the smoke
+/// output in `smoke_files` and a fixture SBOM.
+pub fn receipt_write_command(out_dir: &Path, smoke_files: &[PathBuf]) -> Xtask {
     let r = release();
-    std::fs::create_dir_all(out_dir).unwrap();
+    assert_eq!(
+        smoke_files.len(),
+        r.builds.len(),
+        "one smoke output a build"
+    );
     let mut cmd = xtask();
     cmd.env("XTASK_ROOT", r.root.path())
         .args(["receipt", "write", "--json"])
@@ -175,6 +180,24 @@ pub fn write_receipt(out_dir: &Path, failing: Option<&str>) -> (Run, Option<Path
         .args(["--now", "2026-11-30T06:30:00Z"])
         .arg("--out-dir")
         .arg(out_dir);
+    for ((arch, build), smoke_file) in r.builds.iter().zip(smoke_files) {
+        let platform = build["platform"].as_str().unwrap();
+        cmd.arg("--build")
+            .arg(r.inputs.join(format!("build-{arch}.json")))
+            .arg("--smoke")
+            .arg(smoke_file)
+            .arg("--sbom")
+            .arg(write_sbom(&r.inputs, platform));
+    }
+    cmd
+}
+
+/// Runs `receipt write` for the published release, with the amd64 smoke check `failing`
+/// failed when given. Returns (output, receipt path).
+pub fn write_receipt(out_dir: &Path, failing: Option<&str>) -> (Run, Option<PathBuf>) {
+    let r = release();
+    std::fs::create_dir_all(out_dir).unwrap();
+    let mut smoke_files = Vec::new();
     for (arch, build) in &r.builds {
         let image = build["image"].as_str().unwrap();
         let smoke_file = out_dir.join(format!("smoke-{arch}.json"));
@@ -186,14 +209,9 @@ pub fn write_receipt(out_dir: &Path, failing: Option<&str>) -> (Run, Option<Path
             smoke(image, platform, emulated, failing).to_string(),
         )
         .unwrap();
-        cmd.arg("--build")
-            .arg(r.inputs.join(format!("build-{arch}.json")))
-            .arg("--smoke")
-            .arg(&smoke_file)
-            .arg("--sbom")
-            .arg(write_sbom(&r.inputs, platform));
+        smoke_files.push(smoke_file);
     }
-    let out = cmd.run();
+    let out = receipt_write_command(out_dir, &smoke_files).run();
     let path = serde_json::from_slice::<Value>(&out.stdout)
         .ok()
         .and_then(|v| v["path"].as_str().map(PathBuf::from));

@@ -6,6 +6,7 @@
 pub mod docker;
 pub mod genuine_release;
 pub mod npm_fixture;
+pub mod registry;
 pub mod replay;
 pub mod xtask;
 

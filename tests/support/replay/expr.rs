@@ -33,12 +33,7 @@ enum Tok {
     RParen,
     Comma,
     Not,
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
+    Cmp(CmpOp),
     And,
     Or,
 }
@@ -56,7 +51,7 @@ pub enum Expr {
     Or(Box<Expr>, Box<Expr>),
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum CmpOp {
     Eq,
     Ne,
@@ -84,13 +79,13 @@ fn lex(src: &str) -> Result<Vec<Tok>, String> {
             '(' => (out.push(Tok::LParen), i += 1).1,
             ')' => (out.push(Tok::RParen), i += 1).1,
             ',' => (out.push(Tok::Comma), i += 1).1,
-            '!' if next == Some('=') => (out.push(Tok::Ne), i += 2).1,
+            '!' if next == Some('=') => (out.push(Tok::Cmp(CmpOp::Ne)), i += 2).1,
             '!' => (out.push(Tok::Not), i += 1).1,
-            '=' if next == Some('=') => (out.push(Tok::Eq), i += 2).1,
-            '<' if next == Some('=') => (out.push(Tok::Le), i += 2).1,
-            '<' => (out.push(Tok::Lt), i += 1).1,
-            '>' if next == Some('=') => (out.push(Tok::Ge), i += 2).1,
-            '>' => (out.push(Tok::Gt), i += 1).1,
+            '=' if next == Some('=') => (out.push(Tok::Cmp(CmpOp::Eq)), i += 2).1,
+            '<' if next == Some('=') => (out.push(Tok::Cmp(CmpOp::Le)), i += 2).1,
+            '<' => (out.push(Tok::Cmp(CmpOp::Lt)), i += 1).1,
+            '>' if next == Some('=') => (out.push(Tok::Cmp(CmpOp::Ge)), i += 2).1,
+            '>' => (out.push(Tok::Cmp(CmpOp::Gt)), i += 1).1,
             '&' if next == Some('&') => (out.push(Tok::And), i += 2).1,
             '|' if next == Some('|') => (out.push(Tok::Or), i += 2).1,
             '\'' => {
@@ -225,29 +220,26 @@ impl Parser<'_> {
         Ok(l)
     }
     fn eq(&mut self) -> Result<Expr, String> {
-        let mut l = self.cmp()?;
-        loop {
-            let op = match self.peek() {
-                Some(Tok::Eq) => CmpOp::Eq,
-                Some(Tok::Ne) => CmpOp::Ne,
-                _ => return Ok(l),
-            };
-            self.pos += 1;
-            l = Expr::Cmp(op, Box::new(l), Box::new(self.cmp()?));
-        }
+        self.comparisons(&[CmpOp::Eq, CmpOp::Ne], Self::cmp)
     }
     fn cmp(&mut self) -> Result<Expr, String> {
-        let mut l = self.unary()?;
+        self.comparisons(&[CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge], Self::unary)
+    }
+    /// One precedence level of left-associative comparisons: `operand (op operand)*` for the
+    /// operators in `ops`.
+    fn comparisons(
+        &mut self,
+        ops: &[CmpOp],
+        operand: fn(&mut Self) -> Result<Expr, String>,
+    ) -> Result<Expr, String> {
+        let mut l = operand(self)?;
         loop {
             let op = match self.peek() {
-                Some(Tok::Lt) => CmpOp::Lt,
-                Some(Tok::Le) => CmpOp::Le,
-                Some(Tok::Gt) => CmpOp::Gt,
-                Some(Tok::Ge) => CmpOp::Ge,
+                Some(Tok::Cmp(op)) if ops.contains(op) => *op,
                 _ => return Ok(l),
             };
             self.pos += 1;
-            l = Expr::Cmp(op, Box::new(l), Box::new(self.unary()?));
+            l = Expr::Cmp(op, Box::new(l), Box::new(operand(self)?));
         }
     }
     fn unary(&mut self) -> Result<Expr, String> {

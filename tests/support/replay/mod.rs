@@ -405,6 +405,17 @@ const STEP_KEYS: &[&str] = &[
     "timeout-minutes",
 ];
 
+/// Refuses a key of `map` that is not in `known`: the harness would otherwise ignore what
+/// GitHub acts on (or a typo GitHub rejects). `place` starts the message.
+fn only_known_keys(map: &Map<String, Value>, known: &[&str], place: &str) -> Result<()> {
+    match map.keys().find(|key| !known.contains(&key.as_str())) {
+        Some(key) => {
+            bail!("{place} `{key}` is not supported by the replay harness (or misspelled)")
+        }
+        None => Ok(()),
+    }
+}
+
 impl Workflow {
     fn load(path: &Path) -> Result<Workflow> {
         let file = path
@@ -418,11 +429,7 @@ impl Workflow {
         let Value::Object(doc) = doc else {
             bail!("workflow {file}: not a mapping")
         };
-        for key in doc.keys() {
-            if !WORKFLOW_KEYS.contains(&key.as_str()) {
-                bail!("workflow {file}: top-level `{key}` is not supported by the replay harness (or misspelled)");
-            }
-        }
+        only_known_keys(&doc, WORKFLOW_KEYS, &format!("workflow {file}: top-level"))?;
         let jobs = doc
             .get("jobs")
             .and_then(Value::as_object)
@@ -431,11 +438,7 @@ impl Workflow {
             let job = job
                 .as_object()
                 .ok_or_else(|| anyhow!("workflow {file}: job {id} is not a mapping"))?;
-            for key in job.keys() {
-                if !JOB_KEYS.contains(&key.as_str()) {
-                    bail!("workflow {file}, job {id}: `{key}` is not supported by the replay harness (or misspelled)");
-                }
-            }
+            only_known_keys(job, JOB_KEYS, &format!("workflow {file}, job {id}:"))?;
             let steps = job
                 .get("steps")
                 .and_then(Value::as_array)
@@ -445,14 +448,11 @@ impl Workflow {
                 let step = step.as_object().ok_or_else(|| {
                     anyhow!("workflow {file}, job {id}: step {} is not a mapping", i + 1)
                 })?;
-                for key in step.keys() {
-                    if !STEP_KEYS.contains(&key.as_str()) {
-                        bail!(
-                            "workflow {file}, job {id}, step {}: unknown key `{key}`",
-                            i + 1
-                        );
-                    }
-                }
+                only_known_keys(
+                    step,
+                    STEP_KEYS,
+                    &format!("workflow {file}, job {id}, step {}:", i + 1),
+                )?;
                 if step.contains_key("run") == step.contains_key("uses") {
                     bail!("workflow {file}, job {id}, step {}: a step has exactly one of `run` and `uses`", i + 1);
                 }
@@ -503,20 +503,19 @@ impl Workflow {
 
     fn triggers(&self) -> Vec<String> {
         match self.doc.get("on") {
-            Some(Value::String(s)) => vec![s.clone()],
-            Some(Value::Array(a)) => a
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
             Some(Value::Object(m)) => m.keys().cloned().collect(),
-            _ => Vec::new(),
+            on => names(on),
         }
     }
 }
 
 fn needs_of(job: &Map<String, Value>) -> Vec<String> {
-    match job.get("needs") {
+    names(job.get("needs"))
+}
+
+/// A key that takes one name or a list of them (`needs: a`, `needs: [a, b]`).
+fn names(value: Option<&Value>) -> Vec<String> {
+    match value {
         Some(Value::String(s)) => vec![s.clone()],
         Some(Value::Array(a)) => a
             .iter()

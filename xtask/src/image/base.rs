@@ -29,9 +29,8 @@ use crate::image::engine;
 use crate::manifest::{repo_root, Platform};
 use crate::util::{atomic_write, print_json, Progress};
 
-/// Where root filesystems and archives are cached, relative to the repository root
-/// (`.xtask/` is ignored by git).
-pub(crate) const CACHE_DIR: &str = ".xtask/base";
+/// Where root filesystems and archives are cached: the state directory `.xtask/base`.
+pub(crate) const CACHE_DIR: &str = "base";
 
 /// The tag of the local base image for a suite and platform, e.g.
 /// `coding-agent-base:bookworm-amd64`. `cargo xtask build` uses it by default.
@@ -87,7 +86,7 @@ pub(crate) fn plan(
     privilege: Privilege,
 ) -> BasePlan {
     let stem = format!("{suite}-{}", platform.arch());
-    let cache = root.join(CACHE_DIR);
+    let cache = crate::util::state_dir(root, CACHE_DIR);
     let rootfs = cache.join(format!("{stem}.rootfs.tar"));
     let mut mmdebstrap = match privilege {
         Privilege::Root => vec![],

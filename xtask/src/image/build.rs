@@ -251,24 +251,7 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     let mut build_args = build_args(&inputs, platform)?;
 
     let docker = engine::connect().await?;
-    let base_image = args
-        .base_image
-        .clone()
-        .unwrap_or_else(|| crate::image::base::image_ref(DEFAULT_SUITE, platform));
-    let base = engine::inspect_image(&docker, &base_image)
-        .await?
-        .with_context(|| {
-            format!(
-                "the base image {base_image} is not in the engine; run \
-                 `cargo xtask base --platform {platform}` (or pass --base-image)"
-            )
-        })?;
-    engine::ensure_image_platform(&base_image, &base, platform)
-        .with_context(|| format!("the base image must be {platform}"))?;
-    let base_image_id = base
-        .id
-        .clone()
-        .context("the engine reports no id for the base image")?;
+    let (base_image, base_image_id) = inspect_base(&docker, &args).await?;
     build_args.insert("BASE_IMAGE".into(), base_image.clone());
 
     let build_id = build_id(&inputs, &build_args, &base_image_id, platform);
@@ -298,70 +281,21 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     if let Some(existing) = existing {
         engine::ensure_image_platform(&tag, &existing, platform)?;
         progress.step(format!("{tag} exists (same inputs); nothing to build"));
-        report.image_id = existing
-            .id
-            .as_deref()
-            .map(|id| engine_digest(id, &tag))
-            .transpose()?;
-        report.size = existing.size;
+        record_image(&mut report, existing.id, existing.size)?;
     } else if args.dry_run {
         progress.step(format!(
             "would build {tag} for {platform} from {base_image}{}",
             if emulated { " under emulation" } else { "" }
         ));
     } else {
-        if emulated {
-            crate::image::base::ensure_emulation(platform)?;
-        }
-        let ca = match &ca_bundle {
-            Some(path) => {
-                progress.step(format!(
-                    "extra CA bundle for the download steps: {}",
-                    path.display()
-                ));
-                Some(read_ca_bundle(path)?)
-            }
-            None => None,
-        };
-        let mut files: Vec<(&str, &[u8])> = vec![
-            (DOCKERFILE_PATH, &inputs.dockerfile),
-            (PACKAGE_JSON_PATH, &inputs.package_json),
-            (PACKAGE_LOCK_PATH, &inputs.package_lock),
-        ];
-        if let Some(ca) = &ca {
-            files.push((CONTEXT_CA_NAME, ca));
-        }
-        let context = context_tar(&files)?;
-        progress.step(format!(
-            "building {tag} for {platform}{}",
-            if emulated {
-                " (emulated: expect several times the native time)"
-            } else {
-                ""
-            }
-        ));
-        let image_id = stream_build(
-            &docker,
-            &tag,
+        let request = BuildRequest {
+            tag: &tag,
             platform,
-            &build_args,
-            &build_id,
-            context,
-            args.no_cache,
-        )
-        .await?;
-        let image = engine::inspect_image(&docker, &tag)
-            .await?
-            .with_context(|| format!("the build finished but the engine has no {tag}"))?;
-        engine::ensure_image_platform(&tag, &image, platform)?;
-        report.built = true;
-        report.image_id = image
-            .id
-            .or(image_id)
-            .as_deref()
-            .map(|id| engine_digest(id, &tag))
-            .transpose()?;
-        report.size = image.size;
+            build_args: &build_args,
+            build_id: &build_id,
+            no_cache: args.no_cache,
+        };
+        build_image(&docker, &inputs, &request, &mut report, &progress).await?;
         progress.step(format!(
             "built {tag} in {:.0} s, {:.2} GB",
             started.elapsed().as_secs_f64(),
@@ -382,6 +316,107 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
         println!("{}", report.image);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The base image's reference and the engine's id for it, checked to be for the platform.
+async fn inspect_base(docker: &bollard::Docker, args: &BuildArgs) -> Result<(String, String)> {
+    let platform = args.platform;
+    let base_image = args
+        .base_image
+        .clone()
+        .unwrap_or_else(|| crate::image::base::image_ref(DEFAULT_SUITE, platform));
+    let base = engine::inspect_image(docker, &base_image)
+        .await?
+        .with_context(|| {
+            format!(
+                "the base image {base_image} is not in the engine; run \
+                 `cargo xtask base --platform {platform}` (or pass --base-image)"
+            )
+        })?;
+    engine::ensure_image_platform(&base_image, &base, platform)
+        .with_context(|| format!("the base image must be {platform}"))?;
+    let base_image_id = base
+        .id
+        .clone()
+        .context("the engine reports no id for the base image")?;
+    Ok((base_image, base_image_id))
+}
+
+/// What one engine build is asked to produce.
+struct BuildRequest<'a> {
+    tag: &'a str,
+    platform: Platform,
+    build_args: &'a BTreeMap<String, String>,
+    build_id: &'a str,
+    /// `--no-cache`: the engine rebuilds every step instead of reusing its layer cache.
+    no_cache: bool,
+}
+
+/// Builds the image the report names and records its id and size there.
+async fn build_image(
+    docker: &bollard::Docker,
+    inputs: &BuildInputs,
+    request: &BuildRequest<'_>,
+    report: &mut BuildReport,
+    progress: &Progress,
+) -> Result<()> {
+    let (tag, platform) = (request.tag, request.platform);
+    if report.emulated {
+        crate::image::base::ensure_emulation(platform)?;
+    }
+    let context = build_context(inputs, report.ca_bundle.as_deref(), progress)?;
+    progress.step(format!(
+        "building {tag} for {platform}{}",
+        if report.emulated {
+            " (emulated: expect several times the native time)"
+        } else {
+            ""
+        }
+    ));
+    let image_id = stream_build(docker, request, context).await?;
+    let image = engine::inspect_image(docker, tag)
+        .await?
+        .with_context(|| format!("the build finished but the engine has no {tag}"))?;
+    engine::ensure_image_platform(tag, &image, platform)?;
+    report.built = true;
+    record_image(report, image.id.or(image_id), image.size)
+}
+
+/// The engine's id and size of the report's image.
+fn record_image(report: &mut BuildReport, id: Option<String>, size: Option<i64>) -> Result<()> {
+    report.image_id = id
+        .as_deref()
+        .map(|id| engine_digest(id, &report.image))
+        .transpose()?;
+    report.size = size;
+    Ok(())
+}
+
+/// The context tar: the Dockerfile, the package files and, when there is one, the CA bundle.
+fn build_context(
+    inputs: &BuildInputs,
+    ca_bundle: Option<&Path>,
+    progress: &Progress,
+) -> Result<Vec<u8>> {
+    let ca = match ca_bundle {
+        Some(path) => {
+            progress.step(format!(
+                "extra CA bundle for the download steps: {}",
+                path.display()
+            ));
+            Some(read_ca_bundle(path)?)
+        }
+        None => None,
+    };
+    let mut files: Vec<(&str, &[u8])> = vec![
+        (DOCKERFILE_PATH, &inputs.dockerfile),
+        (PACKAGE_JSON_PATH, &inputs.package_json),
+        (PACKAGE_LOCK_PATH, &inputs.package_lock),
+    ];
+    if let Some(ca) = &ca {
+        files.push((CONTEXT_CA_NAME, ca));
+    }
+    context_tar(&files)
 }
 
 /// How often a silent build step is reported as still running.
@@ -444,38 +479,33 @@ pub(crate) fn installed_packages(status: &str) -> Vec<String> {
 /// engine reports it.
 async fn stream_build(
     docker: &bollard::Docker,
-    tag: &str,
-    platform: Platform,
-    build_args: &BTreeMap<String, String>,
-    build_id: &str,
+    request: &BuildRequest<'_>,
     context: Vec<u8>,
-    no_cache: bool,
 ) -> Result<Option<String>> {
     let buildargs: std::collections::HashMap<String, String> =
-        build_args.clone().into_iter().collect();
-    let labels =
-        std::collections::HashMap::from([(BUILD_ID_LABEL.to_string(), build_id.to_string())]);
+        request.build_args.clone().into_iter().collect();
+    let labels = std::collections::HashMap::from([(
+        BUILD_ID_LABEL.to_string(),
+        request.build_id.to_string(),
+    )]);
     let options = BuildImageOptionsBuilder::default()
         .dockerfile(DOCKERFILE_PATH)
-        .t(tag)
+        .t(request.tag)
         .rm(true)
         .forcerm(true)
         .buildargs(&buildargs)
         .labels(&labels)
-        .platform(&platform.to_string())
-        .nocache(no_cache)
+        .platform(&request.platform.to_string())
+        .nocache(request.no_cache)
         .build();
     let mut stream =
         std::pin::pin!(docker.build_image(options, None, Some(bollard::body_full(context.into()))));
     let mut image_id = None;
-    let mut last_lines: Vec<String> = Vec::new();
-    let started = Instant::now();
+    let mut log = BuildLog::new();
     // Some steps print nothing for many minutes (npm ci under qemu): a heartbeat line says
     // which step is still running, so a CI log never looks hung.
     let mut heartbeat =
         tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
-    let mut current_step = String::from("sending the build context");
-    let mut step_started = Instant::now();
     loop {
         let item = tokio::select! {
             item = stream.next() => match item {
@@ -483,12 +513,7 @@ async fn stream_build(
                 None => break,
             },
             _ = heartbeat.tick() => {
-                eprintln!(
-                    "[{:>6.1}s] still running {} ({:.0} s so far)",
-                    started.elapsed().as_secs_f64(),
-                    current_step,
-                    step_started.elapsed().as_secs_f64()
-                );
+                log.heartbeat();
                 continue;
             }
         };
@@ -496,24 +521,15 @@ async fn stream_build(
             Ok(info) => info,
             Err(err) => {
                 bail!(
-                    "building {tag} failed: {err}\nlast output:\n{}",
-                    last_lines.join("")
+                    "building {} failed: {err}\nlast output:\n{}",
+                    request.tag,
+                    log.last_lines.join("")
                 );
             }
         };
         if let Some(text) = info.stream.as_deref() {
-            // Time-stamp each step, so slow steps stand out in CI logs.
-            if text.starts_with("Step ") {
-                eprint!("[{:>6.1}s] {text}", started.elapsed().as_secs_f64());
-                current_step = step_label(text);
-                step_started = Instant::now();
+            if log.output(text) {
                 heartbeat.reset();
-            } else {
-                eprint!("{text}");
-            }
-            last_lines.push(text.to_string());
-            if last_lines.len() > 30 {
-                last_lines.remove(0);
             }
         }
         if let Some(status) = info.status.as_deref() {
@@ -524,6 +540,53 @@ async fn stream_build(
         }
     }
     Ok(image_id)
+}
+
+/// The builder's output as it goes to stderr: which step runs since when, and the last lines
+/// for the error message when the build fails.
+struct BuildLog {
+    started: Instant,
+    current_step: String,
+    step_started: Instant,
+    last_lines: Vec<String>,
+}
+
+impl BuildLog {
+    fn new() -> BuildLog {
+        BuildLog {
+            started: Instant::now(),
+            current_step: String::from("sending the build context"),
+            step_started: Instant::now(),
+            last_lines: Vec::new(),
+        }
+    }
+
+    fn heartbeat(&self) {
+        eprintln!(
+            "[{:>6.1}s] still running {} ({:.0} s so far)",
+            self.started.elapsed().as_secs_f64(),
+            self.current_step,
+            self.step_started.elapsed().as_secs_f64()
+        );
+    }
+
+    /// Prints one piece of builder output; true when it starts a new step.
+    fn output(&mut self, text: &str) -> bool {
+        // Time-stamp each step, so slow steps stand out in CI logs.
+        let new_step = text.starts_with("Step ");
+        if new_step {
+            eprint!("[{:>6.1}s] {text}", self.started.elapsed().as_secs_f64());
+            self.current_step = step_label(text);
+            self.step_started = Instant::now();
+        } else {
+            eprint!("{text}");
+        }
+        self.last_lines.push(text.to_string());
+        if self.last_lines.len() > 30 {
+            self.last_lines.remove(0);
+        }
+        new_step
+    }
 }
 
 #[cfg(test)]

@@ -488,6 +488,36 @@ fn node_packages(node: &NodeRuntime, platform: Platform) -> Result<Vec<Package>>
 /// The SPDX document of one image.
 pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
     let platform_slug = input.platform.to_string().replace('/', "-");
+    let (root, image_hex) = image_package(input)?;
+    let mut packages = vec![os_package(input.os_release, input.debian_version)];
+    packages.extend(deb_packages(input)?);
+    packages.extend(node_packages(&input.inventory.node, input.platform)?);
+    packages.extend(npm_packages(input)?);
+    packages.sort_by(|a, b| a.spdx_id.cmp(&b.spdx_id));
+    ensure_unique_ids(&packages)?;
+    let relationships = relationships(&root.spdx_id, &packages);
+    packages.insert(0, root);
+
+    Ok(Document {
+        spdx_version: SPDX_VERSION.into(),
+        data_license: "CC0-1.0".into(),
+        spdx_id: "SPDXRef-DOCUMENT".into(),
+        name: format!("coding-agent-{platform_slug}"),
+        // A URI unique to this document: one image, one platform.
+        document_namespace: format!(
+            "https://spdx.org/spdxdocs/coding-agent-{platform_slug}-{image_hex}"
+        ),
+        creation_info: CreationInfo {
+            created: input.created.to_string(),
+            creators: vec![format!("Tool: cargo-xtask-{}", env!("CARGO_PKG_VERSION"))],
+        },
+        packages,
+        relationships,
+    })
+}
+
+/// The root package, the image itself, and the hex of its id.
+fn image_package<'a>(input: &SbomInput<'a>) -> Result<(Package, &'a str)> {
     let Some(image_hex) = input.image_id.strip_prefix("sha256:") else {
         bail!(
             "the image id of {} is `{}`, not sha256:<hex>",
@@ -495,8 +525,7 @@ pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
             input.image_id
         );
     };
-    let root_id = "SPDXRef-image".to_string();
-    let mut root = package("coding-agent", root_id.clone(), input.image, NOASSERTION);
+    let mut root = package("coding-agent", ROOT_ID.into(), input.image, NOASSERTION);
     root.primary_package_purpose = Some("CONTAINER".into());
     root.checksums = vec![Checksum {
         algorithm: "SHA256".into(),
@@ -506,13 +535,16 @@ pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
         "the {} image {}; its image id (the sha256 of its config) is {}",
         input.platform, input.image, input.image_id
     ));
+    Ok((root, image_hex))
+}
 
-    let mut packages = Vec::new();
-    let os = input.os_release;
+const ROOT_ID: &str = "SPDXRef-image";
+
+fn os_package(os: &OsRelease, debian_version: &str) -> Package {
     let mut base = package(
         if os.id.is_empty() { "debian" } else { &os.id },
         spdx_id("os", "debian"),
-        input.debian_version.trim(),
+        debian_version.trim(),
         NOASSERTION,
     );
     base.primary_package_purpose = Some("OPERATING-SYSTEM".into());
@@ -520,8 +552,10 @@ pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
         "{} (suite {}): the base root filesystem made by mmdebstrap from Debian's mirror",
         os.pretty_name, os.codename
     ));
-    packages.push(base);
+    base
+}
 
+fn deb_packages(input: &SbomInput<'_>) -> Result<Vec<Package>> {
     let debs = dpkg_packages(input.dpkg_status);
     if debs.is_empty() {
         bail!(
@@ -529,6 +563,7 @@ pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
             input.image
         );
     }
+    let mut out = Vec::new();
     for d in &debs {
         let mut p = package(
             &d.name,
@@ -548,18 +583,21 @@ pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
         {
             p.license_declared = expr;
         }
-        p.external_refs = vec![purl_ref(deb_purl(d, os))];
-        packages.push(p);
+        p.external_refs = vec![purl_ref(deb_purl(d, input.os_release))];
+        out.push(p);
     }
+    Ok(out)
+}
 
-    packages.extend(node_packages(&input.inventory.node, input.platform)?);
-
+/// The lockfile's packages for the platform, leaving out the platform binaries the image lacks.
+fn npm_packages(input: &SbomInput<'_>) -> Result<Vec<Package>> {
     let licenses: BTreeMap<(&str, &str), &License> = input
         .inventory
         .packages
         .iter()
         .map(|p| ((p.path.as_str(), p.version.as_str()), &p.license))
         .collect();
+    let mut out = Vec::new();
     for (path, entry) in npm_candidates(input.lockfile, input.platform) {
         if is_platform_specific(entry) && !input.present.contains(path) {
             continue;
@@ -584,12 +622,14 @@ pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
             .with_context(|| format!("{LOCKFILE_PATH}: the integrity of `{path}`"))?;
         p.external_refs = vec![purl_ref(npm_purl(&name, version))];
         p.comment = Some(format!("{NPM_PREFIX}/{path}"));
-        packages.push(p);
+        out.push(p);
     }
+    Ok(out)
+}
 
-    packages.sort_by(|a, b| a.spdx_id.cmp(&b.spdx_id));
+fn ensure_unique_ids(packages: &[Package]) -> Result<()> {
     let mut seen = BTreeSet::new();
-    for p in &packages {
+    for p in packages {
         if !seen.insert(p.spdx_id.as_str()) {
             bail!(
                 "two packages would share the SPDX id {}; rename one",
@@ -597,10 +637,15 @@ pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
             );
         }
     }
+    Ok(())
+}
+
+/// The root CONTAINS every package; the document DESCRIBES the root. Sorted.
+fn relationships(root_id: &str, packages: &[Package]) -> Vec<Relationship> {
     let mut relationships: Vec<Relationship> = packages
         .iter()
         .map(|p| Relationship {
-            spdx_element_id: root_id.clone(),
+            spdx_element_id: root_id.to_string(),
             relationship_type: "CONTAINS".into(),
             related_spdx_element: p.spdx_id.clone(),
         })
@@ -608,27 +653,10 @@ pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
     relationships.push(Relationship {
         spdx_element_id: "SPDXRef-DOCUMENT".into(),
         relationship_type: "DESCRIBES".into(),
-        related_spdx_element: root_id,
+        related_spdx_element: root_id.to_string(),
     });
     relationships.sort();
-    packages.insert(0, root);
-
-    Ok(Document {
-        spdx_version: SPDX_VERSION.into(),
-        data_license: "CC0-1.0".into(),
-        spdx_id: "SPDXRef-DOCUMENT".into(),
-        name: format!("coding-agent-{platform_slug}"),
-        // A URI unique to this document: one image, one platform.
-        document_namespace: format!(
-            "https://spdx.org/spdxdocs/coding-agent-{platform_slug}-{image_hex}"
-        ),
-        creation_info: CreationInfo {
-            created: input.created.to_string(),
-            creators: vec![format!("Tool: cargo-xtask-{}", env!("CARGO_PKG_VERSION"))],
-        },
-        packages,
-        relationships,
-    })
+    relationships
 }
 
 /// The file's bytes: pretty JSON and a final newline.
@@ -685,7 +713,44 @@ pub async fn run(args: SbomArgs) -> Result<ExitCode> {
 
     let docker = engine::connect().await?;
     let image = &args.image;
-    let inspect = engine::inspect_image(&docker, image)
+    let (image_id, created) = inspect_image(&docker, &args).await?;
+    let contents = ImageContents::read(&docker, image, &lockfile, args.platform).await?;
+
+    let doc = document(&SbomInput {
+        platform: args.platform,
+        image,
+        image_id: &image_id,
+        created: &created,
+        dpkg_status: &contents.dpkg_status,
+        copyrights: &contents.copyrights,
+        os_release: &contents.os_release,
+        debian_version: &contents.debian_version,
+        lockfile: &lockfile,
+        present: &contents.present,
+        inventory: &inventory,
+    })?;
+    let bytes = document_bytes(&doc);
+    atomic_write(&args.output, &bytes)?;
+    let report = sbom_report(&args, &doc, &bytes, image_id);
+    eprintln!(
+        "{}: {} packages ({} Debian, {} npm), {} bytes",
+        report.output.display(),
+        report.packages,
+        report.debian_packages,
+        report.npm_packages,
+        report.size
+    );
+    if args.json {
+        print_json(&report)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The image's id and the SBOM's creation time (`--now`, else the image's), checked to be for
+/// the platform.
+async fn inspect_image(docker: &bollard::Docker, args: &SbomArgs) -> Result<(String, String)> {
+    let image = &args.image;
+    let inspect = engine::inspect_image(docker, image)
         .await?
         .with_context(|| format!("the image {image} is not in the Docker engine; build it first (`cargo xtask build --platform {}`)", args.platform))?;
     engine::ensure_image_platform(image, &inspect, args.platform)?;
@@ -701,26 +766,61 @@ pub async fn run(args: SbomArgs) -> Result<ExitCode> {
         (None, None) => bail!("{image} has no creation time; pass --now"),
     }
     .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    Ok((image_id, created))
+}
 
-    let text =
-        |bytes: Option<Vec<u8>>| String::from_utf8_lossy(&bytes.unwrap_or_default()).into_owned();
-    let status = read_one(&docker, image, "/var/lib/dpkg/status")
-        .await?
-        .with_context(|| format!("{image} has no /var/lib/dpkg/status: is it Debian-based?"))?;
-    let status = String::from_utf8_lossy(&status).into_owned();
-    // /etc/os-release is a symbolic link; the archive API would return the link itself.
-    let os = os_release(&text(
-        read_one(&docker, image, "/usr/lib/os-release").await?,
-    ));
-    let debian_version = text(read_one(&docker, image, "/etc/debian_version").await?);
+/// What the SBOM reads from inside the image, without starting it.
+struct ImageContents {
+    dpkg_status: String,
+    os_release: OsRelease,
+    debian_version: String,
+    copyrights: BTreeMap<String, String>,
+    present: BTreeSet<String>,
+}
+
+impl ImageContents {
+    async fn read(
+        docker: &bollard::Docker,
+        image: &str,
+        lockfile: &Lockfile,
+        platform: Platform,
+    ) -> Result<ImageContents> {
+        let text = |bytes: Option<Vec<u8>>| {
+            String::from_utf8_lossy(&bytes.unwrap_or_default()).into_owned()
+        };
+        let status = read_one(docker, image, "/var/lib/dpkg/status")
+            .await?
+            .with_context(|| format!("{image} has no /var/lib/dpkg/status: is it Debian-based?"))?;
+        let dpkg_status = String::from_utf8_lossy(&status).into_owned();
+        // /etc/os-release is a symbolic link; the archive API would return the link itself.
+        let os_release = os_release(&text(read_one(docker, image, "/usr/lib/os-release").await?));
+        let debian_version = text(read_one(docker, image, "/etc/debian_version").await?);
+        let docs =
+            engine::read_image_files(docker, image, &engine::new_run_id("sbom"), "/usr/share/doc")
+                .await?;
+        let mut present = BTreeSet::new();
+        for (path, entry) in npm_candidates(lockfile, platform) {
+            if is_platform_specific(entry)
+                && read_one(docker, image, &format!("{NPM_PREFIX}/{path}/package.json"))
+                    .await?
+                    .is_some()
+            {
+                present.insert(path.to_string());
+            }
+        }
+        Ok(ImageContents {
+            dpkg_status,
+            os_release,
+            debian_version,
+            copyrights: copyrights(docs),
+            present,
+        })
+    }
+}
+
+/// Package name -> copyright text, from the files under /usr/share/doc.
+fn copyrights(docs: Vec<(String, Vec<u8>)>) -> BTreeMap<String, String> {
     let mut copyrights = BTreeMap::new();
-    let docs = engine::read_image_files(
-        &docker,
-        image,
-        &engine::new_run_id("sbom"),
-        "/usr/share/doc",
-    )
-    .await?;
     for (path, bytes) in docs {
         let parts: Vec<&str> = path.split('/').collect();
         if let ["doc", name, "copyright"] = parts.as_slice() {
@@ -730,61 +830,27 @@ pub async fn run(args: SbomArgs) -> Result<ExitCode> {
             );
         }
     }
-    let mut present = BTreeSet::new();
-    for (path, entry) in npm_candidates(&lockfile, args.platform) {
-        if is_platform_specific(entry)
-            && read_one(&docker, image, &format!("{NPM_PREFIX}/{path}/package.json"))
-                .await?
-                .is_some()
-        {
-            present.insert(path.to_string());
-        }
-    }
+    copyrights
+}
 
-    let doc = document(&SbomInput {
-        platform: args.platform,
-        image,
-        image_id: &image_id,
-        created: &created,
-        dpkg_status: &status,
-        copyrights: &copyrights,
-        os_release: &os,
-        debian_version: &debian_version,
-        lockfile: &lockfile,
-        present: &present,
-        inventory: &inventory,
-    })?;
-    let bytes = document_bytes(&doc);
-    atomic_write(&args.output, &bytes)?;
+fn sbom_report(args: &SbomArgs, doc: &Document, bytes: &[u8], image_id: String) -> SbomReport {
     let count = |prefix: &str| {
         doc.packages
             .iter()
             .filter(|p| p.spdx_id.starts_with(prefix))
             .count()
     };
-    let report = SbomReport {
+    SbomReport {
         output: args.output.clone(),
-        sha256: sha256_hex(&bytes),
+        sha256: sha256_hex(bytes),
         size: bytes.len() as u64,
-        image: image.clone(),
+        image: args.image.clone(),
         image_id,
         platform: args.platform,
         debian_packages: count("SPDXRef-deb-"),
         npm_packages: count("SPDXRef-npm-"),
         packages: doc.packages.len(),
-    };
-    eprintln!(
-        "{}: {} packages ({} Debian, {} npm), {} bytes",
-        report.output.display(),
-        report.packages,
-        report.debian_packages,
-        report.npm_packages,
-        report.size
-    );
-    if args.json {
-        print_json(&report)?;
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Checks a file is an SPDX document this tool could have written for `platform`; used by
@@ -1142,5 +1208,37 @@ License: LGPL-2.1+
             sbom_file_name(Platform::LinuxArm64),
             "sbom-linux-arm64.spdx.json"
         );
+    }
+
+    #[test]
+    fn copyrights_come_only_from_doc_name_copyright() {
+        let docs = vec![
+            (
+                "doc/libc6/copyright".to_string(),
+                b"License: LGPL-2.1".to_vec(),
+            ),
+            ("doc/libc6/changelog.gz".to_string(), b"x".to_vec()),
+            ("doc/libc6/extra/copyright".to_string(), b"y".to_vec()),
+        ];
+        assert_eq!(
+            copyrights(docs),
+            BTreeMap::from([("libc6".to_string(), "License: LGPL-2.1".to_string())])
+        );
+    }
+
+    #[test]
+    fn the_root_contains_every_package_and_ids_must_be_unique() {
+        let a = package("a", "SPDXRef-npm-a".into(), "1", NOASSERTION);
+        let rels = relationships(ROOT_ID, std::slice::from_ref(&a));
+        assert_eq!(rels.len(), 2);
+        assert!(rels.iter().any(|r| r.relationship_type == "DESCRIBES"
+            && r.spdx_element_id == "SPDXRef-DOCUMENT"
+            && r.related_spdx_element == ROOT_ID));
+        assert!(rels.iter().any(|r| r.relationship_type == "CONTAINS"
+            && r.spdx_element_id == ROOT_ID
+            && r.related_spdx_element == "SPDXRef-npm-a"));
+        assert!(ensure_unique_ids(std::slice::from_ref(&a)).is_ok());
+        let err = ensure_unique_ids(&[a.clone(), a]).unwrap_err();
+        assert!(err.to_string().contains("SPDXRef-npm-a"), "{err}");
     }
 }

@@ -12,10 +12,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::flags::BenchResolveArgs;
 use crate::manifest::{repo_root, Manifest, MANIFEST_PATH};
+use crate::model::resolution::Resolution;
 use crate::npm::registry::{packument_url, Registry};
 use crate::npm::resolve;
 use crate::util::{now_or, print_json, Progress};
@@ -52,81 +54,20 @@ pub async fn resolve(args: BenchResolveArgs) -> Result<ExitCode> {
     let warm =
         resolve::resolve_all(&manifest, &upstream, &Default::default(), now, &progress).await?;
     let names = upstream.cached_names().await;
-    let http = crate::http::client_for_url(
-        upstream.base(),
-        crate::http::Timeout::Total(Duration::from_secs(60)),
-    )?;
-    let mut snapshot = BTreeMap::new();
-    for name in &names {
-        let url = packument_url(upstream.base(), name);
-        let bytes = http
-            .get(&url)
-            .send()
-            .await
-            .and_then(|r| r.error_for_status())
-            .with_context(|| format!("cannot fetch {url}"))?
-            .bytes()
-            .await?;
-        snapshot.insert(name.replacen('/', "%2f", 1), bytes);
-    }
-    let local = serve(Arc::new(snapshot)).await?;
+    let local = serve(Arc::new(snapshot(&upstream, &names).await?)).await?;
     progress.step(format!("serving {} packuments on {local}", names.len()));
 
-    let mut ours = Vec::new();
-    for run in 1..=args.runs {
-        let registry = Registry::new(&local)?;
-        let start = Instant::now();
-        let again = resolve::resolve_all(
-            &manifest,
-            &registry,
-            &Default::default(),
-            now,
-            &Progress::default(),
-        )
+    let bench = Bench {
+        manifest: &manifest,
+        now,
+        runs: args.runs,
+        local: &local,
+        progress: &progress,
+    };
+    let ours = bench
+        .time_xtask_resolve(&warm, &args.registry.registry)
         .await?;
-        ours.push(start.elapsed());
-        if again.packages != warm.packages {
-            bail!(
-                "the local snapshot resolved differently from {}",
-                args.registry.registry
-            );
-        }
-        progress.step(format!(
-            "xtask resolve run {run}: {:.0} ms",
-            ms(*ours.last().unwrap())
-        ));
-    }
-
-    let mut theirs = Vec::new();
-    let npmrc = tempfile::NamedTempFile::new()?;
-    std::fs::write(npmrc.path(), format!("registry={local}\n"))?;
-    let cache = tempfile::tempdir()?;
-    for run in 1..=args.runs {
-        let start = Instant::now();
-        for package in &manifest.packages {
-            let output = tokio::process::Command::new("npm")
-                .args(["view", &package.name, "dist-tags", "time", "--json"])
-                .env("NPM_CONFIG_USERCONFIG", npmrc.path())
-                .env("NPM_CONFIG_CACHE", cache.path())
-                .env("NPM_CONFIG_PREFER_ONLINE", "true")
-                .output()
-                .await
-                .context("cannot run `npm`: the benchmark needs npm on PATH")?;
-            if !output.status.success() {
-                bail!(
-                    "`npm view {}` failed: {}",
-                    package.name,
-                    String::from_utf8_lossy(&output.stderr)
-                );
-            }
-        }
-        theirs.push(start.elapsed());
-        progress.step(format!(
-            "npm view x{} run {run}: {:.0} ms",
-            manifest.packages.len(),
-            ms(*theirs.last().unwrap())
-        ));
-    }
+    let theirs = bench.time_npm_view().await?;
 
     let report = BenchReport {
         registry_snapshot_of: args.registry.registry.clone(),
@@ -143,20 +84,119 @@ pub async fn resolve(args: BenchResolveArgs) -> Result<ExitCode> {
     if args.json {
         print_json(&report)?;
     } else {
-        println!(
-            "resolve of {} packages ({} packuments) from a local snapshot, median of {} runs:\n  \
-             cargo xtask resolve            {:>6} ms\n  \
-             npm view <pkg> dist-tags time  {:>6} ms  (once per package)\n  \
-             ratio                          {:>6.2}",
-            report.packages,
-            report.packuments_served,
-            report.runs,
-            report.xtask_resolve_median_ms,
-            report.npm_view_median_ms,
-            report.ratio
-        );
+        print_report(&report);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The raw bytes of each named packument upstream, keyed by the URL path the server answers.
+async fn snapshot(upstream: &Registry, names: &[String]) -> Result<BTreeMap<String, bytes::Bytes>> {
+    let http = crate::http::client_for_url(
+        upstream.base(),
+        crate::http::Timeout::Total(Duration::from_secs(60)),
+    )?;
+    let mut snapshot = BTreeMap::new();
+    for name in names {
+        let url = packument_url(upstream.base(), name);
+        let bytes = http
+            .get(&url)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .with_context(|| format!("cannot fetch {url}"))?
+            .bytes()
+            .await?;
+        snapshot.insert(name.replacen('/', "%2f", 1), bytes);
+    }
+    Ok(snapshot)
+}
+
+/// Both sides of the benchmark, timed against the same loopback snapshot.
+struct Bench<'a> {
+    manifest: &'a Manifest,
+    now: DateTime<Utc>,
+    runs: u32,
+    /// The snapshot server's URL.
+    local: &'a str,
+    progress: &'a Progress,
+}
+
+impl Bench<'_> {
+    /// Each run's wall time of a full resolution, which must match the upstream one.
+    async fn time_xtask_resolve(&self, warm: &Resolution, upstream: &str) -> Result<Vec<Duration>> {
+        let mut ours = Vec::new();
+        for run in 1..=self.runs {
+            let registry = Registry::new(self.local)?;
+            let start = Instant::now();
+            let again = resolve::resolve_all(
+                self.manifest,
+                &registry,
+                &Default::default(),
+                self.now,
+                &Progress::default(),
+            )
+            .await?;
+            ours.push(start.elapsed());
+            if again.packages != warm.packages {
+                bail!("the local snapshot resolved differently from {upstream}");
+            }
+            self.progress.step(format!(
+                "xtask resolve run {run}: {:.0} ms",
+                ms(*ours.last().unwrap())
+            ));
+        }
+        Ok(ours)
+    }
+
+    /// Each run's wall time of one `npm view` per manifest package.
+    async fn time_npm_view(&self) -> Result<Vec<Duration>> {
+        let mut theirs = Vec::new();
+        let npmrc = tempfile::NamedTempFile::new()?;
+        std::fs::write(npmrc.path(), format!("registry={}\n", self.local))?;
+        let cache = tempfile::tempdir()?;
+        for run in 1..=self.runs {
+            let start = Instant::now();
+            for package in &self.manifest.packages {
+                let output = tokio::process::Command::new("npm")
+                    .args(["view", &package.name, "dist-tags", "time", "--json"])
+                    .env("NPM_CONFIG_USERCONFIG", npmrc.path())
+                    .env("NPM_CONFIG_CACHE", cache.path())
+                    .env("NPM_CONFIG_PREFER_ONLINE", "true")
+                    .output()
+                    .await
+                    .context("cannot run `npm`: the benchmark needs npm on PATH")?;
+                if !output.status.success() {
+                    bail!(
+                        "`npm view {}` failed: {}",
+                        package.name,
+                        String::from_utf8_lossy(&output.stderr)
+                    );
+                }
+            }
+            theirs.push(start.elapsed());
+            self.progress.step(format!(
+                "npm view x{} run {run}: {:.0} ms",
+                self.manifest.packages.len(),
+                ms(*theirs.last().unwrap())
+            ));
+        }
+        Ok(theirs)
+    }
+}
+
+fn print_report(report: &BenchReport) {
+    println!(
+        "resolve of {} packages ({} packuments) from a local snapshot, median of {} runs:\n  \
+         cargo xtask resolve            {:>6} ms\n  \
+         npm view <pkg> dist-tags time  {:>6} ms  (once per package)\n  \
+         ratio                          {:>6.2}",
+        report.packages,
+        report.packuments_served,
+        report.runs,
+        report.xtask_resolve_median_ms,
+        report.npm_view_median_ms,
+        report.ratio
+    );
 }
 
 fn ms(d: Duration) -> f64 {

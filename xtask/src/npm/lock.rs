@@ -23,7 +23,7 @@ use crate::model::rfc3339;
 use crate::npm::cli::{ensure_trailing_slash, lock_npmrc, Npm};
 use crate::npm::inventory::{INVENTORY_MD_PATH, INVENTORY_PATH};
 use crate::npm::lockfile::{self, Policy};
-use crate::npm::registry::Registry;
+use crate::npm::registry::{Packument, Registry};
 use crate::npm::resolve;
 use crate::util::{atomic_write, now_or, print_json, Progress};
 
@@ -50,46 +50,18 @@ pub(crate) fn render_package_json(resolution: &Resolution) -> String {
 }
 
 /// Resolves, runs npm, checks the lockfile and builds the inventory; writes nothing.
-pub(crate) async fn generate(
-    manifest: &Manifest,
-    registry: &Registry,
-    locked: &resolve::Locked,
-    now: DateTime<Utc>,
-    progress: &Progress,
-) -> Result<Generated> {
+pub(crate) async fn generate(request: &LockRequest<'_>, progress: &Progress) -> Result<Generated> {
+    let LockRequest {
+        manifest,
+        registry,
+        locked,
+        now,
+    } = *request;
     let resolution = resolve::resolve_all(manifest, registry, locked, now, progress).await?;
     resolve::warn_rollbacks(&resolution);
     let package_json = render_package_json(&resolution);
     let registry_url = ensure_trailing_slash(registry.base());
-
-    progress.step(format!(
-        "fetching the pinned npm {}",
-        manifest.node.npm_version
-    ));
-    let npm = Npm::pinned(registry, &manifest.node.npm_version.to_string()).await?;
-    let work = tempfile::tempdir()?;
-    std::fs::write(work.path().join("package.json"), &package_json)?;
-    progress.step(format!(
-        "npm {} install --package-lock-only --before {}",
-        npm.version,
-        rfc3339(resolution.cutoff)
-    ));
-    npm.run(
-        work.path(),
-        &lock_npmrc(&registry_url),
-        &[
-            "install",
-            "--package-lock-only",
-            "--ignore-scripts",
-            "--no-audit",
-            "--no-fund",
-            "--before",
-            &rfc3339(resolution.cutoff),
-        ],
-    )
-    .await?;
-    let lock_text = std::fs::read_to_string(work.path().join("package-lock.json"))
-        .context("npm wrote no package-lock.json")?;
+    let lock_text = npm_lock(request, &package_json, resolution.cutoff, progress).await?;
     let lock = Lockfile::parse(&lock_text)?;
 
     let pinned: BTreeMap<String, String> = resolution
@@ -97,24 +69,7 @@ pub(crate) async fn generate(
         .iter()
         .map(|p| (p.name.clone(), p.version.to_string()))
         .collect();
-    let cpus: Vec<&'static str> = manifest.platforms.iter().map(|p| p.npm_cpu()).collect();
-    let problems = lockfile::check(
-        &lock,
-        &Policy {
-            registry: &registry_url,
-            pinned: &pinned,
-            install_scripts_allowed: &manifest.install_scripts_allowed,
-            install_scripts_skipped: &manifest.install_scripts_skipped,
-            cpus: &cpus,
-        },
-    );
-    if !problems.is_empty() {
-        bail!(
-            "the generated lockfile failed {} check(s); template/ was not changed:\n  {}",
-            problems.len(),
-            problems.join("\n  ")
-        );
-    }
+    check_lock(manifest, &registry_url, &pinned, &lock)?;
 
     progress.step(format!(
         "reading publish times of {} locked packages",
@@ -126,15 +81,7 @@ pub(crate) async fn generate(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let packuments = registry.existing_packuments(&names).await?;
-    let mut published = BTreeMap::new();
-    for (name, p) in &packuments {
-        for (version, time) in &p.time {
-            if let Some(t) = time.as_str() {
-                published.insert((name.clone(), version.clone()), t.to_owned());
-            }
-        }
-    }
+    let published = publish_times(&registry.existing_packuments(&names).await?);
     let packages = lockfile::inventory_rows(&lock, &pinned, &published)?;
     let summary = lockfile::summarize(&packages);
     let node = node_runtime(manifest, registry).await?;
@@ -159,6 +106,97 @@ pub(crate) async fn generate(
             (INVENTORY_MD_PATH, inventory_md),
         ],
     })
+}
+
+/// What a lock is made from: the policy, the registry, the current pins and the clock.
+#[derive(Clone, Copy)]
+pub(crate) struct LockRequest<'a> {
+    pub manifest: &'a Manifest,
+    pub registry: &'a Registry,
+    pub locked: &'a resolve::Locked,
+    pub now: DateTime<Utc>,
+}
+
+/// The text of the lockfile the pinned npm writes for `package_json`, seeing only what was
+/// published before the cutoff.
+async fn npm_lock(
+    request: &LockRequest<'_>,
+    package_json: &str,
+    cutoff: DateTime<Utc>,
+    progress: &Progress,
+) -> Result<String> {
+    let (manifest, registry) = (request.manifest, request.registry);
+    progress.step(format!(
+        "fetching the pinned npm {}",
+        manifest.node.npm_version
+    ));
+    let npm = Npm::pinned(registry, &manifest.node.npm_version.to_string()).await?;
+    let work = tempfile::tempdir()?;
+    std::fs::write(work.path().join("package.json"), package_json)?;
+    progress.step(format!(
+        "npm {} install --package-lock-only --before {}",
+        npm.version,
+        rfc3339(cutoff)
+    ));
+    npm.run(
+        work.path(),
+        &lock_npmrc(&ensure_trailing_slash(registry.base())),
+        &[
+            "install",
+            "--package-lock-only",
+            "--ignore-scripts",
+            "--no-audit",
+            "--no-fund",
+            "--before",
+            &rfc3339(cutoff),
+        ],
+    )
+    .await?;
+    std::fs::read_to_string(work.path().join("package-lock.json"))
+        .context("npm wrote no package-lock.json")
+}
+
+/// Refuses a generated lockfile that breaks the manifest's policy, before anything is written.
+fn check_lock(
+    manifest: &Manifest,
+    registry_url: &str,
+    pinned: &BTreeMap<String, String>,
+    lock: &Lockfile,
+) -> Result<()> {
+    let cpus: Vec<&'static str> = manifest.platforms.iter().map(|p| p.npm_cpu()).collect();
+    let problems = lockfile::check(
+        lock,
+        &Policy {
+            registry: registry_url,
+            pinned,
+            install_scripts_allowed: &manifest.install_scripts_allowed,
+            install_scripts_skipped: &manifest.install_scripts_skipped,
+            cpus: &cpus,
+        },
+    );
+    if !problems.is_empty() {
+        bail!(
+            "the generated lockfile failed {} check(s); template/ was not changed:\n  {}",
+            problems.len(),
+            problems.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// (name, version) -> publish time, as the packuments record it; a missing time stays missing.
+fn publish_times(
+    packuments: &BTreeMap<String, std::sync::Arc<Packument>>,
+) -> BTreeMap<(String, String), String> {
+    let mut published = BTreeMap::new();
+    for (name, p) in packuments {
+        for (version, time) in &p.time {
+            if let Some(t) = time.as_str() {
+                published.insert((name.clone(), version.clone()), t.to_owned());
+            }
+        }
+    }
+    published
 }
 
 /// The Node runtime and npm tarballs with their digests, from the registry's metadata.
@@ -319,18 +357,15 @@ pub async fn run(args: LockArgs) -> Result<ExitCode> {
     let registry = Registry::new(&args.registry.registry)?;
     let locked = resolve::read_locked(&root)?;
     let progress = Progress::default();
-    let generated = generate(&manifest, &registry, &locked, now, &progress).await?;
+    let request = LockRequest {
+        manifest: &manifest,
+        registry: &registry,
+        locked: &locked,
+        now,
+    };
+    let generated = generate(&request, &progress).await?;
 
-    let mut changed = Vec::new();
-    let mut diffs = String::new();
-    for (path, content) in &generated.files {
-        let current = read_or_empty(&root.join(path))?;
-        let d = diff(path, &current, content);
-        if !d.is_empty() {
-            changed.push(*path);
-            diffs.push_str(&d);
-        }
-    }
+    let (mut changed, mut diffs) = changes_against(&root, &generated)?;
     // A new clock alone is not a change: when the pinned files are as committed and the
     // inventory differs only in when it was resolved, the committed inventory stays (its
     // clock is what `lock --check` replays), so a run with nothing new leaves the checkout
@@ -366,29 +401,48 @@ pub async fn run(args: LockArgs) -> Result<ExitCode> {
             packages: &generated.resolution.packages,
         })?;
     } else {
-        print!("{}", resolve::render_table(&generated.resolution));
-        if mode != "write" && !diffs.is_empty() {
-            eprint!("{diffs}");
-        }
-        let s = &generated.inventory.summary;
-        println!(
-            "\n{} packages locked ({} platform binaries, {} with install scripts, {} prereleases)",
-            s.packages, s.platform_binaries, s.install_scripts, s.prerelease
-        );
-        match (mode, changed.is_empty()) {
-            (_, true) => println!("template/ is up to date"),
-            ("write", false) => println!("wrote {}", changed.join(", ")),
-            ("check", false) => println!(
-                "template/ drifted from its regeneration: {} (run `cargo xtask lock` and commit)",
-                changed.join(", ")
-            ),
-            (_, false) => println!("would change {}", changed.join(", ")),
-        }
+        print_text(&generated, mode, &changed, &diffs);
     }
     if args.check && !changed.is_empty() {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The generated files that differ from the checkout, and their diffs.
+fn changes_against(root: &Path, generated: &Generated) -> Result<(Vec<&'static str>, String)> {
+    let mut changed = Vec::new();
+    let mut diffs = String::new();
+    for (path, content) in &generated.files {
+        let current = read_or_empty(&root.join(path))?;
+        let d = diff(path, &current, content);
+        if !d.is_empty() {
+            changed.push(*path);
+            diffs.push_str(&d);
+        }
+    }
+    Ok((changed, diffs))
+}
+
+fn print_text(generated: &Generated, mode: &str, changed: &[&str], diffs: &str) {
+    print!("{}", resolve::render_table(&generated.resolution));
+    if mode != "write" && !diffs.is_empty() {
+        eprint!("{diffs}");
+    }
+    let s = &generated.inventory.summary;
+    println!(
+        "\n{} packages locked ({} platform binaries, {} with install scripts, {} prereleases)",
+        s.packages, s.platform_binaries, s.install_scripts, s.prerelease
+    );
+    match (mode, changed.is_empty()) {
+        (_, true) => println!("template/ is up to date"),
+        ("write", false) => println!("wrote {}", changed.join(", ")),
+        ("check", false) => println!(
+            "template/ drifted from its regeneration: {} (run `cargo xtask lock` and commit)",
+            changed.join(", ")
+        ),
+        (_, false) => println!("would change {}", changed.join(", ")),
+    }
 }
 
 /// True when only the inventory files changed, and the inventory only in its clock
@@ -449,5 +503,25 @@ mod tests {
         assert!(!clock_only_change(&both, &text, &later));
         // Nothing changed at all: nothing to keep back either.
         assert!(!clock_only_change(&[], &text, &committed().1));
+    }
+
+    #[test]
+    fn publish_times_keep_only_recorded_times() {
+        let packument: Packument = serde_json::from_value(serde_json::json!({
+            "name": "a",
+            "time": {"1.0.0": "2026-01-01T00:00:00Z", "1.0.1": null}
+        }))
+        .unwrap();
+        let times = publish_times(&BTreeMap::from([(
+            "a".to_string(),
+            std::sync::Arc::new(packument),
+        )]));
+        assert_eq!(
+            times,
+            BTreeMap::from([(
+                ("a".to_string(), "1.0.0".to_string()),
+                "2026-01-01T00:00:00Z".to_string()
+            )])
+        );
     }
 }

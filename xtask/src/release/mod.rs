@@ -203,39 +203,19 @@ async fn run_all(args: ReleaseAllArgs) -> Result<ExitCode> {
     let root = repo_root();
     let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
     let now = clock(&args.plan)?;
-    let platforms = if args.plan.platforms.is_empty() {
-        runnable_platforms(&manifest)
-    } else {
-        args.plan.platforms.clone()
-    };
-    if platforms.is_empty() {
-        bail!(
-            "this machine can build none of {:?}; pass --platform, or run \
-             `bash scripts/setup-host.sh` to register arm64 emulation",
-            manifest.platforms
-        );
-    }
+    let platforms = release_platforms(&args.plan, &manifest)?;
     let ca = args.ca_bundle.as_deref().map(absolute).transpose()?;
     if args.dry_run {
         let plan = dry_run(&args.plan, &platforms, ca.as_deref());
-        if args.json {
-            print_json(&plan)?;
-        } else {
-            println!("release plan (nothing is changed by --dry-run):");
-            for phase in &plan.phases {
-                println!("  {}:", phase.phase);
-                for step in &phase.steps {
-                    println!("    {}", step.command_line());
-                }
-            }
-            println!("{}", plan.note);
+        match args.json {
+            true => print_json(&plan)?,
+            false => print_dry_run(&plan),
         }
         return Ok(ExitCode::SUCCESS);
     }
 
-    let run_dir = root
-        .join(".xtask/runs")
-        .join(now.format("%Y%m%dT%H%M%SZ").to_string());
+    let run_dir =
+        crate::util::state_dir(&root, "runs").join(now.format("%Y%m%dT%H%M%SZ").to_string());
     let mut times = Vec::new();
     let mut runner = StepRunner::new(&root, plan::STEP_NAMES.len())?;
     runner
@@ -253,51 +233,12 @@ async fn run_all(args: ReleaseAllArgs) -> Result<ExitCode> {
     )
     .await?;
     times.extend(runner.times.iter().cloned());
-    let changes: Vec<String> = plan.changes.iter().map(ToString::to_string).collect();
     if plan.action != Action::Release {
-        let previous = plan.previous.as_ref();
-        return finish(
-            args.json,
-            &Outcome {
-                status: plan.action.as_str(),
-                reason: &plan.reason,
-                run_dir: &run_dir,
-                receipt: previous.map(|p| p.receipt.as_path()),
-                tag: previous.map(|p| p.tag.as_str()),
-                reference: previous.map(|p| p.reference.as_str()),
-                changes,
-                steps: &times,
-            },
-        );
+        return finish(args.json, &Outcome::planned(&plan, &run_dir, &times));
     }
-    if plan.publish {
-        ensure_local_registry(&root, &plan.target).await?;
-    }
-    for p in &plan.platforms {
-        let (results, _) = platform::run(platform::BuildRequest {
-            root: &root,
-            plan: &plan,
-            platform: *p,
-            out: &run_dir,
-            ca_bundle: ca.as_deref(),
-        })
-        .await?;
-        times.extend(results.steps);
-    }
+    times.extend(build_platforms(&root, &plan, &run_dir, ca.as_deref()).await?);
     if !plan.publish {
-        return finish(
-            args.json,
-            &Outcome {
-                status: "tested",
-                reason: &plan.publish_reason,
-                run_dir: &run_dir,
-                receipt: None,
-                tag: plan.tag.as_deref(),
-                reference: None,
-                changes,
-                steps: &times,
-            },
-        );
+        return finish(args.json, &Outcome::tested(&plan, &run_dir, &times));
     }
     let tag = plan.release_tag()?.to_string();
     let assets = root.join(&args.plan.previous_receipts).join(&tag);
@@ -313,17 +254,111 @@ async fn run_all(args: ReleaseAllArgs) -> Result<ExitCode> {
     times.extend(shipped.steps.iter().cloned());
     finish(
         args.json,
-        &Outcome {
+        &Outcome::released(&plan, &run_dir, &shipped, &times),
+    )
+}
+
+impl<'a> Outcome<'a> {
+    /// The plan stopped the run: the answer names the previous release, if any.
+    fn planned(plan: &'a ReleasePlan, run_dir: &'a Path, steps: &'a [StepTime]) -> Outcome<'a> {
+        let previous = plan.previous.as_ref();
+        Outcome {
+            status: plan.action.as_str(),
+            reason: &plan.reason,
+            run_dir,
+            receipt: previous.map(|p| p.receipt.as_path()),
+            tag: previous.map(|p| p.tag.as_str()),
+            reference: previous.map(|p| p.reference.as_str()),
+            changes: plan.changes.iter().map(ToString::to_string).collect(),
+            steps,
+        }
+    }
+
+    /// Built and smoke-tested, but the plan may not publish.
+    fn tested(plan: &'a ReleasePlan, run_dir: &'a Path, steps: &'a [StepTime]) -> Outcome<'a> {
+        Outcome {
+            status: "tested",
+            reason: &plan.publish_reason,
+            run_dir,
+            receipt: None,
+            tag: plan.tag.as_deref(),
+            reference: None,
+            changes: plan.changes.iter().map(ToString::to_string).collect(),
+            steps,
+        }
+    }
+
+    fn released(
+        plan: &'a ReleasePlan,
+        run_dir: &'a Path,
+        shipped: &'a ship::Shipped,
+        steps: &'a [StepTime],
+    ) -> Outcome<'a> {
+        Outcome {
             status: "released",
             reason: &plan.reason,
-            run_dir: &run_dir,
+            run_dir,
             receipt: Some(&shipped.receipt),
-            tag: Some(&tag),
+            tag: Some(&shipped.tag),
             reference: Some(&shipped.reference),
-            changes,
-            steps: &times,
-        },
-    )
+            changes: plan.changes.iter().map(ToString::to_string).collect(),
+            steps,
+        }
+    }
+}
+
+/// `--platform` when given, else every manifest platform this machine can build.
+fn release_platforms(flags: &PlanFlags, manifest: &Manifest) -> Result<Vec<Platform>> {
+    let platforms = if flags.platforms.is_empty() {
+        runnable_platforms(manifest)
+    } else {
+        flags.platforms.clone()
+    };
+    if platforms.is_empty() {
+        bail!(
+            "this machine can build none of {:?}; pass --platform, or run \
+             `bash scripts/setup-host.sh` to register arm64 emulation",
+            manifest.platforms
+        );
+    }
+    Ok(platforms)
+}
+
+fn print_dry_run(plan: &DryRun) {
+    println!("release plan (nothing is changed by --dry-run):");
+    for phase in &plan.phases {
+        println!("  {}:", phase.phase);
+        for step in &phase.steps {
+            println!("    {}", step.command_line());
+        }
+    }
+    println!("{}", plan.note);
+}
+
+/// Builds, smoke-tests and (when the plan publishes) pushes every planned platform, into the
+/// local registry when the plan's target is one.
+async fn build_platforms(
+    root: &Path,
+    plan: &ReleasePlan,
+    run_dir: &Path,
+    ca: Option<&Path>,
+) -> Result<Vec<StepTime>> {
+    if plan.publish {
+        ensure_local_registry(root, &plan.target).await?;
+    }
+    let mut times = Vec::new();
+    for p in &plan.platforms {
+        let (results, _) = platform::run(platform::BuildRequest {
+            root,
+            plan,
+            platform: *p,
+            out: run_dir,
+            ca_bundle: ca,
+        })
+        .await?;
+        times.extend(results.steps);
+    }
+    Ok(times)
 }
 
 fn finish(json: bool, outcome: &Outcome<'_>) -> Result<ExitCode> {

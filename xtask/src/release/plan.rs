@@ -361,55 +361,16 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let now_text = rfc3339(now);
 
-    let candidates = previous::receipts_below(&root.join(&flags.previous_receipts))?;
-    let selection = previous::newest_verified(&candidates)?;
-    for line in &selection.ignored {
-        runner.progress.step(line);
-    }
-    let previous: Option<&PreviousRelease> = selection.newest.as_ref();
-    match previous {
-        Some(p) => runner.progress.step(format!(
-            "previous release: {} ({})",
-            p.receipt.release_tag,
-            p.path.display()
-        )),
-        None => runner.progress.step(format!(
-            "no previous release verifies among {} receipt(s) in {}",
-            candidates.len(),
-            flags.previous_receipts.display()
-        )),
-    }
+    let previous = find_previous(root, flags, runner)?;
+    let previous = previous.as_ref();
 
-    let mut gate = Step::new("gate", &["gate", "--json"])
-        .arg("--now", &now_text)
-        .output(out.join("gate.json"));
-    if flags.force {
-        gate = gate.flag("--force");
-    }
-    if let Some(p) = previous {
-        gate = gate.arg("--previous-receipt", &p.path);
-    }
-    runner.run(&gate).await?;
+    runner
+        .run(&gate_step(flags, &now_text, previous, out))
+        .await?;
     let gate: GateDecision = read_json(&out.join("gate.json"), "the gate's decision")?;
 
     let (inputs, changes) = if gate.due {
-        runner
-            .run(
-                &Step::new("resolve", &["resolve", "--json"])
-                    .arg("--registry", &flags.registry.registry)
-                    .arg("--now", &now_text)
-                    .output(out.join("resolve.json")),
-            )
-            .await?;
-        runner
-            .run(
-                &Step::new("lock", &["lock", "--json"])
-                    .arg("--registry", &flags.registry.registry)
-                    .arg("--now", &now_text)
-                    .output(out.join("lock.json")),
-            )
-            .await?;
-        let resolution: Resolution = read_json(&out.join("resolve.json"), "a resolution")?;
+        let resolution = resolve_and_lock(runner, flags, &now_text, out).await?;
         (
             current_inputs(root)?,
             changes_since(previous.map(|p| &p.receipt), &resolution),
@@ -460,6 +421,81 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
     write_json(&out.join(PLAN_FILE), &plan)?;
     append_to_github_file("GITHUB_OUTPUT", &github_outputs(&plan))?;
     append_to_github_file("GITHUB_STEP_SUMMARY", &summary_markdown(&plan))?;
+    announce(&plan, runner);
+    Ok(plan)
+}
+
+/// The newest previous receipt that verifies; the ones passed over are reported, with why.
+fn find_previous(
+    root: &Path,
+    flags: &PlanFlags,
+    runner: &StepRunner,
+) -> Result<Option<PreviousRelease>> {
+    let candidates = previous::receipts_below(&root.join(&flags.previous_receipts))?;
+    let selection = previous::newest_verified(&candidates)?;
+    for line in &selection.ignored {
+        runner.progress.step(line);
+    }
+    match &selection.newest {
+        Some(p) => runner.progress.step(format!(
+            "previous release: {} ({})",
+            p.receipt.release_tag,
+            p.path.display()
+        )),
+        None => runner.progress.step(format!(
+            "no previous release verifies among {} receipt(s) in {}",
+            candidates.len(),
+            flags.previous_receipts.display()
+        )),
+    }
+    Ok(selection.newest)
+}
+
+fn gate_step(
+    flags: &PlanFlags,
+    now_text: &str,
+    previous: Option<&PreviousRelease>,
+    out: &Path,
+) -> Step {
+    let mut gate = Step::new("gate", &["gate", "--json"])
+        .arg("--now", now_text)
+        .output(out.join("gate.json"));
+    if flags.force {
+        gate = gate.flag("--force");
+    }
+    if let Some(p) = previous {
+        gate = gate.arg("--previous-receipt", &p.path);
+    }
+    gate
+}
+
+/// Runs `resolve` and `lock` as children and reads back the resolution.
+async fn resolve_and_lock(
+    runner: &mut StepRunner,
+    flags: &PlanFlags,
+    now_text: &str,
+    out: &Path,
+) -> Result<Resolution> {
+    runner
+        .run(
+            &Step::new("resolve", &["resolve", "--json"])
+                .arg("--registry", &flags.registry.registry)
+                .arg("--now", now_text)
+                .output(out.join("resolve.json")),
+        )
+        .await?;
+    runner
+        .run(
+            &Step::new("lock", &["lock", "--json"])
+                .arg("--registry", &flags.registry.registry)
+                .arg("--now", now_text)
+                .output(out.join("lock.json")),
+        )
+        .await?;
+    read_json(&out.join("resolve.json"), "a resolution")
+}
+
+fn announce(plan: &ReleasePlan, runner: &StepRunner) {
     runner.progress.step(format!(
         "plan: {} — {}{}",
         plan.action.as_str(),
@@ -473,7 +509,6 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
         runner.progress.step(format!("  {change}"));
     }
     eprint!("{}", render_times("plan steps:", &runner.times));
-    Ok(plan)
 }
 
 #[cfg(test)]

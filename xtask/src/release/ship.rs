@@ -144,6 +144,70 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
         );
     }
     ensure_checkout_matches(root, plan)?;
+    let (platforms, receipt_sboms) = read_results(plan, &tag, results)?;
+
+    // The subcommands read files; write each platform's pieces where they can.
+    let work = crate::util::state_dir(root, "ship").join(&tag);
+    std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
+    let stage_files = write_stage_files(&work, plan, &platforms)?;
+    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+    let steps = ShipSteps::new(&ShipContext {
+        plan_dir,
+        plan,
+        assets,
+        tag: &tag,
+        work: &work,
+        partial: manifest
+            .platforms
+            .iter()
+            .any(|p| !plan.platforms.contains(p)),
+        files: &stage_files,
+        receipt_sboms: &receipt_sboms,
+    });
+
+    let mut runner = StepRunner::new(root, if defer_tag { 3 } else { 4 })?;
+    runner.run(&steps.index).await?;
+    // A release has one receipt: an earlier attempt's (other content, other name) goes.
+    remove_receipts(assets)?;
+    runner.run(&steps.write).await?;
+    #[derive(serde::Deserialize)]
+    struct Written {
+        path: PathBuf,
+    }
+    let written: Written = read_json(&work.join("receipt.json"), "`receipt write --json` output")?;
+    let receipt: Receipt = read_json(&written.path, "a receipt")?;
+    copy_assets(root, &receipt, assets)?;
+    copy_sboms(&receipt_sboms, assets)?;
+    runner.run(&steps.verify(assets, &written.path)).await?;
+    if !defer_tag {
+        runner.run(&steps.tag).await?;
+        check_tagged(&work, &tag, &receipt)?;
+    }
+
+    let shipped = Shipped {
+        tag: tag.clone(),
+        receipt: written.path.clone(),
+        assets: assets.to_path_buf(),
+        reference: receipt.index.reference.clone(),
+        debian_difference: first_two_differ(&platforms),
+        steps: runner.times.clone(),
+    };
+    write_workflow_outputs(&shipped, &receipt)?;
+    if !defer_tag {
+        // Once per release: the deferred run is followed by the one that tags.
+        append_to_github_file("GITHUB_STEP_SUMMARY", &summary_markdown(&shipped, &receipt))?;
+    }
+    eprint!("{}", render_times("ship steps:", &runner.times));
+    Ok(shipped)
+}
+
+/// Each planned platform's results and SBOM from the results directory, checked to be this
+/// plan's and fit to ship.
+fn read_results(
+    plan: &ReleasePlan,
+    tag: &str,
+    results: &Path,
+) -> Result<(Vec<PlatformResults>, Vec<PathBuf>)> {
     let mut platforms = Vec::new();
     let mut receipt_sboms = Vec::new();
     for p in &plan.platforms {
@@ -156,7 +220,7 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
                 r.platform
             );
         }
-        check_results(plan, &tag, &file, &r)?;
+        check_results(plan, tag, &file, &r)?;
         let sbom = results.join(sbom_file_name(*p));
         if !sbom.is_file() {
             bail!(
@@ -169,13 +233,24 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
         receipt_sboms.push(sbom);
         platforms.push(r);
     }
+    Ok((platforms, receipt_sboms))
+}
 
-    // The subcommands read files; write each platform's pieces where they can.
-    let work = root.join(".xtask/ship").join(&tag);
-    std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
+/// The files the `publish` and `receipt write` children read, one set per platform.
+struct StageFiles {
+    pushed: Vec<PathBuf>,
+    /// `--build` / `--smoke` and their files, in the platforms' order.
+    receipt_args: Vec<(&'static str, PathBuf)>,
+}
+
+fn write_stage_files(
+    work: &Path,
+    plan: &ReleasePlan,
+    platforms: &[PlatformResults],
+) -> Result<StageFiles> {
     let mut pushed_files = Vec::new();
     let mut receipt_args = Vec::new();
-    for r in &platforms {
+    for r in platforms {
         let arch = r.platform.arch();
         let build = work.join(format!("build-{arch}.json"));
         write_json(&build, &r.build)?;
@@ -194,117 +269,130 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
         write_json(&pushed_file, &pushed)?;
         pushed_files.push(pushed_file);
     }
+    Ok(StageFiles {
+        pushed: pushed_files,
+        receipt_args,
+    })
+}
 
-    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
-    let partial = manifest
-        .platforms
-        .iter()
-        .any(|p| !plan.platforms.contains(p));
-    let publish = |name: &str| {
-        let mut step = Step::new(name, &["publish", "--json"])
-            .arg("--oci-registry", &plan.target.registry)
-            .arg("--repository", &plan.target.repository)
-            .arg("--tag", &tag);
-        for file in &pushed_files {
-            step = step.arg("--pushed", file);
-        }
-        if partial {
-            // A maintainer's single-platform release: its receipt says it is incomplete.
-            step = step.flag("--partial");
-        }
-        step
-    };
-    let index_step = publish(STEP_NAMES[0])
-        .flag("--defer-tag")
-        .output(work.join("index.json"));
-    let mut write = Step::new(STEP_NAMES[1], &["receipt", "write", "--json"])
-        .arg("--gate", plan_dir.join("gate.json"))
-        .arg("--resolve", plan_dir.join("resolve.json"))
-        .arg("--publish", work.join("index.json"))
-        .arg("--tag", &tag)
-        .arg("--now", rfc3339(plan.now))
-        .arg("--out-dir", assets)
-        .output(work.join("receipt.json"));
-    for (flag, path) in &receipt_args {
-        write = write.arg(flag, path);
-    }
-    for path in &receipt_sboms {
-        write = write.arg("--sbom", path);
-    }
-    let tag_step = publish(STEP_NAMES[3]).output(work.join("tagged.json"));
+/// What the phase's child commands are made from.
+struct ShipContext<'a> {
+    plan_dir: &'a Path,
+    plan: &'a ReleasePlan,
+    assets: &'a Path,
+    tag: &'a str,
+    work: &'a Path,
+    /// The plan leaves out a platform the manifest lists.
+    partial: bool,
+    files: &'a StageFiles,
+    receipt_sboms: &'a [PathBuf],
+}
 
-    let mut runner = StepRunner::new(root, if defer_tag { 3 } else { 4 })?;
-    runner.run(&index_step).await?;
-    // A release has one receipt: an earlier attempt's (other content, other name) goes.
-    remove_receipts(assets)?;
-    runner.run(&write).await?;
-    #[derive(serde::Deserialize)]
-    struct Written {
-        path: PathBuf,
+/// The phase's child commands; `verify` needs the written receipt's path, so it is made later.
+struct ShipSteps {
+    index: Step,
+    write: Step,
+    tag: Step,
+    verify_output: PathBuf,
+}
+
+impl ShipSteps {
+    fn new(c: &ShipContext<'_>) -> ShipSteps {
+        let publish = |name: &str| {
+            let mut step = Step::new(name, &["publish", "--json"])
+                .arg("--oci-registry", &c.plan.target.registry)
+                .arg("--repository", &c.plan.target.repository)
+                .arg("--tag", c.tag);
+            for file in &c.files.pushed {
+                step = step.arg("--pushed", file);
+            }
+            if c.partial {
+                // A maintainer's single-platform release: its receipt says it is incomplete.
+                step = step.flag("--partial");
+            }
+            step
+        };
+        let index = publish(STEP_NAMES[0])
+            .flag("--defer-tag")
+            .output(c.work.join("index.json"));
+        let mut write = Step::new(STEP_NAMES[1], &["receipt", "write", "--json"])
+            .arg("--gate", c.plan_dir.join("gate.json"))
+            .arg("--resolve", c.plan_dir.join("resolve.json"))
+            .arg("--publish", c.work.join("index.json"))
+            .arg("--tag", c.tag)
+            .arg("--now", rfc3339(c.plan.now))
+            .arg("--out-dir", c.assets)
+            .output(c.work.join("receipt.json"));
+        for (flag, path) in &c.files.receipt_args {
+            write = write.arg(flag, path);
+        }
+        for path in c.receipt_sboms {
+            write = write.arg("--sbom", path);
+        }
+        let tag = publish(STEP_NAMES[3]).output(c.work.join("tagged.json"));
+        ShipSteps {
+            index,
+            write,
+            tag,
+            verify_output: c.work.join("verify.json"),
+        }
     }
-    let written: Written = read_json(&work.join("receipt.json"), "`receipt write --json` output")?;
-    let receipt: Receipt = read_json(&written.path, "a receipt")?;
-    copy_assets(root, &receipt, assets)?;
-    for path in &receipt_sboms {
+
+    fn verify(&self, assets: &Path, receipt: &Path) -> Step {
+        Step::new(STEP_NAMES[2], &["receipt", "verify", "--json"])
+            .arg("--artifacts", assets)
+            .positional(receipt)
+            .output(self.verify_output.clone())
+    }
+}
+
+fn copy_sboms(receipt_sboms: &[PathBuf], assets: &Path) -> Result<()> {
+    for path in receipt_sboms {
         let name = path.file_name().unwrap_or_default();
         std::fs::copy(path, assets.join(name))
             .with_context(|| format!("cannot copy {} into {}", path.display(), assets.display()))?;
     }
-    runner
-        .run(
-            &Step::new(STEP_NAMES[2], &["receipt", "verify", "--json"])
-                .arg("--artifacts", assets)
-                .positional(&written.path)
-                .output(work.join("verify.json")),
-        )
-        .await?;
-    if !defer_tag {
-        runner.run(&tag_step).await?;
-        let tagged: PublishReport = read_json(&work.join("tagged.json"), "a publish report")?;
-        match &tagged.index {
-            Some(index) if index.digest == receipt.index.digest => {}
-            other => bail!(
-                "the tag {tag} was written for {:?}, not the receipt's index {}",
-                other.as_ref().map(|i| &i.digest),
-                receipt.index.digest
-            ),
-        }
-    }
+    Ok(())
+}
 
-    let debian_difference = match platforms.as_slice() {
+/// The tag must now name the index the receipt records, nothing else.
+fn check_tagged(work: &Path, tag: &str, receipt: &Receipt) -> Result<()> {
+    let tagged: PublishReport = read_json(&work.join("tagged.json"), "a publish report")?;
+    match &tagged.index {
+        Some(index) if index.digest == receipt.index.digest => Ok(()),
+        other => bail!(
+            "the tag {tag} was written for {:?}, not the receipt's index {}",
+            other.as_ref().map(|i| &i.digest),
+            receipt.index.digest
+        ),
+    }
+}
+
+fn first_two_differ(platforms: &[PlatformResults]) -> DebianDifference {
+    match platforms {
         [a, b, ..] => debian_difference(
             (a.platform, &a.build.debian_packages),
             (b.platform, &b.build.debian_packages),
         ),
         _ => DebianDifference::default(),
-    };
-    let shipped = Shipped {
-        tag: tag.clone(),
-        receipt: written.path.clone(),
-        assets: assets.to_path_buf(),
-        reference: receipt.index.reference.clone(),
-        debian_difference,
-        steps: runner.times.clone(),
-    };
+    }
+}
+
+fn write_workflow_outputs(shipped: &Shipped, receipt: &Receipt) -> Result<()> {
     append_to_github_file(
         "GITHUB_OUTPUT",
         &format!(
-            "tag={tag}\nreceipt={}\nreference={}\n{}",
-            written
-                .path
+            "tag={}\nreceipt={}\nreference={}\n{}",
+            shipped.tag,
+            shipped
+                .receipt
                 .file_name()
                 .unwrap_or_default()
                 .to_string_lossy(),
             shipped.reference,
-            attestation_outputs(&receipt)
+            attestation_outputs(receipt)
         ),
-    )?;
-    if !defer_tag {
-        // Once per release: the deferred run is followed by the one that tags.
-        append_to_github_file("GITHUB_STEP_SUMMARY", &summary_markdown(&shipped, &receipt))?;
-    }
-    eprint!("{}", render_times("ship steps:", &runner.times));
-    Ok(shipped)
+    )
 }
 
 /// What the workflow's attestation steps name: the repository, the index digest, and each

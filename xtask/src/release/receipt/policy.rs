@@ -409,15 +409,12 @@ pub(crate) fn artifact_content_problems(
     }
     if let Some(inventory) = inventory {
         let node = &inventory.node;
-        if node.version != r.node.version {
-            out.push(problem(
-                "node.version",
-                format!(
-                    "`{}` is not inventory.json's Node {}",
-                    r.node.version, node.version
-                ),
-            ));
-        }
+        out.extend(differs(
+            "node.version",
+            &r.node.version,
+            &node.version,
+            "Node",
+        ));
         let same = |record: &TarballRecord, t: &Tarball| {
             t.package == record.package
                 && t.version == record.version
@@ -453,27 +450,32 @@ pub(crate) fn artifact_content_problems(
                 }
             }
         }
-        let inventory_cutoff = crate::model::rfc3339(inventory.cutoff);
-        if inventory_cutoff != r.resolver.cutoff {
-            out.push(problem(
-                "resolver.cutoff",
-                format!(
-                    "`{}` is not inventory.json's cutoff {}",
-                    r.resolver.cutoff, inventory_cutoff
-                ),
-            ));
-        }
-        if inventory.registry != r.resolver.registry {
-            out.push(problem(
-                "resolver.registry",
-                format!(
-                    "`{}` is not inventory.json's registry {}",
-                    r.resolver.registry, inventory.registry
-                ),
-            ));
-        }
+        let cutoff = crate::model::rfc3339(inventory.cutoff);
+        out.extend(differs(
+            "resolver.cutoff",
+            &r.resolver.cutoff,
+            &cutoff,
+            "cutoff",
+        ));
+        out.extend(differs(
+            "resolver.registry",
+            &r.resolver.registry,
+            &inventory.registry,
+            "registry",
+        ));
     }
     out
+}
+
+/// A problem when the receipt's copy (`ours`) of a value of inventory.json (`theirs`, its
+/// `what`) differs from it.
+fn differs(field: &str, ours: &str, theirs: &str, what: &str) -> Option<Problem> {
+    (ours != theirs).then(|| {
+        problem(
+            field,
+            format!("`{ours}` is not inventory.json's {what} {theirs}"),
+        )
+    })
 }
 
 #[cfg(test)]

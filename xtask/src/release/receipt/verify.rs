@@ -617,6 +617,12 @@ mod tests {
         assert!(fields(&verify_sample(&r)).contains(&"complete"));
     }
 
+    /// Moves the receipt to `repository`, its reference along with it.
+    fn move_to(r: &mut Receipt, repository: &str) {
+        r.index.repository = repository.into();
+        r.index.reference = format!("{}@{}", r.index.repository, r.index.digest);
+    }
+
     /// Each tampering of a genuine receipt (file renamed to its new digest) is rejected
     /// offline, naming the field.
     #[test]
@@ -638,21 +644,15 @@ mod tests {
             ("platforms[0].smoke.checks[1].name", |r| {
                 r.platforms[0].smoke.checks[1].name = r.platforms[0].smoke.checks[0].name.clone()
             }),
+            ("index.repository", |r| move_to(r, "127.0.0.1:5000/S0/ca")),
             ("index.repository", |r| {
-                r.index.repository = "127.0.0.1:5000/S0/ca".into();
-                r.index.reference = format!("{}@{}", r.index.repository, r.index.digest);
+                move_to(r, "https://127.0.0.1:5000/s0/ca")
             }),
             ("index.repository", |r| {
-                r.index.repository = "https://127.0.0.1:5000/s0/ca".into();
-                r.index.reference = format!("{}@{}", r.index.repository, r.index.digest);
+                move_to(r, "127.0.0.1:5000/s0/ca\u{200b}")
             }),
             ("index.repository", |r| {
-                r.index.repository = "127.0.0.1:5000/s0/ca\u{200b}".into();
-                r.index.reference = format!("{}@{}", r.index.repository, r.index.digest);
-            }),
-            ("index.repository", |r| {
-                r.index.repository = "127.0.0.1:5000/s0/ca:v1".into();
-                r.index.reference = format!("{}@{}", r.index.repository, r.index.digest);
+                move_to(r, "127.0.0.1:5000/s0/ca:v1")
             }),
             ("created_at", |r| {
                 r.created_at = "2026-12-30T06:30:00Z".into()
