@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::support::docker::heavy_docker;
 use crate::support::xtask::xtask;
-use crate::support::{committed_resolved_at, repo_root, scratch_repo};
+use crate::support::{committed_resolved_at, repo_root, scratch_repo, unique};
 
 fn copy_repo() -> tempfile::TempDir {
     scratch_repo("xtask-release-run-")
@@ -27,12 +27,21 @@ fn release(root: &Path, extra: &[&str]) -> (Value, std::time::Duration) {
     release_at(root, &committed_clock(0), extra)
 }
 
+/// A repository of this test process's own in the shared local registry: tags are immutable,
+/// so a release from an earlier run of other code (other layer bytes under the same tag) must
+/// not decide this run's outcome.
+fn repository() -> &'static str {
+    static REPOSITORY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    REPOSITORY.get_or_init(|| unique("xtask-test/release-run"))
+}
+
 fn release_at(root: &Path, now: &str, extra: &[&str]) -> (Value, std::time::Duration) {
     let out = xtask()
         .args(["release", "--force", "--json", "--now", now])
         .args(["--platform", "linux/amd64", "--platform", "linux/arm64"])
         .args(extra)
         .env("XTASK_ROOT", root)
+        .env("XTASK_OCI_REPOSITORY", repository())
         .env("XTASK_CACHE_DIR", repo_root().join(".xtask/cache"))
         .run();
     assert!(

@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use crate::support::docker::{heavy_docker, local_registry};
 use crate::support::replay::{rerun_failed, run_workflow, Replay, Status};
 use crate::support::xtask::xtask;
-use crate::support::{committed_resolved_at, repo_root, scratch_repo};
+use crate::support::{committed_resolved_at, repo_root, scratch_repo, unique};
 
 const WORKFLOW: &str = ".github/workflows/update-template.yml";
 /// A cadence day (epoch day 20787) whose resolution reproduces the committed lockfile.
@@ -95,9 +95,16 @@ fn workflow(dir: &Path, now: &str, edit: &[(&str, &str)]) -> PathBuf {
     path
 }
 
+/// `owner/coding-agent-template` with an owner of this test process's own: the workflow pushes
+/// to `<owner>/coding-agent` in the shared local registry, and tags are immutable, so a
+/// release left there by an earlier run of other code must not decide this run's outcome.
+fn repository() -> &'static str {
+    static REPOSITORY: OnceLock<String> = OnceLock::new();
+    REPOSITORY.get_or_init(|| format!("{}/coding-agent-template", unique("sandbox0")))
+}
+
 fn event(kind: &str, inputs: Value) -> (String, Value) {
-    let repository =
-        json!({ "default_branch": "main", "full_name": "sandbox0/coding-agent-template" });
+    let repository = json!({ "default_branch": "main", "full_name": repository() });
     match kind {
         "schedule" => (
             "schedule".into(),
@@ -114,7 +121,7 @@ fn replay(workflow: &Path, (name, payload): (String, Value)) -> Replay {
     let shared = shared();
     Replay::new(workflow, shared.repo.path())
         .unwrap()
-        .repository("sandbox0/coding-agent-template")
+        .repository(repository())
         .cache_dir(shared.cache.path())
         .event(&name, payload)
 }
