@@ -35,6 +35,13 @@ pub(crate) fn state_dir(root: &Path, name: &str) -> PathBuf {
     root.join(".xtask").join(name)
 }
 
+/// Reads a stage's JSON file through its owner's type; `what` names the file for the error.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("cannot read {what} from {}", path.display()))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("{} is not {what}", path.display()))
+}
+
 /// `sha256` of `bytes` as lowercase hex.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))

@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use serde::{de::DeserializeOwned, Serialize};
+use serde::Serialize;
 
 use crate::util::{atomic_write, Progress};
 
@@ -151,12 +151,7 @@ impl StepRunner {
     }
 }
 
-/// Reads a step's JSON output through its owner's type.
-pub(crate) fn read_json<T: DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("cannot read {what} from {}", path.display()))?;
-    serde_json::from_slice(&bytes).with_context(|| format!("{} is not {what}", path.display()))
-}
+pub(crate) use crate::util::read_json;
 
 /// Writes a value as pretty JSON (with a final newline), atomically.
 pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {

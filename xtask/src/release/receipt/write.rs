@@ -21,7 +21,7 @@ use crate::model::resolution::Resolution;
 use crate::model::rfc3339;
 use crate::model::smoke::SmokeReport;
 use crate::npm::inventory::INVENTORY_PATH;
-use crate::util::{atomic_write, now_or, sha256_file, sha256_hex};
+use crate::util::{atomic_write, now_or, read_json, sha256_file, sha256_hex};
 
 /// Everything `receipt write` assembles a receipt from; [`assemble`] is pure over it.
 pub(crate) struct ReceiptInputs {
@@ -371,13 +371,6 @@ fn platform_record(
 
 // ---------------------------------------------------------------------------------------------
 // `receipt write`
-
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
-    serde_json::from_str(&text)
-        .with_context(|| format!("{}: not the JSON that {what} prints", path.display()))
-}
 
 fn source_commit(root: &Path) -> Result<String> {
     if let Ok(sha) = std::env::var("GITHUB_SHA") {
