@@ -319,6 +319,10 @@ pub struct ReceiptWriteArgs {
     /// receipt records its name and sha256.
     #[arg(long = "sbom", value_name = "FILE")]
     pub sboms: Vec<PathBuf>,
+    /// A static `template-verify` binary for consumers, named `template-verify-<os>-<arch>`
+    /// (scripts/build-verifiers.sh); the receipt records its name and sha256.
+    #[arg(long = "verifier", value_name = "FILE")]
+    pub verifiers: Vec<PathBuf>,
     /// `cargo xtask publish --tag T --json` output (with the index).
     #[arg(long, value_name = "FILE")]
     pub publish: PathBuf,
@@ -480,6 +484,11 @@ pub struct ReleaseShipArgs {
     /// without it: every earlier step is then a no-op and the same receipt is written.
     #[arg(long)]
     pub defer_tag: bool,
+    /// A directory holding the consumer's static verifier binaries, one per platform
+    /// (`template-verify-<os>-<arch>`, made by scripts/build-verifiers.sh): they become
+    /// release assets and the receipt records their sha256.
+    #[arg(long, value_name = "DIR")]
+    pub verifiers: Option<PathBuf>,
     #[arg(long)]
     pub json: bool,
 }

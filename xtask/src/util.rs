@@ -95,3 +95,21 @@ pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
+
+/// Appends `text` to the file a GitHub variable names, when it is set.
+pub(crate) fn append_to_github_file(variable: &str, text: &str) -> Result<()> {
+    let Some(path) = std::env::var_os(variable).filter(|p| !p.is_empty()) else {
+        return Ok(());
+    };
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .with_context(|| {
+            format!(
+                "cannot append to ${variable} ({})",
+                Path::new(&path).display()
+            )
+        })
+}

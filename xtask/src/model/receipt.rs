@@ -36,6 +36,9 @@ pub(crate) struct Receipt {
     /// Every other package in the lockfile.
     pub dependencies: Vec<DependencyRecord>,
     pub artifacts: Vec<ArtifactRecord>,
+    /// The consumer's verifier (`template-verify`), one static binary per platform, when the
+    /// release carries them (the workflow's releases do; a local release may not).
+    pub verifiers: Vec<VerifierRecord>,
     /// The platforms the manifest asks for; the receipt is complete only when each one is
     /// present and passed every smoke check.
     pub required_platforms: Vec<Platform>,
@@ -114,6 +117,18 @@ pub(crate) struct ArtifactRecord {
     pub name: String,
     /// Its path in the repository at `source_commit`.
     pub path: String,
+    /// Lowercase hex, no prefix.
+    pub sha256: String,
+}
+
+/// A prebuilt `template-verify` binary among the release assets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct VerifierRecord {
+    /// The platform it runs on.
+    pub platform: Platform,
+    /// Its name among the release assets: always `template-verify-<os>-<arch>`.
+    pub name: String,
     /// Lowercase hex, no prefix.
     pub sha256: String,
 }

@@ -12,8 +12,6 @@
 //!
 //! [`decide`] is the whole policy, a pure function; `run` only reads its inputs and prints.
 
-use std::io::Write;
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -155,22 +153,7 @@ pub fn run(args: GateArgs) -> Result<ExitCode> {
         .transpose()?;
     let decision = decide(now, manifest.cadence.interval_days, args.force, previous);
 
-    if let Some(path) = std::env::var_os("GITHUB_OUTPUT").filter(|p| !p.is_empty()) {
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .with_context(|| {
-                format!("cannot open $GITHUB_OUTPUT {}", Path::new(&path).display())
-            })?;
-        file.write_all(github_output_lines(&decision).as_bytes())
-            .with_context(|| {
-                format!(
-                    "cannot append to $GITHUB_OUTPUT {}",
-                    Path::new(&path).display()
-                )
-            })?;
-    }
+    crate::util::append_to_github_file("GITHUB_OUTPUT", &github_output_lines(&decision))?;
 
     if args.json {
         print_json(&decision)?;

@@ -24,6 +24,7 @@ pub mod publish;
 pub mod receipt;
 pub(crate) mod ship;
 pub(crate) mod steps;
+pub(crate) mod verifier;
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
@@ -105,6 +106,7 @@ pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
                 results: &absolute(&a.results)?,
                 assets: &absolute(&a.assets)?,
                 defer_tag: a.defer_tag,
+                verifiers: a.verifiers.as_deref().map(absolute).transpose()?.as_deref(),
             })
             .await?;
             if a.json {
@@ -249,6 +251,7 @@ async fn run_all(args: ReleaseAllArgs) -> Result<ExitCode> {
         results: &run_dir,
         assets: &assets,
         defer_tag: false,
+        verifiers: None,
     })
     .await?;
     times.extend(shipped.steps.iter().cloned());

@@ -283,25 +283,6 @@ pub(crate) fn github_ref_from_env() -> Result<Option<GithubRef>> {
     }))
 }
 
-/// Appends `text` to the file a GitHub variable names, when it is set.
-pub(crate) fn append_to_github_file(variable: &str, text: &str) -> Result<()> {
-    use std::io::Write;
-    let Some(path) = std::env::var_os(variable).filter(|p| !p.is_empty()) else {
-        return Ok(());
-    };
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .with_context(|| {
-            format!(
-                "cannot append to ${variable} ({})",
-                Path::new(&path).display()
-            )
-        })
-}
-
 /// The release inputs in the checkout at `root`.
 pub(crate) fn current_inputs(root: &Path) -> Result<Vec<InputDigest>> {
     RELEASE_INPUTS
@@ -419,8 +400,8 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
         changes,
     };
     write_json(&out.join(PLAN_FILE), &plan)?;
-    append_to_github_file("GITHUB_OUTPUT", &github_outputs(&plan))?;
-    append_to_github_file("GITHUB_STEP_SUMMARY", &summary_markdown(&plan))?;
+    crate::util::append_to_github_file("GITHUB_OUTPUT", &github_outputs(&plan))?;
+    crate::util::append_to_github_file("GITHUB_STEP_SUMMARY", &summary_markdown(&plan))?;
     announce(&plan, runner);
     Ok(plan)
 }

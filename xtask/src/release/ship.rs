@@ -22,11 +22,11 @@ use crate::model::platform_results::StepTime;
 use crate::model::publish::PublishReport;
 use crate::model::receipt::Receipt;
 use crate::model::rfc3339;
-use crate::release::plan::{append_to_github_file, ensure_checkout_matches};
+use crate::release::plan::ensure_checkout_matches;
 use crate::release::platform::results_file_name;
 use crate::release::receipt::SCHEMA_PATH;
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
-use crate::util::atomic_write;
+use crate::util::{append_to_github_file, atomic_write};
 
 /// What `release ship --json` prints.
 #[derive(Debug, Clone, Serialize)]
@@ -125,6 +125,9 @@ pub(crate) struct ShipRequest<'a> {
     /// Stop before the tag: the workflow attests the index and the assets first, then runs
     /// the phase again (every step before the tag a no-op) to write it.
     pub defer_tag: bool,
+    /// Where the consumer's verifier binaries are (`template-verify-<os>-<arch>`, one per
+    /// manifest platform): they become assets and the receipt records them.
+    pub verifiers: Option<&'a Path>,
 }
 
 pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
@@ -135,6 +138,7 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
         results,
         assets,
         defer_tag,
+        verifiers,
     } = request;
     let tag = plan.release_tag()?.to_string();
     if !plan.publish {
@@ -145,12 +149,16 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
     }
     ensure_checkout_matches(root, plan)?;
     let (platforms, receipt_sboms) = read_results(plan, &tag, results)?;
+    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+    let verifier_files = match verifiers {
+        Some(dir) => verifier_files(dir, &manifest.platforms)?,
+        None => Vec::new(),
+    };
 
     // The subcommands read files; write each platform's pieces where they can.
     let work = crate::util::state_dir(root, "ship").join(&tag);
     std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
     let stage_files = write_stage_files(&work, plan, &platforms)?;
-    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
     let steps = ShipSteps::new(&ShipContext {
         plan_dir,
         plan,
@@ -163,6 +171,7 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
             .any(|p| !plan.platforms.contains(p)),
         files: &stage_files,
         receipt_sboms: &receipt_sboms,
+        verifiers: &verifier_files,
     });
 
     let mut runner = StepRunner::new(root, if defer_tag { 3 } else { 4 })?;
@@ -177,7 +186,7 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
     let written: Written = read_json(&work.join("receipt.json"), "`receipt write --json` output")?;
     let receipt: Receipt = read_json(&written.path, "a receipt")?;
     copy_assets(root, &receipt, assets)?;
-    copy_sboms(&receipt_sboms, assets)?;
+    copy_files(receipt_sboms.iter().chain(&verifier_files), assets)?;
     runner.run(&steps.verify(assets, &written.path)).await?;
     if !defer_tag {
         runner.run(&steps.tag).await?;
@@ -286,6 +295,7 @@ struct ShipContext<'a> {
     partial: bool,
     files: &'a StageFiles,
     receipt_sboms: &'a [PathBuf],
+    verifiers: &'a [PathBuf],
 }
 
 /// The phase's child commands; `verify` needs the written receipt's path, so it is made later.
@@ -329,6 +339,9 @@ impl ShipSteps {
         for path in c.receipt_sboms {
             write = write.arg("--sbom", path);
         }
+        for path in c.verifiers {
+            write = write.arg("--verifier", path);
+        }
         let tag = publish(STEP_NAMES[3]).output(c.work.join("tagged.json"));
         ShipSteps {
             index,
@@ -346,8 +359,27 @@ impl ShipSteps {
     }
 }
 
-fn copy_sboms(receipt_sboms: &[PathBuf], assets: &Path) -> Result<()> {
-    for path in receipt_sboms {
+/// The verifier binary of each platform in `dir`; every one must be there.
+fn verifier_files(dir: &Path, platforms: &[Platform]) -> Result<Vec<PathBuf>> {
+    platforms
+        .iter()
+        .map(|p| {
+            let path = dir.join(crate::release::verifier::verifier_file_name(*p));
+            if path.is_file() {
+                Ok(path)
+            } else {
+                bail!(
+                    "{} is missing: the verifier for {p} (build it with scripts/build-verifiers.sh {})",
+                    path.display(),
+                    dir.display()
+                )
+            }
+        })
+        .collect()
+}
+
+fn copy_files<'p>(files: impl IntoIterator<Item = &'p PathBuf>, assets: &Path) -> Result<()> {
+    for path in files {
         let name = path.file_name().unwrap_or_default();
         std::fs::copy(path, assets.join(name))
             .with_context(|| format!("cannot copy {} into {}", path.display(), assets.display()))?;

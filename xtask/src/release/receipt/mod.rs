@@ -220,6 +220,7 @@ pub(crate) mod tests_support {
                     sha256: sha256_hex(name.as_bytes()),
                 })
                 .collect(),
+            verifiers: vec![],
             required_platforms: Platform::ALL.to_vec(),
             platforms,
             index: IndexRecord {

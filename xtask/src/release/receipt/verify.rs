@@ -234,6 +234,25 @@ fn format_problems(r: &Receipt) -> Vec<Problem> {
             out.push(problem("artifacts", format!("has no entry for `{name}`")));
         }
     }
+    let mut verifier_platforms = BTreeSet::new();
+    for (i, v) in r.verifiers.iter().enumerate() {
+        let name = crate::release::verifier::verifier_file_name(v.platform);
+        if v.name != name {
+            out.push(problem(
+                format!("verifiers[{i}].name"),
+                format!(
+                    "is `{}`; the verifier for {} is named `{name}`",
+                    v.name, v.platform
+                ),
+            ));
+        }
+        if !verifier_platforms.insert(v.platform) {
+            out.push(problem(
+                format!("verifiers[{i}].platform"),
+                format!("{} has two verifiers", v.platform),
+            ));
+        }
+    }
     for (i, p) in r.platforms.iter().enumerate() {
         let sbom_name = crate::image::sbom::sbom_file_name(p.platform);
         if p.sbom.name != sbom_name {
@@ -387,6 +406,24 @@ fn artifact_problems(
             Some(Ok(_)) => {}
         }
     }
+    for (i, v) in r.verifiers.iter().enumerate() {
+        match found.get(&v.name) {
+            // A name this tool never makes is a problem of the receipt's form.
+            None => {}
+            Some(Err(why)) => out.push(problem(
+                format!("verifiers[{i}]"),
+                format!("`{}` is not among the artifact files: {why}", v.name),
+            )),
+            Some(Ok(actual)) if *actual != v.sha256 => out.push(problem(
+                format!("verifiers[{i}].sha256"),
+                format!(
+                    "`{}` has sha256 {actual}, the receipt says {}",
+                    v.name, v.sha256
+                ),
+            )),
+            Some(Ok(_)) => {}
+        }
+    }
     for (i, p) in r.platforms.iter().enumerate() {
         match found.get(&p.sbom.name) {
             // A name this tool never makes is a problem of the receipt's form.
@@ -437,6 +474,11 @@ pub(crate) fn read_artifacts(dir: &Path) -> ArtifactEvidence {
     for platform in Platform::ALL {
         let name = crate::image::sbom::sbom_file_name(platform);
         let digest = sha256_regular(&dir.join(&name), MAX_ARTIFACT_BYTES, "release SBOM")
+            .map_err(|e| format!("{e:#}"));
+        evidence.digests.insert(name, digest);
+        // The verifier binaries likewise; a release without them has none to check.
+        let name = crate::release::verifier::verifier_file_name(platform);
+        let digest = sha256_regular(&dir.join(&name), MAX_ARTIFACT_BYTES, "verifier binary")
             .map_err(|e| format!("{e:#}"));
         evidence.digests.insert(name, digest);
     }
@@ -885,6 +927,59 @@ mod tests {
         let mut t = sample();
         t.platforms[0].sbom.sha256 = "ABC".into();
         assert!(!verify_sample(&t).valid);
+    }
+
+    #[test]
+    fn verifier_binaries_are_checked_by_their_fixed_name_and_hash() {
+        use crate::model::receipt::VerifierRecord;
+        use crate::release::verifier::verifier_file_name;
+        let mut r = sample();
+        r.verifiers = Platform::ALL
+            .into_iter()
+            .map(|platform| VerifierRecord {
+                platform,
+                name: verifier_file_name(platform),
+                sha256: sha256_hex(verifier_file_name(platform).as_bytes()),
+            })
+            .collect();
+        assert!(verify_sample(&r).valid, "{:?}", verify_sample(&r).problems);
+        let bytes = receipt_bytes(&r);
+        let name = receipt_file_name(&r.release_tag, &sha256_hex(&bytes));
+        let mut found = ArtifactEvidence::default();
+        for (n, _) in ARTIFACTS {
+            found.digests.insert(n.into(), Ok(sha256_hex(n.as_bytes())));
+        }
+        for p in &r.platforms {
+            found
+                .digests
+                .insert(p.sbom.name.clone(), Ok(p.sbom.sha256.clone()));
+        }
+        for v in &r.verifiers {
+            found.digests.insert(v.name.clone(), Ok(v.sha256.clone()));
+        }
+        assert!(verify_bytes(&name, &bytes, Some(&found)).valid);
+        found.digests.insert(
+            r.verifiers[1].name.clone(),
+            Ok(sha256_hex(b"another binary")),
+        );
+        let v = verify_bytes(&name, &bytes, Some(&found));
+        assert_eq!(fields(&v), vec!["verifiers[1].sha256"], "{:?}", v.problems);
+        found
+            .digests
+            .insert(r.verifiers[1].name.clone(), Err("no such file".into()));
+        let v = verify_bytes(&name, &bytes, Some(&found));
+        assert_eq!(fields(&v), vec!["verifiers[1]"], "{:?}", v.problems);
+
+        // Another platform's name, a path, or one platform twice: the form is refused.
+        let mut t = r.clone();
+        t.verifiers[0].name = verifier_file_name(Platform::LinuxArm64);
+        assert!(fields(&verify_sample(&t)).contains(&"verifiers[0].name"));
+        let mut t = r.clone();
+        t.verifiers[0].name = "../template-verify-linux-amd64".into();
+        assert!(!verify_sample(&t).valid);
+        let mut t = r.clone();
+        t.verifiers[1] = t.verifiers[0].clone();
+        assert!(fields(&verify_sample(&t)).contains(&"verifiers[1].platform"));
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub(crate) struct ReceiptInputs {
     pub smokes: Vec<SmokeReport>,
     /// Each platform's SBOM, as recorded.
     pub sboms: BTreeMap<Platform, SbomRecord>,
+    /// The consumer's verifier binaries the release carries, by platform.
+    pub verifiers: BTreeMap<Platform, VerifierRecord>,
     pub publish: PublishReport,
 }
 
@@ -57,6 +59,7 @@ pub(crate) fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
         builds,
         smokes,
         sboms,
+        verifiers,
         publish,
     } = inputs;
 
@@ -159,6 +162,7 @@ pub(crate) fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
             .into_iter()
             .map(|(name, path, sha256)| ArtifactRecord { name, path, sha256 })
             .collect(),
+        verifiers: verifiers.into_values().collect(),
         required_platforms: manifest.platforms.clone(),
         platforms,
         index,
@@ -404,6 +408,28 @@ struct WriteReport<'a> {
     problems: Vec<Problem>,
 }
 
+/// `--verifier` files, each named for its platform and checked to be a static executable
+/// for it.
+fn verifier_records(paths: &[PathBuf]) -> Result<BTreeMap<Platform, VerifierRecord>> {
+    let mut records = BTreeMap::new();
+    for path in paths {
+        let file_name = path.file_name().unwrap_or_default().to_string_lossy();
+        let platform =
+            crate::release::verifier::platform_of_file_name(&file_name).with_context(|| {
+                format!(
+                    "{} is not named as a verifier binary of a platform (`{}-<os>-<arch>`)",
+                    path.display(),
+                    crate::release::verifier::BINARY
+                )
+            })?;
+        let record = crate::release::verifier::record(path, platform)?;
+        if records.insert(platform, record).is_some() {
+            bail!("two verifier binaries were given for {platform}");
+        }
+    }
+    Ok(records)
+}
+
 pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
     let root = repo_root();
     let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
@@ -459,6 +485,7 @@ pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
             .map(|p| read_json(p, "`cargo xtask smoke --json` output"))
             .collect::<Result<_>>()?,
         sboms,
+        verifiers: verifier_records(&args.verifiers)?,
         publish: read_json(&args.publish, "`cargo xtask publish --json` output")?,
     };
     let receipt = assemble(inputs)?;
