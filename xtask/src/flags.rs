@@ -48,7 +48,7 @@ pub enum Command {
     /// Pin the Sandbox0 template definition to a verified receipt's index digest.
     Pin(PinArgs),
     /// The whole release on this machine: gate, resolve, lock, base, build, smoke, publish, receipt.
-    Release(ReleaseArgs),
+    Release(Box<ReleaseArgs>),
 }
 
 /// Flags shared by every command that asks the npm registry.
@@ -273,7 +273,7 @@ pub enum ReceiptCommand {
     /// Check a release receipt: schema version, own digest, completeness, artifact digests.
     Verify(ReceiptVerifyArgs),
     /// Assemble a receipt from the JSON outputs of gate, resolve, build, smoke and publish.
-    Write(ReceiptWriteArgs),
+    Write(Box<ReceiptWriteArgs>),
 }
 
 /// Exit status 0 only for a valid, complete receipt; every rejection names its field.
@@ -489,6 +489,75 @@ pub struct ReleaseShipArgs {
     /// release assets and the receipt records their sha256.
     #[arg(long, value_name = "DIR")]
     pub verifiers: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `template-verify`: the consumer's verifier, a static binary each release carries, so
+/// another repository verifies and pins a release without Rust or this repository.
+#[derive(Debug, Parser)]
+#[command(
+    name = "template-verify",
+    about = "Verify a coding-agent template release and pin its image by digest",
+    version
+)]
+pub struct VerifierCli {
+    #[command(subcommand)]
+    pub command: VerifierCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VerifierCommand {
+    /// Take the newest complete release of a template repository, verify its attestations,
+    /// receipt, assets and registry, and pin the template definition to it.
+    Consume(ConsumeArgs),
+    /// Verify a release receipt (as `cargo xtask receipt verify`).
+    #[command(subcommand)]
+    Receipt(VerifierReceiptCommand),
+    /// Pin the template definition to a verified receipt (as `cargo xtask pin`).
+    Pin(PinArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VerifierReceiptCommand {
+    /// Check a receipt: schema, forms, completeness, and optionally its artifacts and registry.
+    Verify(ReceiptVerifyArgs),
+}
+
+/// Looks through the newest releases of `--repository` (through the GitHub CLI, `gh`, with
+/// its usual GH_TOKEN): a release without a receipt, or whose attested receipt says it is
+/// incomplete, is passed over; the first complete one is verified (every asset's attestation
+/// by the release workflow, the receipt with its assets, the registry, the image's provenance
+/// and SBOM attestations) and pinned. Anything wrong with that release stops the run, and the
+/// template stays byte-for-byte as it was. Under GitHub Actions the result also goes to
+/// $GITHUB_OUTPUT (changed, previous-image, image, release-tag, receipt, versions, summary)
+/// and $GITHUB_STEP_SUMMARY.
+#[derive(Debug, Args)]
+pub struct ConsumeArgs {
+    /// The template's GitHub repository, `owner/name`, whose releases are read.
+    #[arg(long)]
+    pub repository: String,
+    /// The Sandbox0 template definition to pin.
+    #[arg(long)]
+    pub template: PathBuf,
+    /// Where release assets are downloaded (created).
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: PathBuf,
+    /// The workflow whose attestations are trusted; default
+    /// `<repository>/.github/workflows/update-template.yml`.
+    #[arg(long, value_name = "OWNER/REPO/PATH")]
+    pub signer_workflow: Option<String>,
+    /// How many of the newest releases to look through for a complete one.
+    #[arg(long, default_value_t = 20)]
+    pub max_releases: usize,
+    /// As for `pin`: allow a release whose repository differs from the template's current one.
+    #[arg(long)]
+    pub allow_repository_change: bool,
+    /// Verify everything, write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print `{"changed", "previous_image", "image", "release_tag", "receipt", "versions",
+    /// "passed_over"}`.
     #[arg(long)]
     pub json: bool,
 }

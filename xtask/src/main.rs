@@ -29,10 +29,10 @@ fn main() -> ExitCode {
                 xtask::release::receipt::verify_cmd(args)
             }
             Command::Receipt(ReceiptCommand::Write(args)) => {
-                xtask::release::receipt::write_cmd(args)
+                xtask::release::receipt::write_cmd(*args)
             }
             Command::Pin(args) => xtask::release::pin::run(args),
-            Command::Release(args) => xtask::release::run(args).await,
+            Command::Release(args) => xtask::release::run(*args).await,
         }
     });
     match result {

@@ -15,6 +15,7 @@
 //! tag from the same inputs and both stop after the plan on a day with nothing to do.
 
 pub mod bench_publish;
+pub mod consume;
 pub mod gate;
 pub mod pin;
 pub(crate) mod plan;

@@ -186,14 +186,23 @@ pub(crate) fn pin_text(text: &str, new_image: &str, origin: &Path) -> Result<(St
     Ok((old, new_text))
 }
 
-#[derive(Serialize)]
-struct PinReport {
-    template: String,
-    receipt: String,
-    old: String,
-    new: String,
-    changed: bool,
-    dry_run: bool,
+/// What a pin did (or, with `dry_run`, would do).
+#[derive(Debug, Serialize)]
+pub(crate) struct PinReport {
+    pub template: String,
+    pub receipt: String,
+    pub old: String,
+    pub new: String,
+    pub changed: bool,
+    pub dry_run: bool,
+}
+
+/// A pin either happened (or would have) or the receipt was rejected: both leave a report for
+/// the caller to print; only errors of another kind (unreadable files) are `Err`.
+pub(crate) enum PinOutcome {
+    Pinned(PinReport),
+    /// The receipt did not verify (offline or against its registry); the template is as it was.
+    Rejected(Vec<crate::release::receipt::Problem>),
 }
 
 /// The trust anchor of a pin: the registry and repository the template's `image:` already
@@ -247,12 +256,13 @@ fn reject(args: &PinArgs, problems: &[crate::release::receipt::Problem]) -> Exit
     ExitCode::FAILURE
 }
 
-/// The order matters: every offline check first, then the anchor (so no registry the
-/// template does not already name is ever contacted), then the registry, then the write.
-pub fn run(args: PinArgs) -> Result<ExitCode> {
+/// The pin itself. The order matters: every offline check first, then the anchor (so no
+/// registry the template does not already name is ever contacted), then the registry, then
+/// the write.
+pub(crate) fn pin(args: &PinArgs) -> Result<PinOutcome> {
     let mut verification = verify_file(&args.receipt, args.artifacts.as_deref())?;
     if !verification.valid {
-        return Ok(reject(&args, &verification.problems));
+        return Ok(PinOutcome::Rejected(verification.problems));
     }
     let receipt = verification
         .receipt
@@ -276,24 +286,32 @@ pub fn run(args: PinArgs) -> Result<ExitCode> {
     if !args.offline {
         crate::release::receipt::add_registry_check(&mut verification)?;
         if !verification.valid {
-            return Ok(reject(&args, &verification.problems));
+            return Ok(PinOutcome::Rejected(verification.problems));
         }
     }
     let changed = new_text != text;
     if changed && !args.dry_run {
         atomic_write(&args.template, new_text.as_bytes())?;
     }
-    let report = PinReport {
+    Ok(PinOutcome::Pinned(PinReport {
         template: args.template.display().to_string(),
         receipt: args.receipt.display().to_string(),
         old,
         new: new_image,
         changed,
         dry_run: args.dry_run,
+    }))
+}
+
+/// `cargo xtask pin` (and `template-verify pin`).
+pub fn run(args: PinArgs) -> Result<ExitCode> {
+    let report = match pin(&args)? {
+        PinOutcome::Pinned(report) => report,
+        PinOutcome::Rejected(problems) => return Ok(reject(&args, &problems)),
     };
     if args.json {
         print_json_escaped(&report)?;
-    } else if !changed {
+    } else if !report.changed {
         println!(
             "{} already pins {}",
             escape(&report.template),

@@ -36,7 +36,7 @@ use crate::model::receipt::Receipt;
 use crate::npm::inventory::INVENTORY_PATH;
 
 pub use verify::verify_cmd;
-pub(crate) use verify::{add_registry_check, print_problems, verify_file};
+pub(crate) use verify::{add_registry_check, print_problems, verify_file, Verification};
 pub use write::write_cmd;
 
 /// The receipt format this tool writes and reads.

@@ -19,7 +19,7 @@ use crate::model::receipt::*;
 use crate::release::publish::index_bytes;
 use crate::util::sha256_hex;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 pub(crate) struct Verification {
     pub file: String,
     pub valid: bool,

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds the consumer's verifier, `template-verify` (xtask/src/bin/template-verify.rs), as a
+# statically linked binary for every platform the template ships, into OUT_DIR as
+# `template-verify-linux-amd64` and `template-verify-linux-arm64`. Releases carry them so that
+# another repository verifies and pins a release without Rust (README, "Consumers").
+#
+#   scripts/build-verifiers.sh OUT_DIR
+#
+# Both are cross-built from one machine of either architecture: Rust's musl targets link
+# statically, and the C inside the TLS stack (aws-lc) is compiled by zig's C compiler through
+# cargo-zigbuild, both from PyPI at pinned versions in a virtualenv under the gitignored
+# .xtask/ (no cross toolchain from the distribution needed). The `verifier` profile
+# (Cargo.toml) builds at opt-level 1: the verifier is network-bound, and a full optimisation
+# would double the build. Idempotent: a second run only checks versions and rebuilds nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out=${1:?usage: scripts/build-verifiers.sh OUT_DIR}
+ZIGLANG_VERSION=0.17.1
+CARGO_ZIGBUILD_VERSION=0.24.1
+venv=.xtask/venv-zig
+declare -A TARGETS=(
+  [linux-amd64]=x86_64-unknown-linux-musl
+  [linux-arm64]=aarch64-unknown-linux-musl
+)
+
+if ! "$venv/bin/cargo-zigbuild" --version 2>/dev/null | grep -q " $CARGO_ZIGBUILD_VERSION\$" \
+  || ! "$venv/bin/python" -m ziglang version 2>/dev/null | grep -qx "$ZIGLANG_VERSION"; then
+  echo "build-verifiers: installing ziglang $ZIGLANG_VERSION and cargo-zigbuild $CARGO_ZIGBUILD_VERSION into $venv" >&2
+  if [ ! -x "$venv/bin/pip" ]; then
+    python3 -m venv "$venv" || {
+      echo "build-verifiers: python3 -m venv failed; on Debian/Ubuntu: apt-get install -y python3-venv" >&2
+      exit 1
+    }
+  fi
+  "$venv/bin/pip" install --quiet --disable-pip-version-check \
+    "ziglang==$ZIGLANG_VERSION" "cargo-zigbuild==$CARGO_ZIGBUILD_VERSION"
+fi
+
+rustup target add "${TARGETS[@]}" >&2
+mkdir -p "$out"
+for slug in linux-amd64 linux-arm64; do
+  target=${TARGETS[$slug]}
+  echo "build-verifiers: template-verify for $target" >&2
+  PATH="$PWD/$venv/bin:$PATH" cargo zigbuild --locked --profile verifier --package xtask \
+    --bin template-verify --target "$target"
+  cp "target/$target/verifier/template-verify" "$out/template-verify-$slug"
+done
+# Each must start where it can: natively, or under qemu where binfmt is registered.
+for slug in linux-amd64 linux-arm64; do
+  if "$out/template-verify-$slug" --version > /dev/null 2>&1; then
+    echo "build-verifiers: $out/template-verify-$slug runs: $("$out/template-verify-$slug" --version)" >&2
+  elif [ "$slug" = "linux-$(dpkg --print-architecture 2>/dev/null || echo none)" ]; then
+    echo "build-verifiers: $out/template-verify-$slug does not run on this machine" >&2
+    exit 1
+  fi
+done

@@ -1,0 +1,545 @@
+//! `template-verify consume`: the consumer's whole step. Another repository (infrastructure
+//! CI) takes the newest *complete* release of the template repository, checks it against
+//! something other than the receipt itself, and pins its template definition to it.
+//!
+//! Trust comes from GitHub's artifact attestations: every asset (the receipt first) must be
+//! attested by the template repository's release workflow, the image index by its build
+//! provenance and each platform manifest by its SBOM. Then the receipt is verified with its
+//! assets and against its registry, and `pin` writes the one `image:` line. A release whose
+//! receipt is missing (not finished) or whose attested receipt says it is incomplete is passed
+//! over for the one before it; anything else wrong with a release is an error, never a reason
+//! to fall back to an older one. On every error the template is left byte-for-byte as it was.
+//!
+//! GitHub is reached through its CLI (`gh`, with the caller's GH_TOKEN), the only IO here
+//! besides files; the decisions ([`order_releases`], [`receipt_asset`], [`judge`]) are pure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{bail, Context, Result};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::flags::{ConsumeArgs, PinArgs};
+use crate::model::receipt::Receipt;
+use crate::release::pin::{pin, PinOutcome};
+use crate::release::receipt::{verify_file, Verification};
+use crate::terminal_text::{escape, print_json_escaped};
+use crate::util::append_to_github_file;
+
+/// The workflow that makes releases; its attestations are the ones trusted by default.
+pub(crate) const RELEASE_WORKFLOW: &str = ".github/workflows/update-template.yml";
+/// The predicate type `gh attestation verify` checks by default (build provenance).
+const PROVENANCE: &str = "https://slsa.dev/provenance/v1";
+/// The predicate type of an SPDX SBOM attestation (`actions/attest-sbom`).
+const SPDX_SBOM: &str = "https://spdx.dev/Document/v2.3";
+
+/// One entry of `gh release list --json tagName,isDraft,isPrerelease,createdAt,publishedAt`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ListedRelease {
+    pub tag_name: String,
+    pub is_draft: bool,
+    pub is_prerelease: bool,
+    pub created_at: String,
+    #[serde(default)]
+    pub published_at: Option<String>,
+}
+
+/// Published, non-prerelease releases, newest first (by publication time, else creation
+/// time; ties by tag), at most `max`.
+pub(crate) fn order_releases(listed: &[ListedRelease], max: usize) -> Vec<String> {
+    let time = |r: &ListedRelease| -> Option<DateTime<Utc>> {
+        r.published_at
+            .as_deref()
+            .unwrap_or(&r.created_at)
+            .parse()
+            .ok()
+    };
+    let mut releases: Vec<&ListedRelease> = listed
+        .iter()
+        .filter(|r| !r.is_draft && !r.is_prerelease)
+        .collect();
+    releases.sort_by(|a, b| (time(b), &b.tag_name).cmp(&(time(a), &a.tag_name)));
+    releases
+        .into_iter()
+        .take(max)
+        .map(|r| r.tag_name.clone())
+        .collect()
+}
+
+/// The receipt among a release's asset names.
+#[derive(Debug, PartialEq)]
+pub(crate) enum ReceiptAsset {
+    /// None yet: the release is not finished (assets are uploaded before it is published, but
+    /// a release can also be made by hand).
+    Missing,
+    One(String),
+    Several(Vec<String>),
+}
+
+pub(crate) fn receipt_asset(names: &[String]) -> ReceiptAsset {
+    let receipts: Vec<String> = names
+        .iter()
+        .filter(|n| n.starts_with("receipt-") && n.ends_with(".json"))
+        .cloned()
+        .collect();
+    match receipts.len() {
+        0 => ReceiptAsset::Missing,
+        1 => ReceiptAsset::One(receipts[0].clone()),
+        _ => ReceiptAsset::Several(receipts),
+    }
+}
+
+/// What to do with a release whose attested receipt was verified offline.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Judgement {
+    Take,
+    /// The release workflow said so itself: not every platform passed every check.
+    PassOver(String),
+    Refuse(String),
+}
+
+pub(crate) fn judge(verification: &Verification) -> Judgement {
+    let problems = || {
+        verification
+            .problems
+            .iter()
+            .map(|p| format!("{}: {}", p.field, p.problem))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    if verification.valid {
+        Judgement::Take
+    } else if verification.complete == Some(false) {
+        Judgement::PassOver(format!(
+            "its receipt says it is incomplete ({})",
+            problems()
+        ))
+    } else {
+        Judgement::Refuse(problems())
+    }
+}
+
+/// The GitHub CLI, for one repository's releases and attestations.
+struct Gh {
+    repository: String,
+    signer_workflow: String,
+}
+
+impl Gh {
+    fn output(&self, args: &[&str]) -> Result<Vec<u8>, String> {
+        let out = Command::new("gh").args(args).output().map_err(|e| {
+            format!("cannot run `gh` ({e}); the GitHub CLI is needed (preinstalled on GitHub's runners)")
+        })?;
+        if out.status.success() {
+            Ok(out.stdout)
+        } else {
+            Err(format!(
+                "`gh {}` failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
+    fn list(&self) -> Result<Vec<ListedRelease>> {
+        let fields = "tagName,isDraft,isPrerelease,createdAt,publishedAt";
+        let out = self
+            .output(&[
+                "release",
+                "list",
+                "--repo",
+                &self.repository,
+                "--limit",
+                "100",
+                "--exclude-drafts",
+                "--json",
+                fields,
+            ])
+            .map_err(anyhow::Error::msg)?;
+        serde_json::from_slice(&out)
+            .with_context(|| format!("`gh release list --json {fields}` did not print its list"))
+    }
+
+    fn asset_names(&self, tag: &str) -> Result<Vec<String>> {
+        #[derive(Deserialize)]
+        struct View {
+            assets: Vec<Asset>,
+        }
+        #[derive(Deserialize)]
+        struct Asset {
+            name: String,
+        }
+        let out = self
+            .output(&[
+                "release",
+                "view",
+                tag,
+                "--repo",
+                &self.repository,
+                "--json",
+                "assets",
+            ])
+            .map_err(anyhow::Error::msg)?;
+        let view: View = serde_json::from_slice(&out)
+            .with_context(|| format!("`gh release view {tag} --json assets` did not print them"))?;
+        Ok(view.assets.into_iter().map(|a| a.name).collect())
+    }
+
+    fn download(&self, tag: &str, pattern: &str, dir: &Path) -> Result<()> {
+        let dir_text = dir.display().to_string();
+        self.output(&[
+            "release",
+            "download",
+            tag,
+            "--repo",
+            &self.repository,
+            "--pattern",
+            pattern,
+            "--dir",
+            &dir_text,
+            "--clobber",
+        ])
+        .map(drop)
+        .map_err(anyhow::Error::msg)
+    }
+
+    /// `subject` is a file path or `oci://repository@sha256:…`.
+    fn verify_attestation(&self, subject: &str, predicate_type: &str) -> Result<(), String> {
+        self.output(&[
+            "attestation",
+            "verify",
+            subject,
+            "--repo",
+            &self.repository,
+            "--signer-workflow",
+            &self.signer_workflow,
+            "--predicate-type",
+            predicate_type,
+        ])
+        .map(drop)
+    }
+}
+
+/// What `consume` reports (`--json`, and the workflow outputs).
+#[derive(Debug, Serialize)]
+struct Consumed {
+    changed: bool,
+    dry_run: bool,
+    previous_image: String,
+    image: String,
+    release_tag: String,
+    receipt: String,
+    /// The template's packages: name, version, and the version locked before this release.
+    versions: Vec<PackageVersion>,
+    /// Newer releases that were passed over, and why.
+    passed_over: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct PackageVersion {
+    name: String,
+    version: String,
+    previously_locked: Option<String>,
+}
+
+/// The newest release whose attested receipt verifies; errors name the release and why.
+fn newest_complete(gh: &Gh, args: &ConsumeArgs) -> Result<(String, PathBuf, Vec<String>)> {
+    let tags = order_releases(&gh.list()?, args.max_releases);
+    let mut passed_over = Vec::new();
+    for tag in &tags {
+        let dir = args.work_dir.join(tag);
+        let name = match receipt_asset(&gh.asset_names(tag)?) {
+            ReceiptAsset::Missing => {
+                eprintln!("consume: {tag}: no receipt yet, passed over");
+                passed_over.push(format!("{tag}: no receipt (the release is not finished)"));
+                continue;
+            }
+            ReceiptAsset::Several(names) => bail!(
+                "release {tag} of {} has several receipts ({}); a release has one",
+                gh.repository,
+                names.join(", ")
+            ),
+            ReceiptAsset::One(name) => name,
+        };
+        gh.download(tag, &name, &dir)?;
+        let receipt = dir.join(&name);
+        gh.verify_attestation(&receipt.display().to_string(), PROVENANCE)
+            .map_err(|why| {
+                anyhow::anyhow!(
+                    "release {tag}: the receipt {name} is not attested by {}: {why}",
+                    gh.signer_workflow
+                )
+            })?;
+        match judge(&verify_file(&receipt, None)?) {
+            Judgement::Take => return Ok((tag.clone(), receipt, passed_over)),
+            Judgement::PassOver(why) => {
+                eprintln!("consume: {tag}: {why}, passed over");
+                passed_over.push(format!("{tag}: {why}"));
+            }
+            Judgement::Refuse(why) => {
+                bail!("release {tag}: the receipt {name} does not verify: {why}")
+            }
+        }
+    }
+    bail!(
+        "none of the {} newest releases of {} has a complete receipt{}",
+        tags.len(),
+        gh.repository,
+        if passed_over.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", passed_over.join("; "))
+        }
+    )
+}
+
+/// Every asset of the chosen release attested, then the image's own attestations.
+fn verify_attestations(gh: &Gh, tag: &str, dir: &Path, receipt: &Receipt) -> Result<()> {
+    gh.download(tag, "*", dir)?;
+    let mut assets: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()?;
+    assets.sort();
+    for asset in &assets {
+        gh.verify_attestation(&asset.display().to_string(), PROVENANCE)
+            .map_err(|why| {
+                anyhow::anyhow!(
+                    "release {tag}: the asset {} is not attested by {}: {why}",
+                    asset.file_name().unwrap_or_default().to_string_lossy(),
+                    gh.signer_workflow
+                )
+            })?;
+    }
+    let image = |digest: &str| format!("oci://{}@{digest}", receipt.index.repository);
+    gh.verify_attestation(&image(&receipt.index.digest), PROVENANCE)
+        .map_err(|why| {
+            anyhow::anyhow!("release {tag}: the image index has no provenance: {why}")
+        })?;
+    for p in &receipt.platforms {
+        gh.verify_attestation(&image(&p.digest), SPDX_SBOM)
+            .map_err(|why| {
+                anyhow::anyhow!(
+                    "release {tag}: the {} image has no SBOM attestation: {why}",
+                    p.platform
+                )
+            })?;
+    }
+    eprintln!(
+        "consume: {tag}: {} assets, the index and {} platform images attested by {}",
+        assets.len(),
+        receipt.platforms.len(),
+        gh.signer_workflow
+    );
+    Ok(())
+}
+
+pub fn run(args: ConsumeArgs) -> Result<ExitCode> {
+    let gh = Gh {
+        signer_workflow: args
+            .signer_workflow
+            .clone()
+            .unwrap_or_else(|| format!("{}/{RELEASE_WORKFLOW}", args.repository)),
+        repository: args.repository.clone(),
+    };
+    std::fs::create_dir_all(&args.work_dir)
+        .with_context(|| format!("cannot create {}", args.work_dir.display()))?;
+    let unchanged = || format!("{} is unchanged", args.template.display());
+
+    let (tag, receipt_path, passed_over) = newest_complete(&gh, &args).with_context(unchanged)?;
+    let receipt: Receipt = verify_file(&receipt_path, None)?
+        .receipt
+        .context("a verified receipt carries its receipt")?;
+    let dir = args.work_dir.join(&tag);
+    verify_attestations(&gh, &tag, &dir, &receipt).with_context(unchanged)?;
+
+    let pin_args = PinArgs {
+        receipt: receipt_path.clone(),
+        artifacts: Some(dir),
+        template: args.template.clone(),
+        offline: false,
+        allow_repository_change: args.allow_repository_change,
+        dry_run: args.dry_run,
+        json: false,
+    };
+    let report = match pin(&pin_args).with_context(unchanged)? {
+        PinOutcome::Pinned(report) => report,
+        PinOutcome::Rejected(problems) => {
+            crate::release::receipt::print_problems(&problems);
+            bail!(
+                "release {tag}: the receipt {} was rejected with its assets and registry; {}",
+                receipt_path.display(),
+                unchanged()
+            );
+        }
+    };
+    let consumed = Consumed {
+        changed: report.changed,
+        dry_run: args.dry_run,
+        previous_image: report.old,
+        image: report.new,
+        release_tag: tag,
+        receipt: receipt_path.display().to_string(),
+        versions: receipt
+            .packages
+            .iter()
+            .map(|p| PackageVersion {
+                name: p.name.clone(),
+                version: p.version.clone(),
+                previously_locked: p.previously_locked.clone(),
+            })
+            .collect(),
+        passed_over,
+    };
+    let summary = summary_markdown(&consumed);
+    append_to_github_file("GITHUB_OUTPUT", &github_outputs(&consumed, &summary)?)?;
+    append_to_github_file("GITHUB_STEP_SUMMARY", &summary)?;
+    if args.json {
+        print_json_escaped(&consumed)?;
+    } else {
+        print!("{}", escape(&summary));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A short Markdown account: what changed, from which release, the package versions.
+fn summary_markdown(c: &Consumed) -> String {
+    let mut out = if c.changed {
+        format!(
+            "{} the coding-agent template to release `{}`\n\n- image `{}`\n- was `{}`\n",
+            if c.dry_run { "Would pin" } else { "Pinned" },
+            c.release_tag,
+            c.image,
+            c.previous_image
+        )
+    } else {
+        format!(
+            "The template already pins release `{}` (`{}`)\n",
+            c.release_tag, c.image
+        )
+    };
+    out.push_str("\n| package | version | before |\n| --- | --- | --- |\n");
+    for v in &c.versions {
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            v.name,
+            v.version,
+            v.previously_locked.as_deref().unwrap_or("–")
+        ));
+    }
+    for p in &c.passed_over {
+        out.push_str(&format!("\nPassed over: {p}\n"));
+    }
+    out
+}
+
+/// `$GITHUB_OUTPUT` lines; the multi-line summary in a heredoc whose delimiter is not in it.
+fn github_outputs(c: &Consumed, summary: &str) -> Result<String> {
+    let versions = serde_json::to_string(&c.versions)?;
+    let mut delimiter = String::from("EOF_SUMMARY");
+    while summary.contains(&delimiter) {
+        delimiter.push('_');
+    }
+    Ok(format!(
+        "changed={}\nprevious-image={}\nimage={}\nrelease-tag={}\nreceipt={}\nversions={versions}\nsummary<<{delimiter}\n{summary}\n{delimiter}\n",
+        c.changed, c.previous_image, c.image, c.release_tag, c.receipt
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::release::receipt::problem;
+
+    fn listed(tag: &str, published: Option<&str>, draft: bool, pre: bool) -> ListedRelease {
+        ListedRelease {
+            tag_name: tag.into(),
+            is_draft: draft,
+            is_prerelease: pre,
+            created_at: "2026-11-01T00:00:00Z".into(),
+            published_at: published.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn releases_are_taken_newest_published_first_without_drafts_or_prereleases() {
+        let list = vec![
+            listed("a", Some("2026-11-24T04:40:00Z"), false, false),
+            listed("c", Some("2026-11-30T04:40:00Z"), false, false),
+            listed("draft", None, true, false),
+            listed("pre", Some("2026-12-01T00:00:00Z"), false, true),
+            listed("b", Some("2026-11-27T04:40:00Z"), false, false),
+        ];
+        assert_eq!(order_releases(&list, 10), vec!["c", "b", "a"]);
+        assert_eq!(order_releases(&list, 2), vec!["c", "b"]);
+        assert!(order_releases(&[], 5).is_empty());
+    }
+
+    #[test]
+    fn a_release_has_one_receipt_or_none_yet() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            receipt_asset(&names(&["inventory.json", "sbom-linux-amd64.spdx.json"])),
+            ReceiptAsset::Missing
+        );
+        assert_eq!(
+            receipt_asset(&names(&["receipt-t-aa.json", "inventory.json"])),
+            ReceiptAsset::One("receipt-t-aa.json".into())
+        );
+        assert!(matches!(
+            receipt_asset(&names(&["receipt-t-aa.json", "receipt-t-bb.json"])),
+            ReceiptAsset::Several(_)
+        ));
+    }
+
+    #[test]
+    fn only_an_incomplete_receipt_is_passed_over_anything_else_is_refused() {
+        let mut v = Verification {
+            valid: true,
+            complete: Some(true),
+            ..Verification::default()
+        };
+        assert_eq!(judge(&v), Judgement::Take);
+        v.valid = false;
+        v.complete = Some(false);
+        v.problems = vec![problem("complete", "is false")];
+        assert!(matches!(judge(&v), Judgement::PassOver(why) if why.contains("incomplete")));
+        v.complete = Some(true);
+        v.problems = vec![problem("index.digest", "differs")];
+        assert!(matches!(judge(&v), Judgement::Refuse(why) if why.contains("index.digest")));
+        // Unreadable or not a receipt at all: nothing says it is merely incomplete.
+        v.complete = None;
+        assert!(matches!(judge(&v), Judgement::Refuse(_)));
+    }
+
+    #[test]
+    fn outputs_keep_the_summary_in_one_heredoc() {
+        let c = Consumed {
+            changed: true,
+            dry_run: false,
+            previous_image: "r/x@sha256:1".into(),
+            image: "r/x@sha256:2".into(),
+            release_tag: "2026.11.30-abc".into(),
+            receipt: "/w/receipt.json".into(),
+            versions: vec![PackageVersion {
+                name: "@openai/codex".into(),
+                version: "1.2.3".into(),
+                previously_locked: Some("1.2.2".into()),
+            }],
+            passed_over: vec!["t: EOF_SUMMARY in a reason".into()],
+        };
+        let summary = summary_markdown(&c);
+        let text = github_outputs(&c, &summary).unwrap();
+        assert!(
+            text.starts_with("changed=true\nprevious-image=r/x@sha256:1\n"),
+            "{text}"
+        );
+        assert!(text.contains("summary<<EOF_SUMMARY_\n"), "{text}");
+        assert!(text.ends_with("\nEOF_SUMMARY_\n"), "{text}");
+        assert!(text.contains(
+            r#"versions=[{"name":"@openai/codex","version":"1.2.3","previously_locked":"1.2.2"}]"#
+        ));
+    }
+}
