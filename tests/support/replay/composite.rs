@@ -97,7 +97,12 @@ fn load(leg: &Leg, here: &str, uses: &str, source: &Path) -> Result<Action> {
     let dir = parts.next().unwrap_or("").trim_matches('/').to_owned();
     let out = git(
         source,
-        &["rev-parse", "--verify", "--quiet", &format!("{git_ref}^{{commit}}")],
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{git_ref}^{{commit}}"),
+        ],
     )?;
     if !out.status.success() {
         bail!(
@@ -146,7 +151,11 @@ fn load(leg: &Leg, here: &str, uses: &str, source: &Path) -> Result<Action> {
     let inputs = mapping("inputs")?;
     for (name, decl) in &inputs {
         if let Some(decl) = decl.as_object() {
-            only_known_keys(decl, INPUT_KEYS, &format!("{here}: {place}: inputs.{name}:"))?;
+            only_known_keys(
+                decl,
+                INPUT_KEYS,
+                &format!("{here}: {place}: inputs.{name}:"),
+            )?;
         }
     }
     let outputs = mapping("outputs")?;
@@ -154,7 +163,11 @@ fn load(leg: &Leg, here: &str, uses: &str, source: &Path) -> Result<Action> {
         let decl = decl
             .as_object()
             .ok_or_else(|| anyhow!("{here}: {place}: outputs.{name} is not a mapping"))?;
-        only_known_keys(decl, OUTPUT_KEYS, &format!("{here}: {place}: outputs.{name}:"))?;
+        only_known_keys(
+            decl,
+            OUTPUT_KEYS,
+            &format!("{here}: {place}: outputs.{name}:"),
+        )?;
         if !decl.contains_key("value") {
             bail!("{here}: {place}: outputs.{name} has no `value` (a composite action's outputs need one)");
         }
@@ -311,8 +324,15 @@ pub(crate) fn run(
                 v.clone()
             }
             (None, Some(default)) => {
-                let mut ctx =
-                    action_ctx(leg, "an action input's `default:`", &step_env, &github, &[], false, true);
+                let mut ctx = action_ctx(
+                    leg,
+                    "an action input's `default:`",
+                    &step_env,
+                    &github,
+                    &[],
+                    false,
+                    true,
+                );
                 ctx.contexts.remove("env");
                 ctx.status = StatusMode::None;
                 expr::to_string(
@@ -357,18 +377,35 @@ pub(crate) fn run(
             .map(scalar_text)
             .unwrap_or_else(|| "success()".into());
         let (go, env, script, wd, continue_on_error) = {
-            let mut ctx = action_ctx(leg, "a composite action's step", &step_env, &github, &extra, failed, true);
+            let mut ctx = action_ctx(
+                leg,
+                "a composite action's step",
+                &step_env,
+                &github,
+                &extra,
+                failed,
+                true,
+            );
             ctx.step_ids = Some(&step_ids);
             ctx.inputs_declared = &action.inputs;
             ctx.inputs_owner = "the action";
-            let go = expr::condition(&cond, &ctx).map_err(|e| anyhow!("{at}: `if: {cond}`: {e}"))?;
+            let go =
+                expr::condition(&cond, &ctx).map_err(|e| anyhow!("{at}: `if: {cond}`: {e}"))?;
             let mut env = step_env.clone();
             let mut script = String::new();
             let mut wd = leg.workspace.clone();
             let mut continue_on_error = false;
             if go {
                 eval_env(step.get("env"), &ctx, &mut env).map_err(|e| anyhow!("{at}: env: {e}"))?;
-                let mut ctx = action_ctx(leg, "a composite action's step", &env, &github, &extra, failed, true);
+                let mut ctx = action_ctx(
+                    leg,
+                    "a composite action's step",
+                    &env,
+                    &github,
+                    &extra,
+                    failed,
+                    true,
+                );
                 ctx.step_ids = Some(&step_ids);
                 ctx.inputs_declared = &action.inputs;
                 ctx.inputs_owner = "the action";
@@ -381,7 +418,8 @@ pub(crate) fn run(
                 }
                 if let Some(v) = step.get("continue-on-error") {
                     continue_on_error = expr::truthy(
-                        &eval_value(v, &ctx).map_err(|e| anyhow!("{at}: continue-on-error: {e}"))?,
+                        &eval_value(v, &ctx)
+                            .map_err(|e| anyhow!("{at}: continue-on-error: {e}"))?,
                     );
                 }
             }
@@ -414,7 +452,10 @@ pub(crate) fn run(
                 penv.insert(key.clone(), v.clone());
             }
         }
-        penv.insert("GITHUB_ACTION_PATH".into(), action.path.display().to_string());
+        penv.insert(
+            "GITHUB_ACTION_PATH".into(),
+            action.path.display().to_string(),
+        );
         penv.insert("GITHUB_ACTION_REPOSITORY".into(), action.repository.clone());
         penv.insert("GITHUB_ACTION_REF".into(), action.git_ref.clone());
 
@@ -476,7 +517,15 @@ pub(crate) fn run(
             ("inputs", inputs.clone()),
             ("steps", Value::Object(steps_ctx)),
         ];
-        let mut ctx = action_ctx(leg, "an action's `outputs:`", &step_env, &github, &extra, failed, !failed);
+        let mut ctx = action_ctx(
+            leg,
+            "an action's `outputs:`",
+            &step_env,
+            &github,
+            &extra,
+            failed,
+            !failed,
+        );
         ctx.step_ids = Some(&step_ids);
         ctx.inputs_declared = &action.inputs;
         ctx.inputs_owner = "the action";
@@ -509,7 +558,10 @@ fn apply_command_files(
     match parse_command_file(&std::fs::read_to_string(files.join("output"))?) {
         Ok(pairs) => outputs.extend(pairs),
         Err(e) => {
-            writeln!(logf, "##[error]Unable to process file command 'output' successfully: {e}")?;
+            writeln!(
+                logf,
+                "##[error]Unable to process file command 'output' successfully: {e}"
+            )?;
             ok = false;
         }
     }
@@ -520,7 +572,10 @@ fn apply_command_files(
             }
         }
         Err(e) => {
-            writeln!(logf, "##[error]Unable to process file command 'env' successfully: {e}")?;
+            writeln!(
+                logf,
+                "##[error]Unable to process file command 'env' successfully: {e}"
+            )?;
             ok = false;
         }
     }

@@ -63,10 +63,10 @@ pub fn record_attestation(
     if repository.split('/').count() != 2 {
         bail!("record_attestation: repository {repository:?} is not owner/name");
     }
-    if !signer_workflow
-        .to_ascii_lowercase()
-        .starts_with(&format!("{}/.github/workflows/", repository.to_ascii_lowercase()))
-    {
+    if !signer_workflow.to_ascii_lowercase().starts_with(&format!(
+        "{}/.github/workflows/",
+        repository.to_ascii_lowercase()
+    )) {
         bail!("record_attestation: signer workflow {signer_workflow:?} is not {repository}/.github/workflows/<file>");
     }
     if subjects.is_empty() {
@@ -134,9 +134,8 @@ pub fn add_release(
     assets: &[PathBuf],
     draft: bool,
 ) -> Result<()> {
-    let is_rfc3339 = created_at.len() == 20
-        && created_at.ends_with('Z')
-        && created_at.as_bytes()[10] == b'T';
+    let is_rfc3339 =
+        created_at.len() == 20 && created_at.ends_with('Z') && created_at.as_bytes()[10] == b'T';
     if !is_rfc3339 {
         bail!("add_release {tag}: created_at {created_at:?} is not YYYY-MM-DDTHH:MM:SSZ");
     }
@@ -151,9 +150,12 @@ pub fn add_release(
     std::fs::create_dir_all(dir.join("assets"))
         .with_context(|| format!("creating {}", dir.display()))?;
     for asset in assets {
-        let name = asset
-            .file_name()
-            .ok_or_else(|| anyhow!("add_release {tag}: asset {} has no file name", asset.display()))?;
+        let name = asset.file_name().ok_or_else(|| {
+            anyhow!(
+                "add_release {tag}: asset {} has no file name",
+                asset.display()
+            )
+        })?;
         std::fs::copy(asset, dir.join("assets").join(name))
             .with_context(|| format!("add_release {tag}: copying {}", asset.display()))?;
     }
@@ -219,10 +221,7 @@ pub(crate) fn foreign_states(r: &Replay) -> Result<serde_json::Map<String, Value
         std::fs::create_dir_all(&copy)?;
         if source.exists() {
             copy_dir(source, &copy).with_context(|| {
-                format!(
-                    "copying the gh state of {repo} from {}",
-                    source.display()
-                )
+                format!("copying the gh state of {repo} from {}", source.display())
             })?;
         }
         set_mode(&r.root().join("foreign"), 0o755)?;
