@@ -1673,6 +1673,27 @@ runs:
       run: echo cleanup-ran
 "#;
 
+const NESTING_ACTION: &str = r#"name: nest
+description: Calls a stand-in and another composite action
+inputs:
+  who:
+    description: passed on
+outputs:
+  both:
+    value: ${{ steps.tool.outputs.echoed }}+${{ steps.inner.outputs.greeting }}
+runs:
+  using: composite
+  steps:
+    - id: tool
+      uses: acme/tool@v1
+      with:
+        msg: tool-${{ inputs.who }}
+    - id: inner
+      uses: acme/actions/.github/actions/greet@main
+      with:
+        who: ${{ steps.tool.outputs.echoed }}
+"#;
+
 fn action_fixture() -> (tempfile::TempDir, String) {
     action_repo(&[
         (".github/actions/greet/action.yml", GREET_ACTION),
@@ -1681,6 +1702,7 @@ fn action_fixture() -> (tempfile::TempDir, String) {
             "#!/bin/sh\necho \"tail=from-script $(id -u)\"\n",
         ),
         ("fails/action.yaml", FAILING_ACTION),
+        ("nest/action.yml", NESTING_ACTION),
         (
             "action.yml",
             "name: root\ndescription: at the root\nruns:\n  using: node20\n  main: index.js\n",
@@ -1763,6 +1785,34 @@ jobs:
     assert!(log.contains("before-the-failure"), "{log}");
     assert!(log.contains("cleanup-ran"), "{log}");
     assert!(!log.contains("should-not-run"), "{log}");
+}
+
+#[test]
+fn composite_steps_may_use_stand_ins_and_other_composite_actions() {
+    let _runner = light_docker();
+    let (actions, _) = action_fixture();
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    steps:
+      - id: call
+        uses: acme/actions/nest@main
+        with:
+          who: nested
+"#
+    ));
+    let r = r.action_source("acme/actions", actions.path()).stand_in(
+        "acme/tool",
+        StandIn::Script(r#"echo "echoed=$INPUT_MSG" >> "$GITHUB_OUTPUT""#.into()),
+    );
+    let run = run_workflow(r).unwrap_or_else(|e| panic!("{e:#}"));
+    run.assert_success();
+    assert_eq!(
+        run.job("j").step("call").outputs["both"],
+        "tool-nested+hello tool-nested from sandbox0/coding-agent-template via acme/actions"
+    );
 }
 
 #[test]

@@ -16,7 +16,9 @@
 //!   the action's `outputs.<x>.value` become the calling step's outputs;
 //! - GITHUB_ENV and GITHUB_PATH reach the following steps, inside and after the action;
 //! - a failing step (without continue-on-error) fails the calling step; `if:` status functions
-//!   look at the action's steps.
+//!   (and `github.action_status`) look at the action's steps;
+//! - a `uses:` step runs like a workflow's (emulated action, stand-in, or another registered
+//!   composite action).
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -198,9 +200,13 @@ fn load(leg: &Leg, here: &str, uses: &str, source: &Path) -> Result<Action> {
             bail!("{at} a step has exactly one of `run` and `uses`");
         }
         if step.contains_key("uses") {
-            bail!("{at} `uses:` inside a composite action is not supported by the replay harness");
-        }
-        if !step.contains_key("shell") {
+            if let Some(key) = ["shell", "run", "working-directory"]
+                .iter()
+                .find(|k| step.contains_key(**k))
+            {
+                bail!("{at} a `uses` step cannot have `{key}`");
+            }
+        } else if !step.contains_key("shell") {
             bail!("{at} a `run` step of a composite action needs `shell` (GitHub rejects the action without it)");
         }
         if let Some(id) = step.get("id").map(scalar_text) {
@@ -211,7 +217,7 @@ fn load(leg: &Leg, here: &str, uses: &str, source: &Path) -> Result<Action> {
         }
     }
 
-    // The action's files, for the runner.
+    // The action's repository at the commit, as GitHub downloads it, for the runner.
     let store = leg.env.run.replay.root().join("actions");
     let export = store.join(format!("{}@{commit}", repository.replace('/', "+")));
     if !export.exists() {
@@ -220,7 +226,6 @@ fn load(leg: &Leg, here: &str, uses: &str, source: &Path) -> Result<Action> {
             .args(["-c", "safe.directory=*", "-C"])
             .arg(source)
             .args(["archive", "--format=tar", &commit])
-            .args((!dir.is_empty()).then_some(dir.as_str()))
             .stdout(Stdio::piped())
             .spawn()
             .context("running git archive")?;
@@ -232,10 +237,7 @@ fn load(leg: &Leg, here: &str, uses: &str, source: &Path) -> Result<Action> {
             .status()
             .context("running tar")?;
         if !archive.wait()?.success() || !status.success() {
-            bail!(
-                "{here}: exporting {dir} at {commit} of {} failed",
-                source.display()
-            );
+            bail!("{here}: exporting {commit} of {} failed", source.display());
         }
         give_to_runner(&store)?;
     }
@@ -275,6 +277,38 @@ fn action_ctx<'a>(
     c
 }
 
+/// What a step of the action does, once its expressions are evaluated.
+enum Work {
+    Skip,
+    Run(String),
+    Uses(String, BTreeMap<String, String>),
+}
+
+/// The scope of a composite step's expressions.
+fn step_ctx<'a>(
+    leg: &'a Leg,
+    action: &'a Action,
+    step_ids: &'a [String],
+    env: &Map<String, Value>,
+    github: &Value,
+    extra: &[(&str, Value)],
+    failed: bool,
+) -> Ctx<'a> {
+    let mut ctx = action_ctx(
+        leg,
+        "a composite action's step",
+        env,
+        github,
+        extra,
+        failed,
+        true,
+    );
+    ctx.step_ids = Some(step_ids);
+    ctx.inputs_declared = &action.inputs;
+    ctx.inputs_owner = "the action";
+    ctx
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     leg: &mut Leg,
@@ -295,6 +329,7 @@ pub(crate) fn run(
     writeln!(logf, "##[replay] {uses} with {with:?}")?;
 
     let mut github = leg.github.clone();
+    github["action_status"] = json!("success");
     github["action_path"] = json!(action.path.display().to_string());
     github["action_repository"] = json!(action.repository);
     github["action_ref"] = json!(action.git_ref);
@@ -356,7 +391,13 @@ pub(crate) fn run(
         .iter()
         .filter_map(|s| s.get("id").map(scalar_text))
         .collect();
-    let caller_index = leg.steps.len() + 1;
+    // Unique per call: a nested action's steps get files of their own.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = format!(
+        "{:02}-c{}",
+        leg.steps.len() + 1,
+        CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
     let mut steps_ctx = Map::new();
     let mut failed = false;
     let mut timed_out = false;
@@ -376,55 +417,48 @@ pub(crate) fn run(
             .get("if")
             .map(scalar_text)
             .unwrap_or_else(|| "success()".into());
-        let (go, env, script, wd, continue_on_error) = {
-            let mut ctx = action_ctx(
-                leg,
-                "a composite action's step",
-                &step_env,
-                &github,
-                &extra,
-                failed,
-                true,
-            );
-            ctx.step_ids = Some(&step_ids);
-            ctx.inputs_declared = &action.inputs;
-            ctx.inputs_owner = "the action";
-            let go =
-                expr::condition(&cond, &ctx).map_err(|e| anyhow!("{at}: `if: {cond}`: {e}"))?;
-            let mut env = step_env.clone();
-            let mut script = String::new();
-            let mut wd = leg.workspace.clone();
-            let mut continue_on_error = false;
-            if go {
-                eval_env(step.get("env"), &ctx, &mut env).map_err(|e| anyhow!("{at}: env: {e}"))?;
-                let mut ctx = action_ctx(
-                    leg,
-                    "a composite action's step",
-                    &env,
-                    &github,
-                    &extra,
-                    failed,
-                    true,
-                );
-                ctx.step_ids = Some(&step_ids);
-                ctx.inputs_declared = &action.inputs;
-                ctx.inputs_owner = "the action";
-                script = expr::render_string(&scalar_text(&step["run"]), &ctx)
-                    .map_err(|e| anyhow!("{at}: run: {e}"))?;
-                if let Some(w) = step.get("working-directory") {
-                    let w = expr::render_string(&scalar_text(w), &ctx)
-                        .map_err(|e| anyhow!("{at}: working-directory: {e}"))?;
-                    wd = glob::normalize(&leg.workspace, &w);
+        github["action_status"] = json!(if failed { "failure" } else { "success" });
+        let ctx = step_ctx(leg, &action, &step_ids, &step_env, &github, &extra, failed);
+        let go = expr::condition(&cond, &ctx).map_err(|e| anyhow!("{at}: `if: {cond}`: {e}"))?;
+        let mut env = step_env.clone();
+        let mut work = Work::Skip;
+        let mut wd = leg.workspace.clone();
+        let mut continue_on_error = false;
+        if go {
+            eval_env(step.get("env"), &ctx, &mut env).map_err(|e| anyhow!("{at}: env: {e}"))?;
+            let ctx = step_ctx(leg, &action, &step_ids, &env, &github, &extra, failed);
+            work = match (step.get("run"), step.get("uses")) {
+                (Some(run), _) => Work::Run(
+                    expr::render_string(&scalar_text(run), &ctx)
+                        .map_err(|e| anyhow!("{at}: run: {e}"))?,
+                ),
+                (None, Some(nested)) => {
+                    let mut with = BTreeMap::new();
+                    if let Some(Value::Object(w)) = step.get("with") {
+                        for (key, v) in w {
+                            let v = expr::to_string(
+                                &eval_value(v, &ctx)
+                                    .map_err(|e| anyhow!("{at}: with.{key}: {e}"))?,
+                            );
+                            with.insert(key.clone(), v);
+                        }
+                    }
+                    Work::Uses(scalar_text(nested), with)
                 }
-                if let Some(v) = step.get("continue-on-error") {
-                    continue_on_error = expr::truthy(
-                        &eval_value(v, &ctx)
-                            .map_err(|e| anyhow!("{at}: continue-on-error: {e}"))?,
-                    );
-                }
+                (None, None) => unreachable!("checked at load"),
+            };
+            if let Some(w) = step.get("working-directory") {
+                let w = expr::render_string(&scalar_text(w), &ctx)
+                    .map_err(|e| anyhow!("{at}: working-directory: {e}"))?;
+                wd = glob::normalize(&leg.workspace, &w);
             }
-            (go, env, script, wd, continue_on_error)
-        };
+            if let Some(v) = step.get("continue-on-error") {
+                continue_on_error = expr::truthy(
+                    &eval_value(v, &ctx).map_err(|e| anyhow!("{at}: continue-on-error: {e}"))?,
+                );
+            }
+        }
+        drop(ctx);
         writeln!(logf, "##[group]{uses} step {}: {label}", k + 1)?;
         if !go {
             writeln!(logf, "##[replay] skipped: `if: {cond}` is false")?;
@@ -436,10 +470,8 @@ pub(crate) fn run(
             }
             continue;
         }
-        let files = leg
-            .dir
-            .join("files")
-            .join(format!("{caller_index:02}-{:02}", k + 1));
+        let mut nested_outputs = BTreeMap::new();
+        let files = leg.dir.join("files").join(format!("{call}-{:02}", k + 1));
         std::fs::create_dir_all(&files)?;
         for f in ["output", "env", "path", "summary"] {
             std::fs::write(files.join(f), "")?;
@@ -460,17 +492,34 @@ pub(crate) fn run(
         penv.insert("GITHUB_ACTION_REF".into(), action.git_ref.clone());
 
         let shell = step.get("shell").map(scalar_text);
-        let ok = if !wd.is_dir() {
+        let ok = if let Work::Uses(nested, with) = &work {
+            logf.flush()?;
+            // A nested composite inherits this step's env.
+            let caller_step_env = std::mem::replace(&mut leg.step_env, env.clone());
+            let end = super::actions::run(leg, &at, nested, with, &penv, log, deadline);
+            leg.step_env = caller_step_env;
+            let end = end?;
+            leg.pgids.extend(end.pgid);
+            if end.timed_out {
+                writeln!(logf, "##[error]The action has timed out.")?;
+                timed_out = true;
+            }
+            nested_outputs = end.outputs;
+            end.ok
+        } else if !wd.is_dir() {
             writeln!(logf, "##[error]An error occurred trying to start process: working directory '{}' does not exist", wd.display())?;
             false
         } else {
+            let Work::Run(script) = &work else {
+                unreachable!("a step that runs has work")
+            };
             let (argv, ext) = shell_command(shell.as_deref()).map_err(|e| anyhow!("{at}: {e}"))?;
             let script_path = leg.temp.join(format!(
-                "step-{caller_index:02}-{:02}-attempt-{}{ext}",
+                "step-{call}-{:02}-attempt-{}{ext}",
                 k + 1,
                 leg.env.run.run_attempt
             ));
-            std::fs::write(&script_path, &script)?;
+            std::fs::write(&script_path, script)?;
             give_to_runner(&script_path)?;
             let argv: Vec<String> = argv
                 .iter()
@@ -489,7 +538,8 @@ pub(crate) fn run(
             }
             end.ok
         };
-        let (outputs, files_ok) = apply_command_files(leg, &files, &mut logf)?;
+        let (mut outputs, files_ok) = apply_command_files(leg, &files, &mut logf)?;
+        outputs.extend(std::mem::take(&mut nested_outputs));
         let ok = ok && files_ok;
         writeln!(logf, "##[endgroup]")?;
         let outcome = if ok { "success" } else { "failure" };
