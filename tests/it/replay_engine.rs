@@ -1924,6 +1924,9 @@ jobs:
           gh release download v1.1.0 --repo {TEMPLATE} --pattern '*.txt' --dir got
           echo "got=$(cat got/template.txt)" >> "$GITHUB_OUTPUT"
           echo "latest=$(gh release view --repo {TEMPLATE} --json tagName --jq .tagName)" >> "$GITHUB_OUTPUT"
+          echo "digest=$(gh release view v1.0.0 --repo {TEMPLATE} --json assets --jq '.assets[0].digest')" >> "$GITHUB_OUTPUT"
+          gh release download v1.0.0 --repo {TEMPLATE} --pattern template.txt --output one.txt
+          echo "one=$(cat one.txt)" >> "$GITHUB_OUTPUT"
       - name: drafts are invisible
         run: gh release view v2.0.0 --repo {TEMPLATE}
       - name: create
@@ -1951,6 +1954,8 @@ jobs:
     assert_eq!(read.outputs["newest"], "v1.1.0");
     assert_eq!(read.outputs["got"], "v1.1.0");
     assert_eq!(read.outputs["latest"], "v1.1.0");
+    assert_eq!(read.outputs["digest"], sha256_of(b"v1.0.0\n"));
+    assert_eq!(read.outputs["one"], "v1.0.0");
     for name in [
         "drafts are invisible",
         "create",

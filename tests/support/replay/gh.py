@@ -34,6 +34,8 @@ PUBLISHED_TAGS = os.path.join(STATE, "published-tags")
 FOREIGN = json.loads(r"""@FOREIGN@""")
 # True once the call reads another repository: its drafts are invisible.
 FOREIGN_READ = False
+# The repository the call reads.
+CURRENT_REPO = REPOSITORY
 
 
 def fail(message, code=1):
@@ -93,7 +95,7 @@ def access(repo_flag, level):
     """Checks the token may do `level` (read/write) on the repository named, and points the
     state at that repository's. Another repository is public: any token reads it (its
     published releases only: drafts are visible to writers), none may change it."""
-    global FOREIGN_READ
+    global FOREIGN_READ, CURRENT_REPO
     perms = token_permissions()
     foreign = check_repo(repo_flag)
     if foreign is None:
@@ -104,6 +106,7 @@ def access(repo_flag, level):
              "the job's token can only read it)" % foreign)
     use_state(FOREIGN[foreign])
     FOREIGN_READ = True
+    CURRENT_REPO = foreign
 
 
 def maybe_fail_once(words):
@@ -228,12 +231,21 @@ def emit(data, opts):
     sys.stdout.write(out.stdout)
 
 
+def asset_json(rel, name):
+    path = os.path.join(release_dir(rel["tagName"]), "assets", name)
+    with open(path, "rb") as f:
+        digest = "sha256:" + hashlib.sha256(f.read()).hexdigest()
+    return {"name": name, "size": os.path.getsize(path), "digest": digest, "state": "uploaded",
+            "contentType": "application/octet-stream",
+            "url": "https://github.com/%s/releases/download/%s/%s" % (CURRENT_REPO, rel["tagName"], name)}
+
+
 def view_json(rel, fields):
     full = {
         "tagName": rel["tagName"], "name": rel["title"], "isDraft": rel["isDraft"],
         "isLatest": rel.get("isLatest", False), "isPrerelease": False, "createdAt": rel["createdAt"],
         "publishedAt": rel.get("publishedAt"), "targetCommitish": rel["target"], "body": rel["notes"],
-        "assets": [{"name": a} for a in assets(rel)],
+        "assets": [asset_json(rel, a) for a in assets(rel)],
     }
     out = {}
     for f in fields.split(","):
@@ -364,10 +376,29 @@ def cmd_download(args):
     if len(pos) > 1:
         fail("accepts at most 1 arg(s), received %d" % len(pos))
     rel = must_get(pos[0]) if pos else (latest() or fail("release not found"))
+    if "archive" in opts:
+        fail("gh stand-in (replay harness): --archive is not emulated")
     patterns = opts.get("pattern", ["*"])
     names = [a for a in assets(rel) if any(fnmatch.fnmatchcase(a, p) for p in patterns)]
     if not names:
         fail("no assets match the file pattern")
+    if "output" in opts:
+        if "dir" in opts:
+            fail("specify only one of `--dir` or `--output`")
+        if len(names) > 1:
+            fail("unable to write more than one asset with `--output`, got %d assets" % len(names))
+        src = os.path.join(release_dir(rel["tagName"]), "assets", names[0])
+        out = opts["output"]
+        if out == "-":
+            with open(src, "rb") as f:
+                sys.stdout.buffer.write(f.read())
+            return
+        if os.path.exists(out) and opts.get("clobber") != "true" and opts.get("skip") != "true":
+            fail("%s already exists (use `--clobber` to overwrite file or `--skip-existing` to skip file)" % out)
+        if os.path.exists(out) and opts.get("skip") == "true":
+            return
+        shutil.copyfile(src, out)
+        return
     d = opts.get("dir", ".")
     os.makedirs(d, exist_ok=True)
     for name in names:
