@@ -2006,7 +2006,7 @@ fn gh_attestation_verify_checks_digest_predicate_type_and_signer_workflow() {
     assert!(record_attestation(
         state.path(),
         TEMPLATE,
-        "other/x/.github/workflows/a.yml",
+        "acme/template/workflows/a.yml",
         "p",
         &[("a".into(), file_digest.clone())]
     )

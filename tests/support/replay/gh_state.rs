@@ -63,11 +63,13 @@ pub fn record_attestation(
     if repository.split('/').count() != 2 {
         bail!("record_attestation: repository {repository:?} is not owner/name");
     }
-    if !signer_workflow.to_ascii_lowercase().starts_with(&format!(
-        "{}/.github/workflows/",
-        repository.to_ascii_lowercase()
-    )) {
-        bail!("record_attestation: signer workflow {signer_workflow:?} is not {repository}/.github/workflows/<file>");
+    // A reusable workflow of another repository may sign, so only the form is checked.
+    let parts: Vec<&str> = signer_workflow.split('/').collect();
+    if parts.len() != 5
+        || parts[2..4] != [".github", "workflows"]
+        || !(parts[4].ends_with(".yml") || parts[4].ends_with(".yaml"))
+    {
+        bail!("record_attestation: signer workflow {signer_workflow:?} is not owner/name/.github/workflows/<file>.yml");
     }
     if subjects.is_empty() {
         bail!("record_attestation: no subjects");

@@ -5,9 +5,13 @@
 //! Jobs run in `needs` order (sequentially), matrix legs one after another; every `run:` step
 //! is a script executed by the non-root `runner` user (`scripts/setup-runner-user.sh`) with a
 //! clean environment holding only what GitHub sets. `actions/checkout`, `upload-artifact`,
-//! `download-artifact` and `cache` are emulated; other actions need a stand-in registered with
-//! [`Replay::stand_in`]. A `gh` stand-in (`gh.py`) keeps releases in a directory and enforces
-//! immutable releases and the job token's permissions.
+//! `download-artifact`, `cache` and the attest actions are emulated; composite actions of a
+//! repository registered with [`Replay::action_source`] run from its local git repository
+//! (`composite.rs`); other actions need a stand-in registered with [`Replay::stand_in`]. A `gh`
+//! stand-in (`gh.py`) keeps releases in a directory and enforces immutable releases and the
+//! job token's permissions, reads other repositories' releases
+//! ([`Replay::gh_foreign_repository`]) and verifies attestations against what the attest
+//! actions (or [`record_attestation`]) recorded (`gh_state.rs`).
 //!
 //! Where GitHub silently evaluates a mistake to an empty string — a misspelled step id or
 //! output, a need the job does not declare, a matrix key or input that does not exist — the
