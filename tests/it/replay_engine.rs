@@ -2117,3 +2117,43 @@ jobs:
         .log_of("unrecorded digest")
         .contains(&sha256_of(b"other\n")));
 }
+
+#[test]
+fn a_fixture_release_in_the_run_s_own_state_is_the_runner_s_to_update() {
+    let _runner = light_docker();
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    permissions:
+      contents: write
+    env:
+      GH_TOKEN: ${{{{ github.token }}}}
+      GH_REPO: ${{{{ github.repository }}}}
+    steps:
+      - id: read
+        run: |
+          gh release create v2 --notes second
+          echo "list=$(gh release list --json tagName,isLatest | jq -c .)" >> "$GITHUB_OUTPUT"
+"#
+    ));
+    let asset = r.root().join("fixture.txt");
+    std::fs::write(&asset, "v1\n").unwrap();
+    add_release(
+        &r.gh_state_dir(),
+        "v1",
+        "2020-01-01T00:00:00Z",
+        &[asset.clone()],
+        false,
+    )
+    .unwrap();
+    assert!(add_release(&r.gh_state_dir(), "v1", "2020-01-01T00:00:00Z", &[], false).is_err());
+    assert!(add_release(&r.gh_state_dir(), "v0", "yesterday", &[], false).is_err());
+    let run = run_workflow(r).unwrap_or_else(|e| panic!("{e:#}"));
+    run.assert_success();
+    assert_eq!(
+        run.job("j").step("read").outputs["list"],
+        r#"[{"tagName":"v2","isLatest":true},{"tagName":"v1","isLatest":false}]"#
+    );
+}

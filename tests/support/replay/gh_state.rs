@@ -206,7 +206,9 @@ pub fn add_release(
             .open(gh_state_dir.join("published-tags"))?;
         writeln!(f, "{tag}")?;
     }
-    Ok(())
+    // The run's own state is the runner's: its gh may later rewrite these files (publishing
+    // another release clears isLatest here).
+    give_to_runner(gh_state_dir)
 }
 
 /// Copies every registered foreign repository's state into the replay's directory, where the
