@@ -2144,7 +2144,7 @@ jobs:
         &r.gh_state_dir(),
         "v1",
         "2020-01-01T00:00:00Z",
-        &[asset.clone()],
+        &[asset],
         false,
     )
     .unwrap();
