@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-# A stand-in for the GitHub CLI's `gh release` commands, for the workflow replay harness
-# (tests/support/replay/). Releases live in STATE/releases/<tag>/release.json + assets/.
+# A stand-in for the GitHub CLI's `gh release` and `gh attestation verify` commands, for the
+# workflow replay harness (tests/support/replay/). Releases live in
+# STATE/releases/<tag>/release.json + assets/.
 #
 # Stricter than nothing, as strict as GitHub where it matters:
 # - no GH_TOKEN (or GITHUB_TOKEN, which gh also reads) -> refused, as gh does;
 # - the token the harness hands a job encodes its `permissions:` (replay.contents=write...):
 #   reading needs contents read or write, changing anything needs contents: write;
-# - GH_REPO (or -R/--repo) must name the run's repository;
+# - GH_REPO (or -R/--repo) must name the run's repository or a registered other one;
 # - immutable releases: a published release cannot be edited, uploaded to or have assets
 #   deleted, and a tag once published can never be used again;
 # - another repository registered with Replay::gh_foreign_repository (--repo/-R/GH_REPO) is
@@ -15,7 +16,7 @@
 #   of the repository named: subject digest, predicate type, signer workflow;
 # - STATE/fail-once holding e.g. `release edit` makes the next matching call fail once.
 #
-# The harness writes this file with STATE and REPOSITORY filled in.
+# The harness writes this file with STATE, REPOSITORY and FOREIGN filled in.
 import fnmatch
 import hashlib
 import json
