@@ -1568,3 +1568,592 @@ fn command_files_parse_single_and_multi_line_forms() {
     assert!(crate::support::replay::parse_command_file("b<<EOF\nno end\n").is_err());
     assert!(crate::support::replay::parse_command_file("just text\n").is_err());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Composite actions from a registered source repository
+// ---------------------------------------------------------------------------------------------
+
+/// A git repository (branch `main`, one commit) holding `files` (`path`, `content`); paths
+/// ending in `.sh` are executable. Returns the directory and the commit.
+fn action_repo(files: &[(&str, &str)]) -> (tempfile::TempDir, String) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    for (path, content) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, content).unwrap();
+        if path.ends_with(".sh") {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    git(&["init", "--quiet", "--initial-branch=main"]);
+    git(&["add", "."]);
+    git(&["commit", "--quiet", "-m", "action"]);
+    let commit = git(&["rev-parse", "HEAD"]);
+    (dir, commit)
+}
+
+const GREET_ACTION: &str = r#"name: greet
+description: Greets, from a script shipped beside it
+inputs:
+  who:
+    description: whom to greet
+    required: true
+  repo:
+    description: defaults to the caller's repository
+    default: ${{ github.repository }}
+  me:
+    default: ${{ github.action_repository }}
+outputs:
+  greeting:
+    description: the greeting
+    value: ${{ steps.say.outputs.text }}
+  tail:
+    value: ${{ steps.script.outputs.tail }}
+runs:
+  using: composite
+  steps:
+    - id: say
+      shell: bash
+      run: |
+        # GitHub sets no INPUT_ variables for composite actions.
+        test -z "${INPUT_WHO:-}"
+        echo "text=hello ${{ inputs.who }} from ${{ inputs.repo }} via ${{ inputs.me }}" >> "$GITHUB_OUTPUT"
+        echo "FROM_ACTION=set-inside" >> "$GITHUB_ENV"
+    - id: script
+      shell: bash
+      env:
+        SEEN: ${{ env.FROM_ACTION }}
+      run: |
+        test "$SEEN" = set-inside
+        test "$GITHUB_ACTION_PATH" = "${{ github.action_path }}"
+        test "$GITHUB_ACTION_REPOSITORY" = acme/actions
+        "$GITHUB_ACTION_PATH/tail.sh" >> "$GITHUB_OUTPUT"
+    - name: only on failure
+      if: failure()
+      shell: bash
+      run: echo failure-step-ran
+"#;
+
+const FAILING_ACTION: &str = r#"name: fails
+description: One soft failure, one hard, and a clean-up
+outputs:
+  soft:
+    value: ${{ steps.soft.outcome }}/${{ steps.soft.conclusion }}
+runs:
+  using: composite
+  steps:
+    - id: soft
+      shell: bash
+      continue-on-error: true
+      run: exit 3
+    - id: hard
+      shell: sh
+      run: echo before-the-failure; exit 1
+    - id: never
+      shell: bash
+      run: echo should-not-run
+    - id: cleanup
+      if: failure()
+      shell: bash
+      run: echo cleanup-ran
+"#;
+
+const NESTING_ACTION: &str = r#"name: nest
+description: Calls a stand-in and another composite action
+inputs:
+  who:
+    description: passed on
+outputs:
+  both:
+    value: ${{ steps.tool.outputs.echoed }}+${{ steps.inner.outputs.greeting }}
+runs:
+  using: composite
+  steps:
+    - id: tool
+      uses: acme/tool@v1
+      with:
+        msg: tool-${{ inputs.who }}
+    - id: inner
+      uses: acme/actions/.github/actions/greet@main
+      with:
+        who: ${{ steps.tool.outputs.echoed }}
+"#;
+
+fn action_fixture() -> (tempfile::TempDir, String) {
+    action_repo(&[
+        (".github/actions/greet/action.yml", GREET_ACTION),
+        (
+            ".github/actions/greet/tail.sh",
+            "#!/bin/sh\necho \"tail=from-script $(id -u)\"\n",
+        ),
+        ("fails/action.yaml", FAILING_ACTION),
+        ("nest/action.yml", NESTING_ACTION),
+        (
+            "action.yml",
+            "name: root\ndescription: at the root\nruns:\n  using: node20\n  main: index.js\n",
+        ),
+    ])
+}
+
+#[test]
+fn composite_action_runs_its_steps_with_inputs_outputs_env_and_its_own_files() {
+    let _runner = light_docker();
+    let (actions, commit) = action_fixture();
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    steps:
+      - id: call
+        uses: acme/actions/.github/actions/greet@{commit}
+        with:
+          who: world
+      - id: after
+        run: |
+          echo "env=$FROM_ACTION" >> "$GITHUB_OUTPUT"
+          echo "greeting=${{{{ steps.call.outputs.greeting }}}}" >> "$GITHUB_OUTPUT"
+"#
+    ));
+    let run = run_workflow(r.action_source("acme/actions", actions.path()))
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    run.assert_success();
+    let job = run.job("j");
+    let call = job.step("call");
+    let expected = "hello world from sandbox0/coding-agent-template via acme/actions";
+    assert_eq!(call.outputs["greeting"], expected);
+    let uid = Command::new("id").args(["-u", "runner"]).output().unwrap();
+    assert_eq!(
+        call.outputs["tail"],
+        format!(
+            "from-script {}",
+            String::from_utf8_lossy(&uid.stdout).trim()
+        )
+    );
+    assert_eq!(job.step("after").outputs["env"], "set-inside");
+    assert_eq!(job.step("after").outputs["greeting"], expected);
+    let log = job.log_of("call");
+    assert!(
+        log.contains("only on failure") && log.contains("skipped"),
+        "{log}"
+    );
+    assert!(!log.contains("failure-step-ran"), "{log}");
+}
+
+#[test]
+fn a_failing_composite_step_fails_the_calling_step_and_failure_steps_still_run() {
+    let _runner = light_docker();
+    let (actions, _) = action_fixture();
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    steps:
+      - id: call
+        uses: acme/actions/fails@main
+      - id: next
+        run: echo next-ran
+      - id: report
+        if: always()
+        run: echo "soft=${{{{ steps.call.outputs.soft }}}}" >> "$GITHUB_OUTPUT"
+"#
+    ));
+    let run = run_workflow(r.action_source("acme/actions", actions.path()))
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let job = run.job("j");
+    assert_eq!(job.status, Status::Failure);
+    assert_eq!(job.step("call").outcome, Status::Failure);
+    assert_eq!(job.step("next").outcome, Status::Skipped);
+    assert_eq!(job.step("report").outputs["soft"], "failure/success");
+    let log = job.log_of("call");
+    assert!(log.contains("before-the-failure"), "{log}");
+    assert!(log.contains("cleanup-ran"), "{log}");
+    assert!(!log.contains("should-not-run"), "{log}");
+}
+
+#[test]
+fn composite_steps_may_use_stand_ins_and_other_composite_actions() {
+    let _runner = light_docker();
+    let (actions, _) = action_fixture();
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    steps:
+      - id: call
+        uses: acme/actions/nest@main
+        with:
+          who: nested
+"#
+    ));
+    let r = r.action_source("acme/actions", actions.path()).stand_in(
+        "acme/tool",
+        StandIn::Script(r#"echo "echoed=$INPUT_MSG" >> "$GITHUB_OUTPUT""#.into()),
+    );
+    let run = run_workflow(r).unwrap_or_else(|e| panic!("{e:#}"));
+    run.assert_success();
+    assert_eq!(
+        run.job("j").step("call").outputs["both"],
+        "tool-nested+hello tool-nested from sandbox0/coding-agent-template via acme/actions"
+    );
+}
+
+#[test]
+fn composite_actions_refuse_what_github_rejects_or_ignores() {
+    let _runner = light_docker();
+    let broken = action_repo(&[
+        (
+            "noshell/action.yml",
+            "name: x\ndescription: x\nruns:\n  using: composite\n  steps:\n    - run: echo hi\n",
+        ),
+        (
+            "secrets/action.yml",
+            "name: x\ndescription: x\nruns:\n  using: composite\n  steps:\n    - shell: bash\n      run: echo ${{ secrets.GITHUB_TOKEN }}\n",
+        ),
+        (
+            "typo/action.yml",
+            "name: x\ndescription: x\ninputs:\n  a:\n    descripton: typo\nruns:\n  using: composite\n  steps: []\n",
+        ),
+    ])
+    .0;
+    let (greet, _) = action_fixture();
+    let error = |uses: &str, with: &str, source: &std::path::Path| -> String {
+        let (_f, r) = replay(&format!(
+            "{ON}\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: {uses}\n{with}"
+        ));
+        match run_workflow(r.action_source("acme/actions", source)) {
+            Ok(run) => panic!(
+                "`uses: {uses}` should not replay: {:?}",
+                run.job("j").status
+            ),
+            Err(e) => format!("{e:#}"),
+        }
+    };
+    let e = error(
+        "acme/actions/.github/actions/greet@main",
+        "        with:\n          who: x\n          whom: y\n",
+        greet.path(),
+    );
+    assert!(e.contains("declares no input `whom`"), "{e}");
+    let e = error("acme/actions/.github/actions/greet@main", "", greet.path());
+    assert!(e.contains("required input `who`"), "{e}");
+    let e = error("acme/actions/.github/actions/greet@nope", "", greet.path());
+    assert!(e.contains("`nope` is not a commit or branch"), "{e}");
+    let e = error("acme/actions/missing@main", "", greet.path());
+    assert!(e.contains("missing/action.yml"), "{e}");
+    let e = error("acme/actions@main", "", greet.path());
+    assert!(e.contains("runs.using is `node20`"), "{e}");
+    let e = error("acme/actions/noshell@main", "", broken.path());
+    assert!(e.contains("needs `shell`"), "{e}");
+    let e = error("acme/actions/secrets@main", "", broken.path());
+    assert!(e.contains("`secrets` context is not available"), "{e}");
+    let e = error("acme/actions/typo@main", "", broken.path());
+    assert!(e.contains("`descripton`"), "{e}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// gh: another repository's releases, attestations
+// ---------------------------------------------------------------------------------------------
+
+use crate::support::replay::{add_release, attestation_records, record_attestation};
+
+const TEMPLATE: &str = "acme/template";
+const TEMPLATE_RELEASE_WF: &str = "acme/template/.github/workflows/release.yml";
+
+fn sha256_of(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
+}
+
+/// A foreign state dir with releases v0.9.0 (old), v1.0.0, v1.1.0 (latest) and a draft, each
+/// published one with `template.txt` holding its tag.
+fn template_state() -> tempfile::TempDir {
+    let state = tempfile::tempdir().unwrap();
+    let assets = tempfile::tempdir().unwrap();
+    for (tag, created, draft) in [
+        ("v1.0.0", "2026-01-01T00:00:00Z", false),
+        ("v1.1.0", "2026-02-01T00:00:00Z", false),
+        ("v0.9.0", "2025-12-01T00:00:00Z", false),
+        ("v2.0.0", "2026-03-01T00:00:00Z", true),
+    ] {
+        let file = assets.path().join(tag).join("template.txt");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, format!("{tag}\n")).unwrap();
+        add_release(state.path(), tag, created, &[file], draft).unwrap();
+    }
+    state
+}
+
+#[test]
+fn gh_reads_another_repository_s_published_releases_and_changes_nothing_there() {
+    let _runner = light_docker();
+    let state = template_state();
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    # No contents permission at all: the other repository is public.
+    permissions:
+      actions: read
+    env:
+      GH_TOKEN: ${{{{ github.token }}}}
+    steps:
+      - id: read
+        run: |
+          echo "list=$(gh release list --repo {TEMPLATE} --json tagName,isLatest --exclude-drafts | jq -c .)" >> "$GITHUB_OUTPUT"
+          echo "asc=$(gh release list -R {TEMPLATE} --json tagName --order asc --jq '[.[].tagName] | join(",")')" >> "$GITHUB_OUTPUT"
+          echo "newest=$(GH_REPO={TEMPLATE} gh release list --limit 1 --json tagName --jq '.[0].tagName')" >> "$GITHUB_OUTPUT"
+          gh release download v1.1.0 --repo {TEMPLATE} --pattern '*.txt' --dir got
+          echo "got=$(cat got/template.txt)" >> "$GITHUB_OUTPUT"
+          echo "latest=$(gh release view --repo {TEMPLATE} --json tagName --jq .tagName)" >> "$GITHUB_OUTPUT"
+          echo "digest=$(gh release view v1.0.0 --repo {TEMPLATE} --json assets --jq '.assets[0].digest')" >> "$GITHUB_OUTPUT"
+          gh release download v1.0.0 --repo {TEMPLATE} --pattern template.txt --output one.txt
+          echo "one=$(cat one.txt)" >> "$GITHUB_OUTPUT"
+      - name: drafts are invisible
+        run: gh release view v2.0.0 --repo {TEMPLATE}
+      - name: create
+        if: always()
+        run: gh release create v9 --repo {TEMPLATE} --notes x
+      - name: upload
+        if: always()
+        run: echo x > x.txt && GH_REPO={TEMPLATE} gh release upload v1.1.0 x.txt
+      - name: unknown repository
+        if: always()
+        run: gh release list --repo acme/unknown
+"#
+    ));
+    let run = run_workflow(r.gh_foreign_repository(TEMPLATE, state.path()))
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let job = run.job("j");
+    let read = job.step("read");
+    assert_eq!(read.outcome, Status::Success, "{}", run.failure_report());
+    assert_eq!(
+        read.outputs["list"],
+        r#"[{"tagName":"v1.1.0","isLatest":true},{"tagName":"v1.0.0","isLatest":false},{"tagName":"v0.9.0","isLatest":false}]"#
+    );
+    // Without --exclude-drafts an outsider still sees no draft.
+    assert_eq!(read.outputs["asc"], "v0.9.0,v1.0.0,v1.1.0");
+    assert_eq!(read.outputs["newest"], "v1.1.0");
+    assert_eq!(read.outputs["got"], "v1.1.0");
+    assert_eq!(read.outputs["latest"], "v1.1.0");
+    assert_eq!(read.outputs["digest"], sha256_of(b"v1.0.0\n"));
+    assert_eq!(read.outputs["one"], "v1.0.0");
+    for name in [
+        "drafts are invisible",
+        "create",
+        "upload",
+        "unknown repository",
+    ] {
+        assert_eq!(job.step(name).outcome, Status::Failure, "{name}");
+    }
+    assert!(job
+        .log_of("drafts are invisible")
+        .contains("release not found"));
+    for name in ["create", "upload"] {
+        let log = job.log_of(name);
+        assert!(log.contains("HTTP 403") && log.contains(TEMPLATE), "{log}");
+    }
+    assert!(job.log_of("unknown repository").contains("HTTP 404"));
+    assert!(!state.path().join("releases/v9").exists());
+    assert_eq!(
+        std::fs::read_dir(state.path().join("releases/v1.1.0/assets"))
+            .unwrap()
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn gh_attestation_verify_checks_digest_predicate_type_and_signer_workflow() {
+    let _runner = light_docker();
+    let state = template_state();
+    let file_digest = sha256_of(b"v1.1.0\n");
+    let image_digest = format!("sha256:{}", "cd".repeat(32));
+    record_attestation(
+        state.path(),
+        TEMPLATE,
+        TEMPLATE_RELEASE_WF,
+        crate::support::replay::SLSA_PROVENANCE_V1,
+        &[("template.txt".into(), file_digest.clone())],
+    )
+    .unwrap();
+    record_attestation(
+        state.path(),
+        TEMPLATE,
+        TEMPLATE_RELEASE_WF,
+        crate::support::replay::SPDX_DOCUMENT_V2_3,
+        &[("ghcr.io/acme/template".into(), image_digest.clone())],
+    )
+    .unwrap();
+    assert!(record_attestation(
+        state.path(),
+        TEMPLATE,
+        "acme/template/workflows/a.yml",
+        "p",
+        &[("a".into(), file_digest.clone())]
+    )
+    .is_err());
+    let verify = format!("gh attestation verify --repo {TEMPLATE}");
+    let signer = format!("--signer-workflow {TEMPLATE_RELEASE_WF}");
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    permissions:
+      contents: read
+      id-token: write
+      attestations: write
+    env:
+      GH_TOKEN: ${{{{ github.token }}}}
+    steps:
+      - id: ok
+        run: |
+          gh release download v1.1.0 --repo {TEMPLATE} --dir got
+          {verify} got/template.txt {signer} > out.txt
+          grep -q "Verification succeeded" out.txt
+          echo "type=$({verify} got/template.txt --format json | jq -r '.[0].verificationResult.statement.predicateType')" >> "$GITHUB_OUTPUT"
+          {verify} oci://ghcr.io/acme/template@{image_digest} --predicate-type https://spdx.dev/Document/v2.3 {signer}
+          gh attestation verify --owner acme got/template.txt
+      - name: own attestation
+        run: |
+          echo mine > mine.txt
+      - uses: actions/attest-build-provenance@abc
+        with:
+          subject-path: mine.txt
+      - name: verify own
+        run: gh attestation verify mine.txt --repo sandbox0/coding-agent-template --signer-workflow sandbox0/coding-agent-template/.github/workflows/wf.yml
+      - name: unrecorded digest
+        if: always()
+        run: echo other > other.txt && {verify} other.txt
+      - name: wrong signer
+        if: always()
+        run: {verify} got/template.txt --signer-workflow {TEMPLATE}/.github/workflows/other.yml
+      - name: wrong predicate type
+        if: always()
+        run: {verify} got/template.txt --predicate-type https://spdx.dev/Document/v2.3
+      - name: oci name differs
+        if: always()
+        run: {verify} oci://ghcr.io/acme/other@{image_digest} --predicate-type https://spdx.dev/Document/v2.3
+      - name: oci tag
+        if: always()
+        run: {verify} oci://ghcr.io/acme/template:latest
+      - name: no token
+        if: always()
+        env:
+          GH_TOKEN: ""
+        run: {verify} got/template.txt
+      - name: other subcommand
+        if: always()
+        run: gh attestation download got/template.txt --repo {TEMPLATE}
+"#
+    ));
+    let run = run_workflow(r.gh_foreign_repository(TEMPLATE, state.path()))
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let job = run.job("j");
+    assert_eq!(
+        job.step("ok").outcome,
+        Status::Success,
+        "{}",
+        run.failure_report()
+    );
+    assert_eq!(
+        job.step("ok").outputs["type"],
+        "https://slsa.dev/provenance/v1"
+    );
+    assert_eq!(
+        job.step("verify own").outcome,
+        Status::Success,
+        "{}",
+        run.failure_report()
+    );
+    let own = attestation_records(&run.replay.gh_state_dir()).unwrap();
+    assert_eq!(own.len(), 1);
+    assert_eq!(own[0].repository, "sandbox0/coding-agent-template");
+    assert_eq!(
+        own[0].signer_workflow,
+        "sandbox0/coding-agent-template/.github/workflows/wf.yml"
+    );
+    assert_eq!(own[0].predicate_type, "https://slsa.dev/provenance/v1");
+    assert_eq!(own[0].subjects[0].digest, sha256_of(b"mine\n"));
+    // The leg's own record is unchanged.
+    assert_eq!(job.attestations().len(), 1);
+    let failing = [
+        ("unrecorded digest", "no matching attestations found"),
+        ("wrong signer", "other.yml"),
+        (
+            "wrong predicate type",
+            "predicate type https://spdx.dev/Document/v2.3",
+        ),
+        ("oci name differs", "no matching attestations found"),
+        ("oci tag", "no @sha256: digest"),
+        ("no token", "GH_TOKEN"),
+        ("other subcommand", "only `gh attestation verify`"),
+    ];
+    for (name, message) in failing {
+        assert_eq!(job.step(name).outcome, Status::Failure, "{name}");
+        let log = job.log_of(name);
+        assert!(log.contains(message), "{name}: {log}");
+    }
+    assert!(job
+        .log_of("unrecorded digest")
+        .contains(&sha256_of(b"other\n")));
+}
+
+#[test]
+fn a_fixture_release_in_the_run_s_own_state_is_the_runner_s_to_update() {
+    let _runner = light_docker();
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    permissions:
+      contents: write
+    env:
+      GH_TOKEN: ${{{{ github.token }}}}
+      GH_REPO: ${{{{ github.repository }}}}
+    steps:
+      - id: read
+        run: |
+          gh release create v2 --notes second
+          echo "list=$(gh release list --json tagName,isLatest | jq -c .)" >> "$GITHUB_OUTPUT"
+"#
+    ));
+    let asset = r.root().join("fixture.txt");
+    std::fs::write(&asset, "v1\n").unwrap();
+    add_release(
+        &r.gh_state_dir(),
+        "v1",
+        "2020-01-01T00:00:00Z",
+        &[asset],
+        false,
+    )
+    .unwrap();
+    assert!(add_release(&r.gh_state_dir(), "v1", "2020-01-01T00:00:00Z", &[], false).is_err());
+    assert!(add_release(&r.gh_state_dir(), "v0", "yesterday", &[], false).is_err());
+    let run = run_workflow(r).unwrap_or_else(|e| panic!("{e:#}"));
+    run.assert_success();
+    assert_eq!(
+        run.job("j").step("read").outputs["list"],
+        r#"[{"tagName":"v2","isLatest":true},{"tagName":"v1","isLatest":false}]"#
+    );
+}

@@ -67,6 +67,9 @@ pub(crate) fn run(
         bail!("{here}: `uses: {uses}` is not supported by the replay harness (only `owner/name@ref` actions)");
     }
     let name = action_name(uses);
+    if let Some(source) = leg.env.run.replay.action_sources.get(&name).cloned() {
+        return super::composite::run(leg, here, uses, &source, with, env, log, deadline);
+    }
     if let Some(stand_in) = leg.env.run.replay.stand_ins.get(&name).cloned() {
         return run_stand_in(leg, uses, &stand_in, with, env, log, deadline);
     }
@@ -819,6 +822,7 @@ fn attest(
         _ => bail!("{action}: give the subject one way: subject-path, subject-digest with subject-name, or subject-checksums"),
     }
     let mut sbom_sha256 = None;
+    let mut predicate_type = super::gh_state::SLSA_PROVENANCE_V1;
     if action == "actions/attest-sbom" {
         let path = input("sbom-path")
             .ok_or_else(|| anyhow!("{action}: Input required and not supplied: sbom-path"))?;
@@ -833,6 +837,11 @@ fn attest(
         if doc.get("spdxVersion").is_none() && doc.get("bomFormat").is_none() {
             bail!("{action}: {} is neither SPDX nor CycloneDX", file.display());
         }
+        predicate_type = if doc.get("spdxVersion").is_some() {
+            super::gh_state::SPDX_DOCUMENT_V2_3
+        } else {
+            super::gh_state::CYCLONEDX_BOM
+        };
         sbom_sha256 = Some(hex::encode(Sha256::digest(&bytes)));
     } else if with.contains_key("sbom-path") {
         bail!("{action} has no input `sbom-path`");
@@ -844,6 +853,27 @@ fn attest(
         sbom_sha256,
     };
     let line = serde_json::to_string(&record)?;
+    // What GitHub's attestation API then serves (`gh attestation verify`).
+    let run = leg.env.run;
+    super::gh_state::append_record(
+        &run.replay.gh_state_dir(),
+        &super::gh_state::AttestationRecord {
+            repository: run.replay.repository.clone(),
+            signer_workflow: format!(
+                "{}/.github/workflows/{}",
+                run.replay.repository, run.workflow.file
+            ),
+            predicate_type: predicate_type.into(),
+            subjects: record
+                .subjects
+                .iter()
+                .map(|s| super::gh_state::RecordSubject {
+                    name: s.name.clone(),
+                    digest: s.digest.clone(),
+                })
+                .collect(),
+        },
+    )?;
     let store = leg.temp.join(ATTESTATIONS_FILE);
     let mut f = std::fs::OpenOptions::new()
         .create(true)

@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
-# A stand-in for the GitHub CLI's `gh release` commands, for the workflow replay harness
-# (tests/support/replay/). Releases live in STATE/releases/<tag>/release.json + assets/.
+# A stand-in for the GitHub CLI's `gh release` and `gh attestation verify` commands, for the
+# workflow replay harness (tests/support/replay/). Releases live in
+# STATE/releases/<tag>/release.json + assets/.
 #
 # Stricter than nothing, as strict as GitHub where it matters:
 # - no GH_TOKEN (or GITHUB_TOKEN, which gh also reads) -> refused, as gh does;
 # - the token the harness hands a job encodes its `permissions:` (replay.contents=write...):
 #   reading needs contents read or write, changing anything needs contents: write;
-# - GH_REPO (or -R/--repo) must name the run's repository;
+# - GH_REPO (or -R/--repo) must name the run's repository or a registered other one;
 # - immutable releases: a published release cannot be edited, uploaded to or have assets
 #   deleted, and a tag once published can never be used again;
+# - another repository registered with Replay::gh_foreign_repository (--repo/-R/GH_REPO) is
+#   public: any valid token reads its published releases, nothing may change it (HTTP 403);
+# - `gh attestation verify` checks STATE/attestations.jsonl (the attest stand-in's records)
+#   of the repository named: subject digest, predicate type, signer workflow;
 # - STATE/fail-once holding e.g. `release edit` makes the next matching call fail once.
 #
-# The harness writes this file with STATE and REPOSITORY filled in.
+# The harness writes this file with STATE, REPOSITORY and FOREIGN filled in.
 import fnmatch
+import hashlib
 import json
 import os
 import shutil
@@ -24,6 +30,13 @@ STATE = "@STATE@"
 REPOSITORY = "@REPOSITORY@"
 RELEASES = os.path.join(STATE, "releases")
 PUBLISHED_TAGS = os.path.join(STATE, "published-tags")
+# Other repositories the job may read (`--repo owner/name`): lower-case owner/name -> a copy of
+# their state dir.
+FOREIGN = json.loads(r"""@FOREIGN@""")
+# True once the call reads another repository: its drafts are invisible.
+FOREIGN_READ = False
+# The repository the call reads.
+CURRENT_REPO = REPOSITORY
 
 
 def fail(message, code=1):
@@ -58,14 +71,43 @@ def need(perms, level):
 
 
 def check_repo(repo_flag):
+    """The repository the call is about: this run's (None) or a registered foreign one."""
     repo = repo_flag or os.environ.get("GH_REPO")
     if repo:
-        if repo != REPOSITORY:
-            fail("HTTP 404: Not Found (repository %s; this run's repository is %s)" % (repo, REPOSITORY))
-        return
+        if repo.lower() == REPOSITORY.lower():
+            return None
+        if repo.lower() in FOREIGN:
+            return repo.lower()
+        fail("HTTP 404: Not Found (repository %s; this run's repository is %s)" % (repo, REPOSITORY))
     inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], capture_output=True, text=True)
     if inside.returncode != 0:
         fail("failed to run git: fatal: not a git repository (or any of the parent directories): .git")
+    return None
+
+
+def use_state(state):
+    global STATE, RELEASES, PUBLISHED_TAGS
+    STATE = state
+    RELEASES = os.path.join(STATE, "releases")
+    PUBLISHED_TAGS = os.path.join(STATE, "published-tags")
+
+
+def access(repo_flag, level):
+    """Checks the token may do `level` (read/write) on the repository named, and points the
+    state at that repository's. Another repository is public: any token reads it (its
+    published releases only: drafts are visible to writers), none may change it."""
+    global FOREIGN_READ, CURRENT_REPO
+    perms = token_permissions()
+    foreign = check_repo(repo_flag)
+    if foreign is None:
+        need(perms, level)
+        return
+    if level == "write":
+        fail("HTTP 403: Resource not accessible by integration (%s is another repository: "
+             "the job's token can only read it)" % foreign)
+    use_state(FOREIGN[foreign])
+    FOREIGN_READ = True
+    CURRENT_REPO = foreign
 
 
 def maybe_fail_once(words):
@@ -87,9 +129,12 @@ def release_dir(tag):
 def load(tag):
     try:
         with open(os.path.join(release_dir(tag), "release.json")) as f:
-            return json.load(f)
+            rel = json.load(f)
     except FileNotFoundError:
         return None
+    if FOREIGN_READ and rel["isDraft"]:
+        return None
+    return rel
 
 
 def save(rel):
@@ -170,12 +215,38 @@ def parse(args, flags, bools):
 REPO = {"-R": "repo", "--repo": "repo"}
 
 
+def no_jq_without_json(opts):
+    if "jq" in opts:
+        fail("cannot use `--jq` without specifying `--json`")
+
+
+def emit(data, opts):
+    """Prints --json output, through --jq (jq -r: strings raw, as gh prints them) if given."""
+    text = json.dumps(data, indent=2)
+    if "jq" not in opts:
+        print(text)
+        return
+    out = subprocess.run(["jq", "-r", opts["jq"]], input=text, capture_output=True, text=True)
+    if out.returncode != 0:
+        fail(out.stderr)
+    sys.stdout.write(out.stdout)
+
+
+def asset_json(rel, name):
+    path = os.path.join(release_dir(rel["tagName"]), "assets", name)
+    with open(path, "rb") as f:
+        digest = "sha256:" + hashlib.sha256(f.read()).hexdigest()
+    return {"name": name, "size": os.path.getsize(path), "digest": digest, "state": "uploaded",
+            "contentType": "application/octet-stream",
+            "url": "https://github.com/%s/releases/download/%s/%s" % (CURRENT_REPO, rel["tagName"], name)}
+
+
 def view_json(rel, fields):
     full = {
         "tagName": rel["tagName"], "name": rel["title"], "isDraft": rel["isDraft"],
         "isLatest": rel.get("isLatest", False), "isPrerelease": False, "createdAt": rel["createdAt"],
         "publishedAt": rel.get("publishedAt"), "targetCommitish": rel["target"], "body": rel["notes"],
-        "assets": [{"name": a} for a in assets(rel)],
+        "assets": [asset_json(rel, a) for a in assets(rel)],
     }
     out = {}
     for f in fields.split(","):
@@ -187,8 +258,7 @@ def view_json(rel, fields):
 
 def cmd_view(args):
     pos, opts = parse(args, dict(REPO, **{"--json": "json", "-q": "jq", "--jq": "jq"}), {})
-    check_repo(opts.get("repo"))
-    need(token_permissions(), "read")
+    access(opts.get("repo"), "read")
     if len(pos) > 1:
         fail("accepts at most 1 arg(s), received %d" % len(pos))
     if pos:
@@ -196,8 +266,9 @@ def cmd_view(args):
     else:
         rel = latest() or fail("release not found")
     if "json" in opts:
-        print(json.dumps(view_json(rel, opts["json"]), indent=2))
+        emit(view_json(rel, opts["json"]), opts)
     else:
+        no_jq_without_json(opts)
         print("title:\t%s\ntag:\t%s\ndraft:\t%s\n--\n%s" % (rel["title"], rel["tagName"], str(rel["isDraft"]).lower(), rel["notes"]))
 
 
@@ -212,8 +283,7 @@ def cmd_create(args):
     pos, opts = parse(args, dict(REPO, **{"--target": "target", "-t": "title", "--title": "title",
                                           "-F": "notes_file", "--notes-file": "notes_file", "-n": "notes", "--notes": "notes"}),
                       {"-d": "draft", "--draft": "draft", "--latest": "latest", "--generate-notes": "generate", "-p": "prerelease", "--prerelease": "prerelease"})
-    check_repo(opts.get("repo"))
-    need(token_permissions(), "write")
+    access(opts.get("repo"), "write")
     if not pos:
         fail("could not create: no tag name provided")
     tag, files = pos[0], pos[1:]
@@ -263,8 +333,7 @@ def put_asset(rel, path, clobber):
 
 def cmd_upload(args):
     pos, opts = parse(args, dict(REPO), {"--clobber": "clobber"})
-    check_repo(opts.get("repo"))
-    need(token_permissions(), "write")
+    access(opts.get("repo"), "write")
     if len(pos) < 2:
         fail("requires at least 2 arg(s), only received %d" % len(pos))
     rel = must_get(pos[0])
@@ -277,8 +346,7 @@ def cmd_edit(args):
     pos, opts = parse(args, dict(REPO, **{"-F": "notes_file", "--notes-file": "notes_file", "-n": "notes", "--notes": "notes",
                                           "-t": "title", "--title": "title", "--target": "target", "--tag": "tag"}),
                       {"--draft": "draft", "--latest": "latest", "--prerelease": "prerelease"})
-    check_repo(opts.get("repo"))
-    need(token_permissions(), "write")
+    access(opts.get("repo"), "write")
     if len(pos) != 1:
         fail("accepts 1 arg(s), received %d" % len(pos))
     rel = must_get(pos[0])
@@ -305,15 +373,33 @@ def cmd_download(args):
     pos, opts = parse(args, dict(REPO, **{"-p": "pattern", "--pattern": "pattern", "-D": "dir", "--dir": "dir",
                                           "-A": "archive", "--archive": "archive", "-O": "output", "--output": "output"}),
                       {"--clobber": "clobber", "--skip-existing": "skip"})
-    check_repo(opts.get("repo"))
-    need(token_permissions(), "read")
+    access(opts.get("repo"), "read")
     if len(pos) > 1:
         fail("accepts at most 1 arg(s), received %d" % len(pos))
     rel = must_get(pos[0]) if pos else (latest() or fail("release not found"))
+    if "archive" in opts:
+        fail("gh stand-in (replay harness): --archive is not emulated")
     patterns = opts.get("pattern", ["*"])
     names = [a for a in assets(rel) if any(fnmatch.fnmatchcase(a, p) for p in patterns)]
     if not names:
         fail("no assets match the file pattern")
+    if "output" in opts:
+        if "dir" in opts:
+            fail("specify only one of `--dir` or `--output`")
+        if len(names) > 1:
+            fail("unable to write more than one asset with `--output`, got %d assets" % len(names))
+        src = os.path.join(release_dir(rel["tagName"]), "assets", names[0])
+        out = opts["output"]
+        if out == "-":
+            with open(src, "rb") as f:
+                sys.stdout.buffer.write(f.read())
+            return
+        if os.path.exists(out) and opts.get("clobber") != "true" and opts.get("skip") != "true":
+            fail("%s already exists (use `--clobber` to overwrite file or `--skip-existing` to skip file)" % out)
+        if os.path.exists(out) and opts.get("skip") == "true":
+            return
+        shutil.copyfile(src, out)
+        return
     d = opts.get("dir", ".")
     os.makedirs(d, exist_ok=True)
     for name in names:
@@ -329,22 +415,33 @@ def cmd_download(args):
 def cmd_list(args):
     pos, opts = parse(args, dict(REPO, **{"--json": "json", "-L": "limit", "--limit": "limit", "-q": "jq", "--jq": "jq", "-O": "order", "--order": "order"}),
                       {"--exclude-drafts": "exclude_drafts", "--exclude-pre-releases": "exclude_pre"})
-    check_repo(opts.get("repo"))
-    need(token_permissions(), "read")
+    access(opts.get("repo"), "read")
     if pos:
         fail("unknown arguments %r" % pos)
-    rels = all_releases()
+    rels = all_releases()  # newest first by creation, as GitHub lists them
     if opts.get("exclude_drafts") == "true":
         rels = [r for r in rels if not r["isDraft"]]
-    rels = rels[: int(opts.get("limit", "30"))]
+    order = opts.get("order", "desc")
+    if order not in ("asc", "desc"):
+        fail('invalid argument "%s" for "--order" flag: valid values are {asc|desc}' % order)
+    try:
+        limit = int(opts.get("limit", "30"))
+    except ValueError:
+        fail('invalid argument "%s" for "-L, --limit" flag' % opts["limit"])
+    if limit < 1:
+        fail("invalid limit: %d" % limit)
+    rels = rels[:limit]
+    if order == "asc":
+        rels.reverse()
     if "json" in opts:
         allowed = {"createdAt", "isDraft", "isLatest", "isPrerelease", "name", "publishedAt", "tagName"}
         fields = opts["json"].split(",")
         for f in fields:
             if f not in allowed:
                 fail("Unknown JSON field: %r\nAvailable fields:\n  %s" % (f, "\n  ".join(sorted(allowed))))
-        print(json.dumps([{f: view_json(r, f)[f] for f in fields} for r in rels], indent=2))
+        emit([{f: view_json(r, f)[f] for f in fields} for r in rels], opts)
     else:
+        no_jq_without_json(opts)
         for r in rels:
             kind = "Draft" if r["isDraft"] else ("Latest" if r.get("isLatest") else "")
             print("%s\t%s\t%s\t%s" % (r["title"], kind, r["tagName"], r.get("publishedAt") or r["createdAt"]))
@@ -352,8 +449,7 @@ def cmd_list(args):
 
 def cmd_delete_asset(args):
     pos, opts = parse(args, dict(REPO), {"-y": "yes", "--yes": "yes"})
-    check_repo(opts.get("repo"))
-    need(token_permissions(), "write")
+    access(opts.get("repo"), "write")
     if len(pos) != 2:
         fail("accepts 2 arg(s), received %d" % len(pos))
     rel = must_get(pos[0])
@@ -364,13 +460,130 @@ def cmd_delete_asset(args):
     os.remove(path)
 
 
+SLSA_PROVENANCE = "https://slsa.dev/provenance/v1"
+
+
+def attestation_stores(repo, owner):
+    """The attestation stores `--repo`/`--owner` name: (repository, path) pairs."""
+    stores = [(REPOSITORY.lower(), os.path.join(STATE, "attestations.jsonl"))]
+    stores += [(r, os.path.join(d, "attestations.jsonl")) for r, d in FOREIGN.items()]
+    if repo:
+        return [(r, p) for r, p in stores if r == repo.lower()]
+    return [(r, p) for r, p in stores if r.split("/")[0] == owner.lower()]
+
+
+def read_records(path):
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def signer_matches(wanted, recorded):
+    # gh takes [host/]owner/repo/path/to/workflow (an https:// prefix and an @ref are
+    # tolerated here); the stand-in compares it whole, case-insensitively.
+    w = wanted.strip()
+    for prefix in ("https://", "github.com/"):
+        if w.lower().startswith(prefix):
+            w = w[len(prefix):]
+    return w.split("@")[0].lower() == recorded.lower()
+
+
+def cmd_attestation_verify(args):
+    pos, opts = parse(args, {"-R": "repo", "--repo": "repo", "-o": "owner", "--owner": "owner",
+                             "--signer-workflow": "signer_workflow", "--predicate-type": "predicate_type",
+                             "--format": "format", "-d": "digest_alg", "--digest-alg": "digest_alg",
+                             "--hostname": "hostname", "-L": "limit", "--limit": "limit"},
+                      {"--deny-self-hosted-runners": "deny_self_hosted"})
+    token_permissions()
+    if len(pos) != 1:
+        fail("accepts 1 arg(s), received %d" % len(pos))
+    if ("repo" in opts) == ("owner" in opts):
+        fail("specify only one of `--owner` or `--repo`" if "repo" in opts else "one of `--owner` or `--repo` must be specified")
+    if opts.get("digest_alg", "sha256") != "sha256":
+        fail("gh stand-in (replay harness): only --digest-alg sha256 is emulated")
+    if opts.get("format", "json") != "json":
+        fail('invalid argument "%s" for "--format" flag: valid values are {json}' % opts["format"])
+    if "repo" in opts and opts["repo"].count("/") != 1:
+        fail("invalid value provided for repo: %s" % opts["repo"])
+    target = pos[0]
+    subject_name = None
+    if target.startswith("oci://"):
+        ref = target[len("oci://"):]
+        if "@sha256:" not in ref:
+            fail("gh stand-in (replay harness): %s has no @sha256: digest; the real gh resolves a tag in the "
+                 "registry, the stand-in verifies digest references only" % target)
+        subject_name, digest = ref.split("@", 1)
+        hexpart = digest[len("sha256:"):]
+        if len(hexpart) != 64 or any(c not in "0123456789abcdef" for c in hexpart):
+            fail("invalid digest in %s" % target)
+        shown = target
+    else:
+        if not os.path.isfile(target):
+            fail("failed to digest artifact: open %s: no such file or directory" % target)
+        with open(target, "rb") as f:
+            digest = "sha256:" + hashlib.sha256(f.read()).hexdigest()
+        shown = "file://" + target
+    predicate = opts.get("predicate_type", SLSA_PROVENANCE)
+    sys.stderr.write("Loaded digest %s for %s\n" % (digest, shown))
+    found = []
+    for repo, path in attestation_stores(opts.get("repo"), opts.get("owner")):
+        for rec in read_records(path):
+            if rec["repository"].lower() != repo:
+                continue
+            if not any(s["digest"] == digest and (subject_name is None or s["name"] == subject_name) for s in rec["subjects"]):
+                continue
+            found.append(rec)
+    scope = opts.get("repo") or opts.get("owner")
+    if not found:
+        fail("✗ Loading attestations from GitHub API failed\n\nError: no attestations found for subject %s "
+             "(%s) in %s: no matching attestations found" % (digest, target, scope))
+    sys.stderr.write("Loaded %d attestation(s) from GitHub API\n" % len(found))
+    by_predicate = [r for r in found if r["predicate_type"] == predicate]
+    if not by_predicate:
+        fail("✗ Verification failed\n\nError: no matching attestations found: %s has no attestation with "
+             "predicate type %s (found: %s)" % (target, predicate, ", ".join(sorted({r["predicate_type"] for r in found}))))
+    matched = by_predicate
+    if "signer_workflow" in opts:
+        matched = [r for r in by_predicate if signer_matches(opts["signer_workflow"], r["signer_workflow"])]
+        if not matched:
+            fail("✗ Verification failed\n\nError: no matching attestations found: %s was not signed by workflow %s "
+                 "(signed by: %s)" % (target, opts["signer_workflow"], ", ".join(sorted({r["signer_workflow"] for r in by_predicate}))))
+    if opts.get("format") == "json":
+        print(json.dumps([{
+            "verificationResult": {
+                "statement": {
+                    "_type": "https://in-toto.io/Statement/v1",
+                    "subject": [{"name": s["name"], "digest": {"sha256": s["digest"][len("sha256:"):]}} for s in r["subjects"]],
+                    "predicateType": r["predicate_type"],
+                },
+                "signature": {"certificate": {
+                    "sourceRepositoryURI": "https://github.com/" + r["repository"],
+                    "buildSignerURI": "https://github.com/" + r["signer_workflow"],
+                    "githubWorkflowRepository": r["repository"],
+                }},
+            }} for r in matched], indent=2))
+        return
+    print("\u2713 Verification succeeded!\n\n%s was attested by:\nREPO\tPREDICATE_TYPE\tWORKFLOW" % digest)
+    for r in matched:
+        print("%s\t%s\t%s" % (r["repository"], r["predicate_type"], r["signer_workflow"]))
+
+
 COMMANDS = {"view": cmd_view, "create": cmd_create, "upload": cmd_upload, "edit": cmd_edit,
             "download": cmd_download, "list": cmd_list, "delete-asset": cmd_delete_asset}
 
 
 def main(argv):
+    if argv[:1] == ["attestation"]:
+        if argv[1:2] != ["verify"]:
+            fail("gh stand-in (replay harness): only `gh attestation verify` is emulated; got `gh %s`" % " ".join(argv))
+        token_permissions()
+        maybe_fail_once(argv[:2])
+        cmd_attestation_verify(argv[2:])
+        return
     if len(argv) < 2 or argv[0] != "release" or argv[1] not in COMMANDS:
-        fail("gh stand-in (replay harness): only `gh release %s` are emulated; got `gh %s`"
+        fail("gh stand-in (replay harness): only `gh release %s` and `gh attestation verify` are emulated; got `gh %s`"
              % ("|".join(sorted(COMMANDS)), " ".join(argv)))
     token_permissions()  # gh checks authentication before anything else
     maybe_fail_once(argv[:2])

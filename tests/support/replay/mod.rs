@@ -5,9 +5,13 @@
 //! Jobs run in `needs` order (sequentially), matrix legs one after another; every `run:` step
 //! is a script executed by the non-root `runner` user (`scripts/setup-runner-user.sh`) with a
 //! clean environment holding only what GitHub sets. `actions/checkout`, `upload-artifact`,
-//! `download-artifact` and `cache` are emulated; other actions need a stand-in registered with
-//! [`Replay::stand_in`]. A `gh` stand-in (`gh.py`) keeps releases in a directory and enforces
-//! immutable releases and the job token's permissions.
+//! `download-artifact`, `cache` and the attest actions are emulated; composite actions of a
+//! repository registered with [`Replay::action_source`] run from its local git repository
+//! (`composite.rs`); other actions need a stand-in registered with [`Replay::stand_in`]. A `gh`
+//! stand-in (`gh.py`) keeps releases in a directory and enforces immutable releases and the
+//! job token's permissions, reads other repositories' releases
+//! ([`Replay::gh_foreign_repository`]) and verifies attestations against what the attest
+//! actions (or [`record_attestation`]) recorded (`gh_state.rs`).
 //!
 //! Where GitHub silently evaluates a mistake to an empty string — a misspelled step id or
 //! output, a need the job does not declare, a matrix key or input that does not exist — the
@@ -32,7 +36,9 @@
 #![allow(dead_code)]
 
 mod actions;
+mod composite;
 pub mod expr;
+mod gh_state;
 mod glob;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,6 +55,11 @@ use sha2::{Digest, Sha256};
 
 #[allow(unused_imports)]
 pub use actions::{ActionCall, ActionFn, Attestation, StandIn, Subject, ATTESTATIONS_FILE};
+#[allow(unused_imports)]
+pub use gh_state::{
+    add_release, attestation_records, record_attestation, AttestationRecord, RecordSubject,
+    ATTESTATION_STORE, CYCLONEDX_BOM, SLSA_PROVENANCE_V1, SPDX_DOCUMENT_V2_3,
+};
 
 /// The user GitHub-hosted runners run jobs as.
 pub const RUNNER_USER: &str = "runner";
@@ -259,6 +270,10 @@ pub struct Replay {
     pub vars: BTreeMap<String, String>,
     pub secrets: BTreeMap<String, String>,
     stand_ins: BTreeMap<String, StandIn>,
+    /// Lower-case `owner/name` -> a local git repository holding its actions.
+    action_sources: BTreeMap<String, PathBuf>,
+    /// Lower-case `owner/name` -> the gh state dir of another repository the jobs may read.
+    foreign_repos: BTreeMap<String, PathBuf>,
     tools: BTreeMap<String, String>,
     cache_dir: Option<PathBuf>,
     root: Arc<tempfile::TempDir>,
@@ -289,6 +304,8 @@ impl Replay {
             vars: BTreeMap::new(),
             secrets: BTreeMap::new(),
             stand_ins: BTreeMap::new(),
+            action_sources: BTreeMap::new(),
+            foreign_repos: BTreeMap::new(),
             tools: BTreeMap::new(),
             cache_dir: None,
             root: Arc::new(root),
@@ -309,6 +326,27 @@ impl Replay {
     }
     pub fn stand_in(mut self, action: &str, stand_in: StandIn) -> Self {
         self.stand_ins.insert(action.to_ascii_lowercase(), stand_in);
+        self
+    }
+    /// Actions of repository `owner_name` (`uses: owner/name[/dir]@ref`) are loaded from the
+    /// local git repository `git_repo` at `ref` (a commit or branch of it): composite actions,
+    /// run step by step as GitHub runs them.
+    pub fn action_source(mut self, owner_name: &str, git_repo: impl AsRef<Path>) -> Self {
+        self.action_sources.insert(
+            owner_name.to_ascii_lowercase(),
+            git_repo.as_ref().to_path_buf(),
+        );
+        self
+    }
+    /// Another (public) repository whose releases and attestations live in `state_dir` (gh.py's
+    /// format, see [`add_release`], [`record_attestation`]): `gh ... --repo owner/name` reads
+    /// them with any valid token, and refuses every change (HTTP 403). Each job sees a copy
+    /// taken when it starts.
+    pub fn gh_foreign_repository(mut self, owner_name: &str, state_dir: impl AsRef<Path>) -> Self {
+        self.foreign_repos.insert(
+            owner_name.to_ascii_lowercase(),
+            state_dir.as_ref().to_path_buf(),
+        );
         self
     }
     pub fn var(mut self, name: &str, value: &str) -> Self {
@@ -556,6 +594,8 @@ struct Ctx<'a> {
     need_ids: &'a [String],
     need_outputs: &'a BTreeMap<String, BTreeSet<String>>,
     inputs_declared: &'a Map<String, Value>,
+    /// Who declares the inputs (`the workflow`, or an action), for messages.
+    inputs_owner: &'a str,
     status: StatusMode,
     workspace: Option<&'a Path>,
     /// False after the job failed: an output a step did not get to write reads as empty.
@@ -650,7 +690,8 @@ impl expr::Scope for Ctx<'_> {
                     .any(|k| k.eq_ignore_ascii_case(name)) =>
             {
                 return Err(format!(
-                    "`inputs.{name}`: the workflow declares no input `{name}` (inputs: {:?})",
+                    "`inputs.{name}`: {} declares no input `{name}` (inputs: {:?})",
+                    self.inputs_owner,
                     self.inputs_declared.keys().collect::<Vec<_>>()
                 ));
             }
@@ -1119,6 +1160,7 @@ impl JobEnv<'_> {
             need_ids: &self.needs.ids,
             need_outputs: &self.needs.declared,
             inputs_declared: &self.run.workflow.inputs,
+            inputs_owner: "the workflow",
             status,
             workspace: None,
             strict_outputs: true,
@@ -1408,6 +1450,8 @@ pub(crate) struct Leg<'a> {
     token: String,
     process_env: BTreeMap<String, String>,
     pgids: Vec<u32>,
+    /// The `env:` of the step running (what a composite action's steps inherit).
+    step_env: Map<String, Value>,
 }
 
 fn run_leg(
@@ -1622,6 +1666,7 @@ fn run_leg(
         token: token.to_owned(),
         process_env,
         pgids: Vec::new(),
+        step_env: Map::new(),
     };
 
     let mut error = None;
@@ -1826,49 +1871,7 @@ impl Leg<'_> {
             std::fs::write(files.join(f), "")?;
         }
         give_to_runner(&files)?;
-        let mut penv = self.process_env.clone();
-        for (k, v) in self
-            .base_env
-            .iter()
-            .chain(self.added_env.iter())
-            .chain(step_env.iter())
-        {
-            penv.insert(k.clone(), expr::to_string(v));
-        }
-        // GitHub's own variables win over env of the same name.
-        for (k, v) in &self.process_env {
-            if k != "PATH" && (k.starts_with("GITHUB_") || k.starts_with("RUNNER_") || k == "CI") {
-                penv.insert(k.clone(), v.clone());
-            }
-        }
-        if !self.added_path.is_empty() && !step_env.contains_key("PATH") {
-            let base = penv["PATH"].clone();
-            penv.insert(
-                "PATH".into(),
-                format!(
-                    "{}:{base}",
-                    self.added_path
-                        .iter()
-                        .rev()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(":")
-                ),
-            );
-        }
-        penv.insert(
-            "GITHUB_OUTPUT".into(),
-            files.join("output").display().to_string(),
-        );
-        penv.insert("GITHUB_ENV".into(), files.join("env").display().to_string());
-        penv.insert(
-            "GITHUB_PATH".into(),
-            files.join("path").display().to_string(),
-        );
-        penv.insert(
-            "GITHUB_STEP_SUMMARY".into(),
-            files.join("summary").display().to_string(),
-        );
+        let mut penv = self.step_process_env(&step_env, &files);
         penv.insert(
             "GITHUB_ACTION".into(),
             id.clone().unwrap_or_else(|| format!("__run_{}", i + 1)),
@@ -1939,6 +1942,7 @@ impl Leg<'_> {
             };
             drop(ctx);
             drop(logf);
+            self.step_env = step_env.clone();
             actions::run(self, &here, &uses, &with, &penv, &log, step_deadline)?
         };
 
@@ -1997,6 +2001,55 @@ impl Leg<'_> {
             self.failed = true;
         }
         self.finish_step(record)
+    }
+
+    /// A step's process environment: the job's variables, `env:` of the workflow, the job and
+    /// `step_env`, what earlier steps added (GITHUB_ENV, GITHUB_PATH), and the command files
+    /// in `files`.
+    fn step_process_env(
+        &self,
+        step_env: &Map<String, Value>,
+        files: &Path,
+    ) -> BTreeMap<String, String> {
+        let mut penv = self.process_env.clone();
+        for (k, v) in self
+            .base_env
+            .iter()
+            .chain(self.added_env.iter())
+            .chain(step_env.iter())
+        {
+            penv.insert(k.clone(), expr::to_string(v));
+        }
+        // GitHub's own variables win over env of the same name.
+        for (k, v) in &self.process_env {
+            if k != "PATH" && (k.starts_with("GITHUB_") || k.starts_with("RUNNER_") || k == "CI") {
+                penv.insert(k.clone(), v.clone());
+            }
+        }
+        if !self.added_path.is_empty() && !step_env.contains_key("PATH") {
+            let base = penv["PATH"].clone();
+            penv.insert(
+                "PATH".into(),
+                format!(
+                    "{}:{base}",
+                    self.added_path
+                        .iter()
+                        .rev()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(":")
+                ),
+            );
+        }
+        for (var, file) in [
+            ("GITHUB_OUTPUT", "output"),
+            ("GITHUB_ENV", "env"),
+            ("GITHUB_PATH", "path"),
+            ("GITHUB_STEP_SUMMARY", "summary"),
+        ] {
+            penv.insert(var.into(), files.join(file).display().to_string());
+        }
+        penv
     }
 
     /// GitHub masks the token and secrets in logs.
@@ -2195,9 +2248,11 @@ fn gh_bin_dir(r: &Replay) -> Result<PathBuf> {
     let bin = r.root().join("bin");
     std::fs::create_dir_all(&bin)?;
     set_mode(&bin, 0o755)?;
+    let foreign = serde_json::to_string(&gh_state::foreign_states(r)?)?;
     let gh = include_str!("gh.py")
         .replace("@STATE@", &r.gh_state_dir().display().to_string())
-        .replace("@REPOSITORY@", &r.repository);
+        .replace("@REPOSITORY@", &r.repository)
+        .replace("@FOREIGN@", &foreign);
     let mut tools = BTreeMap::from([("gh".to_owned(), gh)]);
     tools.extend(r.tools.clone());
     for (name, script) in tools {
