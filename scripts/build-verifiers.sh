@@ -4,7 +4,7 @@
 # `template-verify-linux-amd64` and `template-verify-linux-arm64`. Releases carry them so that
 # another repository verifies and pins a release without Rust (README, "Consumers").
 #
-#   scripts/build-verifiers.sh OUT_DIR
+#   scripts/build-verifiers.sh OUT_DIR [PLATFORM...]     (default: linux/amd64 linux/arm64)
 #
 # Both are cross-built from one machine of either architecture: Rust's musl targets link
 # statically, and the C inside the TLS stack (aws-lc) is compiled by zig's C compiler through
@@ -15,7 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-out=${1:?usage: scripts/build-verifiers.sh OUT_DIR}
+out=${1:?usage: scripts/build-verifiers.sh OUT_DIR [linux/amd64] [linux/arm64]}
+shift
+platforms=("$@")
+if [ ${#platforms[@]} -eq 0 ]; then platforms=(linux/amd64 linux/arm64); fi
+target_dir=${CARGO_TARGET_DIR:-target}
 ZIGLANG_VERSION=0.17.1
 CARGO_ZIGBUILD_VERSION=0.24.1
 venv=.xtask/venv-zig
@@ -37,17 +41,27 @@ if ! "$venv/bin/cargo-zigbuild" --version 2>/dev/null | grep -q " $CARGO_ZIGBUIL
     "ziglang==$ZIGLANG_VERSION" "cargo-zigbuild==$CARGO_ZIGBUILD_VERSION"
 fi
 
-rustup target add "${TARGETS[@]}" >&2
+slugs=()
+for platform in "${platforms[@]}"; do
+  slug=${platform//\//-}
+  if [ -z "${TARGETS[$slug]:-}" ]; then
+    echo "build-verifiers: unknown platform $platform (linux/amd64 or linux/arm64)" >&2
+    exit 1
+  fi
+  slugs+=("$slug")
+done
+
 mkdir -p "$out"
-for slug in linux-amd64 linux-arm64; do
+for slug in "${slugs[@]}"; do
   target=${TARGETS[$slug]}
+  rustup target add "$target" >&2
   echo "build-verifiers: template-verify for $target" >&2
   PATH="$PWD/$venv/bin:$PATH" cargo zigbuild --locked --profile verifier --package xtask \
     --bin template-verify --target "$target"
-  cp "target/$target/verifier/template-verify" "$out/template-verify-$slug"
+  cp "$target_dir/$target/verifier/template-verify" "$out/template-verify-$slug"
 done
 # Each must start where it can: natively, or under qemu where binfmt is registered.
-for slug in linux-amd64 linux-arm64; do
+for slug in "${slugs[@]}"; do
   if "$out/template-verify-$slug" --version > /dev/null 2>&1; then
     echo "build-verifiers: $out/template-verify-$slug runs: $("$out/template-verify-$slug" --version)" >&2
   elif [ "$slug" = "linux-$(dpkg --print-architecture 2>/dev/null || echo none)" ]; then

@@ -17,6 +17,7 @@
 //! | `replay` | `heavy_docker` | whole workflow runs; share /home/runner and the registry |
 //! | `release`, `receipt_adversarial`, `registry_auth` | `light_docker` (shared) | tiny images |
 //! | `registry_auth` (peak memory, ignored) | `heavy_docker` | a multi-GB push, measured |
+//! | `consume` | `light_docker` (shared) | tiny images; replays of a consumer's workflow |
 //! | `replay_engine` | `light_docker` | no engine, but timed jobs on the scenarios' workspace |
 //! | `resolve`, `lock`, `workflows`, a release's dry run | none | no engine |
 //!
@@ -28,6 +29,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod consume;
 mod image;
 mod lock;
 mod receipt_adversarial;

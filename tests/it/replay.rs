@@ -283,6 +283,33 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
         .summary()
         .contains("Debian packages only on linux/amd64"));
 
+    // The consumer's verifiers: built by the read-only job, shipped as assets, recorded in the
+    // receipt (whose `verify --artifacts` above checked their sha256), and each one starts:
+    // amd64 natively, arm64 under qemu.
+    let verifiers: Vec<&str> = receipt["verifiers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        verifiers,
+        ["template-verify-linux-amd64", "template-verify-linux-arm64"]
+    );
+    assert_eq!(run.result("verifier"), Status::Success);
+    for name in verifiers {
+        assert!(assets.iter().any(|a| a == name), "{name} in {assets:?}");
+        let path = release_dir.join(name);
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let version = Command::new(&path).arg("--version").output().unwrap();
+        assert!(
+            version.status.success()
+                && String::from_utf8_lossy(&version.stdout).starts_with("template-verify "),
+            "{name} --version: {version:?}"
+        );
+    }
+
     // The attestations the ship job requested: the index by digest (pushed to the registry),
     // every release asset by its sha256, and each platform's SBOM against its manifest.
     let attested = run.job("ship").attestations();

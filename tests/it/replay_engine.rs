@@ -1575,38 +1575,6 @@ fn command_files_parse_single_and_multi_line_forms() {
 
 /// A git repository (branch `main`, one commit) holding `files` (`path`, `content`); paths
 /// ending in `.sh` are executable. Returns the directory and the commit.
-fn action_repo(files: &[(&str, &str)]) -> (tempfile::TempDir, String) {
-    use std::os::unix::fs::PermissionsExt as _;
-    let dir = tempfile::tempdir().unwrap();
-    for (path, content) in files {
-        let p = dir.path().join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, content).unwrap();
-        if path.ends_with(".sh") {
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-    }
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-            .args(args)
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
-    git(&["init", "--quiet", "--initial-branch=main"]);
-    git(&["add", "."]);
-    git(&["commit", "--quiet", "-m", "action"]);
-    let commit = git(&["rev-parse", "HEAD"]);
-    (dir, commit)
-}
-
 const GREET_ACTION: &str = r#"name: greet
 description: Greets, from a script shipped beside it
 inputs:
@@ -1695,7 +1663,7 @@ runs:
 "#;
 
 fn action_fixture() -> (tempfile::TempDir, String) {
-    action_repo(&[
+    crate::support::committed_repo(&[
         (".github/actions/greet/action.yml", GREET_ACTION),
         (
             ".github/actions/greet/tail.sh",
@@ -1818,7 +1786,7 @@ jobs:
 #[test]
 fn composite_actions_refuse_what_github_rejects_or_ignores() {
     let _runner = light_docker();
-    let broken = action_repo(&[
+    let broken = crate::support::committed_repo(&[
         (
             "noshell/action.yml",
             "name: x\ndescription: x\nruns:\n  using: composite\n  steps:\n    - run: echo hi\n",

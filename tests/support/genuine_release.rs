@@ -29,6 +29,26 @@ pub fn publish(repository: &str, args: &[&str]) -> Run {
         .run()
 }
 
+/// The `build --json` output for a tiny image `tag` (engine id `id`) of `arch`.
+pub fn build_json(arch: &str, tag: &str, id: &str, salt: &str, emulated: bool) -> Value {
+    json!({
+        "image": tag,
+        "platform": format!("linux/{arch}"),
+        "build_id": sha256_hex(format!("build {arch} {salt}").as_bytes()),
+        "image_id": id,
+        "built": true,
+        "emulated": emulated,
+        "size": 1234,
+        "base_image": format!("coding-agent-base:{arch}"),
+        "base_image_id": format!("sha256:{}", sha256_hex(arch.as_bytes())),
+        "ca_bundle": null,
+        "dry_run": false,
+        "duration_secs": 1.0,
+        "debian_packages": [],
+        "some_future_field": "ignored",
+    })
+}
+
 pub struct Release {
     /// Scratch repository root (XTASK_ROOT) holding the template files.
     pub root: tempfile::TempDir,
@@ -68,22 +88,7 @@ pub fn release() -> &'static Release {
             images.push(format!("linux/{arch}={tag}"));
             builds.push((
                 arch.to_string(),
-                json!({
-                    "image": tag,
-                    "platform": format!("linux/{arch}"),
-                    "build_id": sha256_hex(format!("build {arch} {salt}").as_bytes()),
-                    "image_id": id,
-                    "built": true,
-                    "emulated": emulated,
-                    "size": 1234,
-                    "base_image": format!("coding-agent-base:{arch}"),
-                    "base_image_id": format!("sha256:{}", sha256_hex(arch.as_bytes())),
-                    "ca_bundle": null,
-                    "dry_run": false,
-                    "duration_secs": 1.0,
-                    "debian_packages": [],
-                    "some_future_field": "ignored",
-                }),
+                build_json(arch, &tag, &id, &salt, emulated),
             ));
         }
         let images: Vec<&str> = images.iter().map(String::as_str).collect();
@@ -167,6 +172,30 @@ pub fn receipt_write_command(out_dir: &Path, smoke_files: &[PathBuf]) -> Xtask {
         r.builds.len(),
         "one smoke output a build"
     );
+    let builds: Vec<(PathBuf, PathBuf, String)> = r
+        .builds
+        .iter()
+        .zip(smoke_files)
+        .map(|((arch, build), smoke_file)| {
+            (
+                r.inputs.join(format!("build-{arch}.json")),
+                smoke_file.clone(),
+                build["platform"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    receipt_write_for(out_dir, &builds, &r.publish)
+}
+
+/// `receipt write --json` into `out_dir` of the publish output `publish`, with the genuine
+/// release's gate, resolve and template files, and for each `(build output, smoke output,
+/// platform)` a fixture SBOM.
+pub fn receipt_write_for(
+    out_dir: &Path,
+    builds: &[(PathBuf, PathBuf, String)],
+    publish: &Path,
+) -> Xtask {
+    let r = release();
     let mut cmd = xtask();
     cmd.env("XTASK_ROOT", r.root.path())
         .args(["receipt", "write", "--json"])
@@ -175,15 +204,14 @@ pub fn receipt_write_command(out_dir: &Path, smoke_files: &[PathBuf]) -> Xtask {
         .arg("--resolve")
         .arg(r.inputs.join("resolve.json"))
         .arg("--publish")
-        .arg(&r.publish)
+        .arg(publish)
         .args(["--source-commit", &"ab12".repeat(10)])
         .args(["--now", "2026-11-30T06:30:00Z"])
         .arg("--out-dir")
         .arg(out_dir);
-    for ((arch, build), smoke_file) in r.builds.iter().zip(smoke_files) {
-        let platform = build["platform"].as_str().unwrap();
+    for (build, smoke_file, platform) in builds {
         cmd.arg("--build")
-            .arg(r.inputs.join(format!("build-{arch}.json")))
+            .arg(build)
             .arg("--smoke")
             .arg(smoke_file)
             .arg("--sbom")

@@ -1,0 +1,608 @@
+//! The consumer's step, `.github/actions/pin-template`, replayed as another repository's
+//! workflow runs it: the README's copy-paste workflow as written (only `<commit-sha>`
+//! replaced), the runner user, the action's files at a commit of this repository, the
+//! template repository's releases in the gh stand-in with attestations recorded as the
+//! release workflow makes them, the static verifier built by scripts/build-verifiers.sh, and
+//! receipts of images published to the local registry through a forwarder the test can shut.
+//!
+//! Each scenario has releases of its own (own images, own repository, own forwarder), so
+//! they run side by side.
+
+use std::io::ErrorKind;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::docker::{light_docker, load_tiny_image, local_registry};
+use crate::support::genuine_release::{build_json, receipt_write_for, release, smoke};
+use crate::support::replay::{
+    add_release, record_attestation, run_workflow, Replay, StandIn, Status, WorkflowRun,
+    SLSA_PROVENANCE_V1, SPDX_DOCUMENT_V2_3,
+};
+use crate::support::xtask::xtask;
+use crate::support::{committed_repo, repo_root, scratch_repo, sha256_hex, unique};
+
+const TEMPLATE_REPOSITORY: &str = "sandbox0-ai/coding-agent-template";
+const SIGNER: &str = "sandbox0-ai/coding-agent-template/.github/workflows/update-template.yml";
+/// Where the README's workflow says the consumer keeps its template definition.
+const TEMPLATE_FILE: &str = "templates/coding-agent.yaml";
+const PR_ACTION: &str = "peter-evans/create-pull-request";
+
+/// The static amd64 verifier, built once per test process the way the release workflow
+/// builds it (into a target directory of its own: `cargo test` holds the main one).
+fn verifier() -> &'static Path {
+    static VERIFIER: OnceLock<PathBuf> = OnceLock::new();
+    VERIFIER.get_or_init(|| {
+        let out = repo_root().join("target/consume-verifier/bin");
+        let status = Command::new("bash")
+            .arg(repo_root().join("scripts/build-verifiers.sh"))
+            .arg(&out)
+            .arg("linux/amd64")
+            .env(
+                "CARGO_TARGET_DIR",
+                repo_root().join("target/consume-verifier"),
+            )
+            .status()
+            .unwrap();
+        assert!(status.success(), "scripts/build-verifiers.sh failed");
+        out.join("template-verify-linux-amd64")
+    })
+}
+
+/// This repository at a commit, as `uses: sandbox0-ai/coding-agent-template/...@<sha>` finds it.
+fn action_repo() -> &'static (tempfile::TempDir, String) {
+    static REPO: OnceLock<(tempfile::TempDir, String)> = OnceLock::new();
+    REPO.get_or_init(|| {
+        let status = Command::new("bash")
+            .arg(repo_root().join("scripts/setup-runner-user.sh"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "scripts/setup-runner-user.sh failed");
+        let repo = scratch_repo("consume-action-");
+        let head = Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(repo.path())
+            .output()
+            .unwrap();
+        let sha = String::from_utf8(head.stdout).unwrap().trim().to_owned();
+        (repo, sha)
+    })
+}
+
+/// The README's consumer workflow with `<commit-sha>` replaced: what a consumer copies.
+fn readme_workflow(sha: &str) -> String {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let begin = readme
+        .find("<!-- consumer-workflow:begin")
+        .expect("README.md marks the consumer workflow");
+    let end = readme[begin..]
+        .find("<!-- consumer-workflow:end -->")
+        .expect("README.md ends the consumer workflow")
+        + begin;
+    let block = &readme[begin..end];
+    let yaml = block
+        .split_once("```yaml\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .expect("the consumer workflow is a ```yaml block")
+        .0;
+    assert_eq!(yaml.matches("<commit-sha>").count(), 1, "{yaml}");
+    assert!(
+        yaml.contains(&format!("template-file: {TEMPLATE_FILE}")),
+        "{yaml}"
+    );
+    yaml.replace("<commit-sha>", sha)
+}
+
+/// Accepts on 127.0.0.1 and forwards each connection to the shared local registry, until
+/// [`Forwarder::shut`]: then the port refuses connections, as an unreachable registry does.
+struct Forwarder {
+    address: String,
+    open: Arc<AtomicBool>,
+}
+
+impl Forwarder {
+    fn start() -> Forwarder {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let open = Arc::new(AtomicBool::new(true));
+        let still_open = open.clone();
+        std::thread::spawn(move || {
+            while still_open.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        client.set_nonblocking(false).unwrap();
+                        let Ok(upstream) = TcpStream::connect(local_registry()) else {
+                            continue;
+                        };
+                        for (mut from, mut to) in [
+                            (client.try_clone().unwrap(), upstream.try_clone().unwrap()),
+                            (upstream, client),
+                        ] {
+                            std::thread::spawn(move || {
+                                let _ = std::io::copy(&mut from, &mut to);
+                                let _ = to.shutdown(std::net::Shutdown::Write);
+                            });
+                        }
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(e) => panic!("forwarder: {e}"),
+                }
+            }
+            // The listener is dropped here: connections are refused from now on.
+        });
+        Forwarder { address, open }
+    }
+
+    fn shut(&self) {
+        self.open.store(false, Ordering::SeqCst);
+        for _ in 0..200 {
+            if TcpStream::connect(&self.address).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("the forwarder at {} still accepts", self.address);
+    }
+}
+
+/// Releases of the template repository, as the gh stand-in keeps them.
+struct Releases {
+    forwarder: Forwarder,
+    /// `127.0.0.1:<port>/xtask-test/consume-…`: where the images are, as receipts name them.
+    repository: String,
+    state: tempfile::TempDir,
+    work: tempfile::TempDir,
+}
+
+/// One release made for a scenario.
+struct Made {
+    tag: String,
+    receipt: Value,
+}
+
+impl Releases {
+    fn new() -> Releases {
+        release(); // the genuine release's inputs: gate, resolve, template files
+        verifier();
+        let forwarder = Forwarder::start();
+        let repository = unique("xtask-test/consume").to_lowercase();
+        Releases {
+            repository: format!("{}/{repository}", forwarder.address),
+            forwarder,
+            state: tempfile::tempdir().unwrap(),
+            work: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// Publishes two tiny images of its own under `tag`, writes the receipt (`failing`: an
+    /// amd64 smoke check that failed) and returns it with its path and the assets' directory.
+    fn receipt(&self, tag: &str, failing: Option<&str>) -> (PathBuf, PathBuf) {
+        let dir = self.work.path().join(tag);
+        std::fs::create_dir_all(&dir).unwrap();
+        let salt = unique(tag);
+        let mut builds = Vec::new();
+        let mut images = Vec::new();
+        for (arch, emulated) in [("amd64", false), ("arm64", true)] {
+            let image = format!("xtask-test-consume:{arch}-{}", unique("i"));
+            let id = load_tiny_image(&image, arch, &format!("{arch} {salt}"));
+            let platform = format!("linux/{arch}");
+            let build = dir.join(format!("build-{arch}.json"));
+            std::fs::write(
+                &build,
+                build_json(arch, &image, &id, &salt, emulated).to_string(),
+            )
+            .unwrap();
+            let smoke_file = dir.join(format!("smoke-{arch}.json"));
+            let failing = if arch == "amd64" { failing } else { None };
+            std::fs::write(
+                &smoke_file,
+                smoke(&image, &platform, emulated, failing).to_string(),
+            )
+            .unwrap();
+            images.push(format!("{platform}={image}"));
+            builds.push((build, smoke_file, platform));
+        }
+        let (registry, repository) = self.repository.split_once('/').unwrap();
+        let mut publish = xtask();
+        publish.args([
+            "publish",
+            "--json",
+            "--oci-registry",
+            registry,
+            "--repository",
+        ]);
+        publish.arg(repository).args(["--tag", tag]);
+        for image in &images {
+            publish.args(["--image", image]);
+        }
+        let published = publish.run();
+        published.assert_success();
+        let publish_file = dir.join("publish.json");
+        std::fs::write(&publish_file, &published.stdout).unwrap();
+
+        let assets = dir.join("assets");
+        std::fs::create_dir_all(&assets).unwrap();
+        let written = receipt_write_for(&assets, &builds, &publish_file)
+            .args(["--tag", tag])
+            .arg("--verifier")
+            .arg(verifier())
+            .run();
+        assert_eq!(
+            written.success(),
+            failing.is_none(),
+            "{}",
+            written.stderr_text()
+        );
+        let path = PathBuf::from(written.json()["path"].as_str().unwrap());
+        (path, assets)
+    }
+
+    /// Makes release `tag`, created at `created_at`, with its receipt and every asset the
+    /// release workflow uploads, and records the attestations that workflow makes. `edit`
+    /// changes the receipt after it was attested (a tampered asset).
+    fn make(
+        &self,
+        tag: &str,
+        created_at: &str,
+        failing: Option<&str>,
+        edit: Option<fn(&mut Value)>,
+    ) -> Made {
+        let (receipt_path, assets) = self.receipt(tag, failing);
+        let receipt: Value =
+            serde_json::from_slice(&std::fs::read(&receipt_path).unwrap()).unwrap();
+        let r = release();
+        for artifact in receipt["artifacts"].as_array().unwrap() {
+            let from = r.root.path().join(artifact["path"].as_str().unwrap());
+            std::fs::copy(from, assets.join(artifact["name"].as_str().unwrap())).unwrap();
+        }
+        for p in receipt["platforms"].as_array().unwrap() {
+            let name = p["sbom"]["name"].as_str().unwrap();
+            std::fs::copy(r.inputs.join(name), assets.join(name)).unwrap();
+        }
+        std::fs::copy(verifier(), assets.join("template-verify-linux-amd64")).unwrap();
+        std::fs::copy(
+            repo_root().join("schemas/receipt.v1.schema.json"),
+            assets.join("receipt.v1.schema.json"),
+        )
+        .unwrap();
+
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&assets)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        let subjects: Vec<(String, String)> = files
+            .iter()
+            .map(|f| {
+                let name = f.file_name().unwrap().to_string_lossy().into_owned();
+                (
+                    name,
+                    format!("sha256:{}", sha256_hex(&std::fs::read(f).unwrap())),
+                )
+            })
+            .collect();
+        let state = self.state.path();
+        record_attestation(
+            state,
+            TEMPLATE_REPOSITORY,
+            SIGNER,
+            SLSA_PROVENANCE_V1,
+            &subjects,
+        )
+        .unwrap();
+        let image = |digest: &Value| {
+            vec![(
+                self.repository.clone(),
+                digest.as_str().unwrap().to_string(),
+            )]
+        };
+        record_attestation(
+            state,
+            TEMPLATE_REPOSITORY,
+            SIGNER,
+            SLSA_PROVENANCE_V1,
+            &image(&receipt["index"]["digest"]),
+        )
+        .unwrap();
+        for p in receipt["platforms"].as_array().unwrap() {
+            record_attestation(
+                state,
+                TEMPLATE_REPOSITORY,
+                SIGNER,
+                SPDX_DOCUMENT_V2_3,
+                &image(&p["digest"]),
+            )
+            .unwrap();
+        }
+
+        if let Some(edit) = edit {
+            let mut edited = receipt.clone();
+            edit(&mut edited);
+            let mut bytes = serde_json::to_vec_pretty(&edited).unwrap();
+            bytes.push(b'\n');
+            std::fs::remove_file(&receipt_path).unwrap();
+            let renamed = assets.join(format!("receipt-{tag}-{}.json", sha256_hex(&bytes)));
+            std::fs::write(renamed, bytes).unwrap();
+            files = std::fs::read_dir(&assets)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+        }
+        add_release(state, tag, created_at, &files, false).unwrap();
+        Made {
+            tag: tag.to_string(),
+            receipt,
+        }
+    }
+
+    /// A release that is being made: created, no receipt yet.
+    fn unfinished(&self, tag: &str, created_at: &str) {
+        let file = self.work.path().join(format!("{tag}-notes.md"));
+        std::fs::write(&file, "in progress\n").unwrap();
+        add_release(self.state.path(), tag, created_at, &[file], false).unwrap();
+    }
+
+    fn unpinned(&self) -> String {
+        format!("{}:unpinned", self.repository)
+    }
+}
+
+/// The consumer's repository: the README's workflow and a template definition naming `image`.
+fn consumer(image: &str) -> (tempfile::TempDir, String) {
+    let committed =
+        std::fs::read_to_string(repo_root().join("template/sandbox0-template.yaml")).unwrap();
+    let template: String = committed
+        .split_inclusive('\n')
+        .map(|line| {
+            if line.starts_with("image: ") {
+                format!("image: {image}\n")
+            } else {
+                line.to_string()
+            }
+        })
+        .collect();
+    assert!(template.contains(&format!("image: {image}\n")));
+    let workflow = readme_workflow(&action_repo().1);
+    let (repo, _) = committed_repo(&[
+        (".github/workflows/refresh-template.yml", workflow.as_str()),
+        (TEMPLATE_FILE, template.as_str()),
+    ]);
+    let text = template;
+    (repo, text)
+}
+
+/// What one replay of the consumer workflow left: the run, the template file after it, and
+/// the pull requests the stand-in was asked to open.
+struct Consumed {
+    run: WorkflowRun,
+    template: String,
+    pull_requests: Vec<std::collections::BTreeMap<String, String>>,
+}
+
+fn consume(releases: &Releases, image: &str) -> (Consumed, String) {
+    let (repo, before) = consumer(image);
+    let opened = Arc::new(Mutex::new(Vec::new()));
+    let record = opened.clone();
+    let template_after = Arc::new(Mutex::new(String::new()));
+    let keep = template_after.clone();
+    let replay = Replay::new(
+        repo.path().join(".github/workflows/refresh-template.yml"),
+        repo.path(),
+    )
+    .unwrap()
+    // A name of its own: the runner's workspace path is made from it, and no other replay
+    // may empty it before the test reads the file the run left there.
+    .repository(&format!("sandbox0-ai/{}", unique("infrastructure")))
+    .event(
+        "workflow_dispatch",
+        json!({ "inputs": {}, "ref": "refs/heads/main" }),
+    )
+    .action_source(TEMPLATE_REPOSITORY, action_repo().0.path())
+    .gh_foreign_repository(TEMPLATE_REPOSITORY, releases.state.path())
+    .stand_in(
+        PR_ACTION,
+        StandIn::Closure(Arc::new(move |call| {
+            // The pull request carries the workspace's file as the pin left it.
+            let text = std::fs::read_to_string(call.workspace.join(TEMPLATE_FILE))
+                .map_err(|e| e.to_string())?;
+            *keep.lock().unwrap() = text;
+            record.lock().unwrap().push(call.with.clone());
+            Ok(Default::default())
+        })),
+    );
+    let run = run_workflow(replay).unwrap_or_else(|e| panic!("{e:#}"));
+    let workspace_file = run.job("pin").workspace.join(TEMPLATE_FILE);
+    let template = std::fs::read_to_string(&workspace_file)
+        .unwrap_or_else(|e| panic!("{}: {e}", workspace_file.display()));
+    let _ = std::fs::remove_dir_all(run.job("pin").workspace.parent().unwrap());
+    let pull_requests = opened.lock().unwrap().clone();
+    if !pull_requests.is_empty() {
+        assert_eq!(*template_after.lock().unwrap(), template);
+    }
+    (
+        Consumed {
+            run,
+            template,
+            pull_requests,
+        },
+        before,
+    )
+}
+
+fn pin_outputs(c: &Consumed) -> std::collections::BTreeMap<String, String> {
+    c.run.job("pin").step("pin").outputs.clone()
+}
+
+#[test]
+fn the_newest_complete_release_is_pinned_and_a_pull_request_opened() {
+    let _docker = light_docker();
+    let releases = Releases::new();
+    releases.make(
+        "2026.11.24-aaaaaaaaaaaa",
+        "2026-11-24T04:50:00Z",
+        None,
+        None,
+    );
+    let newest = releases.make(
+        "2026.11.27-bbbbbbbbbbbb",
+        "2026-11-27T04:50:00Z",
+        None,
+        None,
+    );
+    let (c, before) = consume(&releases, &releases.unpinned());
+    c.run.assert_success();
+    let image = newest.receipt["index"]["reference"].as_str().unwrap();
+    assert_eq!(c.template, before.replace(&releases.unpinned(), image));
+    let out = pin_outputs(&c);
+    assert_eq!(out["changed"], "true");
+    assert_eq!(out["release-tag"], newest.tag);
+    assert_eq!(out["image"], image);
+    assert_eq!(out["previous-image"], releases.unpinned());
+    let versions: Value = serde_json::from_str(&out["versions"]).unwrap();
+    let expected: Vec<&str> = newest.receipt["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    let got: Vec<&str> = versions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, expected);
+    assert_eq!(c.pull_requests.len(), 1);
+    let pr = &c.pull_requests[0];
+    assert_eq!(
+        pr["branch"],
+        format!("coding-agent-template/{}", newest.tag)
+    );
+    assert!(
+        pr["body"].contains(image) && pr["body"].starts_with("Pinned"),
+        "{}",
+        pr["body"]
+    );
+    let log = c.run.job("pin").log_of("pin");
+    assert!(log.contains(&format!("attested by {SIGNER}")), "{log}");
+}
+
+#[test]
+fn an_incomplete_or_unfinished_newest_release_is_passed_over_for_the_complete_one_before() {
+    let _docker = light_docker();
+    let releases = Releases::new();
+    let complete = releases.make(
+        "2026.11.24-aaaaaaaaaaaa",
+        "2026-11-24T04:50:00Z",
+        None,
+        None,
+    );
+    let incomplete = releases.make(
+        "2026.11.27-cccccccccccc",
+        "2026-11-27T04:50:00Z",
+        Some("version @openai/codex"),
+        None,
+    );
+    assert_eq!(incomplete.receipt["complete"], false);
+    releases.unfinished("2026.11.30-dddddddddddd", "2026-11-30T04:50:00Z");
+    let (c, before) = consume(&releases, &releases.unpinned());
+    c.run.assert_success();
+    let image = complete.receipt["index"]["reference"].as_str().unwrap();
+    assert_eq!(c.template, before.replace(&releases.unpinned(), image));
+    let out = pin_outputs(&c);
+    assert_eq!(out["release-tag"], complete.tag);
+    let summary = &out["summary"];
+    assert!(
+        summary.contains("2026.11.27-cccccccccccc: its receipt says it is incomplete")
+            && summary.contains("2026.11.30-dddddddddddd: no receipt"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_tampered_newest_release_fails_the_step_and_leaves_the_file_alone() {
+    let _docker = light_docker();
+    let releases = Releases::new();
+    releases.make(
+        "2026.11.24-aaaaaaaaaaaa",
+        "2026-11-24T04:50:00Z",
+        None,
+        None,
+    );
+    // A self-consistent edit, renamed to its new sha256: only the attestation can tell.
+    let tampered = releases.make(
+        "2026.11.27-eeeeeeeeeeee",
+        "2026-11-27T04:50:00Z",
+        None,
+        Some(|r: &mut Value| r["platforms"][0]["smoke"]["checks"][0]["output"] = "edited".into()),
+    );
+    let (c, before) = consume(&releases, &releases.unpinned());
+    assert_eq!(c.run.result("pin"), Status::Failure);
+    assert_eq!(c.template, before, "the file is byte-for-byte unchanged");
+    assert!(c.pull_requests.is_empty());
+    let log = c.run.job("pin").log_of("pin");
+    assert!(
+        log.contains(&format!("release {}: the receipt", tampered.tag))
+            && log.contains(&format!("is not attested by {SIGNER}")),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("{TEMPLATE_FILE} is unchanged")),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_file_that_already_names_the_newest_release_is_left_as_it_is() {
+    let _docker = light_docker();
+    let releases = Releases::new();
+    let newest = releases.make(
+        "2026.11.27-bbbbbbbbbbbb",
+        "2026-11-27T04:50:00Z",
+        None,
+        None,
+    );
+    let image = newest.receipt["index"]["reference"].as_str().unwrap();
+    let (c, before) = consume(&releases, image);
+    c.run.assert_success();
+    assert_eq!(c.template, before);
+    let out = pin_outputs(&c);
+    assert_eq!(out["changed"], "false");
+    assert_eq!(out["previous-image"], image);
+    assert!(c.pull_requests.is_empty(), "no pull request for no change");
+    assert_eq!(
+        c.run.job("pin").step("Open a pull request").outcome,
+        Status::Skipped
+    );
+}
+
+#[test]
+fn an_unreachable_registry_fails_the_step_and_leaves_the_file_alone() {
+    let _docker = light_docker();
+    let releases = Releases::new();
+    let newest = releases.make(
+        "2026.11.27-bbbbbbbbbbbb",
+        "2026-11-27T04:50:00Z",
+        None,
+        None,
+    );
+    releases.forwarder.shut();
+    let (c, before) = consume(&releases, &releases.unpinned());
+    assert_eq!(c.run.result("pin"), Status::Failure);
+    assert_eq!(c.template, before, "the file is byte-for-byte unchanged");
+    assert!(c.pull_requests.is_empty());
+    let log = c.run.job("pin").log_of("pin");
+    let registry = releases.repository.split('/').next().unwrap();
+    assert!(
+        log.contains(&format!("release {}", newest.tag)) && log.contains(registry),
+        "the error names the release and the registry: {log}"
+    );
+}
