@@ -100,7 +100,9 @@ pub(crate) enum Judgement {
     Refuse(String),
 }
 
-pub(crate) fn judge(verification: &Verification) -> Judgement {
+/// `tag` is the GitHub release's: a genuine receipt of another release (an older one,
+/// uploaded again) is refused, or a rollback could pass every other check.
+pub(crate) fn judge(tag: &str, verification: &Verification) -> Judgement {
     let problems = || {
         verification
             .problems
@@ -109,7 +111,13 @@ pub(crate) fn judge(verification: &Verification) -> Judgement {
             .collect::<Vec<_>>()
             .join("; ")
     };
-    if verification.valid {
+    let own = verification.release_tag.as_deref().is_none_or(|t| t == tag);
+    if !own {
+        Judgement::Refuse(format!(
+            "it is the receipt of release {}, not of {tag}",
+            verification.release_tag.as_deref().unwrap_or_default()
+        ))
+    } else if verification.valid {
         Judgement::Take
     } else if verification.complete == Some(false) {
         Judgement::PassOver(format!(
@@ -272,7 +280,7 @@ fn newest_complete(gh: &Gh, args: &ConsumeArgs) -> Result<(String, PathBuf, Vec<
                     gh.signer_workflow
                 )
             })?;
-        match judge(&verify_file(&receipt, None)?) {
+        match judge(tag, &verify_file(&receipt, None)?) {
             Judgement::Take => return Ok((tag.clone(), receipt, passed_over)),
             Judgement::PassOver(why) => {
                 eprintln!("consume: {tag}: {why}, passed over");
@@ -499,19 +507,24 @@ mod tests {
         let mut v = Verification {
             valid: true,
             complete: Some(true),
+            release_tag: Some("t".into()),
             ..Verification::default()
         };
-        assert_eq!(judge(&v), Judgement::Take);
+        assert_eq!(judge("t", &v), Judgement::Take);
+        // Another release's genuine receipt, uploaded again: a rollback, refused.
+        assert!(
+            matches!(judge("u", &v), Judgement::Refuse(why) if why.contains("receipt of release t"))
+        );
         v.valid = false;
         v.complete = Some(false);
         v.problems = vec![problem("complete", "is false")];
-        assert!(matches!(judge(&v), Judgement::PassOver(why) if why.contains("incomplete")));
+        assert!(matches!(judge("t", &v), Judgement::PassOver(why) if why.contains("incomplete")));
         v.complete = Some(true);
         v.problems = vec![problem("index.digest", "differs")];
-        assert!(matches!(judge(&v), Judgement::Refuse(why) if why.contains("index.digest")));
+        assert!(matches!(judge("t", &v), Judgement::Refuse(why) if why.contains("index.digest")));
         // Unreadable or not a receipt at all: nothing says it is merely incomplete.
         v.complete = None;
-        assert!(matches!(judge(&v), Judgement::Refuse(_)));
+        assert!(matches!(judge("t", &v), Judgement::Refuse(_)));
     }
 
     #[test]
