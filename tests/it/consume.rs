@@ -437,6 +437,15 @@ fn consume(releases: &Releases, image: &str) -> (Consumed, String) {
     )
 }
 
+/// The run failed in the action's step, left the file as it was and opened no pull request;
+/// returns that step's log.
+fn assert_failed_and_unchanged(c: &Consumed, before: &str) -> String {
+    assert_eq!(c.run.result("pin"), Status::Failure);
+    assert_eq!(c.template, before, "the file is byte-for-byte unchanged");
+    assert!(c.pull_requests.is_empty());
+    c.run.job("pin").log_of("pin")
+}
+
 fn pin_outputs(c: &Consumed) -> std::collections::BTreeMap<String, String> {
     c.run.job("pin").step("pin").outputs.clone()
 }
@@ -545,10 +554,7 @@ fn a_tampered_newest_release_fails_the_step_and_leaves_the_file_alone() {
         Some(|r: &mut Value| r["platforms"][0]["smoke"]["checks"][0]["output"] = "edited".into()),
     );
     let (c, before) = consume(&releases, &releases.unpinned());
-    assert_eq!(c.run.result("pin"), Status::Failure);
-    assert_eq!(c.template, before, "the file is byte-for-byte unchanged");
-    assert!(c.pull_requests.is_empty());
-    let log = c.run.job("pin").log_of("pin");
+    let log = assert_failed_and_unchanged(&c, &before);
     assert!(
         log.contains(&format!("release {}: the receipt", tampered.tag))
             && log.contains(&format!("is not attested by {SIGNER}")),
@@ -596,10 +602,7 @@ fn an_unreachable_registry_fails_the_step_and_leaves_the_file_alone() {
     );
     releases.forwarder.shut();
     let (c, before) = consume(&releases, &releases.unpinned());
-    assert_eq!(c.run.result("pin"), Status::Failure);
-    assert_eq!(c.template, before, "the file is byte-for-byte unchanged");
-    assert!(c.pull_requests.is_empty());
-    let log = c.run.job("pin").log_of("pin");
+    let log = assert_failed_and_unchanged(&c, &before);
     let registry = releases.repository.split('/').next().unwrap();
     assert!(
         log.contains(&format!("release {}", newest.tag)) && log.contains(registry),

@@ -455,6 +455,35 @@ fn check_release_draft_order(w: &Workflow) -> Vec<String> {
     }
 }
 
+/// Whether step `s` uses `actions/<action>@…`.
+fn step_uses(s: &Value, action: &str) -> bool {
+    s.get("uses")
+        .and_then(Value::as_str)
+        .is_some_and(|u| u.starts_with(&format!("actions/{action}@")))
+}
+
+/// Step `s`'s `run:` script, or nothing.
+fn step_run(s: &Value) -> String {
+    s.get("run")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Step `s`'s `with.<key>` as text (a non-string value as its YAML), or nothing.
+fn step_with(s: &Value, key: &str) -> String {
+    s.get("with")
+        .and_then(|w| w.get(key))
+        .map(|v| match v {
+            Value::String(t) => t.clone(),
+            other => serde_yaml::to_string(other)
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+        })
+        .unwrap_or_default()
+}
+
 /// Attestations are made after the receipt is verified (`release ship --defer-tag`) and before
 /// anything a consumer finds by name exists: the registry tag (`release ship` without
 /// `--defer-tag`) and the GitHub release (`gh release create`). The index (pushed to the
@@ -464,29 +493,7 @@ fn check_attestations(w: &Workflow) -> Vec<String> {
     let mut problems = Vec::new();
     for (job_id, job) in jobs(&w.doc) {
         let steps = steps(job);
-        let uses = |s: &Value, action: &str| {
-            s.get("uses")
-                .and_then(Value::as_str)
-                .is_some_and(|u| u.starts_with(&format!("actions/{action}@")))
-        };
-        let run = |s: &Value| {
-            s.get("run")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        let with = |s: &Value, key: &str| {
-            s.get("with")
-                .and_then(|w| w.get(key))
-                .map(|v| match v {
-                    Value::String(t) => t.clone(),
-                    other => serde_yaml::to_string(other)
-                        .unwrap_or_default()
-                        .trim()
-                        .to_string(),
-                })
-                .unwrap_or_default()
-        };
+        let (uses, run, with) = (step_uses, step_run, step_with);
         let attest: Vec<usize> = (0..steps.len())
             .filter(|&i| uses(steps[i], "attest-build-provenance") || uses(steps[i], "attest-sbom"))
             .collect();
@@ -575,25 +582,8 @@ fn check_attestations(w: &Workflow) -> Vec<String> {
 /// artifact.
 fn check_verifiers(w: &Workflow) -> Vec<String> {
     let mut problems = Vec::new();
-    let run = |s: &Value| {
-        s.get("run")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    let with = |s: &Value, key: &str| {
-        s.get("with")
-            .and_then(|w| w.get(key))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .trim_end_matches('/')
-            .to_string()
-    };
-    let uses = |s: &Value, action: &str| {
-        s.get("uses")
-            .and_then(Value::as_str)
-            .is_some_and(|u| u.starts_with(&format!("actions/{action}@")))
-    };
+    let (run, uses) = (step_run, step_uses);
+    let with = |s: &Value, key: &str| step_with(s, key).trim_end_matches('/').to_string();
     let mut built = false;
     for (job_id, job) in jobs(&w.doc) {
         let steps = steps(job);

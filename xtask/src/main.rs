@@ -7,11 +7,7 @@ use xtask::flags::{BenchCommand, Cli, Command, ReceiptCommand};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("cannot start the async runtime");
-    let result = runtime.block_on(async {
+    xtask::run_command(async {
         match cli.command {
             Command::Resolve(args) => xtask::npm::resolve::run(args).await,
             Command::Lock(args) => xtask::npm::lock::run(args).await,
@@ -34,15 +30,5 @@ fn main() -> ExitCode {
             Command::Pin(args) => xtask::release::pin::run(args),
             Command::Release(args) => xtask::release::run(*args).await,
         }
-    });
-    match result {
-        Ok(code) => code,
-        Err(err) => {
-            // Errors can quote a receipt or a registry's answer: printed escaped, line by line.
-            let text = format!("{err:#}");
-            let lines: Vec<String> = text.lines().map(xtask::terminal_text::escape).collect();
-            eprintln!("error: {}", lines.join("\n"));
-            ExitCode::FAILURE
-        }
-    }
+    })
 }

@@ -595,10 +595,10 @@ pub(crate) fn run(
     })
 }
 
-/// Reads a composite step's command files: its outputs; GITHUB_ENV, GITHUB_PATH and the
-/// summary go to the job (the following steps inside and after the action). False when a
-/// file is malformed (the step fails, as on GitHub).
-fn apply_command_files(
+/// Reads a step's command files (a workflow step's or a composite step's): its outputs;
+/// GITHUB_ENV, GITHUB_PATH and the summary go to the job (the following steps, inside and
+/// after an action). False when a file is malformed (the step fails, as on GitHub).
+pub(super) fn apply_command_files(
     leg: &mut Leg,
     files: &Path,
     logf: &mut std::fs::File,

@@ -1952,37 +1952,9 @@ impl Leg<'_> {
         if end.timed_out {
             writeln!(logf, "##[error]The action has timed out.")?;
         }
-        match parse_command_file(&std::fs::read_to_string(files.join("output"))?) {
-            Ok(pairs) => end.outputs.extend(pairs),
-            Err(e) => {
-                writeln!(
-                    logf,
-                    "##[error]Unable to process file command 'output' successfully: {e}"
-                )?;
-                end.ok = false;
-            }
-        }
-        match parse_command_file(&std::fs::read_to_string(files.join("env"))?) {
-            Ok(pairs) => {
-                for (k, v) in pairs {
-                    self.added_env.insert(k, Value::String(v));
-                }
-            }
-            Err(e) => {
-                writeln!(
-                    logf,
-                    "##[error]Unable to process file command 'env' successfully: {e}"
-                )?;
-                end.ok = false;
-            }
-        }
-        for line in std::fs::read_to_string(files.join("path"))?
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-        {
-            self.added_path.push(line.trim().to_owned());
-        }
-        self.summary += &std::fs::read_to_string(files.join("summary"))?;
+        let (outputs, files_ok) = composite::apply_command_files(self, &files, &mut logf)?;
+        end.outputs.extend(outputs);
+        end.ok &= files_ok;
 
         self.pgids.extend(end.pgid);
         self.mask_secrets(&log)?;

@@ -874,10 +874,10 @@ mod tests {
         assert!(fields(&v).contains(&"artifacts[4]"), "{:?}", v.problems);
     }
 
-    #[test]
-    fn sboms_are_checked_by_their_fixed_name_and_hash() {
-        let r = sample();
-        let bytes = receipt_bytes(&r);
+    /// `r`'s file name and bytes, and artifact files that match every digest it records (the
+    /// fixed artifacts hash to their own names in the sample).
+    fn with_evidence(r: &Receipt) -> (String, Vec<u8>, ArtifactEvidence) {
+        let bytes = receipt_bytes(r);
         let name = receipt_file_name(&r.release_tag, &sha256_hex(&bytes));
         let mut found = ArtifactEvidence::default();
         for (n, _) in ARTIFACTS {
@@ -888,6 +888,16 @@ mod tests {
                 .digests
                 .insert(p.sbom.name.clone(), Ok(p.sbom.sha256.clone()));
         }
+        for v in &r.verifiers {
+            found.digests.insert(v.name.clone(), Ok(v.sha256.clone()));
+        }
+        (name, bytes, found)
+    }
+
+    #[test]
+    fn sboms_are_checked_by_their_fixed_name_and_hash() {
+        let r = sample();
+        let (name, bytes, mut found) = with_evidence(&r);
         assert!(verify_bytes(&name, &bytes, Some(&found)).valid);
         let first = r.platforms[0].sbom.name.clone();
         found
@@ -943,20 +953,7 @@ mod tests {
             })
             .collect();
         assert!(verify_sample(&r).valid, "{:?}", verify_sample(&r).problems);
-        let bytes = receipt_bytes(&r);
-        let name = receipt_file_name(&r.release_tag, &sha256_hex(&bytes));
-        let mut found = ArtifactEvidence::default();
-        for (n, _) in ARTIFACTS {
-            found.digests.insert(n.into(), Ok(sha256_hex(n.as_bytes())));
-        }
-        for p in &r.platforms {
-            found
-                .digests
-                .insert(p.sbom.name.clone(), Ok(p.sbom.sha256.clone()));
-        }
-        for v in &r.verifiers {
-            found.digests.insert(v.name.clone(), Ok(v.sha256.clone()));
-        }
+        let (name, bytes, mut found) = with_evidence(&r);
         assert!(verify_bytes(&name, &bytes, Some(&found)).valid);
         found.digests.insert(
             r.verifiers[1].name.clone(),
