@@ -422,7 +422,11 @@ fn consume(releases: &Releases, image: &str) -> (Consumed, String) {
     let workspace_file = run.job("pin").workspace.join(TEMPLATE_FILE);
     let template = std::fs::read_to_string(&workspace_file)
         .unwrap_or_else(|e| panic!("{}: {e}", workspace_file.display()));
-    let _ = std::fs::remove_dir_all(run.job("pin").workspace.parent().unwrap());
+    {
+        // Under the lock every job holds while it walks the runner's work directory.
+        let _lock = crate::support::replay::lock_workspace().unwrap();
+        let _ = std::fs::remove_dir_all(run.job("pin").workspace.parent().unwrap());
+    }
     let pull_requests = opened.lock().unwrap().clone();
     if !pull_requests.is_empty() {
         assert_eq!(*template_after.lock().unwrap(), template);
@@ -455,13 +459,13 @@ fn the_newest_complete_release_is_pinned_and_a_pull_request_opened() {
     let _docker = light_docker();
     let releases = Releases::new();
     releases.make(
-        "2026.11.24-aaaaaaaaaaaa",
+        "2026.11.30-aaaaaaaaaaaa",
         "2026-11-24T04:50:00Z",
         None,
         None,
     );
     let newest = releases.make(
-        "2026.11.27-bbbbbbbbbbbb",
+        "2026.11.30-bbbbbbbbbbbb",
         "2026-11-27T04:50:00Z",
         None,
         None,
@@ -509,13 +513,13 @@ fn an_incomplete_or_unfinished_newest_release_is_passed_over_for_the_complete_on
     let _docker = light_docker();
     let releases = Releases::new();
     let complete = releases.make(
-        "2026.11.24-aaaaaaaaaaaa",
+        "2026.11.30-aaaaaaaaaaaa",
         "2026-11-24T04:50:00Z",
         None,
         None,
     );
     let incomplete = releases.make(
-        "2026.11.27-cccccccccccc",
+        "2026.11.30-cccccccccccc",
         "2026-11-27T04:50:00Z",
         Some("version @openai/codex"),
         None,
@@ -530,7 +534,7 @@ fn an_incomplete_or_unfinished_newest_release_is_passed_over_for_the_complete_on
     assert_eq!(out["release-tag"], complete.tag);
     let summary = &out["summary"];
     assert!(
-        summary.contains("2026.11.27-cccccccccccc: its receipt says it is incomplete")
+        summary.contains("2026.11.30-cccccccccccc: its receipt says it is incomplete")
             && summary.contains("2026.11.30-dddddddddddd: no receipt"),
         "{summary}"
     );
@@ -541,14 +545,14 @@ fn a_tampered_newest_release_fails_the_step_and_leaves_the_file_alone() {
     let _docker = light_docker();
     let releases = Releases::new();
     releases.make(
-        "2026.11.24-aaaaaaaaaaaa",
+        "2026.11.30-aaaaaaaaaaaa",
         "2026-11-24T04:50:00Z",
         None,
         None,
     );
     // A self-consistent edit, renamed to its new sha256: only the attestation can tell.
     let tampered = releases.make(
-        "2026.11.27-eeeeeeeeeeee",
+        "2026.11.30-eeeeeeeeeeee",
         "2026-11-27T04:50:00Z",
         None,
         Some(|r: &mut Value| r["platforms"][0]["smoke"]["checks"][0]["output"] = "edited".into()),
@@ -571,7 +575,7 @@ fn a_file_that_already_names_the_newest_release_is_left_as_it_is() {
     let _docker = light_docker();
     let releases = Releases::new();
     let newest = releases.make(
-        "2026.11.27-bbbbbbbbbbbb",
+        "2026.11.30-bbbbbbbbbbbb",
         "2026-11-27T04:50:00Z",
         None,
         None,
@@ -595,7 +599,7 @@ fn an_unreachable_registry_fails_the_step_and_leaves_the_file_alone() {
     let _docker = light_docker();
     let releases = Releases::new();
     let newest = releases.make(
-        "2026.11.27-bbbbbbbbbbbb",
+        "2026.11.30-bbbbbbbbbbbb",
         "2026-11-27T04:50:00Z",
         None,
         None,

@@ -2177,9 +2177,8 @@ fn set_mode(path: &Path, mode: u32) -> Result<()> {
         .with_context(|| format!("chmod {}", path.display()))
 }
 
-/// Hands a file or a tree to the runner user (what it would have created itself on GitHub).
 /// An exclusive lock on the runner's workspace, released when the returned file is dropped.
-fn lock_workspace() -> Result<std::fs::File> {
+pub fn lock_workspace() -> Result<std::fs::File> {
     use std::os::fd::AsRawFd as _;
     let dir = Path::new(RUNNER_HOME).join("work");
     std::fs::create_dir_all(&dir)?;
@@ -2200,6 +2199,7 @@ fn lock_workspace() -> Result<std::fs::File> {
     Ok(file)
 }
 
+/// Hands a file or a tree to the runner user (what it would have created itself on GitHub).
 pub(crate) fn give_to_runner(path: &Path) -> Result<()> {
     let (uid, gid) = runner_ids()?;
     std::os::unix::fs::lchown(path, Some(uid), Some(gid))

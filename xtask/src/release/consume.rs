@@ -344,7 +344,17 @@ fn verify_attestations(gh: &Gh, tag: &str, dir: &Path, receipt: &Receipt) -> Res
     Ok(())
 }
 
-pub fn run(args: ConsumeArgs) -> Result<ExitCode> {
+/// Everything but the report: the release taken, its receipt, the pin's report, and what was
+/// passed over on the way.
+fn verify_and_pin(
+    args: &ConsumeArgs,
+) -> Result<(
+    String,
+    PathBuf,
+    Receipt,
+    crate::release::pin::PinReport,
+    Vec<String>,
+)> {
     let gh = Gh {
         signer_workflow: args
             .signer_workflow
@@ -354,14 +364,12 @@ pub fn run(args: ConsumeArgs) -> Result<ExitCode> {
     };
     std::fs::create_dir_all(&args.work_dir)
         .with_context(|| format!("cannot create {}", args.work_dir.display()))?;
-    let unchanged = || format!("{} is unchanged", args.template.display());
-
-    let (tag, receipt_path, passed_over) = newest_complete(&gh, &args).with_context(unchanged)?;
+    let (tag, receipt_path, passed_over) = newest_complete(&gh, args)?;
     let receipt: Receipt = verify_file(&receipt_path, None)?
         .receipt
         .context("a verified receipt carries its receipt")?;
     let dir = args.work_dir.join(&tag);
-    verify_attestations(&gh, &tag, &dir, &receipt).with_context(unchanged)?;
+    verify_attestations(&gh, &tag, &dir, &receipt)?;
 
     let pin_args = PinArgs {
         receipt: receipt_path.clone(),
@@ -372,17 +380,22 @@ pub fn run(args: ConsumeArgs) -> Result<ExitCode> {
         dry_run: args.dry_run,
         json: false,
     };
-    let report = match pin(&pin_args).with_context(unchanged)? {
-        PinOutcome::Pinned(report) => report,
+    match pin(&pin_args)? {
+        PinOutcome::Pinned(report) => Ok((tag, receipt_path, receipt, report, passed_over)),
         PinOutcome::Rejected(problems) => {
             crate::release::receipt::print_problems(&problems);
             bail!(
-                "release {tag}: the receipt {} was rejected with its assets and registry; {}",
-                receipt_path.display(),
-                unchanged()
-            );
+                "release {tag}: the receipt {} was rejected with its assets and registry (above)",
+                receipt_path.display()
+            )
         }
-    };
+    }
+}
+
+pub fn run(args: ConsumeArgs) -> Result<ExitCode> {
+    // Every error ends by saying what a failure guarantees: the file was not touched.
+    let (tag, receipt_path, receipt, report, passed_over) = verify_and_pin(&args)
+        .map_err(|e| anyhow::anyhow!("{e:#}\n{} is unchanged", args.template.display()))?;
     let consumed = Consumed {
         changed: report.changed,
         dry_run: args.dry_run,
@@ -407,7 +420,9 @@ pub fn run(args: ConsumeArgs) -> Result<ExitCode> {
     if args.json {
         print_json_escaped(&consumed)?;
     } else {
-        print!("{}", escape(&summary));
+        for line in summary.lines() {
+            println!("{}", escape(line));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
