@@ -83,9 +83,21 @@ link_root_toolchain() {
   # files themselves stay root's hard links, which rustup unlinks and replaces but never writes
   # into, so root's toolchain is never changed. (With root-owned directories, such an update
   # fails and rustup retries its renames for minutes.)
+  # rustup records a toolchain's components by rewriting the files directly in lib/rustlib
+  # (components, multirust-config.toml) in place. Linked, they would be root's too: a later
+  # `rustup target add` by root (scripts/build-verifiers.sh in a test) would claim, in the
+  # runner's toolchain, targets whose files it lacks, and the runner's own `rustup target
+  # add` would answer "up to date" and leave it broken. So those files are the runner's own
+  # copies; a toolchain linked before this rule is linked again.
+  if [ -d "$dst" ] && [ -n "$(find "$dst/lib/rustlib" -maxdepth 1 -type f -links +1 -print -quit)" ]; then
+    rm -rf "$dst"
+  fi
   if [ ! -d "$dst" ]; then
     staging=$(mktemp -d "$rustup_home/toolchains/.staging.XXXXXX")
     cp -al "$src" "$staging/$toolchain"
+    find "$staging/$toolchain/lib/rustlib" -maxdepth 1 -type f -exec sh -c \
+      'for f; do cp -p "$f" "$f.own" && mv -f "$f.own" "$f"; done' sh {} +
+    find "$staging/$toolchain/lib/rustlib" -maxdepth 1 -type f -exec chown "$RUNNER:$RUNNER" {} +
     find "$staging/$toolchain" -type d -exec chown "$RUNNER:$RUNNER" {} +
     mv "$staging/$toolchain" "$dst"
     rmdir "$staging"
@@ -114,7 +126,13 @@ link_root_toolchain() {
 }
 # A runner that already has a working cargo keeps it: a GitHub-hosted runner (where CI runs this
 # script too) has its own toolchain and no /root/.rustup to link from.
-if ! runner_cargo > /dev/null 2>&1; then
+# A toolchain this script linked before its metadata became the runner's own copies is
+# linked again (see link_root_toolchain).
+shares_root_metadata() {
+  [ -d "$RUNNER_HOME/.rustup/toolchains" ] \
+    && [ -n "$(find "$RUNNER_HOME/.rustup/toolchains" -mindepth 4 -maxdepth 4 -path '*/lib/rustlib/*' -type f -links +1 -print -quit)" ]
+}
+if ! runner_cargo > /dev/null 2>&1 || shares_root_metadata; then
   link_root_toolchain
 fi
 if [ ! -d "$cargo_home/registry" ] && [ -d "$SOURCE_CARGO/registry" ]; then

@@ -206,6 +206,22 @@ pub(crate) fn retry_after(response: &reqwest::Response) -> Option<Duration> {
         .map(Duration::from_secs)
 }
 
+/// A blocking reader over an async byte stream (an image export, a blob's HTTP body), for
+/// the synchronous tar and gzip readers. tokio-util's `StreamReader` makes it an `AsyncRead` and `SyncIoBridge` blocks on
+/// it: the stream is polled only as the reader asks, so memory stays at one chunk whatever
+/// the image's size. Call it on the runtime; read it on a blocking thread
+/// (`spawn_blocking`).
+pub(crate) fn blocking_reader<S, E>(stream: S) -> impl std::io::Read + Send + 'static
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, E>> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    let stream = Box::pin(futures_util::StreamExt::map(stream, |item| {
+        item.map_err(|e| std::io::Error::other(e.to_string()))
+    }));
+    tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -422,20 +422,8 @@ pub(crate) async fn read_image_files(
     Ok(files)
 }
 
-/// A blocking reader over an async byte stream (an image export), for the synchronous tar
-/// parsers. tokio-util's `StreamReader` makes it an `AsyncRead` and `SyncIoBridge` blocks on
-/// it: the stream is polled only as the reader asks, so memory stays at one chunk whatever
-/// the image's size. Call it on the runtime; read it on a blocking thread
-/// (`spawn_blocking`).
-pub(crate) fn blocking_reader<S, E>(stream: S) -> impl Read + Send + 'static
-where
-    S: Stream<Item = Result<Bytes, E>> + Send + 'static,
-    E: std::fmt::Display + Send + 'static,
-{
-    let stream =
-        Box::pin(stream.map(|item| item.map_err(|e| std::io::Error::other(e.to_string()))));
-    tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream))
-}
+// The one stream bridge lives with the HTTP policy; the export stream uses it too.
+pub(crate) use crate::http::blocking_reader;
 
 #[cfg(test)]
 mod tests {

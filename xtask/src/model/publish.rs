@@ -40,6 +40,10 @@ pub(crate) struct PushedImage {
     /// Bytes uploaded by this run (0: the registry had every blob already).
     #[serde(default)]
     pub uploaded_bytes: u64,
+    /// The registry served the manifest back with the tested image's config, and every layer
+    /// back as the tested image's layer (`oci/read_back.rs`). False for a dry run.
+    #[serde(default)]
+    pub read_back: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -284,6 +284,15 @@ impl RegistryClient {
         }
     }
 
+    /// GET a blob: the successful response, whose body streams (registries redirect blob
+    /// reads to storage; reqwest follows).
+    pub(crate) async fn get_blob(&self, digest: &str) -> Result<Response> {
+        let url = self.target.url(&format!("blobs/{digest}"));
+        let response = self.send(&url, |http| Ok(http.get(url.clone()))).await?;
+        self.expect_ok(&format!("read blob {digest}"), &url, response)
+            .await
+    }
+
     /// GET a manifest by tag or digest: the successful response, `None` when absent.
     async fn manifest_response(&self, reference: &str) -> Result<Option<(Response, Url)>> {
         let url = self.target.url(&format!("manifests/{reference}"));

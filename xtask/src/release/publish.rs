@@ -124,6 +124,8 @@ async fn push_image(
                 .manifest_matches(&cached.digest, cached.manifest_size)
                 .await?
         {
+            let read_back = cached.read_back
+                || read_back_step(client, platform, &cached.digest, &image_id, progress).await?;
             progress.step(format!(
                 "{platform}: {image} is already in the registry as {}",
                 cached.reference
@@ -131,6 +133,7 @@ async fn push_image(
             return Ok(PushedImage {
                 image: image.to_string(),
                 uploaded_bytes: 0,
+                read_back,
                 ..cached
             });
         }
@@ -204,6 +207,15 @@ async fn push_image(
             client.target.reference(&prepared.manifest_digest)
         ));
     }
+    let read_back = !dry_run
+        && read_back_step(
+            client,
+            platform,
+            &prepared.manifest_digest,
+            &image_id,
+            progress,
+        )
+        .await?;
     let pushed = PushedImage {
         platform,
         image: image.to_string(),
@@ -219,6 +231,7 @@ async fn push_image(
         layers: prepared.layers.len(),
         reference: client.target.reference(&prepared.manifest_digest),
         uploaded_bytes: uploaded,
+        read_back,
     };
     if !dry_run {
         // Best effort: a missing cache only costs the next run an export.
@@ -227,6 +240,26 @@ async fn push_image(
         }
     }
     Ok(pushed)
+}
+
+/// Reads the pushed image back (`oci::read_back`): the published bytes must be the tested
+/// image. Always true when it returns.
+async fn read_back_step(
+    client: &RegistryClient,
+    platform: Platform,
+    manifest_digest: &str,
+    image_id: &str,
+    progress: &Progress,
+) -> Result<bool> {
+    progress.step(format!(
+        "{platform}: reading {manifest_digest} back: its config and each layer, decompressed,          must be the tested image's"
+    ));
+    let read = crate::oci::read_back::read_back(client, manifest_digest, image_id).await?;
+    progress.step(format!(
+        "{platform}: read back {} layers ({} bytes): the published image is the tested image {image_id}",
+        read.layers, read.bytes
+    ));
+    Ok(true)
 }
 
 /// Gets blobs of one platform's image into the registry.

@@ -125,7 +125,7 @@ pub(crate) mod tests_support {
                 build: BuildMode::Native,
                 build_id: "b".repeat(64),
                 local_image: format!("coding-agent:{}", platform.arch()),
-                image_id: digest(&format!("id {platform}")),
+                image_id: digest(&format!("config {platform}")),
                 base_image: BaseImageRecord {
                     reference: "base".into(),
                     digest: digest("base"),

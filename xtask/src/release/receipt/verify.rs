@@ -234,6 +234,21 @@ fn format_problems(r: &Receipt) -> Vec<Problem> {
             out.push(problem("artifacts", format!("has no entry for `{name}`")));
         }
     }
+    for (i, p) in r.platforms.iter().enumerate() {
+        // The engine's image id is the sha256 of the image's config: the smoke checks ran on
+        // the image whose config the registry serves under this platform's manifest.
+        if p.image_id != p.config_digest {
+            out.push(problem(
+                format!("platforms[{i}].config_digest"),
+                format!(
+                    "`{}` is not the smoke-tested image `{}` (image_id; an image's id is its \
+                     config's digest): the smoke checks ran on another image than the one \
+                     published",
+                    p.config_digest, p.image_id
+                ),
+            ));
+        }
+    }
     let mut verifier_platforms = BTreeSet::new();
     for (i, v) in r.verifiers.iter().enumerate() {
         let name = crate::release::verifier::verifier_file_name(v.platform);
@@ -734,6 +749,10 @@ mod tests {
                     .package = "x".into()
             }),
             ("artifacts[0].path", |r| r.artifacts[0].path = "../x".into()),
+            // Smoke-tested one image, published another.
+            ("platforms[1].config_digest", |r| {
+                r.platforms[1].image_id = format!("sha256:{}", "9".repeat(64))
+            }),
         ];
         for (field, tamper) in cases {
             let mut r = sample();

@@ -293,6 +293,15 @@ fn platform_record(
             image_id
         );
     }
+    if !pushed.read_back {
+        bail!(
+            "{}: the publish output for {} does not show the image read back from the registry \
+             (the check that the published bytes are the tested image); publish it again with \
+             `cargo xtask publish`",
+            build.platform,
+            pushed.reference
+        );
+    }
     let smoke = smokes
         .iter()
         .find(|s| s.image == build.image || *image_id == *s.image)
