@@ -52,13 +52,17 @@ for platform in "${platforms[@]}"; do
 done
 
 mkdir -p "$out"
+targets=()
 for slug in "${slugs[@]}"; do
-  target=${TARGETS[$slug]}
-  rustup target add "$target" >&2
-  echo "build-verifiers: template-verify for $target" >&2
-  PATH="$PWD/$venv/bin:$PATH" cargo zigbuild --locked --profile verifier --package xtask \
-    --bin template-verify --target "$target"
-  cp "$target_dir/$target/verifier/template-verify" "$out/template-verify-$slug"
+  targets+=("${TARGETS[$slug]}")
+done
+rustup target add "${targets[@]}" >&2
+echo "build-verifiers: template-verify for ${targets[*]}" >&2
+# One cargo run for every target: the build scripts and proc macros (host code) compile once.
+PATH="$PWD/$venv/bin:$PATH" cargo zigbuild --locked --profile verifier --package xtask \
+  --bin template-verify "${targets[@]/#/--target=}"
+for slug in "${slugs[@]}"; do
+  cp "$target_dir/${TARGETS[$slug]}/verifier/template-verify" "$out/template-verify-$slug"
 done
 # Each must start where it can: natively, or under qemu where binfmt is registered.
 for slug in "${slugs[@]}"; do
