@@ -252,7 +252,8 @@ async fn read_back_step(
     progress: &Progress,
 ) -> Result<bool> {
     progress.step(format!(
-        "{platform}: reading {manifest_digest} back: its config and each layer, decompressed,          must be the tested image's"
+        "{platform}: reading {manifest_digest} back: its config and each layer, decompressed, \
+         must be the tested image's"
     ));
     let read = crate::oci::read_back::read_back(client, manifest_digest, image_id).await?;
     progress.step(format!(
