@@ -79,9 +79,10 @@ pub(crate) enum ReceiptAsset {
 }
 
 pub(crate) fn receipt_asset(names: &[String]) -> ReceiptAsset {
+    // The name becomes a file name under the work directory: nothing that could leave it.
     let receipts: Vec<String> = names
         .iter()
-        .filter(|n| n.starts_with("receipt-") && n.ends_with(".json"))
+        .filter(|n| n.starts_with("receipt-") && n.ends_with(".json") && !n.contains(['/', '\\']))
         .cloned()
         .collect();
     match receipts.len() {
@@ -515,6 +516,10 @@ mod tests {
             receipt_asset(&names(&["receipt-t-aa.json", "receipt-t-bb.json"])),
             ReceiptAsset::Several(_)
         ));
+        assert_eq!(
+            receipt_asset(&names(&["receipt-/../../etc/x.json"])),
+            ReceiptAsset::Missing
+        );
     }
 
     #[test]
