@@ -31,7 +31,7 @@ use serde_json::{json, Map, Value};
 
 use super::{
     eval_env, eval_value, exec_as_runner, expr, give_to_runner, glob, only_known_keys,
-    parse_command_file, scalar_text, shell_command, Ctx, Leg, StatusMode, StepEnd,
+    parse_command_file, scalar_text, script_for_runner, Ctx, Leg, StatusMode, StepEnd,
 };
 
 const ACTION_KEYS: &[&str] = &[
@@ -513,22 +513,13 @@ pub(crate) fn run(
             let Work::Run(script) = &work else {
                 unreachable!("a step that runs has work")
             };
-            let (argv, ext) = shell_command(shell.as_deref()).map_err(|e| anyhow!("{at}: {e}"))?;
-            let script_path = leg.temp.join(format!(
-                "step-{call}-{:02}-attempt-{}{ext}",
+            let stem = format!(
+                "step-{call}-{:02}-attempt-{}",
                 k + 1,
                 leg.env.run.run_attempt
-            ));
-            std::fs::write(&script_path, script)?;
-            give_to_runner(&script_path)?;
-            let argv: Vec<String> = argv
-                .iter()
-                .map(|a| a.replace("{0}", &script_path.display().to_string()))
-                .collect();
-            for line in script.lines() {
-                writeln!(logf, "##[replay] {line}")?;
-            }
-            writeln!(logf, "##[replay] shell: {}", argv.join(" "))?;
+            );
+            let argv = script_for_runner(&leg.temp, &stem, script, shell.as_deref(), &mut logf)
+                .map_err(|e| anyhow!("{at}: {e:#}"))?;
             logf.flush()?;
             let end = exec_as_runner(&argv, &penv, &wd, log, deadline)?;
             leg.pgids.extend(end.pgid);

@@ -1901,24 +1901,10 @@ impl Leg<'_> {
                 writeln!(logf, "##[error]An error occurred trying to start process: working directory '{}' does not exist", wd.display())?;
                 StepEnd::failed()
             } else {
-                let (argv, ext) =
-                    shell_command(shell.as_deref()).map_err(|e| anyhow!("{here}: {e}"))?;
-                let script_path = self.temp.join(format!(
-                    "step-{:02}-attempt-{}{ext}",
-                    i + 1,
-                    self.env.run.run_attempt
-                ));
-                std::fs::write(&script_path, &script)?;
-                give_to_runner(&script_path)?;
-                let argv: Vec<String> = argv
-                    .iter()
-                    .map(|a| a.replace("{0}", &script_path.display().to_string()))
-                    .collect();
-                // Like GitHub's log: the script, then what it printed.
-                for line in script.lines() {
-                    writeln!(logf, "##[replay] {line}")?;
-                }
-                writeln!(logf, "##[replay] shell: {}", argv.join(" "))?;
+                let stem = format!("step-{:02}-attempt-{}", i + 1, self.env.run.run_attempt);
+                let argv =
+                    script_for_runner(&self.temp, &stem, &script, shell.as_deref(), &mut logf)
+                        .map_err(|e| anyhow!("{here}: {e:#}"))?;
                 drop(logf);
                 exec_as_runner(&argv, &penv, &wd, &log, step_deadline)?
             }
@@ -2098,6 +2084,31 @@ impl StepEnd {
 }
 
 /// The command line GitHub runs a script with, and the script's file extension.
+/// Writes a `run:` script where the runner can run it (`dir/<stem><ext>`), logs it as GitHub
+/// does (the script, then the shell line; the output follows) and returns the shell's argv.
+/// Workflow and composite steps alike.
+fn script_for_runner(
+    dir: &Path,
+    stem: &str,
+    script: &str,
+    shell: Option<&str>,
+    logf: &mut std::fs::File,
+) -> Result<Vec<String>> {
+    let (argv, ext) = shell_command(shell).map_err(|e| anyhow!(e))?;
+    let script_path = dir.join(format!("{stem}{ext}"));
+    std::fs::write(&script_path, script)?;
+    give_to_runner(&script_path)?;
+    let argv: Vec<String> = argv
+        .iter()
+        .map(|a| a.replace("{0}", &script_path.display().to_string()))
+        .collect();
+    for line in script.lines() {
+        writeln!(logf, "##[replay] {line}")?;
+    }
+    writeln!(logf, "##[replay] shell: {}", argv.join(" "))?;
+    Ok(argv)
+}
+
 fn shell_command(shell: Option<&str>) -> Result<(Vec<String>, &'static str), String> {
     let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
     Ok(match shell {

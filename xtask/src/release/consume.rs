@@ -253,8 +253,18 @@ struct PackageVersion {
     previously_locked: Option<String>,
 }
 
+/// The release `consume` takes.
+struct Chosen {
+    tag: String,
+    /// Its receipt file, downloaded and verified offline.
+    path: PathBuf,
+    receipt: Receipt,
+    /// Newer releases passed over, and why.
+    passed_over: Vec<String>,
+}
+
 /// The newest release whose attested receipt verifies; errors name the release and why.
-fn newest_complete(gh: &Gh, args: &ConsumeArgs) -> Result<(String, PathBuf, Vec<String>)> {
+fn newest_complete(gh: &Gh, args: &ConsumeArgs) -> Result<Chosen> {
     let tags = order_releases(&gh.list()?, args.max_releases);
     let mut passed_over = Vec::new();
     for tag in &tags {
@@ -281,8 +291,19 @@ fn newest_complete(gh: &Gh, args: &ConsumeArgs) -> Result<(String, PathBuf, Vec<
                     gh.signer_workflow
                 )
             })?;
-        match judge(tag, &verify_file(&receipt, None)?) {
-            Judgement::Take => return Ok((tag.clone(), receipt, passed_over)),
+        let verification = verify_file(&receipt, None)?;
+        match judge(tag, &verification) {
+            Judgement::Take => {
+                let verified = verification
+                    .receipt
+                    .context("a verified receipt carries its receipt")?;
+                return Ok(Chosen {
+                    tag: tag.clone(),
+                    path: receipt,
+                    receipt: verified,
+                    passed_over,
+                });
+            }
             Judgement::PassOver(why) => {
                 eprintln!("consume: {tag}: {why}, passed over");
                 passed_over.push(format!("{tag}: {why}"));
@@ -345,17 +366,8 @@ fn verify_attestations(gh: &Gh, tag: &str, dir: &Path, receipt: &Receipt) -> Res
     Ok(())
 }
 
-/// Everything but the report: the release taken, its receipt, the pin's report, and what was
-/// passed over on the way.
-fn verify_and_pin(
-    args: &ConsumeArgs,
-) -> Result<(
-    String,
-    PathBuf,
-    Receipt,
-    crate::release::pin::PinReport,
-    Vec<String>,
-)> {
+/// Everything but the report: the release taken and the pin's report.
+fn verify_and_pin(args: &ConsumeArgs) -> Result<(Chosen, crate::release::pin::PinReport)> {
     let gh = Gh {
         signer_workflow: args
             .signer_workflow
@@ -365,15 +377,12 @@ fn verify_and_pin(
     };
     std::fs::create_dir_all(&args.work_dir)
         .with_context(|| format!("cannot create {}", args.work_dir.display()))?;
-    let (tag, receipt_path, passed_over) = newest_complete(&gh, args)?;
-    let receipt: Receipt = verify_file(&receipt_path, None)?
-        .receipt
-        .context("a verified receipt carries its receipt")?;
-    let dir = args.work_dir.join(&tag);
-    verify_attestations(&gh, &tag, &dir, &receipt)?;
+    let chosen = newest_complete(&gh, args)?;
+    let dir = args.work_dir.join(&chosen.tag);
+    verify_attestations(&gh, &chosen.tag, &dir, &chosen.receipt)?;
 
     let pin_args = PinArgs {
-        receipt: receipt_path.clone(),
+        receipt: chosen.path.clone(),
         artifacts: Some(dir),
         template: args.template.clone(),
         offline: false,
@@ -382,12 +391,13 @@ fn verify_and_pin(
         json: false,
     };
     match pin(&pin_args)? {
-        PinOutcome::Pinned(report) => Ok((tag, receipt_path, receipt, report, passed_over)),
+        PinOutcome::Pinned(report) => Ok((chosen, report)),
         PinOutcome::Rejected(problems) => {
             crate::release::receipt::print_problems(&problems);
             bail!(
-                "release {tag}: the receipt {} was rejected with its assets and registry (above)",
-                receipt_path.display()
+                "release {}: the receipt {} was rejected with its assets and registry (above)",
+                chosen.tag,
+                chosen.path.display()
             )
         }
     }
@@ -395,16 +405,17 @@ fn verify_and_pin(
 
 pub fn run(args: ConsumeArgs) -> Result<ExitCode> {
     // Every error ends by saying what a failure guarantees: the file was not touched.
-    let (tag, receipt_path, receipt, report, passed_over) = verify_and_pin(&args)
+    let (chosen, report) = verify_and_pin(&args)
         .map_err(|e| anyhow::anyhow!("{e:#}\n{} is unchanged", args.template.display()))?;
     let consumed = Consumed {
         changed: report.changed,
         dry_run: args.dry_run,
         previous_image: report.old,
         image: report.new,
-        release_tag: tag,
-        receipt: receipt_path.display().to_string(),
-        versions: receipt
+        release_tag: chosen.tag,
+        receipt: chosen.path.display().to_string(),
+        versions: chosen
+            .receipt
             .packages
             .iter()
             .map(|p| PackageVersion {
@@ -413,7 +424,7 @@ pub fn run(args: ConsumeArgs) -> Result<ExitCode> {
                 previously_locked: p.previously_locked.clone(),
             })
             .collect(),
-        passed_over,
+        passed_over: chosen.passed_over,
     };
     let summary = summary_markdown(&consumed);
     append_to_github_file("GITHUB_OUTPUT", &github_outputs(&consumed, &summary)?)?;

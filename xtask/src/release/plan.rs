@@ -457,22 +457,14 @@ async fn resolve_and_lock(
     now_text: &str,
     out: &Path,
 ) -> Result<Resolution> {
-    runner
-        .run(
-            &Step::new("resolve", &["resolve", "--json"])
-                .arg("--registry", &flags.registry.registry)
-                .arg("--now", now_text)
-                .output(out.join("resolve.json")),
-        )
-        .await?;
-    runner
-        .run(
-            &Step::new("lock", &["lock", "--json"])
-                .arg("--registry", &flags.registry.registry)
-                .arg("--now", now_text)
-                .output(out.join("lock.json")),
-        )
-        .await?;
+    // Both ask the same registry with the plan's clock.
+    for name in ["resolve", "lock"] {
+        let step = Step::new(name, &[name, "--json"])
+            .arg("--registry", &flags.registry.registry)
+            .arg("--now", now_text)
+            .output(out.join(format!("{name}.json")));
+        runner.run(&step).await?;
+    }
     read_json(&out.join("resolve.json"), "a resolution")
 }
 
