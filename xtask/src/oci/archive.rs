@@ -263,72 +263,145 @@ fn compressors() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
-/// The export's entries: small files into `small`, links into `links`, large files (layers)
-/// to disk and onto the queue.
+/// A `docker save` archive read in one pass: small files (configs, manifests, tiny layers) are
+/// kept in memory, links recorded, and each large file (a layer) is handed on while it streams
+/// by, so no layer is ever held in memory.
+pub(crate) struct SavedArchive {
+    small: BTreeMap<String, Vec<u8>>,
+    links: BTreeMap<String, String>,
+}
+
+/// The one image of a `docker save` archive: its config and its layers' paths, in order.
+pub(crate) struct SavedImage<'a> {
+    pub config: &'a [u8],
+    pub layers: Vec<String>,
+}
+
+impl SavedArchive {
+    /// Reads `archive`; files larger than `small_limit` go to `on_large(n, path, size, data)`,
+    /// which must read all of `data`. It returns `false` to stop reading early (its caller
+    /// already has an error to report).
+    pub(crate) fn read(
+        archive: impl Read,
+        small_limit: u64,
+        mut on_large: impl FnMut(usize, String, u64, &mut dyn Read) -> Result<bool>,
+    ) -> Result<SavedArchive> {
+        let mut saved = SavedArchive {
+            small: BTreeMap::new(),
+            links: BTreeMap::new(),
+        };
+        let mut archive = tar::Archive::new(archive);
+        for (n, entry) in archive
+            .entries()
+            .context("the image archive is not a tar")?
+            .enumerate()
+        {
+            let mut entry = entry.context("the image archive is truncated")?;
+            let path = normalize_archive_path(&entry.path()?.to_string_lossy());
+            let kind = entry.header().entry_type();
+            if kind.is_symlink() || kind.is_hard_link() {
+                let target = entry
+                    .link_name()?
+                    .map(|t| t.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let resolved = if kind.is_symlink() {
+                    let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+                    normalize_archive_path(&format!("{dir}/{target}"))
+                } else {
+                    normalize_archive_path(&target)
+                };
+                saved.links.insert(path, resolved);
+            } else if kind.is_file() {
+                let size = entry.size();
+                if size <= small_limit {
+                    let mut bytes = Vec::with_capacity(size as usize);
+                    entry.read_to_end(&mut bytes)?;
+                    saved.small.insert(path, bytes);
+                } else if !on_large(n, path, size, &mut entry)? {
+                    break;
+                }
+            }
+        }
+        Ok(saved)
+    }
+
+    /// `path` with the archive's links followed.
+    pub(crate) fn resolve(&self, path: &str) -> String {
+        let mut path = normalize_archive_path(path);
+        for _ in 0..16 {
+            match self.links.get(&path) {
+                Some(target) => path = target.clone(),
+                None => break,
+            }
+        }
+        path
+    }
+
+    /// A file that was small enough to be kept, by its resolved path.
+    pub(crate) fn small(&self, path: &str) -> Option<&[u8]> {
+        self.small.get(path).map(Vec::as_slice)
+    }
+
+    /// The archive's one image (`manifest.json`): config bytes and resolved layer paths.
+    pub(crate) fn image(&self) -> Result<SavedImage<'_>> {
+        #[derive(Deserialize)]
+        struct Entry {
+            #[serde(rename = "Config")]
+            config: String,
+            #[serde(rename = "Layers")]
+            layers: Vec<String>,
+        }
+        let saved: Vec<Entry> = serde_json::from_slice(
+            self.small("manifest.json")
+                .context("the image archive has no manifest.json")?,
+        )
+        .context("the image archive's manifest.json is not a docker save manifest")?;
+        let [saved] = <[Entry; 1]>::try_from(saved)
+            .map_err(|v| anyhow!("the image archive holds {} images, expected one", v.len()))?;
+        let config = self
+            .small(&self.resolve(&saved.config))
+            .with_context(|| format!("the image archive lacks its config {}", saved.config))?;
+        Ok(SavedImage {
+            config,
+            layers: saved.layers.iter().map(|l| self.resolve(l)).collect(),
+        })
+    }
+}
+
+/// The export's large files (layers) to disk and onto the queue.
 fn read_entries(
     archive: impl Read,
     dir: &Path,
     queue: &Queue,
     small_limit: u64,
-    small: &mut BTreeMap<String, Vec<u8>>,
-    links: &mut BTreeMap<String, String>,
-) -> Result<()> {
-    let mut archive = tar::Archive::new(archive);
-    for (n, entry) in archive
-        .entries()
-        .context("the image archive is not a tar")?
-        .enumerate()
-    {
+) -> Result<SavedArchive> {
+    SavedArchive::read(archive, small_limit, |n, path, size, entry| {
         if queue.failed() {
             // A layer failed to compress: the result is that error, stop reading.
-            return Ok(());
+            return Ok(false);
         }
-        let mut entry = entry.context("the image archive is truncated")?;
-        let path = normalize_archive_path(&entry.path()?.to_string_lossy());
-        let kind = entry.header().entry_type();
-        if kind.is_symlink() || kind.is_hard_link() {
-            let target = entry
-                .link_name()?
-                .map(|t| t.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let resolved = if kind.is_symlink() {
-                let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
-                normalize_archive_path(&format!("{dir}/{target}"))
-            } else {
-                normalize_archive_path(&target)
-            };
-            links.insert(path, resolved);
-        } else if kind.is_file() {
-            let size = entry.size();
-            if size <= small_limit {
-                let mut bytes = Vec::with_capacity(size as usize);
-                entry.read_to_end(&mut bytes)?;
-                small.insert(path, bytes);
-            } else {
-                let raw = dir.join(format!("raw-{n}"));
-                let file = std::fs::File::create(&raw)
-                    .with_context(|| format!("cannot create {}", raw.display()))?;
-                let mut file = BufWriter::with_capacity(1 << 20, file);
-                let copied = io::copy(&mut entry, &mut file)
-                    .and_then(|copied| file.flush().map(|()| copied))
-                    .with_context(|| format!("cannot write {} to {}", path, raw.display()))?;
-                if copied != size {
-                    bail!("the image archive is truncated in {path}");
-                }
-                queue.push(
-                    Job {
-                        size,
-                        name: path,
-                        raw,
-                        out: dir.join(format!("layer-{n}")),
-                    },
-                    // One waiting layer keeps every thread busy; more would only fill the disk.
-                    1,
-                );
-            }
+        let raw = dir.join(format!("raw-{n}"));
+        let file = std::fs::File::create(&raw)
+            .with_context(|| format!("cannot create {}", raw.display()))?;
+        let mut file = BufWriter::with_capacity(1 << 20, file);
+        let copied = io::copy(entry, &mut file)
+            .and_then(|copied| file.flush().map(|()| copied))
+            .with_context(|| format!("cannot write {} to {}", path, raw.display()))?;
+        if copied != size {
+            bail!("the image archive is truncated in {path}");
         }
-    }
-    Ok(())
+        queue.push(
+            Job {
+                size,
+                name: path,
+                raw,
+                out: dir.join(format!("layer-{n}")),
+            },
+            // One waiting layer keeps every thread busy; more would only fill the disk.
+            1,
+        );
+        Ok(true)
+    })
 }
 
 /// Reads a `docker save` archive (legacy docker-archive or the OCI-layout form of newer
@@ -356,8 +429,6 @@ fn prepare_with_limit(
     small_limit: u64,
     on_blob: &(dyn Fn(&Blob) + Sync),
 ) -> Result<PreparedImage> {
-    let mut small: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    let mut links: BTreeMap<String, String> = BTreeMap::new();
     let queue = Queue::default();
     let read = std::thread::scope(|scope| {
         for _ in 0..compressors() {
@@ -371,7 +442,7 @@ fn prepare_with_limit(
                 }
             });
         }
-        let read = read_entries(archive, dir, &queue, small_limit, &mut small, &mut links);
+        let read = read_entries(archive, dir, &queue, small_limit);
         // Always closed, also on error, or the compressing threads would wait forever.
         queue.close();
         read
@@ -380,37 +451,9 @@ fn prepare_with_limit(
     if let Some(e) = state.error {
         return Err(e);
     }
-    read?;
+    let saved = read?;
     let large = state.done;
-    let resolve = |path: &str| -> String {
-        let mut path = normalize_archive_path(path);
-        for _ in 0..16 {
-            match links.get(&path) {
-                Some(target) => path = target.clone(),
-                None => break,
-            }
-        }
-        path
-    };
-    #[derive(Deserialize)]
-    struct SavedImage {
-        #[serde(rename = "Config")]
-        config: String,
-        #[serde(rename = "Layers")]
-        layers: Vec<String>,
-    }
-    let saved: Vec<SavedImage> = serde_json::from_slice(
-        small
-            .get("manifest.json")
-            .context("the image archive has no manifest.json")?,
-    )
-    .context("the image archive's manifest.json is not a docker save manifest")?;
-    let [saved] = <[SavedImage; 1]>::try_from(saved)
-        .map_err(|v| anyhow!("the image archive holds {} images, expected one", v.len()))?;
-
-    let config_bytes = small
-        .get(&resolve(&saved.config))
-        .with_context(|| format!("the image archive lacks its config {}", saved.config))?;
+    let image = saved.image()?;
     #[derive(Deserialize)]
     struct ConfigPlatform {
         architecture: String,
@@ -419,18 +462,17 @@ fn prepare_with_limit(
         variant: Option<String>,
     }
     let platform: ConfigPlatform =
-        serde_json::from_slice(config_bytes).context("the image config has no architecture/os")?;
-    let config = store_bytes(config_bytes, OCI_CONFIG, dir.join("config"))?;
+        serde_json::from_slice(image.config).context("the image config has no architecture/os")?;
+    let config = store_bytes(image.config, OCI_CONFIG, dir.join("config"))?;
 
     let mut layers = Vec::new();
-    for (i, layer) in saved.layers.iter().enumerate() {
-        let path = resolve(layer);
-        let blob = if let Some(blob) = large.get(&path) {
+    for (i, path) in image.layers.iter().enumerate() {
+        let blob = if let Some(blob) = large.get(path) {
             blob.clone()
-        } else if let Some(bytes) = small.get(&path) {
-            store_layer(bytes.as_slice(), dir.join(format!("small-layer-{i}")))?
+        } else if let Some(bytes) = saved.small(path) {
+            store_layer(bytes, dir.join(format!("small-layer-{i}")))?
         } else {
-            bail!("the image archive lacks layer {layer}");
+            bail!("the image archive lacks layer {path}");
         };
         layers.push(blob);
     }
