@@ -184,7 +184,17 @@ FROM ${BASE_IMAGE}
 # kept): 120 MB nobody reads in a sandbox. Nor is Chromium's Vulkan validation layer (23 MB), a
 # graphics-driver debugging aid that Chromium loads only when asked to validate Vulkan calls. The dpkg filter is removed again at the end, so
 # packages an agent installs later behave as on any Debian system.
+# Reproducible: the same package set gives the same layer on any machine and any day.
+# SOURCE_DATE_EPOCH (a constant from the manifest, so the layer cache holds) makes useradd write
+# it into /etc/shadow instead of the build's day. Three files differ on every run although the
+# packages are the same, so they go or get a fixed value: fontconfig's caches record directory
+# times (and are stale anyway once `build` clamps the layer's times; fontconfig reads the fonts
+# without them), ldconfig's aux-cache records inodes, and dbus's postinst draws a random
+# machine id. `dbus-launch` needs one; a baked-in id is shared by every sandbox of a release
+# anyway, so a fixed one changes nothing for them.
+ARG SOURCE_DATE_EPOCH
 RUN set -eux; \
+    [ -n "${SOURCE_DATE_EPOCH:-}" ] || { echo "build argument SOURCE_DATE_EPOCH is required" >&2; exit 1; }; \
     printf '%s\n' \
         'path-exclude=/usr/share/doc/*' \
         'path-include=/usr/share/doc/*/copyright' \
@@ -214,6 +224,8 @@ RUN set -eux; \
     rm -f /etc/dpkg/dpkg.cfg.d/zz-template-slim; \
     rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/cache/debconf/*-old \
         /var/log/apt /var/log/dpkg.log /var/log/alternatives.log; \
+    rm -rf /var/cache/fontconfig/* /var/cache/ldconfig/aux-cache; \
+    printf '%s\n' 5c1e7d0b2a9f4e6d8c3b1a0f9e8d7c6b > /var/lib/dbus/machine-id; \
     useradd --create-home --user-group --shell /bin/bash sandbox-browser; \
     mkdir -p /workspace
 

@@ -461,3 +461,100 @@ fn dry_runs_change_nothing() {
         "the build id is a pure function of the inputs"
     );
 }
+
+/// Builds the fixture of [`canonical_images_depend_only_on_their_files`] without the engine's
+/// cache, so every layer is made again with this moment's times, and loads it canonical.
+/// Returns the engine's id of the raw build and the canonical image's id and layers.
+fn build_canonical(name: &str, base: &str, b_content: &str) -> (String, String, Vec<String>) {
+    // Like the template: packages staged in a builder stage, one COPY (one layer) each, then a
+    // RUN that writes files with the build's times, and a user (shadow records the day).
+    let dockerfile = format!(
+        "FROM {base} AS stage\n\
+         COPY a.txt /staging/a/opt/pkgs/a/file\n\
+         COPY b.txt /staging/b/opt/pkgs/b/file\n\
+         COPY c.txt /staging/c/opt/pkgs/c/file\n\
+         RUN touch /staging/a/opt/pkgs/a/installed-at-build-time\n\
+         FROM {base}\n\
+         RUN useradd --create-home someone && mkdir -p /opt/pkgs\n\
+         COPY --from=stage /staging/a/ /\n\
+         COPY --from=stage /staging/b/ /\n\
+         COPY --from=stage /staging/c/ /\n\
+         RUN ln -s /opt/pkgs/a/file /usr/local/bin/a && touch /opt/pkgs/ready\n\
+         ENV PACKAGES=abc\n\
+         LABEL fixture=canonical\n"
+    );
+    let raw = format!("coding-agent-test:canonical-{name}-engine");
+    let options = bollard::query_parameters::BuildImageOptionsBuilder::default()
+        .dockerfile("Dockerfile")
+        .t(&raw)
+        .nocache(true)
+        .rm(true)
+        .forcerm(true)
+        .build();
+    build_through_engine(
+        &[
+            ("Dockerfile", dockerfile.as_bytes()),
+            ("a.txt", b"package a\n"),
+            ("b.txt", b_content.as_bytes()),
+            ("c.txt", b"package c\n"),
+        ],
+        options,
+    )
+    .expect("the fixture builds");
+    let tag = format!("coding-agent-test:canonical-{name}");
+    let epoch = manifest().image.source_date_epoch;
+    let work = tempfile::tempdir().unwrap();
+    on_engine(|docker| async move {
+        let raw_id = engine::inspect_image(&docker, &raw)
+            .await
+            .unwrap()
+            .unwrap()
+            .id
+            .unwrap();
+        let canonical = xtask::image::canonicalize::canonicalize(
+            &docker,
+            &raw,
+            &tag,
+            epoch,
+            work.path(),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+        let loaded = engine::inspect_image(&docker, &tag).await.unwrap().unwrap();
+        assert_eq!(loaded.id.as_deref(), Some(canonical.image_id.as_str()));
+        let layers = loaded.root_fs.unwrap().layers.unwrap();
+        (raw_id, canonical.image_id, layers)
+    })
+}
+
+/// Issue 10's goals 1 and 2 at the scale of a fixture: two cold builds of the same files, a
+/// moment apart, give one canonical image (same config digest, same layers), and a changed
+/// package changes exactly its own layer, whatever its position.
+#[test]
+fn canonical_images_depend_only_on_their_files() {
+    let _docker = heavy_docker();
+    require_engine();
+    let base = xtask_json(&["base", "--platform", "linux/amd64", "--json"]);
+    let base = base["image"].as_str().unwrap().to_string();
+
+    let (raw_first, first, first_layers) = build_canonical("first", &base, "package b\n");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let (raw_second, second, second_layers) = build_canonical("second", &base, "package b\n");
+    assert_ne!(
+        raw_first, raw_second,
+        "the engine's own builds differ (times, container ids): the fixture shows nothing"
+    );
+    assert_eq!(first, second, "the same files gave two canonical images");
+    assert_eq!(first_layers, second_layers);
+
+    let (_, changed, changed_layers) = build_canonical("changed", &base, "package b, v2\n");
+    assert_ne!(changed, first);
+    assert_eq!(changed_layers.len(), first_layers.len());
+    let differing: Vec<usize> = (0..first_layers.len())
+        .filter(|&i| first_layers[i] != changed_layers[i])
+        .collect();
+    // Layers: base, the user, a, b, c, the link. Only b's differs; c, after it, does not.
+    assert_eq!(first_layers.len(), 6, "{first_layers:?}");
+    assert_eq!(differing, vec![3], "{first_layers:#?}\n{changed_layers:#?}");
+}

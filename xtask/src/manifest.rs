@@ -46,6 +46,10 @@ pub struct ImageSpec {
     pub env: Vec<String>,
     /// Variables that must not be set at all (they would point a process at a CA bundle).
     pub forbidden_env: Vec<String>,
+    /// Seconds since 1970 (UTC): every later file time in the layers is clamped to it and the
+    /// config's times are it (`SOURCE_DATE_EPOCH` for mmdebstrap and the Dockerfile too), so
+    /// the same files give the same digests on any machine, any day.
+    pub source_date_epoch: u64,
 }
 
 impl ImageSpec {

@@ -68,7 +68,8 @@ pub(crate) fn now_or(flag: Option<&str>) -> Result<DateTime<Utc>> {
 
 /// Progress lines on stderr, each with the time since the command started, so long steps are
 /// visible in CI logs without a terminal.
-pub(crate) struct Progress {
+#[derive(Clone)]
+pub struct Progress {
     start: Instant,
 }
 

@@ -14,8 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 
 use anyhow::{bail, Context, Result};
-use bytes::Bytes;
-use futures_util::StreamExt;
 use oci_spec::image::{
     Arch, ConfigBuilder, HistoryBuilder, ImageConfiguration, ImageConfigurationBuilder, Os,
     RootFsBuilder,
@@ -26,7 +24,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
 use crate::flags::BaseArgs;
 use crate::image::engine;
-use crate::manifest::{repo_root, Platform};
+use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
 use crate::util::{atomic_write, print_json, Progress};
 
 /// Where root filesystems and archives are cached: the state directory `.xtask/base`.
@@ -51,6 +49,8 @@ pub(crate) struct BasePlan {
     pub mmdebstrap: Vec<String>,
     /// The rootfs is made for another CPU, so mmdebstrap's second stage runs under qemu.
     pub emulated: bool,
+    /// The manifest's `image.source_date_epoch`: mmdebstrap's and the config's time.
+    pub source_date_epoch: u64,
 }
 
 /// Debian's archive keyring. Passed explicitly: on Ubuntu, mmdebstrap neither depends on
@@ -84,8 +84,10 @@ pub(crate) fn plan(
     platform: Platform,
     host: Option<Platform>,
     privilege: Privilege,
+    source_date_epoch: u64,
 ) -> BasePlan {
-    let stem = format!("{suite}-{}", platform.arch());
+    // The epoch is in the cache's name: a root filesystem made for another epoch is not reused.
+    let stem = format!("{suite}-{}-{source_date_epoch}", platform.arch());
     let cache = crate::util::state_dir(root, CACHE_DIR);
     let rootfs = cache.join(format!("{stem}.rootfs.tar"));
     let mut mmdebstrap = match privilege {
@@ -94,6 +96,11 @@ pub(crate) fn plan(
         Privilege::Sudo => vec!["sudo".to_string(), "-n".to_string(), "--".to_string()],
     };
     mmdebstrap.extend([
+        // mmdebstrap makes the same root filesystem from the same mirror state when
+        // SOURCE_DATE_EPOCH is set (times, /etc/shadow, no machine id); `env` because sudo
+        // does not pass the caller's environment on.
+        "env".to_string(),
+        format!("SOURCE_DATE_EPOCH={source_date_epoch}"),
         "mmdebstrap".to_string(),
         "--mode=root".to_string(),
         format!("--keyring={DEBIAN_KEYRING}"),
@@ -118,6 +125,7 @@ pub(crate) fn plan(
         rootfs,
         mmdebstrap,
         emulated: host != Some(platform),
+        source_date_epoch,
     }
 }
 
@@ -190,12 +198,14 @@ struct BaseReport<'a> {
 pub async fn run(args: BaseArgs) -> Result<ExitCode> {
     let progress = Progress::default();
     let root = repo_root();
+    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
     let plan = plan(
         &root,
         &args.suite,
         args.platform,
         Platform::host(),
         Privilege::current(),
+        manifest.image.source_date_epoch,
     );
     let docker = engine::connect().await?;
     let existing = engine::inspect_image(&docker, &plan.image).await?;
@@ -250,7 +260,7 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
         ));
     }
     write_archive(&plan, &progress)?;
-    load_archive(&docker, &plan, &progress).await?;
+    engine::load_archive(&docker, &plan.archive, &progress).await?;
 
     let image = engine::inspect_image(&docker, &plan.image)
         .await?
@@ -415,7 +425,8 @@ fn created_by(plan: &BasePlan) -> String {
 fn write_archive(plan: &BasePlan, progress: &Progress) -> Result<()> {
     progress.step(format!("hashing {}", plan.rootfs.display()));
     let diff_id = sha256_of_file(&plan.rootfs)?;
-    let created = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    // The epoch, not the clock: the same root filesystem gives the same base image id.
+    let created = crate::oci::canonical::epoch_time(plan.source_date_epoch)?;
     let config = image_config(plan.platform, &diff_id, &created, &created_by(plan))?;
     let config_json = config.to_string()?;
     let config_file = format!("{}.json", crate::util::sha256_hex(config_json.as_bytes()));
@@ -473,52 +484,6 @@ fn sha256_of_file(path: &Path) -> Result<String> {
     Ok(hex::encode(hasher.finalize()))
 }
 
-async fn load_archive(
-    docker: &bollard::Docker,
-    plan: &BasePlan,
-    progress: &Progress,
-) -> Result<()> {
-    progress.step(format!(
-        "loading {} into the engine",
-        plan.archive.display()
-    ));
-    let file = tokio::fs::File::open(&plan.archive)
-        .await
-        .with_context(|| format!("cannot read {}", plan.archive.display()))?;
-    let chunks = futures_util::stream::unfold(file, |mut file| async move {
-        let mut buf = vec![0u8; 1 << 20];
-        match file.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok::<Bytes, std::io::Error>(Bytes::from(buf)), file))
-            }
-            Err(err) => Some((Err(err), file)),
-        }
-    });
-    let options = bollard::query_parameters::ImportImageOptionsBuilder::default()
-        .quiet(false)
-        .build();
-    let mut stream = std::pin::pin!(docker.import_image_stream(options, chunks, None));
-    while let Some(item) = stream.next().await {
-        let info = item.with_context(|| {
-            format!(
-                "the engine refused the image archive {}",
-                plan.archive.display()
-            )
-        })?;
-        if let Some(line) = info
-            .stream
-            .as_deref()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-        {
-            progress.step(line);
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -531,11 +496,12 @@ mod tests {
             Platform::LinuxArm64,
             Some(Platform::LinuxAmd64),
             Privilege::Root,
+            1_767_225_600,
         );
         assert_eq!(p.image, "coding-agent-base:bookworm-arm64");
         assert_eq!(
             p.rootfs,
-            Path::new("/repo/.xtask/base/bookworm-arm64.rootfs.tar")
+            Path::new("/repo/.xtask/base/bookworm-arm64-1767225600.rootfs.tar")
         );
         assert!(p.emulated);
         assert!(p.mmdebstrap.contains(&"--architectures=arm64".to_string()));
@@ -547,12 +513,27 @@ mod tests {
             Platform::LinuxAmd64,
             Some(Platform::LinuxAmd64),
             Privilege::Sudo,
+            1_767_225_600,
         );
         assert!(!native.emulated);
         assert_eq!(native.image, "coding-agent-base:bookworm-amd64");
-        // A runner user goes through passwordless sudo; the keyring is always explicit.
-        assert_eq!(native.mmdebstrap[..4], ["sudo", "-n", "--", "mmdebstrap"]);
-        assert_eq!(p.mmdebstrap[0], "mmdebstrap");
+        // A runner user goes through passwordless sudo, which drops the environment, so the
+        // epoch goes through `env`; the keyring is always explicit.
+        assert_eq!(
+            native.mmdebstrap[..6],
+            [
+                "sudo",
+                "-n",
+                "--",
+                "env",
+                "SOURCE_DATE_EPOCH=1767225600",
+                "mmdebstrap"
+            ]
+        );
+        assert_eq!(
+            p.mmdebstrap[..3],
+            ["env", "SOURCE_DATE_EPOCH=1767225600", "mmdebstrap"]
+        );
         for plan in [&p, &native] {
             assert!(plan
                 .mmdebstrap

@@ -21,6 +21,7 @@ use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures_util::StreamExt;
 
 use crate::flags::BuildArgs;
+use crate::image::canonicalize::{canonicalize, ENGINE_REPOSITORY};
 use crate::image::engine;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
 use crate::model::build::BuildReport;
@@ -28,7 +29,7 @@ use crate::model::inventory::{Inventory, NodeRuntime};
 use crate::model::package_json::PackageJson;
 use crate::model::Digest;
 use crate::npm::inventory::INVENTORY_PATH;
-use crate::util::{print_json, sha256_hex, Progress};
+use crate::util::{print_json, sha256_hex, state_dir, Progress};
 
 pub(crate) const DOCKERFILE_PATH: &str = "Dockerfile";
 pub(crate) const PACKAGE_JSON_PATH: &str = "template/package.json";
@@ -141,6 +142,10 @@ pub fn build_args(inputs: &BuildInputs, platform: Platform) -> Result<BTreeMap<S
         ),
         ("LOCKFILE_SHA256".into(), sha256_hex(&inputs.package_lock)),
         ("PACKAGE_VERSIONS".into(), pinned.join(" ")),
+        (
+            "SOURCE_DATE_EPOCH".into(),
+            manifest.image.source_date_epoch.to_string(),
+        ),
     ]))
 }
 
@@ -248,6 +253,13 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
         bail!("{MANIFEST_PATH} does not list {platform} under `platforms`");
     }
     let emulated = Platform::host() != Some(platform);
+    let epoch = inputs.manifest.image.source_date_epoch;
+    if i64::try_from(epoch).map_or(true, |e| e > chrono::Utc::now().timestamp()) {
+        bail!(
+            "{MANIFEST_PATH}'s `image.source_date_epoch` ({epoch}) is in the future: file times \
+             after the build would not be clamped; use a past instant"
+        );
+    }
     let mut build_args = build_args(&inputs, platform)?;
 
     let docker = engine::connect().await?;
@@ -278,28 +290,61 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
         true => None,
         false => engine::inspect_image(&docker, &tag).await?,
     };
+    let engine_tag = format!("{ENGINE_REPOSITORY}:{build_id}");
     if let Some(existing) = existing {
         engine::ensure_image_platform(&tag, &existing, platform)?;
         progress.step(format!("{tag} exists (same inputs); nothing to build"));
         record_image(&mut report, existing.id, existing.size)?;
     } else if args.dry_run {
         progress.step(format!(
-            "would build {tag} for {platform} from {base_image}{}",
+            "would build {engine_tag} for {platform} from {base_image}{}, then load it \
+             canonical as {tag}",
             if emulated { " under emulation" } else { "" }
         ));
     } else {
-        let request = BuildRequest {
-            tag: &tag,
-            platform,
-            build_args: &build_args,
-            build_id: &build_id,
-            no_cache: args.no_cache,
+        let engine_image = match args.no_cache {
+            true => None,
+            false => engine::inspect_image(&docker, &engine_tag).await?,
         };
-        build_image(&docker, &inputs, &request, &mut report, &progress).await?;
+        if engine_image.is_some() {
+            progress.step(format!(
+                "{engine_tag} exists (same inputs); making it canonical"
+            ));
+        } else {
+            let request = BuildRequest {
+                tag: &engine_tag,
+                platform,
+                build_args: &build_args,
+                build_id: &build_id,
+                no_cache: args.no_cache,
+            };
+            build_image(&docker, &inputs, &request, &report, &progress).await?;
+            progress.step(format!(
+                "built {engine_tag} in {:.0} s",
+                started.elapsed().as_secs_f64()
+            ));
+        }
+        let canonical = canonicalize(
+            &docker,
+            &engine_tag,
+            &tag,
+            epoch,
+            &state_dir(&root, "canonical"),
+            &progress,
+        )
+        .await?;
+        let image = engine::inspect_image(&docker, &tag)
+            .await?
+            .with_context(|| format!("the engine has no {tag} after loading it"))?;
+        engine::ensure_image_platform(&tag, &image, platform)?;
+        report.built = true;
+        record_image(&mut report, Some(canonical.image_id.clone()), image.size)?;
         progress.step(format!(
-            "built {tag} in {:.0} s, {:.2} GB",
-            started.elapsed().as_secs_f64(),
-            report.size.unwrap_or(0) as f64 / 1e9
+            "{tag} is {} ({} layers), {:.2} GB, after {:.0} s",
+            canonical.image_id,
+            canonical.layers.len(),
+            report.size.unwrap_or(0) as f64 / 1e9,
+            started.elapsed().as_secs_f64()
         ));
     }
     if !args.dry_run {
@@ -352,12 +397,13 @@ struct BuildRequest<'a> {
     no_cache: bool,
 }
 
-/// Builds the image the report names and records its id and size there.
+/// Builds the engine's image the request names (the classic builder's output, before it is
+/// made canonical).
 async fn build_image(
     docker: &bollard::Docker,
     inputs: &BuildInputs,
     request: &BuildRequest<'_>,
-    report: &mut BuildReport,
+    report: &BuildReport,
     progress: &Progress,
 ) -> Result<()> {
     let (tag, platform) = (request.tag, request.platform);
@@ -373,13 +419,11 @@ async fn build_image(
             ""
         }
     ));
-    let image_id = stream_build(docker, request, context).await?;
+    stream_build(docker, request, context).await?;
     let image = engine::inspect_image(docker, tag)
         .await?
         .with_context(|| format!("the build finished but the engine has no {tag}"))?;
-    engine::ensure_image_platform(tag, &image, platform)?;
-    report.built = true;
-    record_image(report, image.id.or(image_id), image.size)
+    engine::ensure_image_platform(tag, &image, platform)
 }
 
 /// The engine's id and size of the report's image.

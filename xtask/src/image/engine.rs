@@ -425,6 +425,49 @@ pub(crate) async fn read_image_files(
 // The one stream bridge lives with the HTTP policy; the export stream uses it too.
 pub(crate) use crate::http::blocking_reader;
 
+/// Loads a `docker save`-shaped archive from disk into the engine (`docker load`), passing the
+/// engine's progress lines on.
+pub(crate) async fn load_archive(
+    docker: &Docker,
+    archive: &std::path::Path,
+    progress: &crate::util::Progress,
+) -> Result<()> {
+    use tokio::io::AsyncReadExt;
+    progress.step(format!("loading {} into the engine", archive.display()));
+    let file = tokio::fs::File::open(archive)
+        .await
+        .with_context(|| format!("cannot read {}", archive.display()))?;
+    let chunks = futures_util::stream::unfold(file, |mut file| async move {
+        let mut buf = vec![0u8; 1 << 20];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok::<Bytes, std::io::Error>(Bytes::from(buf)), file))
+            }
+            Err(err) => Some((Err(err), file)),
+        }
+    });
+    let options = bollard::query_parameters::ImportImageOptionsBuilder::default()
+        .quiet(false)
+        .build();
+    let mut stream = std::pin::pin!(docker.import_image_stream(options, chunks, None));
+    while let Some(item) = stream.next().await {
+        let info = item.with_context(|| {
+            format!("the engine refused the image archive {}", archive.display())
+        })?;
+        if let Some(line) = info
+            .stream
+            .as_deref()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+        {
+            progress.step(line);
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

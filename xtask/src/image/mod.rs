@@ -3,6 +3,7 @@
 
 pub mod base;
 pub mod build;
+pub mod canonicalize;
 pub mod engine;
 pub mod sbom;
 pub mod smoke;

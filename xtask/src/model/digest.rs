@@ -17,6 +17,11 @@ impl Digest {
         Digest(format!("sha256:{}", hex::encode(Sha256::digest(bytes))))
     }
 
+    /// The digest a streaming hasher arrived at.
+    pub(crate) fn from_hasher(hasher: Sha256) -> Digest {
+        Digest(format!("sha256:{}", hex::encode(hasher.finalize())))
+    }
+
     /// `sha256:<hex>`.
     pub(crate) fn as_str(&self) -> &str {
         &self.0

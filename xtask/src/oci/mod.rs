@@ -6,6 +6,7 @@
 pub(crate) mod archive;
 pub(crate) mod auth;
 pub(crate) mod blob_upload;
+pub(crate) mod canonical;
 pub(crate) mod client;
 pub(crate) mod credentials;
 pub(crate) mod index;

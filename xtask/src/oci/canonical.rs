@@ -1,0 +1,494 @@
+//! Canonical layers and configs: the same files give the same bytes, whatever the build's
+//! clock, container ids or cache.
+//!
+//! The engine's classic builder writes each layer with the build's own times and records its
+//! container and parent image in the config, so two builds of the same inputs never share a
+//! digest and every release re-publishes the whole image. Rewriting the engine's output here,
+//! before anything is tested, makes layer digests depend only on their files:
+//! - a layer keeps its entries in the engine's order (a sorted directory walk, the same for the
+//!   same files), their paths, types, modes, numeric owners, link targets, device numbers and
+//!   extended attributes (file capabilities live there);
+//! - it drops what only describes the build: times later than the epoch become the epoch
+//!   (clamped, as `SOURCE_DATE_EPOCH` tools do, so older times from packages stay), access and
+//!   change times go, and so do owner names (extraction uses the numeric ids);
+//! - every entry is written in one header form: a GNU header, long names as GNU long-name
+//!   entries, extended attributes in a PAX header with sorted records.
+//!
+//! The config keeps the image's settings and history text; its times become the epoch and the
+//! build's container, parent image and engine version go.
+
+use std::ffi::OsStr;
+use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use crate::model::Digest;
+
+/// A canonical layer as written: its uncompressed digest (the config's `diff_id`) and size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CanonicalLayer {
+    pub diff_id: Digest,
+    pub size: u64,
+    pub entries: u64,
+}
+
+/// Writer that hashes and counts what passes through.
+struct Hashing<W> {
+    inner: W,
+    hasher: Sha256,
+    written: u64,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// PAX keys that carry extended attributes; they are kept, every other PAX record describes
+/// the build (times) or is re-derived from the header.
+fn is_xattr_key(key: &str) -> bool {
+    key.starts_with("SCHILY.xattr.") || key.starts_with("LIBARCHIVE.xattr.")
+}
+
+/// One PAX record, `"<len> <key>=<value>\n"`, where `<len>` counts the whole record.
+fn pax_record(key: &str, value: &[u8]) -> Vec<u8> {
+    let body = key.len() + value.len() + 3; // ' ', '=', '\n'
+    let mut len = body + body.to_string().len();
+    if len.to_string().len() + body != len {
+        len = body + len.to_string().len();
+    }
+    let mut record = format!("{len} {key}=").into_bytes();
+    record.extend_from_slice(value);
+    record.push(b'\n');
+    debug_assert_eq!(record.len(), len);
+    record
+}
+
+/// Rewrites the layer tar `input` into `output` in canonical form (module docs), with times
+/// clamped to `epoch` (seconds since 1970, UTC).
+pub(crate) fn canonical_layer(
+    input: impl Read,
+    output: impl Write,
+    epoch: u64,
+) -> Result<CanonicalLayer> {
+    let mut out = tar::Builder::new(Hashing {
+        inner: output,
+        hasher: Sha256::new(),
+        written: 0,
+    });
+    let mut archive = tar::Archive::new(input);
+    let mut entries = 0u64;
+    for entry in archive.entries().context("the layer is not a tar")? {
+        let mut entry = entry.context("the layer tar is truncated or corrupt")?;
+        let path = entry.path_bytes().into_owned();
+        let shown = String::from_utf8_lossy(&path).into_owned();
+        let mut xattrs: Vec<(String, Vec<u8>)> = Vec::new();
+        if let Some(pax) = entry
+            .pax_extensions()
+            .with_context(|| format!("{shown}: unreadable PAX header"))?
+        {
+            for record in pax {
+                let record = record.with_context(|| format!("{shown}: malformed PAX record"))?;
+                let key = record
+                    .key()
+                    .with_context(|| format!("{shown}: a PAX key is not UTF-8"))?;
+                if is_xattr_key(key) {
+                    xattrs.push((key.to_string(), record.value_bytes().to_vec()));
+                }
+            }
+        }
+        xattrs.sort();
+        let source = entry.header();
+        let kind = source.entry_type();
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(kind);
+        header.set_mode(source.mode().with_context(|| format!("{shown}: no mode"))?);
+        header.set_uid(source.uid().with_context(|| format!("{shown}: no uid"))?);
+        header.set_gid(source.gid().with_context(|| format!("{shown}: no gid"))?);
+        let mtime = source
+            .mtime()
+            .with_context(|| format!("{shown}: no mtime"))?;
+        header.set_mtime(mtime.min(epoch));
+        if kind.is_character_special() || kind.is_block_special() {
+            header.set_device_major(source.device_major()?.unwrap_or(0))?;
+            header.set_device_minor(source.device_minor()?.unwrap_or(0))?;
+        }
+        if !xattrs.is_empty() {
+            let mut records = Vec::new();
+            for (key, value) in &xattrs {
+                records.extend(pax_record(key, value));
+            }
+            let mut pax = tar::Header::new_gnu();
+            pax.set_entry_type(tar::EntryType::XHeader);
+            pax.set_mode(0o644);
+            pax.set_size(records.len() as u64);
+            pax.set_path("././@PaxHeader")?;
+            pax.set_cksum();
+            out.append(&pax, records.as_slice())?;
+        }
+        let path = OsStr::from_bytes(&path);
+        match kind {
+            tar::EntryType::Link | tar::EntryType::Symlink => {
+                let target = entry
+                    .link_name_bytes()
+                    .with_context(|| format!("{shown}: a link without a target"))?
+                    .into_owned();
+                header.set_size(0);
+                out.append_link(&mut header, path, OsStr::from_bytes(&target))
+                    .with_context(|| format!("cannot write the link {shown}"))?;
+            }
+            tar::EntryType::Regular
+            | tar::EntryType::Continuous
+            | tar::EntryType::Directory
+            | tar::EntryType::Char
+            | tar::EntryType::Block
+            | tar::EntryType::Fifo => {
+                let size = entry.size();
+                header.set_size(size);
+                let mut counted = (&mut entry).take(size);
+                out.append_data(&mut header, path, &mut counted)
+                    .with_context(|| format!("cannot write {shown}"))?;
+            }
+            other => bail!("{shown}: a layer entry of type {other:?} has no canonical form"),
+        }
+        entries += 1;
+    }
+    let hashing = out.into_inner().context("cannot finish the layer tar")?;
+    let mut hashing = hashing;
+    hashing.flush()?;
+    Ok(CanonicalLayer {
+        diff_id: Digest::from_hasher(hashing.hasher),
+        size: hashing.written,
+        entries,
+    })
+}
+
+/// The time of every history entry and of the image: the epoch, in RFC 3339.
+pub(crate) fn epoch_time(epoch: u64) -> Result<String> {
+    let time = chrono::DateTime::from_timestamp(i64::try_from(epoch)?, 0)
+        .with_context(|| format!("the epoch {epoch} is out of range"))?;
+    Ok(time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+}
+
+/// The engine's image config in canonical form, over the canonical layers' `diff_ids`.
+pub(crate) fn canonical_config(config: &[u8], diff_ids: &[Digest], epoch: u64) -> Result<Vec<u8>> {
+    let mut config: Value =
+        serde_json::from_slice(config).context("the image config is not JSON")?;
+    let object = config
+        .as_object_mut()
+        .context("the image config is not a JSON object")?;
+    let time = Value::String(epoch_time(epoch)?);
+    for build_only in ["container", "container_config", "docker_version"] {
+        object.remove(build_only);
+    }
+    object.insert("created".into(), time.clone());
+    if let Some(settings) = object.get_mut("config").and_then(Value::as_object_mut) {
+        // The parent image of the last step: an id of the engine's, different every build.
+        settings.remove("Image");
+        settings.insert("Hostname".into(), Value::String(String::new()));
+    }
+    if let Some(history) = object.get_mut("history").and_then(Value::as_array_mut) {
+        for step in history.iter_mut().filter_map(Value::as_object_mut) {
+            step.insert("created".into(), time.clone());
+        }
+    }
+    let rootfs = object
+        .get_mut("rootfs")
+        .and_then(Value::as_object_mut)
+        .context("the image config has no rootfs")?;
+    let count = rootfs
+        .get("diff_ids")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    if count != diff_ids.len() {
+        bail!(
+            "the image config lists {count} layers but the image has {}",
+            diff_ids.len()
+        );
+    }
+    rootfs.insert(
+        "diff_ids".into(),
+        Value::Array(
+            diff_ids
+                .iter()
+                .map(|d| Value::String(d.to_string()))
+                .collect(),
+        ),
+    );
+    Ok(serde_json::to_vec(&config)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct File<'a> {
+        path: &'a str,
+        kind: tar::EntryType,
+        data: &'a [u8],
+        mtime: u64,
+        link: Option<&'a str>,
+        xattrs: Vec<(&'a str, &'a [u8])>,
+        uname: &'a str,
+    }
+
+    fn file<'a>(path: &'a str, data: &'a [u8], mtime: u64) -> File<'a> {
+        File {
+            path,
+            kind: tar::EntryType::Regular,
+            data,
+            mtime,
+            link: None,
+            xattrs: vec![],
+            uname: "root",
+        }
+    }
+
+    /// A layer tar as an engine might write it: ustar headers, PAX for attributes and times.
+    fn layer(files: &[File]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for f in files {
+            let mut records = Vec::new();
+            records.extend(pax_record("atime", format!("{}.5", f.mtime + 7).as_bytes()));
+            for (k, v) in &f.xattrs {
+                records.extend(pax_record(k, v));
+            }
+            let mut pax = tar::Header::new_ustar();
+            pax.set_entry_type(tar::EntryType::XHeader);
+            pax.set_size(records.len() as u64);
+            pax.set_path("PaxHeaders.0/x").unwrap();
+            pax.set_mtime(f.mtime);
+            pax.set_cksum();
+            builder.append(&pax, records.as_slice()).unwrap();
+            let mut h = tar::Header::new_ustar();
+            h.set_entry_type(f.kind);
+            h.set_mode(if f.kind.is_dir() { 0o755 } else { 0o4755 });
+            h.set_uid(0);
+            h.set_gid(0);
+            h.set_username(f.uname).unwrap();
+            h.set_mtime(f.mtime);
+            match f.link {
+                Some(target) => {
+                    h.set_size(0);
+                    builder.append_link(&mut h, f.path, target).unwrap();
+                }
+                None => {
+                    h.set_size(f.data.len() as u64);
+                    builder.append_data(&mut h, f.path, f.data).unwrap();
+                }
+            }
+        }
+        builder.into_inner().unwrap()
+    }
+
+    fn canonical(tar: &[u8], epoch: u64) -> (Vec<u8>, CanonicalLayer) {
+        let mut out = Vec::new();
+        let layer = canonical_layer(tar, &mut out, epoch).unwrap();
+        (out, layer)
+    }
+
+    const EPOCH: u64 = 1_767_225_600;
+
+    fn sample(build_time: u64, uname: &'static str) -> Vec<u8> {
+        let long = "opt/coding-agents/node_modules/@anthropic-ai/claude-code/vendor/ripgrep/x64-linux/a-rather-long-file-name-beyond-one-hundred-bytes";
+        layer(&[
+            File {
+                kind: tar::EntryType::Directory,
+                ..file("opt/", b"", build_time)
+            },
+            file("opt/old", b"from a package", 1_000_000),
+            File {
+                xattrs: vec![("SCHILY.xattr.security.capability", b"\x01\x00\x00\x02")],
+                uname,
+                ..file("usr/bin/ping", b"ELF", build_time)
+            },
+            file(long, b"long", build_time),
+            File {
+                kind: tar::EntryType::Link,
+                link: Some(long),
+                ..file("opt/hard", b"", build_time)
+            },
+            File {
+                kind: tar::EntryType::Symlink,
+                link: Some("../old"),
+                ..file("opt/sym", b"", build_time)
+            },
+        ])
+    }
+
+    #[test]
+    fn the_same_files_built_at_other_times_give_the_same_layer() {
+        let (a, la) = canonical(&sample(EPOCH + 86_400 * 300, "root"), EPOCH);
+        let (b, lb) = canonical(&sample(EPOCH + 86_400 * 303 + 17, "builder"), EPOCH);
+        assert_eq!(a, b);
+        assert_eq!(la, lb);
+        assert_eq!(la.entries, 6);
+        assert_eq!(la.size, a.len() as u64);
+        assert_eq!(la.diff_id, Digest::of(&a));
+    }
+
+    #[test]
+    fn canonical_layers_are_a_fixed_point() {
+        let (once, first) = canonical(&sample(EPOCH + 5, "root"), EPOCH);
+        let (twice, second) = canonical(&once, EPOCH);
+        assert_eq!(once, twice);
+        assert_eq!(first, second);
+    }
+
+    #[test]
+    fn what_the_files_are_survives_and_only_build_times_change() {
+        let (out, _) = canonical(&sample(EPOCH + 99, "root"), EPOCH);
+        let mut archive = tar::Archive::new(out.as_slice());
+        let mut seen = Vec::new();
+        for entry in archive.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let path = entry.path().unwrap().to_string_lossy().into_owned();
+            let header = entry.header().clone();
+            let mut xattrs = Vec::new();
+            if let Some(pax) = entry.pax_extensions().unwrap() {
+                for r in pax {
+                    let r = r.unwrap();
+                    xattrs.push(format!("{}={:?}", r.key().unwrap(), r.value_bytes()));
+                }
+            }
+            let link = entry
+                .link_name()
+                .unwrap()
+                .map(|l| l.to_string_lossy().into_owned());
+            let mut data = Vec::new();
+            entry.read_to_end(&mut data).unwrap();
+            seen.push((
+                path,
+                header.mtime().unwrap(),
+                header.mode().unwrap(),
+                header.username().unwrap().unwrap_or("").to_string(),
+                link,
+                xattrs,
+                data,
+            ));
+        }
+        let by_path = |p: &str| {
+            let paths: Vec<&str> = seen.iter().map(|s| s.0.as_str()).collect();
+            let found = seen.iter().find(|s| s.0.ends_with(p));
+            found
+                .unwrap_or_else(|| panic!("{p} not in {paths:?}"))
+                .clone()
+        };
+        assert_eq!(seen.len(), 6);
+        assert_eq!(by_path("opt/").1, EPOCH, "a build time is clamped");
+        assert_eq!(by_path("opt/old").1, 1_000_000, "an older time stays");
+        let ping = by_path("usr/bin/ping");
+        assert_eq!(ping.2, 0o4755, "setuid and mode stay");
+        assert_eq!(ping.3, "", "owner names go");
+        assert_eq!(
+            ping.5,
+            vec!["SCHILY.xattr.security.capability=[1, 0, 0, 2]".to_string()],
+            "capabilities stay, atime goes"
+        );
+        assert_eq!(ping.6, b"ELF");
+        assert!(by_path("opt/hard")
+            .4
+            .unwrap()
+            .ends_with("beyond-one-hundred-bytes"));
+        assert_eq!(by_path("opt/sym").4.as_deref(), Some("../old"));
+        assert_eq!(by_path("beyond-one-hundred-bytes").6, b"long");
+        assert!(seen
+            .iter()
+            .all(|s| s.5.iter().all(|x| !x.contains("atime"))));
+    }
+
+    #[test]
+    fn other_files_give_another_layer() {
+        let base = sample(EPOCH + 3, "root");
+        let mut other = sample(EPOCH + 3, "root");
+        let at = other
+            .windows(b"from a package".len())
+            .position(|w| w == b"from a package")
+            .unwrap();
+        other[at] = b'F';
+        assert_ne!(
+            canonical(&base, EPOCH).1.diff_id,
+            canonical(&other, EPOCH).1.diff_id
+        );
+    }
+
+    #[test]
+    fn pax_records_count_their_own_length() {
+        assert_eq!(pax_record("a", b"b"), b"6 a=b\n");
+        // 98 bytes and two digits would be 100, which needs three digits: 101.
+        let r = pax_record("k", &[b'v'; 94]);
+        assert_eq!(r.len(), 101);
+        assert!(r.starts_with(b"101 k="));
+        let r = pax_record("k", &[b'v'; 93]);
+        assert!(
+            r.starts_with(b"99 k="),
+            "{:?}",
+            String::from_utf8_lossy(&r[..4])
+        );
+        assert_eq!(r.len(), 99);
+    }
+
+    fn engine_config(created: &str, container: &str) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({
+            "architecture": "amd64",
+            "config": {"Hostname": "", "Env": ["A=1"], "Image": format!("sha256:{container}"), "Labels": {"x": "y"}},
+            "container": container,
+            "container_config": {"Hostname": &container[..12]},
+            "created": created,
+            "docker_version": "20.10.24",
+            "history": [
+                {"created": created, "created_by": "/bin/sh -c x"},
+                {"created": created, "created_by": "ENV A=1", "empty_layer": true}
+            ],
+            "os": "linux",
+            "rootfs": {"type": "layers", "diff_ids": ["sha256:aa"]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn configs_of_two_builds_agree_and_keep_the_settings() {
+        let ids = [Digest::of(b"layer")];
+        let a = canonical_config(
+            &engine_config("2026-11-30T19:34:11.1Z", &"a".repeat(64)),
+            &ids,
+            EPOCH,
+        )
+        .unwrap();
+        let b = canonical_config(
+            &engine_config("2026-12-03T01:00:00.9Z", &"b".repeat(64)),
+            &ids,
+            EPOCH,
+        )
+        .unwrap();
+        assert_eq!(a, b);
+        let v: Value = serde_json::from_slice(&a).unwrap();
+        assert_eq!(v["created"], "2026-01-01T00:00:00Z");
+        assert_eq!(v["history"][1]["created"], "2026-01-01T00:00:00Z");
+        assert_eq!(v["history"][1]["empty_layer"], true);
+        assert_eq!(v["config"]["Env"][0], "A=1");
+        assert_eq!(v["config"]["Labels"]["x"], "y");
+        assert!(v["config"].get("Image").is_none());
+        assert!(v.get("container").is_none() && v.get("container_config").is_none());
+        assert_eq!(v["rootfs"]["diff_ids"][0], ids[0].to_string());
+    }
+
+    #[test]
+    fn a_config_for_another_number_of_layers_is_refused() {
+        let err = canonical_config(&engine_config("t", &"a".repeat(64)), &[], EPOCH)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("lists 1 layers but the image has 0"), "{err}");
+    }
+}
