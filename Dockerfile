@@ -154,15 +154,19 @@ RUN set -eu; \
     stage claude $claude; \
     stage codex $codex; \
     stage opencode $opencode; \
-    mkdir -p /staging/rest/opt; \
+    lock=/staging/lock/opt/coding-agents; \
+    mkdir -p "$lock/node_modules" /staging/rest/opt; \
+    mv package.json package-lock.json "$lock/"; \
+    mv node_modules/.package-lock.json "$lock/node_modules/"; \
     mv /opt/coding-agents /staging/rest/opt/; \
     mkdir -p /opt/coding-agents
 
-# The install is then split into four directories, one final-image layer each: the three
+# The install is then split into five directories, one final-image layer each: the three
 # large native CLIs (Claude Code, Codex, OpenCode, with the platform packages their launchers
-# hard-link, which must stay in one layer) and the rest. The classic builder's COPY cache key
-# is the content, not the time stamps, so a version bump re-copies only the layers after the
-# first one whose content changed, and registries store and pull only those.
+# hard-link, which must stay in one layer), the rest of node_modules, and the lock files, which
+# name every version and so change with every bump (a few hundred KB). `build` makes each layer
+# canonical, so a layer's digest depends on its files alone: a version bump publishes that
+# package's layer and the lock files' layer, and registries store and nodes pull only those.
 
 # ---------------------------------------------------------------------------------------------
 # The image.
@@ -234,6 +238,7 @@ COPY --from=agents /staging/claude/ /
 COPY --from=agents /staging/codex/ /
 COPY --from=agents /staging/opencode/ /
 COPY --from=agents /staging/rest/ /
+COPY --from=agents /staging/lock/ /
 
 # Space-separated executables to link into /usr/local/bin (the manifest's `command`s).
 ARG AGENT_COMMANDS

@@ -108,6 +108,32 @@ pub enum BenchCommand {
     /// `publish` of a local image next to `docker push` of it, each into a fresh empty
     /// registry, in one run.
     Publish(BenchPublishArgs),
+    /// Two cold builds of the same inputs (base remade, no build cache) in one run, compared
+    /// digest by digest, next to the engine's own images of the same builds.
+    Reproduce(BenchReproduceArgs),
+    /// What publishing an image adds to a registry that holds the previous release's image,
+    /// against the largest layer that is new in it.
+    Update(BenchUpdateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchUpdateArgs {
+    /// The previous release's image (a local image in the engine).
+    #[arg(long)]
+    pub previous: String,
+    /// The new release's image, same platform.
+    #[arg(long)]
+    pub image: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchReproduceArgs {
+    #[arg(long, value_name = "linux/amd64|linux/arm64")]
+    pub platform: Platform,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

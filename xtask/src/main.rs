@@ -12,6 +12,12 @@ fn main() -> ExitCode {
             Command::Resolve(args) => xtask::npm::resolve::run(args).await,
             Command::Lock(args) => xtask::npm::lock::run(args).await,
             Command::Bench(BenchCommand::Resolve(args)) => xtask::npm::bench::resolve(args).await,
+            Command::Bench(BenchCommand::Update(args)) => {
+                xtask::release::bench_update::run(args).await
+            }
+            Command::Bench(BenchCommand::Reproduce(args)) => {
+                xtask::release::bench_reproduce::run(args).await
+            }
             Command::Bench(BenchCommand::Publish(args)) => {
                 xtask::release::bench_publish::run(args).await
             }

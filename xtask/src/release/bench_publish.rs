@@ -42,15 +42,15 @@ struct BenchReport {
 
 /// A docker-registry child process on a loopback port with its storage in a temporary
 /// directory; killed (kill_on_drop) and removed when dropped.
-struct Registry {
-    addr: String,
+pub(crate) struct Registry {
+    pub addr: String,
     storage: PathBuf,
     _child: tokio::process::Child,
     _dir: tempfile::TempDir,
 }
 
 impl Registry {
-    async fn start() -> Result<Registry> {
+    pub(crate) async fn start() -> Result<Registry> {
         // A port someone listens on is taken (the first registry's, other tools').
         let port = PORTS
             .clone()
@@ -103,8 +103,24 @@ impl Registry {
         bail!("the benchmark registry on {addr} did not answer {url} within 10 s")
     }
 
+    /// A blob (or manifest) the registry stored, by digest, read from its storage.
+    pub(crate) fn blob(&self, digest: &str) -> Result<Vec<u8>> {
+        let hex = digest
+            .strip_prefix("sha256:")
+            .filter(|h| h.len() == 64)
+            .with_context(|| format!("`{digest}` is not a sha256 digest"))?;
+        let path = self
+            .storage
+            .join("docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data");
+        std::fs::read(&path)
+            .with_context(|| format!("the registry stored no {digest} ({})", path.display()))
+    }
+
     /// Bytes of the blobs (layers, configs, manifests) the registry stored.
-    fn stored_bytes(&self) -> Result<u64> {
+    pub(crate) fn stored_bytes(&self) -> Result<u64> {
         fn walk(dir: &Path) -> Result<u64> {
             let mut total = 0;
             for entry in std::fs::read_dir(dir)? {
