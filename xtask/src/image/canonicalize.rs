@@ -51,17 +51,43 @@ pub async fn canonicalize(
          dropped"
     ));
     let export = engine::blocking_reader(docker.export_image(source));
-    let (dir_path, tag_owned) = (dir.path().to_path_buf(), tag.to_string());
+    let dir_path = dir.path().to_path_buf();
     let progress_owned = progress.clone();
-    let (archive, image_id, layers) = tokio::task::spawn_blocking(move || {
-        write_load_archive(export, &dir_path, &tag_owned, epoch, &progress_owned)
+    let image = tokio::task::spawn_blocking(move || {
+        write_layers(export, &dir_path, epoch, &progress_owned)
     })
     .await
     .context("the canonicalizing thread panicked")??;
-    engine::load_archive(docker, &archive, progress).await?;
+    let image_id = image.image_id.clone();
+
+    // The archive to load is made on the fly from the layer files: no second copy on disk.
+    progress.step(format!("loading {tag} ({image_id}) into the engine"));
+    let (sender, receiver) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(4);
+    let tag_owned = tag.to_string();
+    let writing = tokio::task::spawn_blocking(move || {
+        let mut out = ChannelWriter::new(sender.clone());
+        let written = write_load_archive(&image, &tag_owned, &mut out).and_then(|()| {
+            out.finish()?;
+            Ok(image)
+        });
+        if let Err(err) = &written {
+            // Ends the engine's read with an error instead of a short, valid-looking archive.
+            let _ = sender.blocking_send(Err(std::io::Error::other(format!("{err:#}"))));
+        }
+        written
+    });
+    let chunks = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|chunk| (chunk, receiver))
+    });
+    let loaded = engine::load_stream(docker, chunks, &format!("of {tag}"), progress).await;
+    let image = writing
+        .await
+        .context("the archive-writing thread panicked")??;
+    loaded?;
+    let layers = image.layers.into_iter().map(|(_, l)| l).collect();
     let loaded = engine::inspect_image(docker, tag)
         .await?
-        .with_context(|| format!("the engine loaded {} but has no {tag}", archive.display()))?;
+        .with_context(|| format!("the engine loaded the archive of {tag} but has no {tag}"))?;
     let loaded_id: Digest = loaded
         .id
         .as_deref()
@@ -80,14 +106,20 @@ pub async fn canonicalize(
     })
 }
 
-/// Reads the export, writes each layer canonical, and assembles the archive to load.
-fn write_load_archive(
+/// The canonical image on disk: its config, id and layer files, in the image's order.
+struct CanonicalFiles {
+    config: Vec<u8>,
+    image_id: Digest,
+    layers: Vec<(PathBuf, CanonicalLayer)>,
+}
+
+/// Reads the export and writes each layer canonical into `dir`; makes the config canonical.
+fn write_layers(
     export: impl std::io::Read,
     dir: &Path,
-    tag: &str,
     epoch: u64,
     progress: &Progress,
-) -> Result<(PathBuf, Digest, Vec<CanonicalLayer>)> {
+) -> Result<CanonicalFiles> {
     let mut written: BTreeMap<String, (PathBuf, CanonicalLayer)> = BTreeMap::new();
     let to_file = |written: &mut BTreeMap<_, _>, name: &str, data: &mut dyn std::io::Read| {
         write_layer(dir, epoch, progress, written, name, data)
@@ -110,14 +142,19 @@ fn write_load_archive(
     }
     let diff_ids: Vec<Digest> = layers.iter().map(|(_, l)| l.diff_id.clone()).collect();
     let config = canonical_config(image.config, &diff_ids, epoch)?;
-    let image_id = Digest::of(&config);
+    Ok(CanonicalFiles {
+        image_id: Digest::of(&config),
+        config,
+        layers,
+    })
+}
 
-    let archive = dir.join("load.tar");
-    let file = std::fs::File::create(&archive)
-        .with_context(|| format!("cannot create {}", archive.display()))?;
-    let mut tar = tar::Builder::new(BufWriter::with_capacity(1 << 20, file));
-    let config_name = format!("{}.json", image_id.hex());
-    let layer_names: Vec<String> = (0..layers.len())
+/// Writes the `docker load` archive of `image`, tagged `tag`, into `out`; each layer file is
+/// removed once it was written for the last time.
+fn write_load_archive(image: &CanonicalFiles, tag: &str, out: &mut impl Write) -> Result<()> {
+    let mut tar = tar::Builder::new(out);
+    let config_name = format!("{}.json", image.image_id.hex());
+    let layer_names: Vec<String> = (0..image.layers.len())
         .map(|i| format!("{i}/layer.tar"))
         .collect();
     let manifest = serde_json::to_vec(&serde_json::json!([{
@@ -126,7 +163,8 @@ fn write_load_archive(
         "Layers": layer_names,
     }]))?;
     append(&mut tar, "manifest.json", &manifest)?;
-    append(&mut tar, &config_name, &config)?;
+    append(&mut tar, &config_name, &image.config)?;
+    let layers = &image.layers;
     for (i, ((path, layer), name)) in layers.iter().zip(&layer_names).enumerate() {
         let mut header = tar::Header::new_gnu();
         header.set_size(layer.size);
@@ -134,19 +172,61 @@ fn write_load_archive(
         let file =
             std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
         tar.append_data(&mut header, name, file)
-            .with_context(|| format!("cannot add {} to {}", path.display(), archive.display()))?;
-        // Each layer leaves the disk once appended for the last time, so the work directory
-        // never holds much more than one copy of the image.
+            .with_context(|| format!("cannot send {} to the engine", path.display()))?;
         if !layers[i + 1..].iter().any(|(later, _)| later == path) {
             let _ = std::fs::remove_file(path);
         }
     }
-    tar.into_inner()?.flush()?;
-    Ok((
-        archive,
-        image_id,
-        layers.into_iter().map(|(_, l)| l).collect(),
-    ))
+    tar.finish()?;
+    Ok(())
+}
+
+/// A writer whose bytes go, in 1 MB chunks, to a channel the engine's load reads from.
+struct ChannelWriter {
+    sender: tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>,
+    buffer: Vec<u8>,
+}
+
+impl ChannelWriter {
+    const CHUNK: usize = 1 << 20;
+
+    fn new(sender: tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>) -> ChannelWriter {
+        ChannelWriter {
+            sender,
+            buffer: Vec::with_capacity(Self::CHUNK),
+        }
+    }
+
+    fn send(&mut self) -> std::io::Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::replace(&mut self.buffer, Vec::with_capacity(Self::CHUNK));
+        self.sender.blocking_send(Ok(chunk.into())).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the engine stopped reading")
+        })
+    }
+
+    /// Sends what is left; the channel then closes when the writer is dropped.
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.send()
+    }
+}
+
+impl Write for ChannelWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let room = Self::CHUNK - self.buffer.len();
+        let n = buf.len().min(room);
+        self.buffer.extend_from_slice(&buf[..n]);
+        if self.buffer.len() == Self::CHUNK {
+            self.send()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// One layer of the export, written canonical to a file in `dir` and recorded in `written`.

@@ -448,14 +448,23 @@ pub(crate) async fn load_archive(
             Err(err) => Some((Err(err), file)),
         }
     });
+    load_stream(docker, chunks, &archive.display().to_string(), progress).await
+}
+
+/// Loads a `docker save`-shaped archive arriving as `chunks` (`docker load`); `what` names it
+/// in errors.
+pub(crate) async fn load_stream(
+    docker: &Docker,
+    chunks: impl Stream<Item = std::io::Result<Bytes>> + Send + 'static,
+    what: &str,
+    progress: &crate::util::Progress,
+) -> Result<()> {
     let options = bollard::query_parameters::ImportImageOptionsBuilder::default()
         .quiet(false)
         .build();
     let mut stream = std::pin::pin!(docker.import_image_stream(options, chunks, None));
     while let Some(item) = stream.next().await {
-        let info = item.with_context(|| {
-            format!("the engine refused the image archive {}", archive.display())
-        })?;
+        let info = item.with_context(|| format!("the engine refused the image archive {what}"))?;
         if let Some(line) = info
             .stream
             .as_deref()
