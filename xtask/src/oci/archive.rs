@@ -53,10 +53,10 @@ impl PreparedImage {
 }
 
 /// Writer that hashes and counts what passes through.
-struct HashingWriter<W> {
-    inner: W,
-    hasher: Sha256,
-    written: u64,
+pub(crate) struct HashingWriter<W> {
+    pub inner: W,
+    pub hasher: Sha256,
+    pub written: u64,
 }
 
 impl<W: Write> Write for HashingWriter<W> {

@@ -18,7 +18,7 @@
 //! build's container, parent image and engine version go.
 
 use std::ffi::OsStr;
-use std::io::{self, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
 
 use anyhow::{bail, Context, Result};
@@ -26,6 +26,7 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::model::Digest;
+use crate::oci::archive::HashingWriter;
 
 /// A canonical layer as written: its uncompressed digest (the config's `diff_id`) and size.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,26 +34,6 @@ pub(crate) struct CanonicalLayer {
     pub diff_id: Digest,
     pub size: u64,
     pub entries: u64,
-}
-
-/// Writer that hashes and counts what passes through.
-struct Hashing<W> {
-    inner: W,
-    hasher: Sha256,
-    written: u64,
-}
-
-impl<W: Write> Write for Hashing<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.written += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
 }
 
 /// PAX keys that carry extended attributes; they are kept, every other PAX record describes
@@ -82,7 +63,7 @@ pub(crate) fn canonical_layer(
     output: impl Write,
     epoch: u64,
 ) -> Result<CanonicalLayer> {
-    let mut out = tar::Builder::new(Hashing {
+    let mut out = tar::Builder::new(HashingWriter {
         inner: output,
         hasher: Sha256::new(),
         written: 0,
