@@ -221,6 +221,11 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
         rootfs: &plan.rootfs,
     };
 
+    // A base made for another epoch (or by a version of this tool that used the clock) would
+    // make every image after it differ from a fresh machine's: it is made again.
+    let made_for_epoch = |image: &bollard::models::ImageInspect| {
+        made_at_epoch(image.created.as_deref(), plan.source_date_epoch)
+    };
     if let (Some(image), false) = (&existing, args.rebuild) {
         engine::ensure_image_platform(&plan.image, image, plan.platform).with_context(|| {
             format!(
@@ -228,14 +233,23 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
                 plan.image
             )
         })?;
-        progress.step(format!(
-            "{} exists; nothing to do (--rebuild makes it again)",
-            plan.image
-        ));
-        if args.json {
-            print_json(&report(image.id.clone(), false, args.dry_run))?;
+        if made_for_epoch(image) {
+            progress.step(format!(
+                "{} exists; nothing to do (--rebuild makes it again)",
+                plan.image
+            ));
+            if args.json {
+                print_json(&report(image.id.clone(), false, args.dry_run))?;
+            }
+            return Ok(ExitCode::SUCCESS);
         }
-        return Ok(ExitCode::SUCCESS);
+        progress.step(format!(
+            "{} exists but is dated {}, not the manifest's image.source_date_epoch ({}): it was \
+             made another way, so it is made again",
+            plan.image,
+            image.created.as_deref().unwrap_or("(no date)"),
+            plan.source_date_epoch
+        ));
     }
     if args.dry_run {
         progress.step(format!(
@@ -281,6 +295,16 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
         print_json(&report(image.id.clone(), true, false))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Is an image's `created` (RFC 3339, as the engine reports it) exactly the epoch?
+fn made_at_epoch(created: Option<&str>, epoch: u64) -> bool {
+    created
+        .and_then(|c| chrono::DateTime::parse_from_rfc3339(c).ok())
+        .is_some_and(|c| {
+            i64::try_from(epoch)
+                .is_ok_and(|e| c.timestamp() == e && c.timestamp_subsec_nanos() == 0)
+        })
 }
 
 /// The keyring and, for a non-root user, passwordless sudo: checked first, so the error says
@@ -539,6 +563,22 @@ mod tests {
                 .mmdebstrap
                 .contains(&format!("--keyring={DEBIAN_KEYRING}")));
         }
+    }
+
+    #[test]
+    fn only_a_base_dated_at_the_epoch_counts_as_made_for_it() {
+        assert!(made_at_epoch(Some("2026-01-01T00:00:00Z"), 1_767_225_600));
+        assert!(made_at_epoch(
+            Some("2026-01-01T01:00:00+01:00"),
+            1_767_225_600
+        ));
+        assert!(!made_at_epoch(Some("2026-11-30T10:39:45Z"), 1_767_225_600));
+        assert!(!made_at_epoch(
+            Some("2026-01-01T00:00:00.5Z"),
+            1_767_225_600
+        ));
+        assert!(!made_at_epoch(Some("not a date"), 1_767_225_600));
+        assert!(!made_at_epoch(None, 1_767_225_600));
     }
 
     #[test]

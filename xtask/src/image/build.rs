@@ -5,6 +5,9 @@
 //! input that decides the image: the Dockerfile, package.json, package-lock.json, the manifest,
 //! the build arguments derived from them and from the inventory, the base image's id and the
 //! platform. The same inputs give the same tag, so a build whose tag exists is skipped. The
+//! engine builds `coding-agent-engine:<build-id>` (kept for its layer cache), and
+//! [`canonicalize`](crate::image::canonicalize) loads it canonical as the build's tag, so every
+//! later step sees an image whose digests depend only on its files. The
 //! optional extra CA bundle is deliberately not an input: it only lets downloads through a
 //! TLS-inspecting proxy and leaves nothing in the image.
 //!
