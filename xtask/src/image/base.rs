@@ -223,9 +223,6 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
 
     // A base made for another epoch (or by a version of this tool that used the clock) would
     // make every image after it differ from a fresh machine's: it is made again.
-    let made_for_epoch = |image: &bollard::models::ImageInspect| {
-        made_at_epoch(image.created.as_deref(), plan.source_date_epoch)
-    };
     if let (Some(image), false) = (&existing, args.rebuild) {
         engine::ensure_image_platform(&plan.image, image, plan.platform).with_context(|| {
             format!(
@@ -233,7 +230,7 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
                 plan.image
             )
         })?;
-        if made_for_epoch(image) {
+        if made_at_epoch(image.created.as_deref(), plan.source_date_epoch) {
             progress.step(format!(
                 "{} exists; nothing to do (--rebuild makes it again)",
                 plan.image

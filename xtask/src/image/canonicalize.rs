@@ -62,24 +62,17 @@ pub async fn canonicalize(
 
     // The archive to load is made on the fly from the layer files: no second copy on disk.
     progress.step(format!("loading {tag} ({image_id}) into the engine"));
-    let (sender, receiver) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(4);
+    let (to_engine, from_writer) = tokio::io::duplex(1 << 20);
     let tag_owned = tag.to_string();
     let writing = tokio::task::spawn_blocking(move || {
-        let mut out = ChannelWriter::new(sender.clone());
-        let written = write_load_archive(&image, &tag_owned, &mut out).and_then(|()| {
-            out.finish()?;
-            Ok(image)
-        });
-        if let Err(err) = &written {
-            // Ends the engine's read with an error instead of a short, valid-looking archive.
-            let _ = sender.blocking_send(Err(std::io::Error::other(format!("{err:#}"))));
-        }
-        written
+        let mut out = tokio_util::io::SyncIoBridge::new(to_engine);
+        write_load_archive(&image, &tag_owned, &mut out)?;
+        out.shutdown()?;
+        Ok::<_, anyhow::Error>(image)
     });
-    let chunks = futures_util::stream::unfold(receiver, |mut receiver| async move {
-        receiver.recv().await.map(|chunk| (chunk, receiver))
-    });
+    let chunks = tokio_util::io::ReaderStream::with_capacity(from_writer, 1 << 20);
     let loaded = engine::load_stream(docker, chunks, &format!("of {tag}"), progress).await;
+    // The writer's error first: a load that failed because the archive ended early says less.
     let image = writing
         .await
         .context("the archive-writing thread panicked")??;
@@ -179,54 +172,6 @@ fn write_load_archive(image: &CanonicalFiles, tag: &str, out: &mut impl Write) -
     }
     tar.finish()?;
     Ok(())
-}
-
-/// A writer whose bytes go, in 1 MB chunks, to a channel the engine's load reads from.
-struct ChannelWriter {
-    sender: tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>,
-    buffer: Vec<u8>,
-}
-
-impl ChannelWriter {
-    const CHUNK: usize = 1 << 20;
-
-    fn new(sender: tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>) -> ChannelWriter {
-        ChannelWriter {
-            sender,
-            buffer: Vec::with_capacity(Self::CHUNK),
-        }
-    }
-
-    fn send(&mut self) -> std::io::Result<()> {
-        if self.buffer.is_empty() {
-            return Ok(());
-        }
-        let chunk = std::mem::replace(&mut self.buffer, Vec::with_capacity(Self::CHUNK));
-        self.sender.blocking_send(Ok(chunk.into())).map_err(|_| {
-            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the engine stopped reading")
-        })
-    }
-
-    /// Sends what is left; the channel then closes when the writer is dropped.
-    fn finish(&mut self) -> std::io::Result<()> {
-        self.send()
-    }
-}
-
-impl Write for ChannelWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let room = Self::CHUNK - self.buffer.len();
-        let n = buf.len().min(room);
-        self.buffer.extend_from_slice(&buf[..n]);
-        if self.buffer.len() == Self::CHUNK {
-            self.send()?;
-        }
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// One layer of the export, written canonical to a file in `dir` and recorded in `written`.
