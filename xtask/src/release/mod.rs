@@ -34,6 +34,7 @@ use std::process::{ExitCode, Stdio};
 
 use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
+use futures_util::future::join_all;
 use serde::Serialize;
 
 use crate::flags::{PlanFlags, ReleaseAllArgs, ReleaseArgs, ReleasePhase};
@@ -88,6 +89,7 @@ pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
                 platform: a.platform,
                 out: &out,
                 ca_bundle: ca.as_deref(),
+                side_by_side: false,
             })
             .await?;
             if a.json {
@@ -343,6 +345,11 @@ fn print_dry_run(plan: &DryRun) {
 
 /// Builds, smoke-tests and (when the plan publishes) pushes every planned platform, into the
 /// local registry when the plan's target is one.
+///
+/// The platforms run side by side, as the workflow's jobs do: an emulated arm64 build keeps
+/// one core busy for most of the release while amd64 needs little, so in turn they would take
+/// their sum. A platform that fails does not stop the others; their finished steps are kept
+/// (a re-run skips them) and every failure is reported.
 async fn build_platforms(
     root: &Path,
     plan: &ReleasePlan,
@@ -352,19 +359,30 @@ async fn build_platforms(
     if plan.publish {
         ensure_local_registry(root, &plan.target).await?;
     }
-    let mut times = Vec::new();
-    for p in &plan.platforms {
-        let (results, _) = platform::run(platform::BuildRequest {
+    let side_by_side = plan.platforms.len() > 1;
+    let runs = plan.platforms.iter().map(|p| {
+        platform::run(platform::BuildRequest {
             root,
             plan,
             platform: *p,
             out: run_dir,
             ca_bundle: ca,
+            side_by_side,
         })
-        .await?;
-        times.extend(results.steps);
+    });
+    let mut times = Vec::new();
+    let mut failures = Vec::new();
+    for (p, outcome) in plan.platforms.iter().zip(join_all(runs).await) {
+        match outcome {
+            Ok((results, _)) => times.extend(results.steps),
+            Err(e) => failures.push(format!("{p}: {e:#}")),
+        }
     }
-    Ok(times)
+    match failures.as_slice() {
+        [] => Ok(times),
+        [one] => bail!("{one}"),
+        many => bail!("{} platforms failed:\n  {}", many.len(), many.join("\n  ")),
+    }
 }
 
 fn finish(json: bool, outcome: &Outcome<'_>) -> Result<ExitCode> {

@@ -75,6 +75,8 @@ pub(crate) struct BuildRequest<'a> {
     pub platform: Platform,
     pub out: &'a Path,
     pub ca_bundle: Option<&'a Path>,
+    /// Other platforms build at the same time: label this one's progress lines.
+    pub side_by_side: bool,
 }
 
 /// Runs the platform's steps and writes its results file; returns it and its path. A failed
@@ -86,6 +88,7 @@ pub(crate) async fn run(request: BuildRequest<'_>) -> Result<(PlatformResults, P
         platform,
         out,
         ca_bundle,
+        side_by_side,
     } = request;
     let tag = plan.release_tag()?.to_string();
     if !plan.platforms.contains(&platform) {
@@ -108,6 +111,9 @@ pub(crate) async fn run(request: BuildRequest<'_>) -> Result<(PlatformResults, P
         ca_bundle,
     );
     let mut runner = StepRunner::new(root, planned.len())?;
+    if side_by_side {
+        runner = runner.labelled(platform.to_string());
+    }
     let [base, build, sbom, smoke, push @ ..] = planned.as_slice() else {
         unreachable!("every platform has base, build, sbom and smoke steps")
     };

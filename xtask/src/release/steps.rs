@@ -1,6 +1,8 @@
 //! Runs the toolchain's own subcommands as child processes, one step at a time: each prints
 //! `==> [n/m] name` before it starts, its stdout (`--json`) is kept in a file, its stderr
 //! (progress) passes through, and its time is recorded for the table every phase ends with.
+//! Runners that work side by side (one per platform) label every line they pass through, so
+//! interleaved progress still says which platform it is about.
 //!
 //! Children rather than function calls, because each subcommand is also what a maintainer runs
 //! by hand: the release is exactly those commands, in that order, with those files.
@@ -68,6 +70,8 @@ pub(crate) struct StepRunner {
     root: PathBuf,
     total: usize,
     done: usize,
+    /// Put in front of every line this runner prints or passes through, e.g. `linux/arm64 |`.
+    label: Option<String>,
     pub progress: Progress,
     pub times: Vec<StepTime>,
 }
@@ -80,9 +84,23 @@ impl StepRunner {
             root: root.to_path_buf(),
             total,
             done: 0,
+            label: None,
             progress: Progress::default(),
             times: Vec::new(),
         })
+    }
+
+    /// Labels every line this runner prints or passes through with `label`.
+    pub(crate) fn labelled(mut self, label: impl Into<String>) -> StepRunner {
+        self.label = Some(label.into());
+        self
+    }
+
+    fn say(&self, message: String) {
+        match &self.label {
+            Some(label) => self.progress.step(format!("{label} | {message}")),
+            None => self.progress.step(message),
+        }
     }
 
     /// Runs `step`; a non-zero exit is an error naming the step and where its output is.
@@ -105,7 +123,7 @@ impl StepRunner {
     /// Runs `step` and reports whether it exited zero (its output is kept either way).
     pub(crate) async fn run_allowing_failure(&mut self, step: &Step) -> Result<bool> {
         self.done += 1;
-        self.progress.step(format!(
+        self.say(format!(
             "==> [{}/{}] {}: {}",
             self.done,
             self.total.max(self.done),
@@ -115,18 +133,31 @@ impl StepRunner {
         let started = Instant::now();
         // spawn + wait_with_output, not `output()`: tokio's `output()` pipes stderr whatever
         // was configured, which swallowed every child's progress and error messages.
-        let output = tokio::process::Command::new(&self.exe)
+        let mut child = tokio::process::Command::new(&self.exe)
             .args(&step.args)
             .current_dir(&self.root)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(match self.label {
+                Some(_) => Stdio::piped(),
+                None => Stdio::inherit(),
+            })
             .kill_on_drop(true)
             .spawn()
-            .with_context(|| format!("cannot start step `{}`", step.name))?
+            .with_context(|| format!("cannot start step `{}`", step.name))?;
+        let forward = child
+            .stderr
+            .take()
+            .zip(self.label.clone())
+            .map(|(stderr, label)| tokio::spawn(forward_lines(stderr, label)));
+        let output = child
             .wait_with_output()
             .await
             .with_context(|| format!("step `{}` did not finish", step.name))?;
+        if let Some(forward) = forward {
+            // The child has exited, so its stderr ends; a failed forward loses only progress.
+            let _ = forward.await;
+        }
         if let Some(path) = &step.output {
             atomic_write(path, &output.stdout)?;
         }
@@ -141,13 +172,27 @@ impl StepRunner {
                 StepStatus::Failed
             },
         });
-        self.progress.step(format!(
+        self.say(format!(
             "<== {} {} in {}",
             step.name,
             if ok { "done" } else { "FAILED" },
             format_duration(seconds)
         ));
         Ok(ok)
+    }
+}
+
+/// Passes a child's stderr through line by line, each line behind `label`. Bytes, not
+/// `String`s: a line that is not UTF-8 must not stop the reading, or the child would block on
+/// a full pipe.
+async fn forward_lines(stderr: tokio::process::ChildStderr, label: String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut reader = tokio::io::BufReader::new(stderr);
+    let mut line = Vec::new();
+    while matches!(reader.read_until(b'\n', &mut line).await, Ok(n) if n > 0) {
+        let text = String::from_utf8_lossy(&line);
+        eprintln!("{label} | {}", text.trim_end_matches(['\n', '\r']));
+        line.clear();
     }
 }
 
