@@ -182,16 +182,25 @@ impl StepRunner {
     }
 }
 
-/// Passes a child's stderr through line by line, each line behind `label`. Bytes, not
+/// Passes a child's stderr through line by line, each line behind `label`.
+async fn forward_lines(stderr: tokio::process::ChildStderr, label: String) {
+    labelled_lines(stderr, &label, |line| eprintln!("{line}")).await;
+}
+
+/// Reads `input` to its end and hands each line, behind `label`, to `emit`. Bytes, not
 /// `String`s: a line that is not UTF-8 must not stop the reading, or the child would block on
 /// a full pipe.
-async fn forward_lines(stderr: tokio::process::ChildStderr, label: String) {
+async fn labelled_lines(
+    input: impl tokio::io::AsyncRead + Unpin,
+    label: &str,
+    mut emit: impl FnMut(String),
+) {
     use tokio::io::AsyncBufReadExt;
-    let mut reader = tokio::io::BufReader::new(stderr);
+    let mut reader = tokio::io::BufReader::new(input);
     let mut line = Vec::new();
     while matches!(reader.read_until(b'\n', &mut line).await, Ok(n) if n > 0) {
         let text = String::from_utf8_lossy(&line);
-        eprintln!("{label} | {}", text.trim_end_matches(['\n', '\r']));
+        emit(format!("{label} | {}", text.trim_end_matches(['\n', '\r'])));
         line.clear();
     }
 }
@@ -243,6 +252,21 @@ pub(crate) fn render_times(title: &str, times: &[StepTime]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn every_line_is_labelled_even_after_bytes_that_are_not_utf8() {
+        let input: &[u8] = b"first\r\nbad \xff byte\nlast without newline";
+        let mut lines = Vec::new();
+        labelled_lines(input, "linux/arm64", |l| lines.push(l)).await;
+        assert_eq!(
+            lines,
+            [
+                "linux/arm64 | first",
+                "linux/arm64 | bad \u{fffd} byte",
+                "linux/arm64 | last without newline",
+            ]
+        );
+    }
 
     #[test]
     fn durations_read_like_a_person_writes_them() {
