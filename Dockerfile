@@ -87,13 +87,20 @@ RUN set -eu; \
     echo "build: Node $version and npm verified"
 
 # ---------------------------------------------------------------------------------------------
-# Builder: the agents, exactly as locked, with the pinned npm and an explicit configuration
-# (the host's ~/.npmrc never applies here).
-FROM fetch-tools AS agents
+# Builder: npm for the agents' installs, the pinned npm with an explicit configuration (the
+# host's ~/.npmrc never applies here). A builder stage's ENV stays in the builder.
+FROM fetch-tools AS npm
 COPY --from=node /staging/node/ /usr/local/
-WORKDIR /opt/coding-agents
-COPY template/package.json template/package-lock.json ./
 ARG INSTALL_SCRIPTS_ALLOWED
+ARG AGENT_COMMANDS
+ENV NPM_CONFIG_USERCONFIG=/tmp/build-npmrc \
+    NPM_CONFIG_CACHE=/tmp/npm-cache \
+    NODE_EXTRA_CA_CERTS=/tmp/build-ca/bundle.pem \
+    INSTALL_SCRIPTS_ALLOWED=${INSTALL_SCRIPTS_ALLOWED} \
+    AGENT_COMMANDS=${AGENT_COMMANDS}
+WORKDIR /opt/coding-agents
+# `install-group GROUP` installs the share of the lock in /opt/coding-agents (see install-plan)
+# and moves its node_modules to /staging/GROUP, the content of one final-image layer.
 # Install scripts run only for the manifest's `install_scripts_allowed` (claude-code and
 # opencode-ai swap a placeholder launcher for their native binary in postinstall): `npm ci`
 # runs with --ignore-scripts, then `npm rebuild` runs the scripts of exactly those packages.
@@ -114,59 +121,150 @@ ARG INSTALL_SCRIPTS_ALLOWED
 # Source maps (*.map, about 44 MB): only debuggers read them; Node uses them for stack traces
 # only with --enable-source-maps, and then falls back to the generated code's positions.
 # TypeScript declarations stay: Pi's extension authors (and agents) read them.
+# The startup check: every command of the group must start and print its version, or the build
+# fails. It runs with a throwaway HOME so no CLI state lands in the image.
+# Each group's own `.package-lock.json` (npm's cache of the tree it installed) is dropped: it
+# would name one group only; npm reads node_modules itself when it is absent.
 RUN set -eu; \
+    for arg in INSTALL_SCRIPTS_ALLOWED AGENT_COMMANDS; do \
+        eval "value=\${$arg:-}"; \
+        [ -n "$value" ] || { echo "build argument $arg is required (cargo xtask build sets it)" >&2; exit 1; }; \
+    done; \
     printf '%s\n' \
         'registry=https://registry.npmjs.org/' \
         'fund=false' 'audit=false' 'update-notifier=false' \
         'progress=false' 'loglevel=warn' \
         > /tmp/build-npmrc; \
-    [ -n "${INSTALL_SCRIPTS_ALLOWED:-}" ] || { echo "build argument INSTALL_SCRIPTS_ALLOWED is required" >&2; exit 1; }; \
-    NODE_EXTRA_CA_CERTS=/tmp/build-ca/bundle.pem \
-    npm ci --omit=dev --ignore-scripts --userconfig /tmp/build-npmrc --cache /tmp/npm-cache; \
-    NODE_EXTRA_CA_CERTS=/tmp/build-ca/bundle.pem \
-    npm rebuild $INSTALL_SCRIPTS_ALLOWED --userconfig /tmp/build-npmrc --cache /tmp/npm-cache; \
-    baseline=node_modules/opencode-linux-x64-baseline/bin/opencode; \
-    if [ -e "$baseline" ]; then \
-        ln -f "$baseline" node_modules/opencode-ai/bin/opencode.exe; \
-        rm -rf node_modules/opencode-linux-x64; \
-        echo "build: opencode uses the x64 baseline build"; \
-    fi; \
-    node_modules/opencode-ai/bin/opencode.exe --version >/dev/null; \
-    for dir in node_modules/*-musl node_modules/*/*-musl; do \
-        if [ -e "$dir" ]; then echo "build: pruning $dir"; rm -rf "$dir"; fi; \
-    done; \
-    find node_modules -type f -name '*.map' -delete; \
-    rm -rf /tmp/npm-cache /tmp/build-npmrc /root/.npm; \
-    stage() { \
-        dest="/staging/$1/opt/coding-agents/node_modules"; shift; \
-        mkdir -p "$dest"; \
-        for package in "$@"; do \
-            [ -e "node_modules/$package" ] || continue; \
-            mkdir -p "$dest/$(dirname "$package")"; \
-            mv "node_modules/$package" "$dest/$package"; \
-        done; \
-    }; \
-    cd node_modules; \
-    claude=$(ls -d @anthropic-ai/claude-code*); \
-    codex=$(ls -d @openai/codex*); \
-    opencode=$(ls -d opencode-ai opencode-linux-*); \
-    cd ..; \
-    stage claude $claude; \
-    stage codex $codex; \
-    stage opencode $opencode; \
-    lock=/staging/lock/opt/coding-agents; \
-    mkdir -p "$lock/node_modules" /staging/rest/opt; \
-    mv package.json package-lock.json "$lock/"; \
-    mv node_modules/.package-lock.json "$lock/node_modules/"; \
-    mv /opt/coding-agents /staging/rest/opt/; \
-    mkdir -p /opt/coding-agents
+    printf '%s\n' \
+        '#!/bin/sh' \
+        'set -eu' \
+        'group="$1"' \
+        'cd /opt/coding-agents' \
+        'npm ci --omit=dev --ignore-scripts' \
+        'allowed=""' \
+        'for package in $INSTALL_SCRIPTS_ALLOWED; do' \
+        '    if [ -d "node_modules/$package" ]; then allowed="$allowed $package"; fi' \
+        'done' \
+        'if [ -n "$allowed" ]; then npm rebuild $allowed; fi' \
+        'baseline=node_modules/opencode-linux-x64-baseline/bin/opencode' \
+        'if [ -e "$baseline" ]; then' \
+        '    ln -f "$baseline" node_modules/opencode-ai/bin/opencode.exe' \
+        '    rm -rf node_modules/opencode-linux-x64' \
+        '    echo "build: opencode uses the x64 baseline build"' \
+        'fi' \
+        'for dir in node_modules/*-musl node_modules/*/*-musl; do' \
+        '    if [ -e "$dir" ]; then echo "build: pruning $dir"; rm -rf "$dir"; fi' \
+        'done' \
+        'find node_modules -type f -name "*.map" -delete' \
+        'rm -f node_modules/.package-lock.json' \
+        'check_home="$(mktemp -d)"' \
+        'for command in $AGENT_COMMANDS; do' \
+        '    if [ -e "node_modules/.bin/$command" ]; then' \
+        '        printf "build: %s --version: " "$command"' \
+        '        HOME="$check_home" "node_modules/.bin/$command" --version' \
+        '    fi' \
+        'done' \
+        'rm -rf "$check_home" /tmp/npm-cache /root/.npm /root/.cache' \
+        'mkdir -p "/staging/$group/opt/coding-agents"' \
+        'mv node_modules "/staging/$group/opt/coding-agents/"' \
+        > /usr/local/bin/install-group; \
+    chmod 0755 /usr/local/bin/install-group
 
-# The install is then split into five directories, one final-image layer each: the three
-# large native CLIs (Claude Code, Codex, OpenCode, with the platform packages their launchers
-# hard-link, which must stay in one layer), the rest of node_modules, and the lock files, which
-# name every version and so change with every bump (a few hundred KB). `build` makes each layer
-# canonical, so a layer's digest depends on its files alone: a version bump publishes that
-# package's layer and the lock files' layer, and registries store and nodes pull only those.
+# ---------------------------------------------------------------------------------------------
+# Builder: the install plan. The lock is split into four groups, each installed in its own stage
+# and shipped as its own final-image layer: the three large native CLIs (Claude Code, Codex,
+# OpenCode, each with its platform packages, which its launcher hard-links or execs and so must
+# stay in its layer) and the rest. This stage runs again on every bump, but it is cheap: a
+# group's stage runs `npm ci` again only when its own share of the lock changed (the classic
+# builder keys a COPY by the content of what it copies), so a bump downloads and installs one
+# group, and the other groups' layers stay the same. A dependency shared by two groups would
+# have to be installed twice, so it fails the split. The lock files themselves name every
+# version, so they change with every bump and get their own small layer, with the commands'
+# links into /usr/local/bin; every command must be a bin of a package in the lock.
+FROM npm AS install-plan
+COPY template/package.json template/package-lock.json /tmp/lock/
+RUN set -eu; \
+    node -e ' \
+        const fs = require("fs"); \
+        const [out, ...specs] = process.argv.slice(1); \
+        const pkg = JSON.parse(fs.readFileSync("/tmp/lock/package.json")); \
+        const lock = JSON.parse(fs.readFileSync("/tmp/lock/package-lock.json")); \
+        const all = lock.packages; \
+        const fail = (message) => { console.error("install plan: " + message); process.exit(1); }; \
+        const locate = (from, dep) => { \
+            for (let dir = from; ; ) { \
+                const path = (dir ? dir + "/" : "") + "node_modules/" + dep; \
+                if (all[path]) return path; \
+                if (!dir) return null; \
+                const cut = dir.lastIndexOf("/node_modules/"); \
+                dir = cut < 0 ? "" : dir.slice(0, cut); \
+            } \
+        }; \
+        const closure = (roots) => { \
+            const seen = new Set(), todo = roots.map((name) => ["", name, false]); \
+            while (todo.length) { \
+                const [from, dep, optional] = todo.pop(); \
+                const path = locate(from, dep); \
+                if (!path) { if (optional) continue; fail(dep + " (needed by " + (from || "package.json") + ") is not in the lock"); } \
+                if (seen.has(path)) continue; \
+                seen.add(path); \
+                const entry = all[path], meta = entry.peerDependenciesMeta || {}; \
+                for (const d of Object.keys(entry.dependencies || {})) todo.push([path, d, false]); \
+                for (const d of Object.keys(entry.optionalDependencies || {})) todo.push([path, d, true]); \
+                for (const d of Object.keys(entry.peerDependencies || {})) todo.push([path, d, !!(meta[d] && meta[d].optional)]); \
+            } \
+            return seen; \
+        }; \
+        const groups = specs.map((spec) => spec.split("=")); \
+        const named = new Set(groups.map(([, name]) => name)); \
+        for (const name of named) if (!(name in pkg.dependencies)) fail(name + " is not in package.json"); \
+        groups.push(["rest", ...Object.keys(pkg.dependencies).filter((name) => !named.has(name))]); \
+        const owner = new Map(); \
+        for (const [group, ...roots] of groups) { \
+            const paths = closure(roots); \
+            for (const path of paths) { \
+                if (owner.has(path)) fail(path + " is needed by both " + owner.get(path) + " and " + group + "; one layer each cannot hold it"); \
+                owner.set(path, group); \
+            } \
+            const dependencies = Object.fromEntries(roots.map((name) => [name, pkg.dependencies[name]])); \
+            const packages = { "": { ...all[""], dependencies } }; \
+            for (const [path, entry] of Object.entries(all)) if (paths.has(path)) packages[path] = entry; \
+            const dir = out + "/" + group; \
+            fs.mkdirSync(dir, { recursive: true }); \
+            fs.writeFileSync(dir + "/package.json", JSON.stringify({ ...pkg, dependencies }, null, 2) + "\n"); \
+            fs.writeFileSync(dir + "/package-lock.json", JSON.stringify({ ...lock, packages }, null, 2) + "\n"); \
+            console.log("build: install group " + group + ": " + roots.join(" ") + " (" + paths.size + " packages)"); \
+        } \
+        const stray = Object.keys(all).filter((path) => path && !owner.has(path) && !all[path].dev); \
+        if (stray.length) fail("the lock has packages no dependency needs: " + stray.join(" ")); \
+        const bins = new Map(); \
+        for (const [path, entry] of Object.entries(all)) \
+            if (/^node_modules\/(@[^/]+\/)?[^/]+$/.test(path)) for (const bin of Object.keys(entry.bin || {})) bins.set(bin, path); \
+        for (const command of process.env.AGENT_COMMANDS.split(" ").filter(Boolean)) \
+            if (!bins.has(command)) fail("the command " + command + " is not a bin of any package in the lock"); \
+    ' /plan claude-code=@anthropic-ai/claude-code codex=@openai/codex opencode=opencode-ai; \
+    lock=/staging/lock; \
+    mkdir -p "$lock/opt/coding-agents" "$lock/usr/local/bin"; \
+    cp /tmp/lock/package.json /tmp/lock/package-lock.json "$lock/opt/coding-agents/"; \
+    for command in $AGENT_COMMANDS; do \
+        ln -s "/opt/coding-agents/node_modules/.bin/$command" "$lock/usr/local/bin/$command"; \
+    done
+
+FROM npm AS claude-code
+COPY --from=install-plan /plan/claude-code/ ./
+RUN install-group claude-code
+
+FROM npm AS codex
+COPY --from=install-plan /plan/codex/ ./
+RUN install-group codex
+
+FROM npm AS opencode
+COPY --from=install-plan /plan/opencode/ ./
+RUN install-group opencode
+
+FROM npm AS rest
+COPY --from=install-plan /plan/rest/ ./
+RUN install-group rest
 
 # ---------------------------------------------------------------------------------------------
 # The image.
@@ -233,28 +331,15 @@ RUN set -eux; \
     useradd --create-home --user-group --shell /bin/bash sandbox-browser; \
     mkdir -p /workspace
 
+# One layer each. A layer's digest depends on its files alone (`build` makes every layer
+# canonical), so a bump publishes that group's layer and the lock files' layer, and registries
+# store and nodes pull only those.
 COPY --from=node /staging/node/ /usr/local/
-COPY --from=agents /staging/claude/ /
-COPY --from=agents /staging/codex/ /
-COPY --from=agents /staging/opencode/ /
-COPY --from=agents /staging/rest/ /
-COPY --from=agents /staging/lock/ /
-
-# Space-separated executables to link into /usr/local/bin (the manifest's `command`s).
-ARG AGENT_COMMANDS
-# The startup check: every linked CLI must start and print its version, or the build fails.
-# It runs with a throwaway HOME so no CLI state lands in the image.
-RUN set -eu; \
-    [ -n "${AGENT_COMMANDS:-}" ] || { echo "build argument AGENT_COMMANDS is required" >&2; exit 1; }; \
-    check_home="$(mktemp -d)"; \
-    for command in $AGENT_COMMANDS; do \
-        target="/opt/coding-agents/node_modules/.bin/$command"; \
-        [ -e "$target" ] || { echo "$command: $target does not exist after npm ci" >&2; exit 1; }; \
-        ln -sf "$target" "/usr/local/bin/$command"; \
-        printf 'build: %s --version: ' "$command"; \
-        HOME="$check_home" "$command" --version; \
-    done; \
-    rm -rf "$check_home" /tmp/* /root/.npm /root/.cache
+COPY --from=claude-code /staging/claude-code/ /
+COPY --from=codex /staging/codex/ /
+COPY --from=opencode /staging/opencode/ /
+COPY --from=rest /staging/rest/ /
+COPY --from=install-plan /staging/lock/ /
 
 ENV HOME=/workspace \
     DISABLE_AUTOUPDATER=1 \
