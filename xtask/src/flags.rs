@@ -114,6 +114,27 @@ pub enum BenchCommand {
     /// What publishing an image adds to a registry that holds the previous release's image,
     /// against the largest layer that is new in it.
     Update(BenchUpdateArgs),
+    /// A cold build of the template (no build cache) next to a rebuild after one package's
+    /// version changed, in one run.
+    Rebuild(BenchRebuildArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchRebuildArgs {
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+    /// The package and the version it changes to, as in a release with one CLI bump, e.g.
+    /// `@anthropic-ai/claude-code@2.1.331`. Pick a version this engine never built.
+    #[arg(long, value_name = "NAME@VERSION")]
+    pub bump: String,
+    #[arg(
+        long,
+        value_name = "linux/amd64|linux/arm64",
+        default_value = "linux/amd64"
+    )]
+    pub platform: Platform,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

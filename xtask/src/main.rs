@@ -15,6 +15,9 @@ fn main() -> ExitCode {
             Command::Bench(BenchCommand::Update(args)) => {
                 xtask::release::bench_update::run(args).await
             }
+            Command::Bench(BenchCommand::Rebuild(args)) => {
+                xtask::release::bench_rebuild::run(args).await
+            }
             Command::Bench(BenchCommand::Reproduce(args)) => {
                 xtask::release::bench_reproduce::run(args).await
             }

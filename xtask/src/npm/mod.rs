@@ -2,6 +2,7 @@
 //! package-lock.json, the inventory) out.
 
 pub mod bench;
+pub(crate) mod bump;
 pub(crate) mod cli;
 pub(crate) mod inventory;
 pub mod lock;

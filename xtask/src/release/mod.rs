@@ -15,6 +15,7 @@
 //! tag from the same inputs and both stop after the plan on a day with nothing to do.
 
 pub mod bench_publish;
+pub mod bench_rebuild;
 pub mod bench_reproduce;
 pub mod bench_update;
 pub mod consume;

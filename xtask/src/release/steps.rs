@@ -22,6 +22,9 @@ pub(crate) struct Step {
     pub name: String,
     pub args: Vec<String>,
     pub output: Option<PathBuf>,
+    /// Environment variables set for this step only.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<(String, String)>,
 }
 
 impl Step {
@@ -30,6 +33,7 @@ impl Step {
             name: name.into(),
             args: args.iter().map(|s| s.to_string()).collect(),
             output: None,
+            env: Vec::new(),
         }
     }
 
@@ -56,9 +60,18 @@ impl Step {
         self
     }
 
+    pub(crate) fn env(mut self, name: &str, value: impl AsRef<std::ffi::OsStr>) -> Step {
+        self.env.push((
+            name.to_owned(),
+            value.as_ref().to_string_lossy().into_owned(),
+        ));
+        self
+    }
+
     /// The command line a person would type.
     pub(crate) fn command_line(&self) -> String {
-        format!("cargo xtask {}", self.args.join(" "))
+        let env: String = self.env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+        format!("{env}cargo xtask {}", self.args.join(" "))
     }
 }
 
@@ -135,6 +148,7 @@ impl StepRunner {
         // was configured, which swallowed every child's progress and error messages.
         let mut child = tokio::process::Command::new(&self.exe)
             .args(&step.args)
+            .envs(step.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.root)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
