@@ -180,7 +180,8 @@ RUN set -eu; \
 # group, and the other groups' layers stay the same. A dependency shared by two groups would
 # have to be installed twice, so it fails the split. The lock files themselves name every
 # version, so they change with every bump and get their own small layer, with the commands'
-# links into /usr/local/bin; every command must be a bin of a package in the lock.
+# links into /usr/local/bin; every command must be a bin of a package in the lock, and no bin
+# may come from two groups (node_modules/.bin would keep the later layer's).
 FROM npm AS install-plan
 COPY template/package.json template/package-lock.json /tmp/lock/
 RUN set -eu; \
@@ -239,7 +240,11 @@ RUN set -eu; \
         if (stray.length) fail("the lock has packages no dependency needs: " + stray.join(" ")); \
         const bins = new Map(); \
         for (const [path, entry] of Object.entries(all)) \
-            if (/^node_modules\/(@[^/]+\/)?[^/]+$/.test(path)) for (const bin of Object.keys(entry.bin || {})) bins.set(bin, path); \
+            if (/^node_modules\/(@[^/]+\/)?[^/]+$/.test(path)) for (const bin of Object.keys(entry.bin || {})) { \
+                const other = bins.get(bin); \
+                if (other && owner.get(other) !== owner.get(path)) fail("the bin " + bin + " of " + path + " and of " + other + " would land in two layers"); \
+                bins.set(bin, path); \
+            } \
         for (const command of process.env.AGENT_COMMANDS.split(" ").filter(Boolean)) \
             if (!bins.has(command)) fail("the command " + command + " is not a bin of any package in the lock"); \
     ' /plan claude-code=@anthropic-ai/claude-code codex=@openai/codex opencode=opencode-ai; \

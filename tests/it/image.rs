@@ -370,6 +370,17 @@ fn a_ca_certificate_left_in_any_layer_fails_smoke() {
 /// Builds only the Dockerfile's `node` stage with the committed arguments, overridden by
 /// `overrides`; returns the builder's error text when it fails.
 fn build_node_stage(overrides: &[(&str, &str)]) -> Result<(), String> {
+    build_stage("node", overrides, &[])
+}
+
+/// Builds the Dockerfile up to `target` with the committed arguments, overridden by
+/// `overrides`, and the committed files, plus `files` (which replace committed ones of the same
+/// name); returns the builder's error text when it fails.
+fn build_stage(
+    target: &str,
+    overrides: &[(&str, &str)],
+    files: &[(&str, &[u8])],
+) -> Result<(), String> {
     let root = repo_root();
     let inputs = xtask::image::build::BuildInputs::load(&root).unwrap();
     let platform = xtask::manifest::Platform::LinuxAmd64;
@@ -382,19 +393,78 @@ fn build_node_stage(overrides: &[(&str, &str)]) -> Result<(), String> {
         args.insert(k.to_string(), v.to_string());
     }
     let ca = xtask::image::build::host_ca_bundle(None).map(|p| std::fs::read(p).unwrap());
-    let mut files: Vec<(&str, &[u8])> = vec![("Dockerfile", &inputs.dockerfile)];
+    let mut context: std::collections::BTreeMap<&str, &[u8]> = std::collections::BTreeMap::from([
+        ("Dockerfile", &inputs.dockerfile[..]),
+        ("template/package.json", &inputs.package_json[..]),
+        ("template/package-lock.json", &inputs.package_lock[..]),
+    ]);
     if let Some(ca) = &ca {
-        files.push((xtask::image::build::CONTEXT_CA_NAME, ca));
+        context.insert(xtask::image::build::CONTEXT_CA_NAME, ca);
     }
+    context.extend(files.iter().copied());
+    let context: Vec<(&str, &[u8])> = context.into_iter().collect();
     let buildargs: std::collections::HashMap<String, String> = args.into_iter().collect();
     let options = bollard::query_parameters::BuildImageOptionsBuilder::default()
         .dockerfile("Dockerfile")
-        .target("node")
+        .target(target)
         .buildargs(&buildargs)
         .rm(true)
         .forcerm(true)
         .build();
-    build_through_engine(&files, options)
+    build_through_engine(&context, options)
+}
+
+/// The install plan splits the lock into one share per group. What cannot be split that way
+/// fails the build and names the package: a dependency two groups need, a lock entry nothing
+/// needs, a command no package provides, a bin two groups would both write.
+#[test]
+fn the_install_plan_refuses_a_lock_it_cannot_split() {
+    let _docker = heavy_docker();
+    require_engine();
+    xtask_json(&["base", "--platform", "linux/amd64", "--json"]);
+    build_stage("install-plan", &[], &[]).expect("the committed lock splits");
+
+    let lock: Value = serde_json::from_slice(
+        &std::fs::read(repo_root().join("template/package-lock.json")).unwrap(),
+    )
+    .unwrap();
+    let split_with = |edit: &dyn Fn(&mut Value), overrides: &[(&str, &str)]| {
+        let mut changed = lock.clone();
+        edit(&mut changed["packages"]);
+        let bytes = serde_json::to_vec_pretty(&changed).unwrap();
+        build_stage(
+            "install-plan",
+            overrides,
+            &[("template/package-lock.json", &bytes)],
+        )
+        .unwrap_err()
+    };
+    let err = split_with(
+        &|p| p["node_modules/@openai/codex"]["dependencies"] = serde_json::json!({"ws": "8.23.0"}),
+        &[],
+    );
+    assert!(
+        err.contains("node_modules/ws is needed by both"),
+        "a shared dependency must fail:\n{err}"
+    );
+    let err = split_with(
+        &|p| p["node_modules/left-over"] = serde_json::json!({"version": "1.0.0"}),
+        &[],
+    );
+    assert!(
+        err.contains("no dependency needs: node_modules/left-over"),
+        "{err}"
+    );
+    let err = split_with(
+        &|p| p["node_modules/ws"]["bin"] = serde_json::json!({"codex": "bin/codex.js"}),
+        &[],
+    );
+    assert!(err.contains("the bin codex of"), "{err}");
+    let err = split_with(&|_| {}, &[("AGENT_COMMANDS", "codex no-such-command")]);
+    assert!(
+        err.contains("the command no-such-command is not a bin"),
+        "{err}"
+    );
 }
 
 #[test]
