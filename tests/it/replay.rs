@@ -41,7 +41,7 @@ struct Shared {
     /// A git repository holding this working tree's tracked files, committed on `main`.
     repo: tempfile::TempDir,
     /// The `actions/cache` store every scenario shares (the runner's Rust build cache).
-    cache: tempfile::TempDir,
+    cache: PathBuf,
 }
 
 fn shared() -> &'static Shared {
@@ -56,12 +56,25 @@ fn shared() -> &'static Shared {
         local_registry();
         Shared {
             repo: scratch_repo("replay-repo-"),
-            cache: tempfile::Builder::new()
-                .prefix("replay-cache-")
-                .tempdir()
-                .unwrap(),
+            cache: fresh_cache_store(),
         }
     })
+}
+
+/// An empty `actions/cache` store at a fixed place. A static is never dropped, so a temporary
+/// directory held here outlived every run: each run of the suite left its 4.7 GB store in /tmp
+/// until the disk was full. One fixed directory, emptied when a run starts, bounds it.
+fn fresh_cache_store() -> PathBuf {
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"))
+        .join("replay-cache");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("cannot empty {}: {e}", dir.display()));
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 /// The committed workflow with the registry and the clock replaced (and `edit` applied); each
@@ -122,7 +135,7 @@ fn replay(workflow: &Path, (name, payload): (String, Value)) -> Replay {
     Replay::new(workflow, shared.repo.path())
         .unwrap()
         .repository(repository())
-        .cache_dir(shared.cache.path())
+        .cache_dir(&shared.cache)
         .event(&name, payload)
 }
 
