@@ -63,12 +63,10 @@ fn shared() -> &'static Shared {
 
 /// An empty `actions/cache` store at a fixed place. A static is never dropped, so a temporary
 /// directory held here outlived every run: each run of the suite left its 4.7 GB store in /tmp
-/// until the disk was full. One fixed directory, emptied when a run starts, bounds it.
+/// until the disk was full. One fixed directory, emptied when a run starts, bounds it; it sits
+/// under target/ beside the consume tests' verifier build.
 fn fresh_cache_store() -> PathBuf {
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"))
-        .join("replay-cache");
+    let dir = repo_root().join("target/replay-cache");
     if dir.exists() {
         std::fs::remove_dir_all(&dir)
             .unwrap_or_else(|e| panic!("cannot empty {}: {e}", dir.display()));
