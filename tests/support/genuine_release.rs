@@ -128,6 +128,11 @@ pub fn release() -> &'static Release {
         for (arch, build) in &builds {
             std::fs::write(inputs.join(format!("build-{arch}.json")), build.to_string()).unwrap();
         }
+        // Written once, here: tests run in parallel, and rewriting a shared file (truncate,
+        // then write) while another test copies it hands that test an empty SBOM.
+        for platform in ["linux/amd64", "linux/arm64"] {
+            write_sbom(&inputs, platform);
+        }
         let gate = gate_json("2026-11-30T06:17:00Z", &[]);
         assert_eq!(gate["due"], true);
         std::fs::write(inputs.join("gate.json"), gate.to_string()).unwrap();
@@ -215,7 +220,7 @@ pub fn receipt_write_for(
             .arg("--smoke")
             .arg(smoke_file)
             .arg("--sbom")
-            .arg(write_sbom(&r.inputs, platform));
+            .arg(sbom_of(&r.inputs, platform));
     }
     cmd
 }
@@ -246,9 +251,20 @@ pub fn write_receipt(out_dir: &Path, failing: Option<&str>) -> (Run, Option<Path
     (out, path)
 }
 
+/// The fixture SBOM of `platform` in `dir`, which [`release`] wrote once.
+fn sbom_of(dir: &Path, platform: &str) -> PathBuf {
+    let path = dir.join(format!("sbom-{}.spdx.json", platform.replace('/', "-")));
+    assert!(
+        path.is_file(),
+        "no fixture SBOM for {platform}: {}",
+        path.display()
+    );
+    path
+}
+
 /// A minimal SPDX document for `platform` (the tiny images have no dpkg database to make a
 /// real one from): `receipt write` records its name and sha256. Returns its path in `dir`.
-pub fn write_sbom(dir: &Path, platform: &str) -> PathBuf {
+fn write_sbom(dir: &Path, platform: &str) -> PathBuf {
     let slug = platform.replace('/', "-");
     let path = dir.join(format!("sbom-{slug}.spdx.json"));
     let document = json!({
