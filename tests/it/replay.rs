@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use crate::support::docker::{heavy_docker, local_registry};
 use crate::support::replay::{rerun_failed, run_workflow, Replay, Status};
 use crate::support::xtask::xtask;
-use crate::support::{committed_resolved_at, repo_root, scratch_repo, unique};
+use crate::support::{committed_resolved_at, repo_root, run_dir, scratch_repo, unique};
 
 const WORKFLOW: &str = ".github/workflows/update-template.yml";
 /// A cadence day (epoch day 20787) whose resolution reproduces the committed lockfile.
@@ -61,16 +61,11 @@ fn shared() -> &'static Shared {
     })
 }
 
-/// An empty `actions/cache` store at a fixed place. A static is never dropped, so a temporary
+/// An empty `actions/cache` store for this run. A static is never dropped, so a temporary
 /// directory held here outlived every run: each run of the suite left its 4.7 GB store in /tmp
-/// until the disk was full. One fixed directory, emptied when a run starts, bounds it; it sits
-/// under target/ beside the consume tests' verifier build.
+/// until the disk was full. Under [`run_dir`] the next run removes it.
 fn fresh_cache_store() -> PathBuf {
-    let dir = repo_root().join("target/replay-cache");
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir)
-            .unwrap_or_else(|e| panic!("cannot empty {}: {e}", dir.display()));
-    }
+    let dir = run_dir().join("replay-cache");
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

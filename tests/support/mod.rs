@@ -36,6 +36,33 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}-{nanos}", std::process::id())
 }
 
+/// `$TMPDIR/xtask-it-<pid>`: where this test process keeps what it holds for its whole run.
+/// Fixtures held in statics are never dropped, so a temporary directory of theirs would
+/// outlive the run; under this one, the next run removes it. The first call removes the
+/// directories of earlier runs whose process has ended.
+pub fn run_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let tmp = std::env::temp_dir();
+        for entry in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            let pid = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("xtask-it-"))
+                .and_then(|p| p.parse::<u32>().ok());
+            if let Some(pid) = pid {
+                if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
+        let dir = tmp.join(format!("xtask-it-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        dir
+    })
+}
+
 /// A runtime for a test's own async calls (the engine, a registry) or a fixture server's thread.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -76,7 +103,10 @@ pub fn scratch_repo(prefix: &str) -> tempfile::TempDir {
         .output()
         .unwrap();
     assert!(files.status.success(), "git ls-files in {}", root.display());
-    let scratch = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+    let scratch = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(run_dir())
+        .unwrap();
     for file in files.stdout.split(|b| *b == 0).filter(|f| !f.is_empty()) {
         let file = std::str::from_utf8(file).unwrap();
         let to = scratch.path().join(file);
@@ -102,7 +132,7 @@ pub fn scratch_repo(prefix: &str) -> tempfile::TempDir {
 
 /// A scratch root for `XTASK_ROOT` holding copies of `paths` (relative to the repository).
 pub fn scratch_root_with(paths: &[&str]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir_in(run_dir()).unwrap();
     for path in paths {
         let to = dir.path().join(path);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
