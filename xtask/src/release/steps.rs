@@ -111,7 +111,7 @@ impl StepRunner {
 
     fn say(&self, message: String) {
         match &self.label {
-            Some(label) => self.progress.step(format!("{label} | {message}")),
+            Some(label) => self.progress.step(labelled_line(label, &message)),
             None => self.progress.step(message),
         }
     }
@@ -196,6 +196,12 @@ impl StepRunner {
     }
 }
 
+/// `text` behind `label`: the one form of a labelled line, whether the runner wrote it (after
+/// its own timestamp) or passed it through from a step (whose own timestamp follows).
+fn labelled_line(label: &str, text: &str) -> String {
+    format!("{label} | {text}")
+}
+
 /// Passes a child's stderr through line by line, each line behind `label`.
 async fn forward_lines(stderr: tokio::process::ChildStderr, label: String) {
     labelled_lines(stderr, &label, |line| eprintln!("{line}")).await;
@@ -214,7 +220,7 @@ async fn labelled_lines(
     let mut line = Vec::new();
     while matches!(reader.read_until(b'\n', &mut line).await, Ok(n) if n > 0) {
         let text = String::from_utf8_lossy(&line);
-        emit(format!("{label} | {}", text.trim_end_matches(['\n', '\r'])));
+        emit(labelled_line(label, text.trim_end_matches(['\n', '\r'])));
         line.clear();
     }
 }
