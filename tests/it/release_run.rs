@@ -1,8 +1,9 @@
 //! End-to-end test of `cargo xtask release`, the maintainer's one command: a real release of
 //! both platforms to a real local registry, then a second run with nothing changed, which
 //! must build nothing. It runs on a scratch copy of the repository (its own git commit, its
-//! own receipts), with the committed clock, so it regenerates exactly the committed lockfile
-//! and reuses the images other tests built (build ids are content addresses).
+//! own receipts), with the committed clock, so while the registry answers that clock as it
+//! did when the lock was committed, it regenerates the committed lockfile and reuses the images
+//! other tests built (build ids are content addresses).
 
 use std::path::Path;
 use std::process::Command;

@@ -23,7 +23,8 @@ use crate::support::xtask::xtask;
 use crate::support::{committed_resolved_at, repo_root, run_dir, scratch_repo, unique};
 
 const WORKFLOW: &str = ".github/workflows/update-template.yml";
-/// A cadence day (epoch day 20787) whose resolution reproduces the committed lockfile.
+/// A cadence day (epoch day 20787) whose resolution reproduced the committed lockfile when
+/// it was chosen (a partial mirror may since have filled in versions; nothing here needs it).
 const DUE: &str = "2026-11-30T04:37:00Z";
 
 /// The committed resolution's clock: epoch day 20786, not a cadence day.
