@@ -251,9 +251,14 @@ pub fn write_receipt(out_dir: &Path, failing: Option<&str>) -> (Run, Option<Path
     (out, path)
 }
 
+/// Where the fixture SBOM of `platform` lies in `dir`.
+fn sbom_path(dir: &Path, platform: &str) -> PathBuf {
+    dir.join(format!("sbom-{}.spdx.json", platform.replace('/', "-")))
+}
+
 /// The fixture SBOM of `platform` in `dir`, which [`release`] wrote once.
 fn sbom_of(dir: &Path, platform: &str) -> PathBuf {
-    let path = dir.join(format!("sbom-{}.spdx.json", platform.replace('/', "-")));
+    let path = sbom_path(dir, platform);
     assert!(
         path.is_file(),
         "no fixture SBOM for {platform}: {}",
@@ -263,10 +268,10 @@ fn sbom_of(dir: &Path, platform: &str) -> PathBuf {
 }
 
 /// A minimal SPDX document for `platform` (the tiny images have no dpkg database to make a
-/// real one from): `receipt write` records its name and sha256. Returns its path in `dir`.
-fn write_sbom(dir: &Path, platform: &str) -> PathBuf {
+/// real one from): `receipt write` records its name and sha256. Written into `dir`.
+fn write_sbom(dir: &Path, platform: &str) {
     let slug = platform.replace('/', "-");
-    let path = dir.join(format!("sbom-{slug}.spdx.json"));
+    let path = sbom_path(dir, platform);
     let document = json!({
         "spdxVersion": "SPDX-2.3", "dataLicense": "CC0-1.0", "SPDXID": "SPDXRef-DOCUMENT",
         "name": format!("coding-agent-{slug}"),
@@ -275,7 +280,6 @@ fn write_sbom(dir: &Path, platform: &str) -> PathBuf {
         "packages": [], "relationships": [],
     });
     std::fs::write(&path, serde_json::to_vec_pretty(&document).unwrap()).unwrap();
-    path
 }
 
 /// Copies each platform's SBOM that `receipt` names into `dir`, next to the artifacts, as a
