@@ -54,26 +54,27 @@ RUN set -eu; \
     curl --fail --silent --show-error --location --retry 3 --cacert /tmp/build-ca/bundle.pem \
         -o npm.tgz "$NPM_TARBALL_URL"; \
     printf '%s  node.tgz\n%s  npm.tgz\n' "$NODE_SHA512" "$NPM_SHA512" | sha512sum -c -; \
-    mkdir -p /staging/node/lib/node_modules/npm /tmp/node-package; \
+    prefix=/staging/node/usr/local; \
+    mkdir -p "$prefix/lib/node_modules/npm" /tmp/node-package; \
     tar -xzf node.tgz -C /tmp/node-package --strip-components=1; \
-    tar -xzf npm.tgz -C /staging/node/lib/node_modules/npm --strip-components=1; \
-    mkdir -p /staging/node/bin; \
-    install -m 0755 /tmp/node-package/bin/node /staging/node/bin/node; \
-    if [ -d /tmp/node-package/include ]; then cp -a /tmp/node-package/include /staging/node/; fi; \
+    tar -xzf npm.tgz -C "$prefix/lib/node_modules/npm" --strip-components=1; \
+    mkdir -p "$prefix/bin"; \
+    install -m 0755 /tmp/node-package/bin/node "$prefix/bin/node"; \
+    if [ -d /tmp/node-package/include ]; then cp -a /tmp/node-package/include "$prefix/"; fi; \
     case "$(dpkg --print-architecture)" in \
         amd64) openssl_arch=linux-x86_64 ;; \
         arm64) openssl_arch=linux-aarch64 ;; \
         *) echo "unsupported architecture $(dpkg --print-architecture)" >&2; exit 1 ;; \
     esac; \
-    archs=/staging/node/include/node/openssl/archs; \
+    archs="$prefix/include/node/openssl/archs"; \
     if [ -d "$archs" ]; then \
         [ -d "$archs/$openssl_arch" ] || { echo "Node headers lack OpenSSL's $openssl_arch configuration" >&2; exit 1; }; \
         find "$archs" -mindepth 1 -maxdepth 1 ! -name "$openssl_arch" -exec rm -rf {} +; \
     fi; \
-    ln -s ../lib/node_modules/npm/bin/npm-cli.js /staging/node/bin/npm; \
-    ln -s ../lib/node_modules/npm/bin/npx-cli.js /staging/node/bin/npx; \
+    ln -s ../lib/node_modules/npm/bin/npm-cli.js "$prefix/bin/npm"; \
+    ln -s ../lib/node_modules/npm/bin/npx-cli.js "$prefix/bin/npx"; \
     rm -rf /tmp/node.tgz /tmp/npm.tgz /tmp/node-package; \
-    version="$(/staging/node/bin/node --version)"; \
+    version="$("$prefix/bin/node" --version)"; \
     version="${version#v}"; \
     major="${version%%.*}"; \
     if [ "$major" != "$NODE_MAJOR" ]; then \
@@ -83,14 +84,14 @@ RUN set -eu; \
     if [ "$lowest" != "$NODE_MINIMUM" ]; then \
         echo "Node $version is older than $NODE_MINIMUM (Pi needs it)" >&2; exit 1; \
     fi; \
-    PATH="/staging/node/bin:$PATH" npm --version; \
+    PATH="$prefix/bin:$PATH" npm --version; \
     echo "build: Node $version and npm verified"
 
 # ---------------------------------------------------------------------------------------------
 # Builder: npm for the agents' installs, the pinned npm with an explicit configuration (the
 # host's ~/.npmrc never applies here). A builder stage's ENV stays in the builder.
 FROM fetch-tools AS npm
-COPY --from=node /staging/node/ /usr/local/
+COPY --from=node /staging/node/ /
 ARG INSTALL_SCRIPTS_ALLOWED
 ARG AGENT_COMMANDS
 ENV NPM_CONFIG_USERCONFIG=/tmp/build-npmrc \
@@ -272,8 +273,10 @@ COPY --from=install-plan /plan/rest/ ./
 RUN install-group rest
 
 # ---------------------------------------------------------------------------------------------
-# The image.
-FROM ${BASE_IMAGE}
+# The system: the base, Debian's packages and the image's settings. It comes after the builder
+# stages on purpose: `cargo xtask build` asks the engine for this stage, and the classic builder
+# then builds every stage above it in the same build (and none below).
+FROM ${BASE_IMAGE} AS system
 
 # Debian first, with no argument in scope that changes when CLI versions change: in the classic
 # builder every declared ARG is part of a RUN's cache key, so a version bump must not re-run
@@ -336,16 +339,6 @@ RUN set -eux; \
     useradd --create-home --user-group --shell /bin/bash sandbox-browser; \
     mkdir -p /workspace
 
-# One layer each. A layer's digest depends on its files alone (`build` makes every layer
-# canonical), so a bump publishes that group's layer and the lock files' layer, and registries
-# store and nodes pull only those.
-COPY --from=node /staging/node/ /usr/local/
-COPY --from=claude-code /staging/claude-code/ /
-COPY --from=codex /staging/codex/ /
-COPY --from=opencode /staging/opencode/ /
-COPY --from=rest /staging/rest/ /
-COPY --from=install-plan /staging/lock/ /
-
 ENV HOME=/workspace \
     DISABLE_AUTOUPDATER=1 \
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
@@ -365,8 +358,23 @@ WORKDIR /workspace
 ENTRYPOINT []
 CMD []
 
-# Provenance, last so it never invalidates a layer above. The values come from the lockfile and
-# the inventory through `cargo xtask build`.
+# ---------------------------------------------------------------------------------------------
+# The image: the system, then one layer per builder stage's /staging/<stage>/ tree, then the
+# provenance labels. A layer's digest depends on its files alone, so a bump publishes that
+# group's layer and the lock files' layer, and registries store and nodes pull only those.
+# `docker build` of this file gives this image. `cargo xtask build` gives the same files without
+# running these steps: it reads them (only `COPY --from=STAGE /staging/DIR/ /`, `ARG` and `LABEL`
+# may appear here) and assembles each layer from its stage's tree (ARCHITECTURE.md), so one
+# changed stage changes one layer, and the later ones are not copied again.
+FROM system
+COPY --from=node /staging/node/ /
+COPY --from=claude-code /staging/claude-code/ /
+COPY --from=codex /staging/codex/ /
+COPY --from=opencode /staging/opencode/ /
+COPY --from=rest /staging/rest/ /
+COPY --from=install-plan /staging/lock/ /
+
+# Provenance. The values come from the lockfile and the inventory through `cargo xtask build`.
 ARG LOCKFILE_SHA256
 ARG PACKAGE_VERSIONS
 ARG NODE_VERSION

@@ -532,99 +532,226 @@ fn dry_runs_change_nothing() {
     );
 }
 
-/// Builds the fixture of [`canonical_images_depend_only_on_their_files`] without the engine's
-/// cache, so every layer is made again with this moment's times, and loads it canonical.
-/// Returns the engine's id of the raw build and the canonical image's id and layers.
-fn build_canonical(name: &str, base: &str, b_content: &str) -> (String, String, Vec<String>) {
-    // Like the template: packages staged in a builder stage, one COPY (one layer) each, then a
-    // RUN that writes files with the build's times, and a user (shadow records the day).
-    let dockerfile = format!(
+/// The fixture's Dockerfile: a stage holding three packages' trees, a system stage, and a
+/// final stage that copies each tree into its own layer and labels the image, the shape of the
+/// template's own Dockerfile.
+fn fixture_dockerfile(base: &str) -> String {
+    format!(
         "FROM {base} AS stage\n\
          COPY a.txt /staging/a/opt/pkgs/a/file\n\
          COPY b.txt /staging/b/opt/pkgs/b/file\n\
          COPY c.txt /staging/c/opt/pkgs/c/file\n\
-         RUN touch /staging/a/opt/pkgs/a/installed-at-build-time\n\
-         FROM {base}\n\
+         RUN touch /staging/a/opt/pkgs/a/installed-at-build-time \\\n\
+             && mkdir -p /staging/c/usr/local/bin \\\n\
+             && ln -s /opt/pkgs/a/file /staging/c/usr/local/bin/a \\\n\
+             && ln /staging/c/opt/pkgs/c/file /staging/c/opt/pkgs/c/hard\n\
+         FROM {base} AS system\n\
          RUN useradd --create-home someone && mkdir -p /opt/pkgs\n\
+         ENV PACKAGES=abc\n\
+         FROM system\n\
          COPY --from=stage /staging/a/ /\n\
          COPY --from=stage /staging/b/ /\n\
          COPY --from=stage /staging/c/ /\n\
-         RUN ln -s /opt/pkgs/a/file /usr/local/bin/a && touch /opt/pkgs/ready\n\
-         ENV PACKAGES=abc\n\
-         LABEL fixture=canonical\n"
-    );
-    let raw = format!("coding-agent-test:canonical-{name}-engine");
-    let options = bollard::query_parameters::BuildImageOptionsBuilder::default()
-        .dockerfile("Dockerfile")
-        .t(&raw)
-        .nocache(true)
-        .rm(true)
-        .forcerm(true)
-        .build();
-    build_through_engine(
-        &[
-            ("Dockerfile", dockerfile.as_bytes()),
-            ("a.txt", b"package a\n"),
-            ("b.txt", b_content.as_bytes()),
-            ("c.txt", b"package c\n"),
-        ],
-        options,
+         ARG FIXTURE\n\
+         LABEL fixture=\"$FIXTURE\"\n"
     )
-    .expect("the fixture builds");
-    let tag = format!("coding-agent-test:canonical-{name}");
+}
+
+fn fixture_files<'a>(dockerfile: &'a str, b_content: &'a str) -> Vec<(&'a str, &'a [u8])> {
+    vec![
+        ("Dockerfile", dockerfile.as_bytes()),
+        ("a.txt", b"package a\n"),
+        ("b.txt", b_content.as_bytes()),
+        ("c.txt", b"package c\n"),
+    ]
+}
+
+/// Builds the fixture through `build`'s own path (the engine up to `system`, then the
+/// assembler), with the layer cache `cache`; returns the engine's system image id, the
+/// assembled image's id and its layers.
+fn build_assembled(
+    name: &str,
+    base: &str,
+    b_content: &str,
+    cache: &std::path::Path,
+    no_cache: bool,
+) -> (String, String, Vec<String>) {
+    let dockerfile = fixture_dockerfile(base);
+    let context = xtask::image::build::context_tar(&fixture_files(&dockerfile, b_content)).unwrap();
+    let system = format!("coding-agent-test:assembled-{name}-system");
+    let tag = format!("coding-agent-test:assembled-{name}");
     let epoch = manifest().image.source_date_epoch;
-    let work = tempfile::tempdir().unwrap();
+    let args = std::collections::BTreeMap::from([("FIXTURE".to_string(), "assembled".to_string())]);
+    let cache = cache.to_path_buf();
     on_engine(|docker| async move {
-        let raw_id = engine::inspect_image(&docker, &raw)
+        let job = xtask::image::build::AssembledBuild {
+            context,
+            dockerfile: &dockerfile,
+            build_args: &args,
+            platform: xtask::manifest::Platform::LinuxAmd64,
+            engine_tag: &system,
+            tag: &tag,
+            epoch,
+            cache_dir: &cache,
+            no_cache,
+            extra_labels: &[],
+        };
+        let canonical = xtask::image::build::build_assembled(&docker, job, &Default::default())
+            .await
+            .unwrap();
+        let system_id = engine::inspect_image(&docker, &system)
             .await
             .unwrap()
             .unwrap()
             .id
             .unwrap();
-        let canonical = xtask::image::canonicalize::canonicalize(
-            &docker,
-            &raw,
-            &tag,
-            epoch,
-            work.path(),
-            &Default::default(),
-        )
-        .await
-        .unwrap();
         let loaded = engine::inspect_image(&docker, &tag).await.unwrap().unwrap();
         assert_eq!(loaded.id.as_deref(), Some(canonical.image_id.as_str()));
         let layers = loaded.root_fs.unwrap().layers.unwrap();
-        (raw_id, canonical.image_id, layers)
+        (system_id, canonical.image_id, layers)
     })
 }
 
-/// Issue 10's goals 1 and 2 at the scale of a fixture: two cold builds of the same files, a
-/// moment apart, give one canonical image (same config digest, same layers), and a changed
-/// package changes exactly its own layer, whatever its position.
+/// What a container of `image` holds, file by file, without times: path -> type, mode, owner,
+/// link target and content digest (`docker export` of a created container).
+fn filesystem(image: &str) -> std::collections::BTreeMap<String, String> {
+    let image = image.to_string();
+    let archive = on_engine(|docker| async move {
+        use futures_util::StreamExt;
+        let body = bollard::models::ContainerCreateBody {
+            image: Some(image.clone()),
+            cmd: Some(vec!["/nonexistent".into()]),
+            ..Default::default()
+        };
+        let id = docker
+            .create_container(
+                None::<bollard::query_parameters::CreateContainerOptions>,
+                body,
+            )
+            .await
+            .unwrap()
+            .id;
+        let chunks: Vec<_> = docker.export_container(&id).collect().await;
+        let removal = bollard::query_parameters::RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .build();
+        docker.remove_container(&id, Some(removal)).await.unwrap();
+        chunks
+            .into_iter()
+            .map(|c| c.unwrap())
+            .collect::<Vec<_>>()
+            .concat()
+    });
+    let mut files = std::collections::BTreeMap::new();
+    let mut tar = tar::Archive::new(archive.as_slice());
+    for entry in tar.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let path = entry.path().unwrap().to_string_lossy().into_owned();
+        let header = entry.header().clone();
+        let link = entry
+            .link_name()
+            .unwrap()
+            .map(|l| l.to_string_lossy().into_owned());
+        let mut content = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut content).unwrap();
+        files.insert(
+            path.trim_end_matches('/').to_string(),
+            format!(
+                "{:?} {:o} {}:{} {link:?} {}",
+                header.entry_type(),
+                header.mode().unwrap(),
+                header.uid().unwrap(),
+                header.gid().unwrap(),
+                sha256_hex(&content)
+            ),
+        );
+    }
+    files
+}
+
+/// Issue 10's goals 1 and 2 at the scale of a fixture, through `build`'s assembling path: two
+/// cold builds of the same files, a moment apart, give one image (same config digest, same
+/// layers); a changed package changes exactly its own layer, whatever its position; a warm
+/// rebuild reads only the changed stage again; and `docker build` of the same Dockerfile, run
+/// to its end by the engine, gives the same files and settings.
 #[test]
-fn canonical_images_depend_only_on_their_files() {
+fn assembled_images_depend_only_on_their_files_and_match_docker_build() {
     let _docker = heavy_docker();
     require_engine();
     let base = xtask_json(&["base", "--platform", "linux/amd64", "--json"]);
     let base = base["image"].as_str().unwrap().to_string();
+    let caches = crate::support::run_dir().join("assembled-fixture");
+    let cache = |name: &str| caches.join(name);
 
-    let (raw_first, first, first_layers) = build_canonical("first", &base, "package b\n");
+    let (system_first, first, first_layers) =
+        build_assembled("first", &base, "package b\n", &cache("first"), true);
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    let (raw_second, second, second_layers) = build_canonical("second", &base, "package b\n");
+    let (system_second, second, second_layers) =
+        build_assembled("second", &base, "package b\n", &cache("second"), true);
     assert_ne!(
-        raw_first, raw_second,
+        system_first, system_second,
         "the engine's own builds differ (times, container ids): the fixture shows nothing"
     );
-    assert_eq!(first, second, "the same files gave two canonical images");
+    assert_eq!(first, second, "the same files gave two assembled images");
     assert_eq!(first_layers, second_layers);
 
-    let (_, changed, changed_layers) = build_canonical("changed", &base, "package b, v2\n");
+    let (_, changed, changed_layers) =
+        build_assembled("changed", &base, "package b, v2\n", &cache("first"), false);
     assert_ne!(changed, first);
-    assert_eq!(changed_layers.len(), first_layers.len());
-    let differing: Vec<usize> = (0..first_layers.len())
-        .filter(|&i| first_layers[i] != changed_layers[i])
+    let differing: Vec<usize> = (0..first_layers.len().max(changed_layers.len()))
+        .filter(|&i| first_layers.get(i) != changed_layers.get(i))
         .collect();
-    // Layers: base, the user, a, b, c, the link. Only b's differs; c, after it, does not.
-    assert_eq!(first_layers.len(), 6, "{first_layers:?}");
+    // Layers: base, the user, a, b, c. Only b's differs; c, after it, does not.
+    assert_eq!(first_layers.len(), 5, "{first_layers:?}");
     assert_eq!(differing, vec![3], "{first_layers:#?}\n{changed_layers:#?}");
+
+    let dockerfile = fixture_dockerfile(&base);
+    let whole = "coding-agent-test:assembled-by-the-engine";
+    let buildargs =
+        std::collections::HashMap::from([("FIXTURE".to_string(), "assembled".to_string())]);
+    let options = bollard::query_parameters::BuildImageOptionsBuilder::default()
+        .dockerfile("Dockerfile")
+        .t(whole)
+        .buildargs(&buildargs)
+        .rm(true)
+        .forcerm(true)
+        .build();
+    build_through_engine(&fixture_files(&dockerfile, "package b\n"), options)
+        .expect("the fixture builds to its end");
+    let assembled_tag = "coding-agent-test:assembled-first";
+    let (by_engine, assembled) = (filesystem(whole), filesystem(assembled_tag));
+    assert!(assembled.contains_key("opt/pkgs/c/hard"), "{assembled:#?}");
+    let differences: Vec<_> = by_engine
+        .iter()
+        .filter(|(path, what)| assembled.get(*path) != Some(*what))
+        .map(|(path, what)| format!("{path}: engine {what}, assembled {:?}", assembled.get(path)))
+        .chain(
+            assembled
+                .keys()
+                .filter(|path| !by_engine.contains_key(*path))
+                .map(|path| format!("{path}: only assembled")),
+        )
+        .collect();
+    assert!(differences.is_empty(), "{differences:#?}");
+    let settings = |image: &str| {
+        let image = image.to_string();
+        on_engine(|docker| async move {
+            let config = engine::inspect_image(&docker, &image)
+                .await
+                .unwrap()
+                .unwrap()
+                .config
+                .unwrap();
+            format!(
+                "{:?} {:?} {:?} {:?} {:?} {:?}",
+                config.env,
+                config.labels,
+                config.working_dir,
+                config.entrypoint,
+                config.cmd,
+                config.user
+            )
+        })
+    };
+    assert_eq!(settings(whole), settings(assembled_tag));
 }

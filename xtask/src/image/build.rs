@@ -5,9 +5,10 @@
 //! input that decides the image: the Dockerfile, package.json, package-lock.json, the manifest,
 //! the build arguments derived from them and from the inventory, the base image's id and the
 //! platform. The same inputs give the same tag, so a build whose tag exists is skipped. The
-//! engine builds `coding-agent-engine:<build-id>` (kept for its layer cache), and
-//! [`canonicalize`](crate::image::canonicalize) loads it canonical as the build's tag, so every
-//! later step sees an image whose digests depend only on its files. The
+//! engine builds the Dockerfile's stages up to `system` (tagged `coding-agent-engine:<build-id>`,
+//! kept for the engine's layer cache), and [`assemble`](crate::image::assemble) makes the final
+//! stage from them and loads it canonical as the build's tag, so every later step sees an image
+//! whose digests depend only on its files. The
 //! optional extra CA bundle is deliberately not an input: it only lets downloads through a
 //! TLS-inspecting proxy and leaves nothing in the image.
 //!
@@ -24,7 +25,8 @@ use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures_util::StreamExt;
 
 use crate::flags::BuildArgs;
-use crate::image::canonicalize::{canonicalize, ENGINE_REPOSITORY};
+use crate::image::assemble::{assemble, final_stage, stage_images, Assembly};
+use crate::image::canonicalize::{Canonical, ENGINE_REPOSITORY};
 use crate::image::engine;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
 use crate::model::build::BuildReport;
@@ -32,7 +34,7 @@ use crate::model::inventory::{Inventory, NodeRuntime};
 use crate::model::package_json::PackageJson;
 use crate::model::Digest;
 use crate::npm::inventory::INVENTORY_PATH;
-use crate::util::{print_json, sha256_hex, state_dir, Progress};
+use crate::util::{print_json, sha256_hex, Progress};
 
 pub(crate) const DOCKERFILE_PATH: &str = "Dockerfile";
 pub(crate) const PACKAGE_JSON_PATH: &str = "template/package.json";
@@ -294,48 +296,36 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
         false => engine::inspect_image(&docker, &tag).await?,
     };
     let engine_tag = format!("{ENGINE_REPOSITORY}:{build_id}");
+    let final_stage = final_stage(&String::from_utf8_lossy(&inputs.dockerfile), &build_args)
+        .with_context(|| format!("cannot assemble the image {DOCKERFILE_PATH} describes"))?;
     if let Some(existing) = existing {
         engine::ensure_image_platform(&tag, &existing, platform)?;
         progress.step(format!("{tag} exists (same inputs); nothing to build"));
         record_image(&mut report, existing.id, existing.size)?;
     } else if args.dry_run {
         progress.step(format!(
-            "would build {engine_tag} for {platform} from {base_image}{}, then load it \
-             canonical as {tag}",
+            "would build the stages up to `{}` as {engine_tag} for {platform} from \
+             {base_image}{}, then assemble the final stage and load it as {tag}",
+            final_stage.system,
             if emulated { " under emulation" } else { "" }
         ));
     } else {
-        let engine_image = match args.no_cache {
-            true => None,
-            false => engine::inspect_image(&docker, &engine_tag).await?,
-        };
-        if engine_image.is_some() {
-            progress.step(format!(
-                "{engine_tag} exists (same inputs); making it canonical"
-            ));
-        } else {
-            let request = BuildRequest {
-                tag: &engine_tag,
-                platform,
-                build_args: &build_args,
-                build_id: &build_id,
-                no_cache: args.no_cache,
-            };
-            build_image(&docker, &inputs, &request, &report, &progress).await?;
-            progress.step(format!(
-                "built {engine_tag} in {:.0} s",
-                started.elapsed().as_secs_f64()
-            ));
+        if emulated {
+            crate::image::base::ensure_emulation(platform)?;
         }
-        let canonical = canonicalize(
-            &docker,
-            &engine_tag,
-            &tag,
+        let job = AssembledBuild {
+            context: build_context(&inputs, report.ca_bundle.as_deref(), &progress)?,
+            dockerfile: &String::from_utf8_lossy(&inputs.dockerfile),
+            build_args: &build_args,
+            platform,
+            engine_tag: &engine_tag,
+            tag: &tag,
             epoch,
-            &state_dir(&root, "canonical"),
-            &progress,
-        )
-        .await?;
+            cache_dir: &crate::image::assemble::cache_dir(&root, platform),
+            no_cache: args.no_cache,
+            extra_labels: &[(BUILD_ID_LABEL.to_string(), build_id.clone())],
+        };
+        let canonical = build_assembled(&docker, job, &progress).await?;
         let image = engine::inspect_image(&docker, &tag)
             .await?
             .with_context(|| format!("the engine has no {tag} after loading it"))?;
@@ -393,40 +383,87 @@ async fn inspect_base(docker: &bollard::Docker, args: &BuildArgs) -> Result<(Str
 /// What one engine build is asked to produce.
 struct BuildRequest<'a> {
     tag: &'a str,
+    /// The stage to build up to (the classic builder builds every stage above it too).
+    target: &'a str,
     platform: Platform,
     build_args: &'a BTreeMap<String, String>,
-    build_id: &'a str,
     /// `--no-cache`: the engine rebuilds every step instead of reusing its layer cache.
     no_cache: bool,
 }
 
-/// Builds the engine's image the request names (the classic builder's output, before it is
-/// made canonical).
-async fn build_image(
+/// One build: a context, the Dockerfile in it, and where the assembled image goes.
+pub struct AssembledBuild<'a> {
+    pub context: Vec<u8>,
+    pub dockerfile: &'a str,
+    /// Every build argument, the final stage's included.
+    pub build_args: &'a BTreeMap<String, String>,
+    pub platform: Platform,
+    /// The tag of the engine's image of the system stage.
+    pub engine_tag: &'a str,
+    /// The tag of the assembled image.
+    pub tag: &'a str,
+    pub epoch: u64,
+    /// The platform's layer cache (`.xtask/layers/<os>-<arch>`).
+    pub cache_dir: &'a Path,
+    /// `--no-cache`: the engine rebuilds every step instead of reusing its layer cache.
+    pub no_cache: bool,
+    /// Labels added after the final stage's own.
+    pub extra_labels: &'a [(String, String)],
+}
+
+/// Has the engine build the stages up to the final stage's `FROM`, then assembles the final
+/// stage ([`crate::image::assemble`]) and loads it as `job.tag`.
+pub async fn build_assembled(
     docker: &bollard::Docker,
-    inputs: &BuildInputs,
-    request: &BuildRequest<'_>,
-    report: &BuildReport,
+    job: AssembledBuild<'_>,
     progress: &Progress,
-) -> Result<()> {
-    let (tag, platform) = (request.tag, request.platform);
-    if report.emulated {
-        crate::image::base::ensure_emulation(platform)?;
-    }
-    let context = build_context(inputs, report.ca_bundle.as_deref(), progress)?;
+) -> Result<Canonical> {
+    let final_stage = final_stage(job.dockerfile, job.build_args)
+        .with_context(|| format!("cannot assemble the image {DOCKERFILE_PATH} describes"))?;
+    let engine_args: BTreeMap<String, String> = job
+        .build_args
+        .iter()
+        .filter(|(name, _)| final_stage.engine_args.contains(*name))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let request = BuildRequest {
+        tag: job.engine_tag,
+        target: &final_stage.system,
+        platform: job.platform,
+        build_args: &engine_args,
+        no_cache: job.no_cache,
+    };
+    let started = Instant::now();
     progress.step(format!(
-        "building {tag} for {platform}{}",
-        if report.emulated {
-            " (emulated: expect several times the native time)"
-        } else {
-            ""
-        }
+        "building the stages up to `{}` as {} for {}",
+        final_stage.system, job.engine_tag, job.platform
     ));
-    stream_build(docker, request, context).await?;
-    let image = engine::inspect_image(docker, tag)
+    let output = stream_build(docker, &request, job.context).await?;
+    let image = engine::inspect_image(docker, job.engine_tag)
         .await?
-        .with_context(|| format!("the build finished but the engine has no {tag}"))?;
-    engine::ensure_image_platform(tag, &image, platform)
+        .with_context(|| {
+            format!(
+                "the build finished but the engine has no {}",
+                job.engine_tag
+            )
+        })?;
+    engine::ensure_image_platform(job.engine_tag, &image, job.platform)?;
+    progress.step(format!(
+        "built the stages up to `{}` in {:.0} s",
+        final_stage.system,
+        started.elapsed().as_secs_f64()
+    ));
+    let stage_images = stage_images(&output);
+    let assembly = Assembly {
+        stage: &final_stage,
+        stage_images: &stage_images,
+        system_image: job.engine_tag,
+        extra_labels: job.extra_labels,
+        tag: job.tag,
+        epoch: job.epoch,
+        cache_dir: job.cache_dir,
+    };
+    assemble(docker, &assembly, progress).await
 }
 
 /// The engine's id and size of the report's image.
@@ -522,32 +559,29 @@ pub(crate) fn installed_packages(status: &str) -> Vec<String> {
     out
 }
 
-/// Sends the context and streams the builder's output to stderr. Returns the image id when the
-/// engine reports it.
+/// Sends the context and streams the builder's output to stderr; returns the whole output.
 async fn stream_build(
     docker: &bollard::Docker,
     request: &BuildRequest<'_>,
     context: Vec<u8>,
-) -> Result<Option<String>> {
+) -> Result<String> {
     let buildargs: std::collections::HashMap<String, String> =
         request.build_args.clone().into_iter().collect();
-    let labels = std::collections::HashMap::from([(
-        BUILD_ID_LABEL.to_string(),
-        request.build_id.to_string(),
-    )]);
+    // No build-id label here: it changes with every input, and on the system stage it would
+    // make a new system image (and so a new export) for every bump. The assembler adds it.
     let options = BuildImageOptionsBuilder::default()
         .dockerfile(DOCKERFILE_PATH)
         .t(request.tag)
+        .target(request.target)
         .rm(true)
         .forcerm(true)
         .buildargs(&buildargs)
-        .labels(&labels)
         .platform(&request.platform.to_string())
         .nocache(request.no_cache)
         .build();
     let mut stream =
         std::pin::pin!(docker.build_image(options, None, Some(bollard::body_full(context.into()))));
-    let mut image_id = None;
+    let mut output = String::new();
     let mut log = BuildLog::new();
     // Some steps print nothing for many minutes (npm ci under qemu): a heartbeat line says
     // which step is still running, so a CI log never looks hung.
@@ -575,6 +609,7 @@ async fn stream_build(
             }
         };
         if let Some(text) = info.stream.as_deref() {
+            output.push_str(text);
             if log.output(text) {
                 heartbeat.reset();
             }
@@ -582,11 +617,8 @@ async fn stream_build(
         if let Some(status) = info.status.as_deref() {
             eprintln!("{status}");
         }
-        if let Some(id) = info.aux.and_then(|aux| aux.id) {
-            image_id = Some(id);
-        }
     }
-    Ok(image_id)
+    Ok(output)
 }
 
 /// The builder's output as it goes to stderr: which step runs since when, and the last lines

@@ -1,10 +1,11 @@
-//! The last step of `build`: the engine's image, rewritten into canonical layers and config
-//! (`oci::canonical`), loaded back into the engine under the build's tag.
+//! Canonical images in and out of the engine: an engine's image exported and rewritten into
+//! canonical layers and config (`oci::canonical`), and a canonical image loaded back.
 //!
-//! Everything after this (smoke, SBOM, publish) works on the loaded image, so what is tested is
-//! what is published: its id is the digest of the config the registry receives, and its layers
-//! are the bytes that are compressed. The engine's own image stays under
-//! [`ENGINE_REPOSITORY`], because the classic builder's layer cache hangs off it.
+//! [`crate::image::assemble`] uses both: the system image (base, Debian, settings) is exported
+//! once per package set, and the assembled image is loaded under the build's tag. Everything
+//! after that (smoke, SBOM, publish) works on the loaded image, so what is tested is what is
+//! published: its id is the digest of the config the registry receives, and its layers are the
+//! bytes that are compressed.
 
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
@@ -19,8 +20,8 @@ use crate::oci::archive::SavedArchive;
 use crate::oci::canonical::{canonical_config, canonical_layer, CanonicalLayer};
 use crate::util::Progress;
 
-/// Repository of the engine's images as built, before they are made canonical; the tag is the
-/// build id, like the canonical image's.
+/// Repository of the engine's own images (the system stage as built), before anything is made
+/// canonical; the tag is the build id, like the canonical image's.
 pub(crate) const ENGINE_REPOSITORY: &str = "coding-agent-engine";
 
 /// The canonical image as loaded: its id and each layer.
@@ -31,53 +32,76 @@ pub struct Canonical {
     pub(crate) layers: Vec<CanonicalLayer>,
 }
 
-/// Rewrites `source` (an image in the engine) into canonical form and loads it as `tag`.
-/// `work` is a directory for the layers on their way (about the image's size, removed after).
-pub async fn canonicalize(
+/// Exports `source` (an image in the engine) and writes its layers canonical into `dir`.
+pub(crate) async fn export_canonical(
     docker: &Docker,
     source: &str,
-    tag: &str,
+    dir: &Path,
     epoch: u64,
-    work: &Path,
     progress: &Progress,
-) -> Result<Canonical> {
-    std::fs::create_dir_all(work).with_context(|| format!("cannot create {}", work.display()))?;
-    let dir = tempfile::Builder::new()
-        .prefix("canonical-")
-        .tempdir_in(work)
-        .with_context(|| format!("cannot create a directory in {}", work.display()))?;
+) -> Result<CanonicalFiles> {
     progress.step(format!(
-        "making {source} canonical: layer times clamped to {epoch}, build-only config fields \
+        "exporting {source} canonical: layer times clamped to {epoch}, build-only config fields \
          dropped"
     ));
     let export = engine::blocking_reader(docker.export_image(source));
-    let dir_path = dir.path().to_path_buf();
-    let progress_owned = progress.clone();
-    let image = tokio::task::spawn_blocking(move || {
-        write_layers(export, &dir_path, epoch, &progress_owned)
-    })
-    .await
-    .context("the canonicalizing thread panicked")??;
-    let image_id = image.image_id.clone();
+    let dir = dir.to_path_buf();
+    let progress = progress.clone();
+    tokio::task::spawn_blocking(move || write_layers(export, &dir, epoch, &progress))
+        .await
+        .context("the canonicalizing thread panicked")?
+}
 
+/// One layer of an image to load: its canonical form, and the file that holds it, or `None`
+/// when the engine already holds the layer on this parent chain (`docker load` skips a layer
+/// whose chain it has, without opening its file).
+pub(crate) struct LoadLayer<'a> {
+    pub layer: &'a CanonicalLayer,
+    pub file: Option<&'a Path>,
+}
+
+/// Loads the image of `config` and `layers` into the engine as `tag` and checks that the
+/// engine's id for it is the config's digest.
+pub(crate) async fn load(
+    docker: &Docker,
+    tag: &str,
+    config: &[u8],
+    layers: &[LoadLayer<'_>],
+    progress: &Progress,
+) -> Result<Digest> {
+    let image_id = Digest::of(config);
+    let sent: u64 = layers
+        .iter()
+        .filter(|l| l.file.is_some())
+        .map(|l| l.layer.size)
+        .sum();
+    progress.step(format!(
+        "loading {tag} ({image_id}) into the engine: {} of {} layers, {:.0} MB",
+        layers.iter().filter(|l| l.file.is_some()).count(),
+        layers.len(),
+        sent as f64 / 1e6
+    ));
     // The archive to load is made on the fly from the layer files: no second copy on disk.
-    progress.step(format!("loading {tag} ({image_id}) into the engine"));
     let (to_engine, from_writer) = tokio::io::duplex(1 << 20);
     let tag_owned = tag.to_string();
+    let config_owned = config.to_vec();
+    let files: Vec<(Option<PathBuf>, u64)> = layers
+        .iter()
+        .map(|l| (l.file.map(Path::to_path_buf), l.layer.size))
+        .collect();
     let writing = tokio::task::spawn_blocking(move || {
         let mut out = tokio_util::io::SyncIoBridge::new(to_engine);
-        write_load_archive(&image, &tag_owned, &mut out)?;
+        write_load_archive(&config_owned, &files, &tag_owned, &mut out)?;
         out.shutdown()?;
-        Ok::<_, anyhow::Error>(image)
+        Ok::<_, anyhow::Error>(())
     });
     let chunks = tokio_util::io::ReaderStream::with_capacity(from_writer, 1 << 20);
     let loaded = engine::load_stream(docker, chunks, &format!("of {tag}"), progress).await;
     // The writer's error first: a load that failed because the archive ended early says less.
-    let image = writing
+    writing
         .await
         .context("the archive-writing thread panicked")??;
     loaded?;
-    let layers = image.layers.into_iter().map(|(_, l)| l).collect();
     let loaded = engine::inspect_image(docker, tag)
         .await?
         .with_context(|| format!("the engine loaded the archive of {tag} but has no {tag}"))?;
@@ -93,21 +117,17 @@ pub async fn canonicalize(
              digest); an engine that rewrites configs on load cannot give reproducible images"
         );
     }
-    Ok(Canonical {
-        image_id: image_id.to_string(),
-        layers,
-    })
+    Ok(image_id)
 }
 
-/// The canonical image on disk: its config, id and layer files, in the image's order.
-struct CanonicalFiles {
-    config: Vec<u8>,
-    image_id: Digest,
-    layers: Vec<(PathBuf, CanonicalLayer)>,
+/// A canonical image on disk: its config and layer files, in the image's order.
+pub(crate) struct CanonicalFiles {
+    pub config: Vec<u8>,
+    pub layers: Vec<(PathBuf, CanonicalLayer)>,
 }
 
 /// Reads the export and writes each layer canonical into `dir`; makes the config canonical.
-fn write_layers(
+pub(crate) fn write_layers(
     export: impl std::io::Read,
     dir: &Path,
     epoch: u64,
@@ -135,19 +155,20 @@ fn write_layers(
     }
     let diff_ids: Vec<Digest> = layers.iter().map(|(_, l)| l.diff_id.clone()).collect();
     let config = canonical_config(image.config, &diff_ids, epoch)?;
-    Ok(CanonicalFiles {
-        image_id: Digest::of(&config),
-        config,
-        layers,
-    })
+    Ok(CanonicalFiles { config, layers })
 }
 
-/// Writes the `docker load` archive of `image`, tagged `tag`, into `out`; each layer file is
-/// removed once it was written for the last time.
-fn write_load_archive(image: &CanonicalFiles, tag: &str, out: &mut impl Write) -> Result<()> {
+/// Writes the `docker load` archive of `config` and its layers, tagged `tag`, into `out`. A
+/// layer without a file is named in the manifest but not sent (see [`LoadLayer`]).
+fn write_load_archive(
+    config: &[u8],
+    layers: &[(Option<PathBuf>, u64)],
+    tag: &str,
+    out: &mut impl Write,
+) -> Result<()> {
     let mut tar = tar::Builder::new(out);
-    let config_name = format!("{}.json", image.image_id.hex());
-    let layer_names: Vec<String> = (0..image.layers.len())
+    let config_name = format!("{}.json", Digest::of(config).hex());
+    let layer_names: Vec<String> = (0..layers.len())
         .map(|i| format!("{i}/layer.tar"))
         .collect();
     let manifest = serde_json::to_vec(&serde_json::json!([{
@@ -156,19 +177,16 @@ fn write_load_archive(image: &CanonicalFiles, tag: &str, out: &mut impl Write) -
         "Layers": layer_names,
     }]))?;
     append(&mut tar, "manifest.json", &manifest)?;
-    append(&mut tar, &config_name, &image.config)?;
-    let layers = &image.layers;
-    for (i, ((path, layer), name)) in layers.iter().zip(&layer_names).enumerate() {
+    append(&mut tar, &config_name, config)?;
+    for ((path, size), name) in layers.iter().zip(&layer_names) {
+        let Some(path) = path else { continue };
         let mut header = tar::Header::new_gnu();
-        header.set_size(layer.size);
+        header.set_size(*size);
         header.set_mode(0o644);
         let file =
             std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
         tar.append_data(&mut header, name, file)
             .with_context(|| format!("cannot send {} to the engine", path.display()))?;
-        if !layers[i + 1..].iter().any(|(later, _)| later == path) {
-            let _ = std::fs::remove_file(path);
-        }
     }
     tar.finish()?;
     Ok(())

@@ -422,6 +422,29 @@ pub(crate) async fn read_image_files(
     Ok(files)
 }
 
+/// The tree at `path` inside `image` as the archive API sends it (`docker cp`: a tar whose
+/// entries sit below the tree's own name), handed to `consume` on a blocking thread. Read from
+/// a created, never started, container, so it works for any architecture without emulation.
+pub(crate) async fn read_image_tree<T: Send + 'static>(
+    docker: &Docker,
+    image: &str,
+    run_id: &str,
+    path: &str,
+    consume: impl FnOnce(&mut dyn Read) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let spec = ContainerSpec::new(image, run_id, &["/nonexistent"]);
+    let guard = create(docker, &spec).await?;
+    let options = DownloadFromContainerOptionsBuilder::default()
+        .path(path)
+        .build();
+    let mut tree = blocking_reader(docker.download_from_container(guard.id(), Some(options)));
+    let consumed = tokio::task::spawn_blocking(move || consume(&mut tree))
+        .await
+        .context("the thread reading an image's tree panicked");
+    guard.remove().await?;
+    consumed?.with_context(|| format!("cannot read {path} from image {image}"))
+}
+
 // The one stream bridge lives with the HTTP policy; the export stream uses it too.
 pub(crate) use crate::http::blocking_reader;
 

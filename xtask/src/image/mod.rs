@@ -1,6 +1,7 @@
 //! The image: the Debian base rootfs, the Docker build, and the smoke checks, all through the
 //! Docker engine ([`engine`]).
 
+pub mod assemble;
 pub mod base;
 pub mod build;
 pub mod canonicalize;

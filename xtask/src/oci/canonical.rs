@@ -29,7 +29,7 @@ use crate::model::Digest;
 use crate::oci::archive::HashingWriter;
 
 /// A canonical layer as written: its uncompressed digest (the config's `diff_id`) and size.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct CanonicalLayer {
     pub diff_id: Digest,
     pub size: u64,
@@ -63,6 +63,39 @@ pub(crate) fn canonical_layer(
     output: impl Write,
     epoch: u64,
 ) -> Result<CanonicalLayer> {
+    rewrite(input, output, epoch, None)
+}
+
+/// Like [`canonical_layer`], for a directory tree as the engine's archive API sends it (`docker
+/// cp`): every entry sits below the tree's name, `top`. The layer is the tree's content at `/`:
+/// `top/` goes from paths and hard-link targets, and the entry of the tree itself goes. The
+/// engine's own layer of `COPY --from=STAGE /staging/<top>/ /` has the same entries, in the
+/// same order, so the two give the same bytes.
+pub(crate) fn canonical_layer_of_tree(
+    input: impl Read,
+    top: &str,
+    output: impl Write,
+    epoch: u64,
+) -> Result<CanonicalLayer> {
+    rewrite(input, output, epoch, Some(top.as_bytes()))
+}
+
+/// `path` below `top`: `Some(b"")` for the tree itself, `None` for a path outside it.
+fn below<'a>(path: &'a [u8], top: &[u8]) -> Option<&'a [u8]> {
+    let rest = path.strip_prefix(top)?;
+    match rest {
+        [] | [b'/'] => Some(b""),
+        [b'/', rest @ ..] => Some(rest),
+        _ => None,
+    }
+}
+
+fn rewrite(
+    input: impl Read,
+    output: impl Write,
+    epoch: u64,
+    top: Option<&[u8]>,
+) -> Result<CanonicalLayer> {
     let mut out = tar::Builder::new(HashingWriter {
         inner: output,
         hasher: Sha256::new(),
@@ -72,8 +105,18 @@ pub(crate) fn canonical_layer(
     let mut entries = 0u64;
     for entry in archive.entries().context("the layer is not a tar")? {
         let mut entry = entry.context("the layer tar is truncated or corrupt")?;
-        let path = entry.path_bytes().into_owned();
+        let mut path = entry.path_bytes().into_owned();
         let shown = String::from_utf8_lossy(&path).into_owned();
+        if let Some(top) = top {
+            match below(&path, top) {
+                Some([]) => continue,
+                Some(rest) => path = rest.to_vec(),
+                None => bail!(
+                    "{shown} is outside the tree {} the archive should hold",
+                    String::from_utf8_lossy(top)
+                ),
+            }
+        }
         let mut xattrs: Vec<(String, Vec<u8>)> = Vec::new();
         if let Some(pax) = entry
             .pax_extensions()
@@ -121,10 +164,20 @@ pub(crate) fn canonical_layer(
         let path = OsStr::from_bytes(&path);
         match kind {
             tar::EntryType::Link | tar::EntryType::Symlink => {
-                let target = entry
+                let mut target = entry
                     .link_name_bytes()
                     .with_context(|| format!("{shown}: a link without a target"))?
                     .into_owned();
+                // A hard link names a path of the archive; a symbolic link's target is text.
+                if let (tar::EntryType::Link, Some(top)) = (kind, top) {
+                    target = match below(&target, top) {
+                        Some(rest) if !rest.is_empty() => rest.to_vec(),
+                        _ => bail!(
+                            "{shown}: a hard link to {}, outside the tree",
+                            String::from_utf8_lossy(&target)
+                        ),
+                    };
+                }
                 header.set_size(0);
                 out.append_link(&mut header, path, OsStr::from_bytes(&target))
                     .with_context(|| format!("cannot write the link {shown}"))?;
@@ -282,30 +335,47 @@ mod tests {
     const EPOCH: u64 = 1_767_225_600;
 
     fn sample(build_time: u64, uname: &'static str) -> Vec<u8> {
-        let long = "opt/coding-agents/node_modules/@anthropic-ai/claude-code/vendor/ripgrep/x64-linux/a-rather-long-file-name-beyond-one-hundred-bytes";
-        layer(&[
+        sample_at("", build_time, uname)
+    }
+
+    /// `sample`'s files below `prefix` (empty, or a directory name and `/`), hard-link targets
+    /// too, as the archive API names them.
+    fn sample_at(prefix: &str, build_time: u64, uname: &'static str) -> Vec<u8> {
+        let long = format!("{prefix}opt/coding-agents/node_modules/@anthropic-ai/claude-code/vendor/ripgrep/x64-linux/a-rather-long-file-name-beyond-one-hundred-bytes");
+        let [opt, old, ping, hard, sym] =
+            ["opt/", "opt/old", "usr/bin/ping", "opt/hard", "opt/sym"]
+                .map(|p| format!("{prefix}{p}"));
+        let mut files = Vec::new();
+        if !prefix.is_empty() {
+            files.push(File {
+                kind: tar::EntryType::Directory,
+                ..file(prefix, b"", build_time + 3)
+            });
+        }
+        files.extend([
             File {
                 kind: tar::EntryType::Directory,
-                ..file("opt/", b"", build_time)
+                ..file(&opt, b"", build_time)
             },
-            file("opt/old", b"from a package", 1_000_000),
+            file(&old, b"from a package", 1_000_000),
             File {
                 xattrs: vec![("SCHILY.xattr.security.capability", b"\x01\x00\x00\x02")],
                 uname,
-                ..file("usr/bin/ping", b"ELF", build_time)
+                ..file(&ping, b"ELF", build_time)
             },
-            file(long, b"long", build_time),
+            file(&long, b"long", build_time),
             File {
                 kind: tar::EntryType::Link,
-                link: Some(long),
-                ..file("opt/hard", b"", build_time)
+                link: Some(&long),
+                ..file(&hard, b"", build_time)
             },
             File {
                 kind: tar::EntryType::Symlink,
                 link: Some("../old"),
-                ..file("opt/sym", b"", build_time)
+                ..file(&sym, b"", build_time)
             },
-        ])
+        ]);
+        layer(&files)
     }
 
     #[test]
@@ -471,5 +541,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("lists 1 layers but the image has 0"), "{err}");
+    }
+
+    #[test]
+    fn a_tree_from_the_archive_api_gives_the_layer_of_its_copy() {
+        let (from_layer, layer) = canonical(&sample(EPOCH + 40, "root"), EPOCH);
+        let mut from_tree = Vec::new();
+        let tree = canonical_layer_of_tree(
+            sample_at("claude-code/", EPOCH + 90, "root").as_slice(),
+            "claude-code",
+            &mut from_tree,
+            EPOCH,
+        )
+        .unwrap();
+        assert_eq!(tree, layer);
+        assert_eq!(from_tree, from_layer);
+    }
+
+    #[test]
+    fn a_tree_entry_outside_its_directory_is_refused() {
+        let err = canonical_layer_of_tree(
+            sample_at("codex/", EPOCH, "root").as_slice(),
+            "cod",
+            &mut Vec::new(),
+            EPOCH,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("outside the tree cod"), "{err}");
     }
 }

@@ -4,11 +4,11 @@
 //! 1. A cold build of the committed template: `build --no-cache` (the base image is kept; making
 //!    it is `base`'s work, the same for both sides).
 //! 2. The same template with one package at another version ([`crate::npm::bump`]), in a scratch
-//!    copy of the build's inputs, built right after with the cold build's cache: exactly what
-//!    the scheduled release does after a bump. Images of those inputs that the engine already
-//!    holds (canonical and the engine's own) are removed first, or the build would be skipped;
-//!    their layers can still not be reused, because the cold build made every layer, and so
-//!    every cache parent, anew.
+//!    copy of the build's inputs, built right after with the cold build's engine cache and layer
+//!    cache (`XTASK_LAYER_CACHE`): exactly what the scheduled release on one machine does after
+//!    a bump. Images of those inputs that the engine already holds are removed first, or the
+//!    build would be skipped; their layers can still not be reused, because the cold build made
+//!    every layer, and so every cache parent, anew.
 //!
 //! Both are timed as a person waits for them (the whole `build` command). The canonical layers
 //! of the two images are compared position by position: a bump should change its group's layer
@@ -21,6 +21,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::flags::BenchRebuildArgs;
+use crate::image::assemble::CACHE_ENV;
 use crate::image::build::{DOCKERFILE_PATH, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine;
@@ -125,8 +126,7 @@ pub async fn run(args: BenchRebuildArgs) -> Result<ExitCode> {
         )
         .await?;
     let planned: BuildReport = read_json(&planned, "a build report")?;
-    // Both the canonical image and the engine's own one: `build` skips the first and only
-    // makes the second canonical again.
+    // Both the canonical image (`build` would skip it) and the engine's system image.
     for image in [
         planned.image.clone(),
         format!("{ENGINE_REPOSITORY}:{}", planned.build_id),
@@ -147,6 +147,12 @@ pub async fn run(args: BenchRebuildArgs) -> Result<ExitCode> {
         }
     }
 
+    // One layer cache for both sides, the one this root's own builds use: the rebuild runs in a
+    // scratch root, and the scheduled release after a bump finds the last release's layers.
+    let layer_cache = std::env::var_os(CACHE_ENV)
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| state_dir(&root, "layers"));
     let mut sides = Vec::new();
     for (what, step) in [
         (
@@ -166,7 +172,10 @@ pub async fn run(args: BenchRebuildArgs) -> Result<ExitCode> {
         ),
     ] {
         let output = dir.join(format!("{what}.json"));
-        let step = step.arg("--platform", platform.to_string()).output(&output);
+        let step = step
+            .arg("--platform", platform.to_string())
+            .env(CACHE_ENV, &layer_cache)
+            .output(&output);
         runner.run(&step).await?;
         let report: BuildReport = read_json(&output, "a build report")?;
         let image = engine::inspect_image(&docker, &report.image)

@@ -1,0 +1,896 @@
+//! The final image, assembled: `build` has the engine build the Dockerfile's stages up to the
+//! system (the final stage's `FROM`), and makes the final stage's layers here, from the stages'
+//! trees, instead of letting the engine copy them.
+//!
+//! Why: the classic builder re-runs every `COPY` after a changed one, and a whole-image export
+//! is the only way to get its layers back out; after a one-CLI bump most of a rebuild was
+//! those two. Here each `COPY --from=STAGE /staging/DIR/ /` is the stage's tree as the archive
+//! API sends it (`docker cp`), made canonical ([`canonical_layer_of_tree`]): the same entries,
+//! in the same order, as the engine's own layer of that `COPY`. Each layer is cached by the
+//! stage image it came from, and the system's layers and config by the system image, so a bump
+//! reads one tree and loads only the layers whose parent chain is new.
+//!
+//! The final stage may hold `COPY --from=STAGE /DIR/ /`, `ARG NAME` and `LABEL`, nothing else
+//! ([`final_stage`] refuses the rest, naming the line): those are the steps whose result
+//! depends on nothing but their stage's files and the build arguments, so `docker build` of
+//! the same Dockerfile gives an image with the same files and settings (a Docker test checks
+//! it).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use bollard::Docker;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::image::canonicalize::{self, Canonical, LoadLayer};
+use crate::image::engine;
+use crate::model::Digest;
+use crate::oci::canonical::{canonical_layer_of_tree, epoch_time, CanonicalLayer};
+use crate::util::{atomic_write, sha256_hex, Progress};
+
+/// The Dockerfile's final stage, as the assembler reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FinalStage {
+    /// The stage it starts from (`FROM system`): the engine builds up to this one.
+    pub system: String,
+    pub steps: Vec<FinalStep>,
+    /// The build arguments the stages above it declare: the engine's build gets only these
+    /// (the rest are the final stage's own, and the engine warns about unused ones).
+    pub engine_args: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FinalStep {
+    /// `COPY --from=STAGE /TREE/ /`: one layer, the content of `tree` in `stage` at `/`.
+    Copy {
+        stage: String,
+        tree: String,
+        instruction: String,
+    },
+    /// `LABEL k="v" …`, values with the build arguments substituted.
+    Label {
+        labels: Vec<(String, String)>,
+        instruction: String,
+    },
+}
+
+/// The Dockerfile's instructions, one per logical line: continuations joined, comments and
+/// blank lines dropped (also inside a continuation, as Docker does).
+fn instructions(dockerfile: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for line in dockerfile.lines() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        match trimmed.strip_suffix('\\') {
+            Some(part) => {
+                current.push_str(part.trim_end());
+                current.push(' ');
+            }
+            None => {
+                current.push_str(trimmed);
+                out.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    if !current.trim().is_empty() {
+        out.push(current.trim().to_string());
+    }
+    out
+}
+
+/// The keyword of an instruction, upper case, and the rest.
+fn keyword(instruction: &str) -> (String, &str) {
+    let (word, rest) = instruction
+        .split_once(char::is_whitespace)
+        .unwrap_or((instruction, ""));
+    (word.to_ascii_uppercase(), rest.trim())
+}
+
+/// Reads the final stage of `dockerfile` with the build arguments `args`. Pure.
+pub(crate) fn final_stage(dockerfile: &str, args: &BTreeMap<String, String>) -> Result<FinalStage> {
+    let all = instructions(dockerfile);
+    let start = all
+        .iter()
+        .rposition(|i| keyword(i).0 == "FROM")
+        .context("the Dockerfile has no FROM")?;
+    let stages: BTreeSet<String> = all[..start]
+        .iter()
+        .filter(|i| keyword(i).0 == "FROM")
+        .filter_map(
+            |i| match keyword(i).1.split_whitespace().collect::<Vec<_>>()[..] {
+                [_, as_, name] if as_.eq_ignore_ascii_case("as") => Some(name.to_ascii_lowercase()),
+                _ => None,
+            },
+        )
+        .collect();
+    let system = match keyword(&all[start])
+        .1
+        .split_whitespace()
+        .collect::<Vec<_>>()[..]
+    {
+        [name] if stages.contains(&name.to_ascii_lowercase()) => name.to_ascii_lowercase(),
+        _ => bail!(
+            "the Dockerfile's final stage starts with `{}`; `cargo xtask build` assembles a \
+             final stage that starts from an earlier named stage (`FROM system`)",
+            all[start]
+        ),
+    };
+    let engine_args: BTreeSet<String> = all[..start]
+        .iter()
+        .filter(|i| keyword(i).0 == "ARG")
+        .filter_map(|i| keyword(i).1.split(['=', ' ']).next().map(str::to_string))
+        .collect();
+    let mut declared: BTreeMap<String, String> = BTreeMap::new();
+    let mut steps = Vec::new();
+    for instruction in &all[start + 1..] {
+        let refuse = || {
+            anyhow::anyhow!(
+                "the Dockerfile's final stage has `{instruction}`; `cargo xtask build` \
+                 assembles only `COPY --from=STAGE /DIR/ /`, `ARG NAME` and `LABEL` there: move \
+                 other steps into the `{system}` stage"
+            )
+        };
+        let (word, rest) = keyword(instruction);
+        match word.as_str() {
+            "COPY" => {
+                let [from, source, "/"] = rest.split_whitespace().collect::<Vec<_>>()[..] else {
+                    return Err(refuse());
+                };
+                let stage = from.strip_prefix("--from=").ok_or_else(refuse)?;
+                let tree = source
+                    .strip_suffix('/')
+                    .filter(|t| t.starts_with('/') && t.len() > 1 && !t.contains("//"))
+                    .ok_or_else(refuse)?;
+                if !stages.contains(&stage.to_ascii_lowercase()) {
+                    bail!("`{instruction}` copies from `{stage}`, which is not a stage above it");
+                }
+                steps.push(FinalStep::Copy {
+                    stage: stage.to_ascii_lowercase(),
+                    tree: tree.to_string(),
+                    instruction: instruction.clone(),
+                });
+            }
+            "ARG" => {
+                let [name] = rest.split_whitespace().collect::<Vec<_>>()[..] else {
+                    return Err(refuse());
+                };
+                if name.contains('=') {
+                    return Err(refuse());
+                }
+                let value = args.get(name).with_context(|| {
+                    format!("the final stage declares `ARG {name}` but the build has no {name}")
+                })?;
+                declared.insert(name.to_string(), value.clone());
+            }
+            "LABEL" => {
+                let labels = label_pairs(rest)
+                    .with_context(|| format!("cannot read `{instruction}`"))?
+                    .into_iter()
+                    .map(|(k, v)| Ok((k, substitute(&v, &declared)?)))
+                    .collect::<Result<Vec<_>>>()
+                    .with_context(|| format!("cannot read `{instruction}`"))?;
+                steps.push(FinalStep::Label {
+                    labels,
+                    instruction: instruction.clone(),
+                });
+            }
+            _ => return Err(refuse()),
+        }
+    }
+    Ok(FinalStage {
+        system,
+        steps,
+        engine_args,
+    })
+}
+
+/// `k1="v 1" k2=v2` -> pairs, quotes removed (`\"` and `\\` inside double quotes).
+fn label_pairs(text: &str) -> Result<Vec<(String, String)>> {
+    let mut pairs = Vec::new();
+    let mut chars = text.chars().peekable();
+    loop {
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if chars.peek().is_none() {
+            return Ok(pairs);
+        }
+        let key: String =
+            std::iter::from_fn(|| chars.next_if(|&c| c != '=' && !c.is_whitespace())).collect();
+        if chars.next() != Some('=') || key.is_empty() {
+            bail!("a label is not `key=value`");
+        }
+        let mut value = String::new();
+        if chars.next_if_eq(&'"').is_some() {
+            loop {
+                match chars.next() {
+                    Some('"') => break,
+                    Some('\\') => value.extend(chars.next()),
+                    Some(c) => value.push(c),
+                    None => bail!("the label {key} has no closing quote"),
+                }
+            }
+        } else {
+            value.extend(std::iter::from_fn(|| chars.next_if(|c| !c.is_whitespace())));
+        }
+        pairs.push((key, value));
+    }
+}
+
+/// `${NAME}` and `$NAME` replaced by the declared argument's value; any other is an error.
+fn substitute(text: &str, declared: &BTreeMap<String, String>) -> Result<String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, tail) = match after.strip_prefix('{') {
+            Some(braced) => braced
+                .split_once('}')
+                .with_context(|| format!("`{text}` has an unclosed ${{"))?,
+            None => {
+                let end = after
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(after.len());
+                (&after[..end], &after[end..])
+            }
+        };
+        let value = declared.get(name).with_context(|| {
+            format!("`{text}` names ${name}, which no `ARG` of the final stage declares")
+        })?;
+        out.push_str(value);
+        rest = tail;
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The image each named stage ended with, from the classic builder's output (`Step n/m : FROM
+/// x AS name` starts a stage, each ` ---> <id>` is its image so far). Pure.
+pub(crate) fn stage_images(output: &str) -> BTreeMap<String, String> {
+    let mut stages = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in output.lines().map(str::trim) {
+        if let Some((_, instruction)) = line
+            .strip_prefix("Step ")
+            .and_then(|rest| rest.split_once(" : "))
+        {
+            let (word, rest) = keyword(instruction);
+            if word == "FROM" {
+                current = match rest.split_whitespace().collect::<Vec<_>>()[..] {
+                    [_, as_, name] if as_.eq_ignore_ascii_case("as") => {
+                        Some(name.to_ascii_lowercase())
+                    }
+                    _ => None,
+                };
+            }
+        } else if let Some(id) = line.strip_prefix("---> ") {
+            if id.len() >= 12 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                if let Some(stage) = &current {
+                    stages.insert(stage.clone(), id.to_string());
+                }
+            }
+        }
+    }
+    stages
+}
+
+/// The assembled image's config: the system's canonical config with the final stage's layers,
+/// history and labels added. Pure.
+pub(crate) fn assembled_config(
+    system_config: &[u8],
+    steps: &[FinalStep],
+    copied: &[CanonicalLayer],
+    extra_labels: &[(String, String)],
+    epoch: u64,
+) -> Result<Vec<u8>> {
+    let mut config: Value =
+        serde_json::from_slice(system_config).context("the system's config is not JSON")?;
+    let time = Value::String(epoch_time(epoch)?);
+    let mut copies = copied.iter();
+    let mut history = Vec::new();
+    let mut labels = Vec::new();
+    let mut diff_ids = Vec::new();
+    for step in steps {
+        match step {
+            FinalStep::Copy { instruction, .. } => {
+                let layer = copies
+                    .next()
+                    .context("fewer layers than COPY steps in the final stage")?;
+                diff_ids.push(Value::String(layer.diff_id.to_string()));
+                history.push(serde_json::json!({"created": time, "created_by": instruction}));
+            }
+            FinalStep::Label {
+                labels: pairs,
+                instruction,
+            } => {
+                labels.extend(pairs.iter().cloned());
+                history.push(serde_json::json!({
+                    "created": time, "created_by": instruction, "empty_layer": true
+                }));
+            }
+        }
+    }
+    if copies.next().is_some() {
+        bail!("more layers than COPY steps in the final stage");
+    }
+    labels.extend(extra_labels.iter().cloned());
+    let object = config
+        .as_object_mut()
+        .context("the system's config is not an object")?;
+    object
+        .get_mut("rootfs")
+        .and_then(|r| r.get_mut("diff_ids"))
+        .and_then(Value::as_array_mut)
+        .context("the system's config has no rootfs.diff_ids")?
+        .extend(diff_ids);
+    object
+        .entry("history")
+        .or_insert_with(|| Value::Array(Vec::new()))
+        .as_array_mut()
+        .context("the system's config has a history that is not a list")?
+        .extend(history);
+    let settings = object
+        .entry("config")
+        .or_insert_with(|| Value::Object(Default::default()))
+        .as_object_mut()
+        .context("the system's config has settings that are not an object")?;
+    let existing = settings
+        .entry("Labels")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if existing.is_null() {
+        *existing = Value::Object(Default::default());
+    }
+    let existing = existing
+        .as_object_mut()
+        .context("the system's labels are not an object")?;
+    for (key, value) in labels {
+        existing.insert(key, Value::String(value));
+    }
+    Ok(serde_json::to_vec(&config)?)
+}
+
+/// Chain ids of `diff_ids` (the OCI image spec's ChainID): a layer's identity on its parents.
+pub(crate) fn chain_ids(diff_ids: &[Digest]) -> Vec<Digest> {
+    let mut chains: Vec<Digest> = Vec::new();
+    for diff_id in diff_ids {
+        let chain = match chains.last() {
+            None => diff_id.clone(),
+            Some(parent) => Digest::of(format!("{parent} {diff_id}").as_bytes()),
+        };
+        chains.push(chain);
+    }
+    chains
+}
+
+/// The file an assembly holds locked in its cache directory.
+const LOCK_FILE: &str = ".lock";
+
+/// The layer cache of `platform`: `XTASK_LAYER_CACHE` when set (`bench rebuild` points its
+/// rebuild, which runs in a scratch root, at the cold build's cache, as one machine's releases
+/// share theirs), else `.xtask/layers` below the root; one directory per platform.
+pub(crate) fn cache_dir(root: &Path, platform: crate::manifest::Platform) -> PathBuf {
+    std::env::var_os(CACHE_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::util::state_dir(root, "layers"))
+        .join(platform.to_string().replace('/', "-"))
+}
+
+/// The environment variable that moves the layer cache.
+pub(crate) const CACHE_ENV: &str = "XTASK_LAYER_CACHE";
+
+/// Canonical layers kept between builds, one directory per platform: layer files named by
+/// their diff id, and entries naming the layers of one stage tree or one system image.
+struct LayerCache {
+    dir: PathBuf,
+}
+
+/// The system image's canonical config and layers.
+#[derive(Debug, Serialize, Deserialize)]
+struct SystemEntry {
+    config: String,
+    layers: Vec<CanonicalLayer>,
+}
+
+impl LayerCache {
+    fn layer_file(&self, layer: &CanonicalLayer) -> PathBuf {
+        self.dir.join(format!("{}.tar", layer.diff_id.hex()))
+    }
+
+    fn has(&self, layer: &CanonicalLayer) -> bool {
+        std::fs::metadata(self.layer_file(layer)).is_ok_and(|m| m.len() == layer.size)
+    }
+
+    fn entry_file(&self, what: &str, source: &str, epoch: u64) -> PathBuf {
+        let key =
+            sha256_hex(format!("assembly cache v1\n{what} {source}\nepoch {epoch}\n").as_bytes());
+        self.dir.join(format!("{key}.json"))
+    }
+
+    fn read<T: serde::de::DeserializeOwned>(&self, entry: &Path) -> Option<T> {
+        serde_json::from_slice(&std::fs::read(entry).ok()?).ok()
+    }
+
+    fn write<T: Serialize>(&self, entry: &Path, value: &T) -> Result<()> {
+        atomic_write(entry, &serde_json::to_vec(value)?)
+    }
+
+    /// Moves a freshly written layer file into the cache under its diff id.
+    fn keep(&self, file: &Path, layer: &CanonicalLayer) -> Result<()> {
+        let to = self.layer_file(layer);
+        if file.exists() {
+            std::fs::rename(file, &to)
+                .with_context(|| format!("cannot move {} to {}", file.display(), to.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Removes every layer file and entry that `kept` does not name: the cache holds one image
+    /// per platform, the last one assembled.
+    fn prune(&self, kept: &[CanonicalLayer], entries: &[PathBuf]) {
+        let layers: BTreeSet<PathBuf> = kept.iter().map(|l| self.layer_file(l)).collect();
+        let Ok(listing) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for path in listing.flatten().map(|e| e.path()) {
+            if !layers.contains(&path) && !entries.contains(&path) {
+                let _ = match path.is_dir() {
+                    true => std::fs::remove_dir_all(&path),
+                    false => std::fs::remove_file(&path),
+                };
+            }
+        }
+    }
+}
+
+/// What to assemble: the final stage read from the Dockerfile, the builder's stage images, and
+/// where the result goes.
+pub(crate) struct Assembly<'a> {
+    pub stage: &'a FinalStage,
+    /// Stage name -> the engine's image of it, from [`stage_images`].
+    pub stage_images: &'a BTreeMap<String, String>,
+    /// The engine's image of the system stage.
+    pub system_image: &'a str,
+    /// Labels added after the final stage's own (the build id).
+    pub extra_labels: &'a [(String, String)],
+    pub tag: &'a str,
+    pub epoch: u64,
+    /// This platform's cache directory.
+    pub cache_dir: &'a Path,
+}
+
+/// Assembles the final image and loads it as `assembly.tag`.
+pub(crate) async fn assemble(
+    docker: &Docker,
+    assembly: &Assembly<'_>,
+    progress: &Progress,
+) -> Result<Canonical> {
+    let cache = LayerCache {
+        dir: assembly.cache_dir.to_path_buf(),
+    };
+    std::fs::create_dir_all(&cache.dir)
+        .with_context(|| format!("cannot create {}", cache.dir.display()))?;
+    // One assembly per cache at a time: a second one's pruning would take this one's layers.
+    let lock_path = cache.dir.join(LOCK_FILE);
+    let lock = std::fs::File::create(&lock_path)
+        .with_context(|| format!("cannot create {}", lock_path.display()))?;
+    if lock.try_lock().is_err() {
+        progress.step(format!(
+            "waiting for another build's assembly in {}",
+            cache.dir.display()
+        ));
+        let locking = lock.try_clone()?;
+        tokio::task::spawn_blocking(move || locking.lock())
+            .await
+            .context("the locking thread panicked")?
+            .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+    }
+    let epoch = assembly.epoch;
+    let mut entries = Vec::new();
+
+    let system_id = image_id(docker, assembly.system_image).await?;
+    let system_entry = cache.entry_file("system", &system_id, epoch);
+    let system = match cache.read::<SystemEntry>(&system_entry) {
+        Some(system) if system.layers.iter().all(|l| cache.has(l)) => {
+            progress.step(format!(
+                "system layers of {} ({system_id}): from the cache",
+                assembly.system_image
+            ));
+            system
+        }
+        _ => {
+            let work = tempfile::Builder::new()
+                .prefix("export-")
+                .tempdir_in(&cache.dir)
+                .with_context(|| format!("cannot create a directory in {}", cache.dir.display()))?;
+            let files = canonicalize::export_canonical(
+                docker,
+                assembly.system_image,
+                work.path(),
+                epoch,
+                progress,
+            )
+            .await?;
+            for (file, layer) in &files.layers {
+                cache.keep(file, layer)?;
+            }
+            let system = SystemEntry {
+                config: String::from_utf8(files.config)
+                    .context("the system's canonical config is not UTF-8")?,
+                layers: files.layers.into_iter().map(|(_, l)| l).collect(),
+            };
+            cache.write(&system_entry, &system)?;
+            system
+        }
+    };
+    entries.push(system_entry);
+
+    let mut copied = Vec::new();
+    for step in &assembly.stage.steps {
+        let FinalStep::Copy { stage, tree, .. } = step else {
+            continue;
+        };
+        let image = assembly.stage_images.get(stage).with_context(|| {
+            format!("the engine's build output names no image for the stage `{stage}`")
+        })?;
+        let (layer, entry) =
+            tree_layer(docker, &cache, stage, image, tree, epoch, progress).await?;
+        entries.push(entry);
+        copied.push(layer);
+    }
+
+    let config = assembled_config(
+        system.config.as_bytes(),
+        &assembly.stage.steps,
+        &copied,
+        assembly.extra_labels,
+        epoch,
+    )?;
+    let layers: Vec<CanonicalLayer> = system.layers.iter().chain(&copied).cloned().collect();
+    let held = held_chains(docker).await?;
+    let diff_ids: Vec<Digest> = layers.iter().map(|l| l.diff_id.clone()).collect();
+    let files: Vec<PathBuf> = layers.iter().map(|l| cache.layer_file(l)).collect();
+    let thin: Vec<LoadLayer> = layers
+        .iter()
+        .zip(chain_ids(&diff_ids))
+        .zip(&files)
+        .map(|((layer, chain), file)| LoadLayer {
+            layer,
+            file: (!held.contains(&chain)).then_some(file.as_path()),
+        })
+        .collect();
+    let image_id = match canonicalize::load(docker, assembly.tag, &config, &thin, progress).await {
+        Ok(id) => id,
+        // An image removed since `held_chains` looked (another build's clean-up) takes its
+        // layers with it; the whole archive does not depend on what the engine holds.
+        Err(err) if thin.iter().any(|l| l.file.is_none()) => {
+            progress.step(format!(
+                "loading only the engine's missing layers failed ({err:#}); loading every layer"
+            ));
+            let full: Vec<LoadLayer> = layers
+                .iter()
+                .zip(&files)
+                .map(|(layer, file)| LoadLayer {
+                    layer,
+                    file: Some(file),
+                })
+                .collect();
+            canonicalize::load(docker, assembly.tag, &config, &full, progress).await?
+        }
+        Err(err) => return Err(err),
+    };
+    entries.push(cache.dir.join(LOCK_FILE));
+    cache.prune(&layers, &entries);
+    drop(lock);
+    Ok(Canonical {
+        image_id: image_id.to_string(),
+        layers,
+    })
+}
+
+/// The canonical layer of `tree` in `stage`'s image, from the cache or read through the
+/// archive API; with the cache entry that names it.
+async fn tree_layer(
+    docker: &Docker,
+    cache: &LayerCache,
+    stage: &str,
+    image: &str,
+    tree: &str,
+    epoch: u64,
+    progress: &Progress,
+) -> Result<(CanonicalLayer, PathBuf)> {
+    let image_id = image_id(docker, image).await?;
+    let entry = cache.entry_file("tree", &format!("{image_id} {tree}"), epoch);
+    if let Some(layer) = cache
+        .read::<CanonicalLayer>(&entry)
+        .filter(|l| cache.has(l))
+    {
+        progress.step(format!(
+            "{stage} {tree}: from the cache ({})",
+            layer.diff_id
+        ));
+        return Ok((layer, entry));
+    }
+    let top = tree.rsplit('/').next().unwrap_or(tree).to_string();
+    let file = tempfile::NamedTempFile::new_in(&cache.dir)
+        .with_context(|| format!("cannot create a file in {}", cache.dir.display()))?;
+    let writer = file.reopen()?;
+    let layer = engine::read_image_tree(
+        docker,
+        &image_id,
+        &engine::new_run_id("assemble"),
+        tree,
+        move |archive| {
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, writer);
+            let layer = canonical_layer_of_tree(archive, &top, &mut out, epoch)?;
+            std::io::Write::flush(&mut out)?;
+            Ok(layer)
+        },
+    )
+    .await
+    .with_context(|| format!("cannot make the layer of {tree} in the stage {stage}"))?;
+    progress.step(format!(
+        "{stage} {tree}: {} entries, {:.0} MB, {}",
+        layer.entries,
+        layer.size as f64 / 1e6,
+        layer.diff_id
+    ));
+    file.persist(cache.layer_file(&layer))
+        .with_context(|| format!("cannot keep the layer of {tree} in {}", cache.dir.display()))?;
+    cache.write(&entry, &layer)?;
+    Ok((layer, entry))
+}
+
+/// The engine's full id of `image`.
+async fn image_id(docker: &Docker, image: &str) -> Result<String> {
+    engine::inspect_image(docker, image)
+        .await?
+        .and_then(|i| i.id)
+        .with_context(|| format!("the engine has no image {image}"))
+}
+
+/// Every layer chain the engine's tagged images stand on.
+async fn held_chains(docker: &Docker) -> Result<BTreeSet<Digest>> {
+    let images = docker
+        .list_images(None::<bollard::query_parameters::ListImagesOptions>)
+        .await
+        .context("cannot list the engine's images")?;
+    let mut held = BTreeSet::new();
+    for summary in images {
+        let Some(image) = engine::inspect_image(docker, &summary.id).await? else {
+            continue;
+        };
+        let diff_ids: Vec<Digest> = image
+            .root_fs
+            .and_then(|r| r.layers)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|d| d.parse().ok())
+            .collect();
+        held.extend(chain_ids(&diff_ids));
+    }
+    Ok(held)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("LOCKFILE_SHA256".into(), "abc".into()),
+            ("NODE_VERSION".into(), "24.1.0".into()),
+        ])
+    }
+
+    const DOCKERFILE: &str = "\
+ARG BASE_IMAGE
+FROM ${BASE_IMAGE} AS tools
+RUN echo \\
+    # a comment inside a continuation
+    done
+FROM tools AS one
+FROM ${BASE_IMAGE} AS system
+ENV HOME=/workspace
+# The image.
+FROM system
+COPY --from=tools /staging/tools/ /
+copy --from=One /staging/one/ /
+
+ARG LOCKFILE_SHA256
+ARG NODE_VERSION
+LABEL org.example.lock=\"${LOCKFILE_SHA256}\" \\
+      org.example.title=\"two words\" org.example.node=$NODE_VERSION \\
+      org.example.quoted=\"say \\\"hi\\\"\"
+";
+
+    #[test]
+    fn the_final_stage_is_read_with_its_arguments() {
+        let stage = final_stage(DOCKERFILE, &args()).unwrap();
+        assert_eq!(stage.system, "system");
+        assert_eq!(
+            stage.engine_args,
+            BTreeSet::from(["BASE_IMAGE".to_string()])
+        );
+        let copy = |stage: &str, tree: &str, instruction: &str| FinalStep::Copy {
+            stage: stage.into(),
+            tree: tree.into(),
+            instruction: instruction.into(),
+        };
+        assert_eq!(
+            stage.steps[..2],
+            [
+                copy(
+                    "tools",
+                    "/staging/tools",
+                    "COPY --from=tools /staging/tools/ /"
+                ),
+                copy("one", "/staging/one", "copy --from=One /staging/one/ /"),
+            ]
+        );
+        let FinalStep::Label { labels, .. } = &stage.steps[2] else {
+            panic!("{:?}", stage.steps[2]);
+        };
+        let pairs: Vec<(&str, &str)> = labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("org.example.lock", "abc"),
+                ("org.example.title", "two words"),
+                ("org.example.node", "24.1.0"),
+                ("org.example.quoted", "say \"hi\""),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_committed_dockerfile_assembles() {
+        let root = crate::manifest::repo_root();
+        let inputs = crate::image::build::BuildInputs::load(&root).unwrap();
+        let args = crate::image::build::build_args(&inputs, crate::manifest::Platform::LinuxAmd64)
+            .unwrap();
+        let stage = final_stage(std::str::from_utf8(&inputs.dockerfile).unwrap(), &args).unwrap();
+        assert_eq!(stage.system, "system");
+        let copies: Vec<&str> = stage
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                FinalStep::Copy { stage, .. } => Some(stage.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            copies,
+            [
+                "node",
+                "claude-code",
+                "codex",
+                "opencode",
+                "rest",
+                "install-plan"
+            ]
+        );
+    }
+
+    #[test]
+    fn other_steps_in_the_final_stage_are_refused_by_name() {
+        for (line, named) in [
+            ("RUN rm -rf /tmp", "RUN rm -rf /tmp"),
+            ("COPY a.txt /", "COPY a.txt /"),
+            ("COPY --from=tools /staging/tools /", "/staging/tools /"),
+            ("COPY --from=tools /staging/tools/ /opt/", "/opt/"),
+            ("ENV A=1", "ENV A=1"),
+            ("ARG X=1", "ARG X=1"),
+        ] {
+            let text = format!("{DOCKERFILE}{line}\n");
+            let err = format!("{:#}", final_stage(&text, &args()).unwrap_err());
+            assert!(err.contains(named) && err.contains("system"), "{err}");
+        }
+        let text = format!("{DOCKERFILE}COPY --from=nowhere /staging/x/ /\n");
+        let err = format!("{:#}", final_stage(&text, &args()).unwrap_err());
+        assert!(err.contains("nowhere"), "{err}");
+        let text = format!("{DOCKERFILE}LABEL x=$UNDECLARED\n");
+        let err = format!("{:#}", final_stage(&text, &args()).unwrap_err());
+        assert!(err.contains("UNDECLARED"), "{err}");
+        let err = format!(
+            "{:#}",
+            final_stage(DOCKERFILE, &BTreeMap::new()).unwrap_err()
+        );
+        assert!(err.contains("LOCKFILE_SHA256"), "{err}");
+        let err = format!(
+            "{:#}",
+            final_stage("FROM debian\nCOPY --from=x /a/ /\n", &args()).unwrap_err()
+        );
+        assert!(err.contains("FROM debian"), "{err}");
+    }
+
+    #[test]
+    fn stage_images_come_from_the_builders_output() {
+        let output = "Step 1/9 : ARG BASE_IMAGE\n\
+                      Step 2/9 : FROM base:1 AS tools\n ---> 0123456789ab\n\
+                      Step 3/9 : RUN echo\n ---> Running in fedcba987654\n\
+                      Removing intermediate container fedcba987654\n ---> 1111111111aa\n\
+                      Step 4/9 : FROM tools AS One\n ---> 1111111111aa\n\
+                      Step 5/9 : COPY x /\n ---> Using cache\n ---> 2222222222bb\n\
+                      Step 6/9 : FROM base:1\n ---> 0123456789ab\n\
+                      Successfully built 0123456789ab\n";
+        assert_eq!(
+            stage_images(output),
+            BTreeMap::from([
+                ("tools".to_string(), "1111111111aa".to_string()),
+                ("one".to_string(), "2222222222bb".to_string()),
+            ])
+        );
+    }
+
+    fn layer(n: u8) -> CanonicalLayer {
+        CanonicalLayer {
+            diff_id: Digest::of(&[n]),
+            size: 1024,
+            entries: 1,
+        }
+    }
+
+    #[test]
+    fn the_config_gains_the_final_stages_layers_history_and_labels() {
+        let system = serde_json::json!({
+            "architecture": "amd64",
+            "config": {"Env": ["HOME=/workspace"], "Labels": null},
+            "history": [{"created": "x", "created_by": "base"}],
+            "os": "linux",
+            "rootfs": {"type": "layers", "diff_ids": [layer(0).diff_id.to_string()]},
+        });
+        let system = serde_json::to_vec(&system).unwrap();
+        let stage = final_stage(DOCKERFILE, &args()).unwrap();
+        let extra = [("build-id".to_string(), "42".to_string())];
+        let copied = [layer(1), layer(2)];
+        let config = assembled_config(&system, &stage.steps, &copied, &extra, 0).unwrap();
+        assert_eq!(
+            config,
+            assembled_config(&system, &stage.steps, &copied, &extra, 0).unwrap()
+        );
+        let v: Value = serde_json::from_slice(&config).unwrap();
+        let ids: Vec<&str> = v["rootfs"]["diff_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_str().unwrap())
+            .collect();
+        let expected: Vec<String> = (0..3).map(|n| layer(n).diff_id.to_string()).collect();
+        assert_eq!(ids, expected);
+        assert_eq!(v["history"].as_array().unwrap().len(), 4);
+        assert_eq!(
+            v["history"][1]["created_by"],
+            "COPY --from=tools /staging/tools/ /"
+        );
+        assert_eq!(v["history"][3]["empty_layer"], true);
+        assert_eq!(v["config"]["Labels"]["org.example.lock"], "abc");
+        assert_eq!(v["config"]["Labels"]["build-id"], "42");
+        assert_eq!(v["config"]["Env"][0], "HOME=/workspace");
+        let err = assembled_config(&system, &stage.steps, &copied[..1], &extra, 0).unwrap_err();
+        assert!(err.to_string().contains("fewer layers"), "{err}");
+    }
+
+    #[test]
+    fn chain_ids_follow_the_image_spec() {
+        let diff_ids = [layer(0).diff_id, layer(1).diff_id];
+        let chains = chain_ids(&diff_ids);
+        assert_eq!(chains[0], diff_ids[0]);
+        assert_eq!(
+            chains[1],
+            Digest::of(format!("{} {}", diff_ids[0], diff_ids[1]).as_bytes())
+        );
+        // The same layer on another parent is another chain: the engine applies it again.
+        assert_ne!(
+            chain_ids(&[layer(2).diff_id, layer(1).diff_id])[1],
+            chains[1]
+        );
+    }
+}
