@@ -353,6 +353,16 @@ pub(crate) fn assembled_config(
     Ok(serde_json::to_vec(&config)?)
 }
 
+/// What to do when a load fails: a layer file damaged in the cache fails the engine's diff id
+/// check, and removing the cache makes every layer anew.
+fn damaged_cache_hint(dir: &Path) -> String {
+    format!(
+        "the engine did not load the assembled image; if it reports an invalid diff id, a cached \
+         layer is damaged: remove {} and build again",
+        dir.display()
+    )
+}
+
 /// Chain ids of `diff_ids` (the OCI image spec's ChainID): a layer's identity on its parents.
 pub(crate) fn chain_ids(diff_ids: &[Digest]) -> Vec<Digest> {
     let mut chains: Vec<Digest> = Vec::new();
@@ -579,9 +589,11 @@ pub(crate) async fn assemble(
                     file: Some(file),
                 })
                 .collect();
-            canonicalize::load(docker, assembly.tag, &config, &full, progress).await?
+            canonicalize::load(docker, assembly.tag, &config, &full, progress)
+                .await
+                .with_context(|| damaged_cache_hint(&cache.dir))?
         }
-        Err(err) => return Err(err),
+        Err(err) => return Err(err).with_context(|| damaged_cache_hint(&cache.dir)),
     };
     entries.push(cache.dir.join(LOCK_FILE));
     cache.prune(&layers, &entries);

@@ -4,8 +4,9 @@
 //! Each round makes the base again (`base --rebuild`: mmdebstrap from the mirror) and builds
 //! without the engine's cache (`build --no-cache`), then prepares the registry blobs of the
 //! canonical image (export, deterministic gzip) to get the platform manifest digest a publish
-//! would push. The peer is the engine's own output of the same builds (`coding-agent-engine:`),
-//! compared the same way: that is what a release published before images were canonical.
+//! would push. The peer is the engine's own output of the same builds (`coding-agent-engine:`,
+//! since the assembler the system stage only: the base and Debian layers), compared the same
+//! way: that is what a release published before images were canonical.
 //! Exits non-zero when the canonical images differ.
 
 use std::process::ExitCode;
