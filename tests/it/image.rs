@@ -671,9 +671,10 @@ fn filesystem(image: &str) -> std::collections::BTreeMap<String, String> {
 
 /// Issue 10's goals 1 and 2 at the scale of a fixture, through `build`'s assembling path: two
 /// cold builds of the same files, a moment apart, give one image (same config digest, same
-/// layers); a changed package changes exactly its own layer, whatever its position; a warm
-/// rebuild reads only the changed stage again; and `docker build` of the same Dockerfile, run
-/// to its end by the engine, gives the same files and settings.
+/// layers); a changed package changes exactly its own layer, whatever its position, and a warm
+/// rebuild of it on the first build's layer cache gives what a cold build gives; and `docker
+/// build` of the same Dockerfile, run to its end by the engine, gives the same files and
+/// settings.
 #[test]
 fn assembled_images_depend_only_on_their_files_and_match_docker_build() {
     let _docker = heavy_docker();
@@ -704,6 +705,16 @@ fn assembled_images_depend_only_on_their_files_and_match_docker_build() {
     // Layers: base, the user, a, b, c. Only b's differs; c, after it, does not.
     assert_eq!(first_layers.len(), 5, "{first_layers:?}");
     assert_eq!(differing, vec![3], "{first_layers:#?}\n{changed_layers:#?}");
+    // The layer cache changes how fast, never what: the same change built cold, on an empty
+    // cache, gives the same image.
+    let (_, changed_cold, _) = build_assembled(
+        "changed-cold",
+        &base,
+        "package b, v2\n",
+        &cache("changed-cold"),
+        true,
+    );
+    assert_eq!(changed_cold, changed, "a warm and a cold assembly differ");
 
     let dockerfile = fixture_dockerfile(&base);
     let whole = "coding-agent-test:assembled-by-the-engine";
