@@ -312,6 +312,9 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     } else {
         if emulated {
             crate::image::base::ensure_emulation(platform)?;
+            progress.step(format!(
+                "{platform} is emulated here: expect several times the native time"
+            ));
         }
         let job = AssembledBuild {
             context: build_context(&inputs, report.ca_bundle.as_deref(), &progress)?,
