@@ -24,11 +24,19 @@ use bollard::Docker;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::image::canonicalize::{self, Canonical, LoadLayer};
+use crate::image::canonicalize::{self, LoadLayer};
 use crate::image::engine;
 use crate::model::Digest;
 use crate::oci::canonical::{canonical_layer_of_tree, epoch_time, CanonicalLayer};
 use crate::util::{atomic_write, sha256_hex, Progress};
+
+/// The assembled image as loaded: its id and each layer.
+#[derive(Debug)]
+pub struct Canonical {
+    /// `sha256:<hex>` of the canonical config: the engine's id of the loaded image.
+    pub image_id: String,
+    pub(crate) layers: Vec<CanonicalLayer>,
+}
 
 /// The Dockerfile's final stage, as the assembler reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -383,11 +391,15 @@ const LOCK_FILE: &str = ".lock";
 /// rebuild, which runs in a scratch root, at the cold build's cache, as one machine's releases
 /// share theirs), else `.xtask/layers` below the root; one directory per platform.
 pub(crate) fn cache_dir(root: &Path, platform: crate::manifest::Platform) -> PathBuf {
+    cache_root(root).join(platform.to_string().replace('/', "-"))
+}
+
+/// The directory that holds every platform's layer cache (see [`cache_dir`]).
+pub(crate) fn cache_root(root: &Path) -> PathBuf {
     std::env::var_os(CACHE_ENV)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| crate::util::state_dir(root, "layers"))
-        .join(platform.to_string().replace('/', "-"))
 }
 
 /// The environment variable that moves the layer cache.

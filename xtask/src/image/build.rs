@@ -25,8 +25,8 @@ use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures_util::StreamExt;
 
 use crate::flags::BuildArgs;
-use crate::image::assemble::{assemble, final_stage, stage_images, Assembly};
-use crate::image::canonicalize::{Canonical, ENGINE_REPOSITORY};
+use crate::image::assemble::{assemble, final_stage, stage_images, Assembly, Canonical};
+use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine;
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
 use crate::model::build::BuildReport;

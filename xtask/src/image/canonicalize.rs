@@ -24,14 +24,6 @@ use crate::util::Progress;
 /// canonical; the tag is the build id, like the canonical image's.
 pub(crate) const ENGINE_REPOSITORY: &str = "coding-agent-engine";
 
-/// The canonical image as loaded: its id and each layer.
-#[derive(Debug)]
-pub struct Canonical {
-    /// `sha256:<hex>` of the canonical config: the engine's id of the loaded image.
-    pub image_id: String,
-    pub(crate) layers: Vec<CanonicalLayer>,
-}
-
 /// Exports `source` (an image in the engine) and writes its layers canonical into `dir`.
 pub(crate) async fn export_canonical(
     docker: &Docker,

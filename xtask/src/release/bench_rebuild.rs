@@ -21,7 +21,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::flags::BenchRebuildArgs;
-use crate::image::assemble::CACHE_ENV;
+use crate::image::assemble::{cache_root, CACHE_ENV};
 use crate::image::build::{DOCKERFILE_PATH, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine;
@@ -149,10 +149,7 @@ pub async fn run(args: BenchRebuildArgs) -> Result<ExitCode> {
 
     // One layer cache for both sides, the one this root's own builds use: the rebuild runs in a
     // scratch root, and the scheduled release after a bump finds the last release's layers.
-    let layer_cache = std::env::var_os(CACHE_ENV)
-        .filter(|v| !v.is_empty())
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| state_dir(&root, "layers"));
+    let layer_cache = cache_root(&root);
     let mut sides = Vec::new();
     for (what, step) in [
         (
