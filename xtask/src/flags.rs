@@ -333,6 +333,12 @@ pub struct ReceiptVerifyArgs {
     /// sbom-<os>-<arch>.spdx.json), checked against the receipt's sha256s.
     #[arg(long)]
     pub artifacts: Option<PathBuf>,
+    /// The release's `manifest.yaml` asset to judge the receipt by; the receipt must record
+    /// its sha256. Default: `template-verify` takes `manifest.yaml` from `--artifacts DIR`
+    /// (it has no manifest of its own); `cargo xtask` takes the checkout's
+    /// template/manifest.yaml.
+    #[arg(long, value_name = "FILE")]
+    pub manifest: Option<PathBuf>,
     /// Also ask the registry the receipt names (after every offline check passed): the index
     /// fetched by digest must hash to it and list exactly the receipt's platform manifests,
     /// each manifest's config digest must be the recorded one, and the release tag must
@@ -401,6 +407,9 @@ pub struct PinArgs {
     /// Release artifact files to check against the receipt, as for `receipt verify`.
     #[arg(long)]
     pub artifacts: Option<PathBuf>,
+    /// The release's `manifest.yaml` asset, as for `receipt verify`.
+    #[arg(long, value_name = "FILE")]
+    pub manifest: Option<PathBuf>,
     /// The Sandbox0 template definition to rewrite.
     #[arg(long, default_value = "template/sandbox0-template.yaml")]
     pub template: PathBuf,
@@ -594,6 +603,12 @@ pub struct ConsumeArgs {
     /// `<repository>/.github/workflows/update-template.yml`.
     #[arg(long, value_name = "OWNER/REPO/PATH")]
     pub signer_workflow: Option<String>,
+    /// The ref every attestation's run must have come from; default
+    /// `refs/heads/<default branch>`, the default branch as GitHub records it for
+    /// `--repository` (`gh api repos/<repository>`). Attestations from any other ref (a copy
+    /// of the workflow dispatched from a branch) or from a self-hosted runner are refused.
+    #[arg(long, value_name = "REF")]
+    pub source_ref: Option<String>,
     /// How many of the newest releases to look through for a complete one.
     #[arg(long, default_value_t = 20)]
     pub max_releases: usize,

@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use xtask::flags::{BenchCommand, Cli, Command, ReceiptCommand};
+use xtask::manifest::{repo_root, MANIFEST_PATH};
+use xtask::release::receipt_policy::ReceiptPolicy;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -31,13 +33,23 @@ fn main() -> ExitCode {
             Command::Gate(args) => xtask::release::gate::run(args),
             Command::Publish(args) => xtask::release::publish::run(args).await,
             Command::Receipt(ReceiptCommand::Verify(args)) => {
-                xtask::release::receipt::verify_cmd(args)
+                let policy = checkout_policy(args.manifest.as_deref())?;
+                xtask::release::receipt::verify_cmd(args, &policy)
             }
             Command::Receipt(ReceiptCommand::Write(args)) => {
                 xtask::release::receipt::write_cmd(*args)
             }
-            Command::Pin(args) => xtask::release::pin::run(args),
+            Command::Pin(args) => {
+                let policy = checkout_policy(args.manifest.as_deref())?;
+                xtask::release::pin::run(args, &policy)
+            }
             Command::Release(args) => xtask::release::run(*args).await,
         }
     })
+}
+
+/// The maintainer judges receipts by the checkout's manifest, unless `--manifest` names a
+/// release's own.
+fn checkout_policy(manifest: Option<&std::path::Path>) -> anyhow::Result<ReceiptPolicy> {
+    ReceiptPolicy::for_maintainer(manifest, &repo_root().join(MANIFEST_PATH))
 }

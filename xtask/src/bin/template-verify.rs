@@ -5,16 +5,29 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use xtask::flags::{VerifierCli, VerifierCommand, VerifierReceiptCommand};
+use xtask::release::receipt_policy::ReceiptPolicy;
 
 fn main() -> ExitCode {
     let cli = VerifierCli::parse();
     xtask::run_command(async {
         match cli.command {
             VerifierCommand::Consume(args) => xtask::release::consume::run(args),
+            // The policy is the release's own manifest, never a file of the machine that
+            // built this binary.
             VerifierCommand::Receipt(VerifierReceiptCommand::Verify(args)) => {
-                xtask::release::receipt::verify_cmd(args)
+                let policy = ReceiptPolicy::for_verifier(
+                    args.manifest.as_deref(),
+                    args.artifacts.as_deref(),
+                )?;
+                xtask::release::receipt::verify_cmd(args, &policy)
             }
-            VerifierCommand::Pin(args) => xtask::release::pin::run(args),
+            VerifierCommand::Pin(args) => {
+                let policy = ReceiptPolicy::for_verifier(
+                    args.manifest.as_deref(),
+                    args.artifacts.as_deref(),
+                )?;
+                xtask::release::pin::run(args, &policy)
+            }
         }
     })
 }

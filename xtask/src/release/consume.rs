@@ -24,6 +24,7 @@ use crate::flags::{ConsumeArgs, PinArgs};
 use crate::model::receipt::Receipt;
 use crate::release::pin::{pin, PinOutcome};
 use crate::release::receipt::{verify_file, Verification};
+use crate::release::receipt_policy::{ReceiptPolicy, MANIFEST_ASSET};
 use crate::terminal_text::{escape, print_json_escaped};
 use crate::util::append_to_github_file;
 
@@ -130,10 +131,179 @@ pub(crate) fn judge(tag: &str, verification: &Verification) -> Judgement {
     }
 }
 
+/// What an attestation must say of itself before `consume` trusts it: beyond a valid
+/// signature over the subject's digest, the workflow that signed it, the ref it ran from and
+/// a GitHub-hosted runner.
+#[derive(Debug, Clone)]
+pub(crate) struct AttestationPolicy {
+    /// `owner/name/.github/workflows/<file>.yml`.
+    pub signer_workflow: String,
+    /// `refs/heads/<default branch>`: a copy of the workflow dispatched from any other branch
+    /// (which anyone who can push a branch can run, without the release environment's
+    /// protection) signs with the same workflow path but another ref.
+    pub source_ref: String,
+}
+
+/// The `gh attestation verify` arguments that enforce `policy`. `--signer-workflow` alone is a
+/// pattern that accepts the workflow at any ref (cli/cli pkg/cmd/attestation/verify/policy.go,
+/// `signerWorkflowSANPattern`: `(@(refs/.*|[0-9a-fA-F]+))?$` after the workflow's URL); the
+/// ref is pinned by `--source-ref` (compared case-insensitively with the certificate's
+/// SourceRepositoryRef, verification/extensions.go), and `--deny-self-hosted-runners` requires
+/// the certificate's RunnerEnvironment to be `github-hosted`.
+pub(crate) fn attestation_args(
+    subject: &str,
+    repository: &str,
+    policy: &AttestationPolicy,
+    predicate_type: &str,
+) -> Vec<String> {
+    [
+        "attestation",
+        "verify",
+        subject,
+        "--repo",
+        repository,
+        "--signer-workflow",
+        &policy.signer_workflow,
+        "--source-ref",
+        &policy.source_ref,
+        "--deny-self-hosted-runners",
+        "--predicate-type",
+        predicate_type,
+        "--format",
+        "json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// `gh attestation verify --format json`: one entry per attestation that passed gh's policy.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct VerifiedAttestation {
+    verification_result: VerificationResult,
+}
+
+#[derive(Debug, Deserialize)]
+struct VerificationResult {
+    statement: Statement,
+    signature: Signature,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Statement {
+    predicate_type: String,
+    #[serde(default)]
+    subject: Vec<StatementSubject>,
+}
+
+#[derive(Debug, Deserialize)]
+struct StatementSubject {
+    #[serde(default)]
+    digest: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Signature {
+    certificate: Certificate,
+}
+
+/// The fields of sigstore-go's `certificate.Summary` (its JSON names) that are checked.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Certificate {
+    #[serde(default)]
+    subject_alternative_name: String,
+    #[serde(default)]
+    source_repository_ref: String,
+    #[serde(default)]
+    runner_environment: String,
+}
+
+/// Checks gh's JSON answer itself, so the result does not rest on gh's version: gh up to
+/// 2.66.1 exits 0 when no attestation has the `--predicate-type` asked for (cli/cli#10418),
+/// and an older gh without `--source-ref` fails on the flag. Every attestation gh returns
+/// must name `digest` (`sha256:<hex>`) as a subject and have the predicate type, the signer
+/// workflow at the source ref, and a GitHub-hosted runner; at least one must be there.
+/// Returns how many there were. Pure.
+pub(crate) fn judge_attestations(
+    json: &[u8],
+    digest: &str,
+    policy: &AttestationPolicy,
+    predicate_type: &str,
+) -> Result<usize, String> {
+    let found: Vec<VerifiedAttestation> = serde_json::from_slice(json).map_err(|e| {
+        format!("`gh attestation verify --format json` printed no attestations ({e})")
+    })?;
+    if found.is_empty() {
+        return Err(format!(
+            "no attestation with predicate type {predicate_type}"
+        ));
+    }
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    let signer = format!("https://github.com/{}@", policy.signer_workflow).to_lowercase();
+    for a in &found {
+        let r = &a.verification_result;
+        let c = &r.signature.certificate;
+        if r.statement.predicate_type != predicate_type {
+            return Err(format!(
+                "gh returned an attestation of predicate type {}, not {predicate_type} (gh up to                  2.66.1 does so, cli/cli#10418)",
+                r.statement.predicate_type
+            ));
+        }
+        if !r
+            .statement
+            .subject
+            .iter()
+            .any(|s| s.digest.get("sha256").map(String::as_str) == Some(hex))
+        {
+            return Err(format!(
+                "gh returned an attestation that does not name {digest}"
+            ));
+        }
+        if !c
+            .source_repository_ref
+            .eq_ignore_ascii_case(&policy.source_ref)
+        {
+            return Err(format!(
+                "the attestation was made by a run from {}, not {}",
+                if c.source_repository_ref.is_empty() {
+                    "an unknown ref"
+                } else {
+                    &c.source_repository_ref
+                },
+                policy.source_ref
+            ));
+        }
+        if !c
+            .subject_alternative_name
+            .to_lowercase()
+            .starts_with(&signer)
+        {
+            return Err(format!(
+                "the attestation was signed by {}, not {}",
+                c.subject_alternative_name, policy.signer_workflow
+            ));
+        }
+        if c.runner_environment != "github-hosted" {
+            return Err(format!(
+                "the attestation was made on a {} runner, not a GitHub-hosted one",
+                if c.runner_environment.is_empty() {
+                    "unknown"
+                } else {
+                    &c.runner_environment
+                }
+            ));
+        }
+    }
+    Ok(found.len())
+}
+
 /// The GitHub CLI, for one repository's releases and attestations.
 struct Gh {
     repository: String,
-    signer_workflow: String,
+    policy: AttestationPolicy,
 }
 
 impl Gh {
@@ -214,21 +384,47 @@ impl Gh {
         .map_err(anyhow::Error::msg)
     }
 
-    /// `subject` is a file path or `oci://repository@sha256:…`.
-    fn verify_attestation(&self, subject: &str, predicate_type: &str) -> Result<(), String> {
-        self.output(&[
-            "attestation",
-            "verify",
-            subject,
-            "--repo",
-            &self.repository,
-            "--signer-workflow",
-            &self.signer_workflow,
-            "--predicate-type",
-            predicate_type,
-        ])
-        .map(drop)
+    /// The repository's default branch as GitHub records it (`gh api repos/R`): only an
+    /// administrator of the repository can change it, unlike anything in a release, which
+    /// whoever mints an attestation also writes.
+    fn default_branch(&self) -> Result<String> {
+        let path = format!("repos/{}", self.repository);
+        let out = self
+            .output(&["api", &path, "--jq", ".default_branch"])
+            .map_err(anyhow::Error::msg)?;
+        let branch = String::from_utf8_lossy(&out).trim().to_string();
+        if branch.is_empty() || branch.contains(char::is_whitespace) || branch == "null" {
+            bail!(
+                "`gh api {path}` names no default branch (got `{}`)",
+                escape(&branch)
+            );
+        }
+        Ok(branch)
     }
+
+    /// `subject` is a file path or `oci://repository@sha256:…`; `digest` its `sha256:<hex>`.
+    fn verify_attestation(
+        &self,
+        subject: &str,
+        digest: &str,
+        predicate_type: &str,
+    ) -> Result<(), String> {
+        let args = attestation_args(subject, &self.repository, &self.policy, predicate_type);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = self.output(&args)?;
+        judge_attestations(&out, digest, &self.policy, predicate_type).map(drop)
+    }
+}
+
+/// `sha256:<hex>` of a downloaded asset.
+fn file_digest(path: &Path) -> Result<String, String> {
+    crate::bounded_read::sha256_regular(
+        path,
+        crate::bounded_read::MAX_ARTIFACT_BYTES,
+        "release asset",
+    )
+    .map(|hex| format!("sha256:{hex}"))
+    .map_err(|e| format!("{e:#}"))
 }
 
 /// What `consume` reports (`--json`, and the workflow outputs).
@@ -259,6 +455,8 @@ struct Chosen {
     /// Its receipt file, downloaded and verified offline.
     path: PathBuf,
     receipt: Receipt,
+    /// Its release's manifest, which it was judged by.
+    policy: ReceiptPolicy,
     /// Newer releases passed over, and why.
     passed_over: Vec<String>,
 }
@@ -283,15 +481,27 @@ fn newest_complete(gh: &Gh, args: &ConsumeArgs) -> Result<Chosen> {
             ReceiptAsset::One(name) => name,
         };
         gh.download(tag, &name, &dir)?;
+        gh.download(tag, MANIFEST_ASSET, &dir)?;
         let receipt = dir.join(&name);
-        gh.verify_attestation(&receipt.display().to_string(), PROVENANCE)
-            .map_err(|why| {
-                anyhow::anyhow!(
-                    "release {tag}: the receipt {name} is not attested by {}: {why}",
-                    gh.signer_workflow
-                )
-            })?;
-        let verification = verify_file(&receipt, None)?;
+        let manifest = dir.join(MANIFEST_ASSET);
+        // The receipt and the manifest it is judged by, both attested before either is read.
+        for (what, file) in [("receipt", &receipt), ("manifest", &manifest)] {
+            file_digest(file)
+                .and_then(|digest| {
+                    gh.verify_attestation(&file.display().to_string(), &digest, PROVENANCE)
+                })
+                .map_err(|why| {
+                    anyhow::anyhow!(
+                        "release {tag}: the {what} {} is not attested by {} from {}: {why}",
+                        file.file_name().unwrap_or_default().to_string_lossy(),
+                        gh.policy.signer_workflow,
+                        gh.policy.source_ref
+                    )
+                })?;
+        }
+        let policy = ReceiptPolicy::release_asset(&manifest)
+            .with_context(|| format!("release {tag}: its {MANIFEST_ASSET}"))?;
+        let verification = verify_file(&receipt, None, &policy)?;
         match judge(tag, &verification) {
             Judgement::Take => {
                 let verified = verification
@@ -301,6 +511,7 @@ fn newest_complete(gh: &Gh, args: &ConsumeArgs) -> Result<Chosen> {
                     tag: tag.clone(),
                     path: receipt,
                     receipt: verified,
+                    policy,
                     passed_over,
                 });
             }
@@ -334,22 +545,28 @@ fn verify_attestations(gh: &Gh, tag: &str, dir: &Path, receipt: &Receipt) -> Res
         .collect::<std::io::Result<_>>()?;
     assets.sort();
     for asset in &assets {
-        gh.verify_attestation(&asset.display().to_string(), PROVENANCE)
+        file_digest(asset)
+            .and_then(|digest| {
+                gh.verify_attestation(&asset.display().to_string(), &digest, PROVENANCE)
+            })
             .map_err(|why| {
                 anyhow::anyhow!(
-                    "release {tag}: the asset {} is not attested by {}: {why}",
+                    "release {tag}: the asset {} is not attested by {} from {}: {why}",
                     asset.file_name().unwrap_or_default().to_string_lossy(),
-                    gh.signer_workflow
+                    gh.policy.signer_workflow,
+                    gh.policy.source_ref
                 )
             })?;
     }
     let image = |digest: &str| format!("oci://{}@{digest}", receipt.index.repository);
-    gh.verify_attestation(&image(&receipt.index.digest), PROVENANCE)
-        .map_err(|why| {
-            anyhow::anyhow!("release {tag}: the image index has no provenance: {why}")
-        })?;
+    gh.verify_attestation(
+        &image(&receipt.index.digest),
+        &receipt.index.digest,
+        PROVENANCE,
+    )
+    .map_err(|why| anyhow::anyhow!("release {tag}: the image index has no provenance: {why}"))?;
     for p in &receipt.platforms {
-        gh.verify_attestation(&image(&p.digest), SPDX_SBOM)
+        gh.verify_attestation(&image(&p.digest), &p.digest, SPDX_SBOM)
             .map_err(|why| {
                 anyhow::anyhow!(
                     "release {tag}: the {} image has no SBOM attestation: {why}",
@@ -358,22 +575,31 @@ fn verify_attestations(gh: &Gh, tag: &str, dir: &Path, receipt: &Receipt) -> Res
             })?;
     }
     eprintln!(
-        "consume: {tag}: {} assets, the index and {} platform images attested by {}",
+        "consume: {tag}: {} assets, the index and {} platform images attested by {} from {} on \
+         GitHub-hosted runners",
         assets.len(),
         receipt.platforms.len(),
-        gh.signer_workflow
+        gh.policy.signer_workflow,
+        gh.policy.source_ref
     );
     Ok(())
 }
 
 /// Everything but the report: the release taken and the pin's report.
 fn verify_and_pin(args: &ConsumeArgs) -> Result<(Chosen, crate::release::pin::PinReport)> {
-    let gh = Gh {
-        signer_workflow: args
-            .signer_workflow
-            .clone()
-            .unwrap_or_else(|| format!("{}/{RELEASE_WORKFLOW}", args.repository)),
+    let mut gh = Gh {
+        policy: AttestationPolicy {
+            signer_workflow: args
+                .signer_workflow
+                .clone()
+                .unwrap_or_else(|| format!("{}/{RELEASE_WORKFLOW}", args.repository)),
+            source_ref: String::new(),
+        },
         repository: args.repository.clone(),
+    };
+    gh.policy.source_ref = match &args.source_ref {
+        Some(source_ref) => source_ref.clone(),
+        None => format!("refs/heads/{}", gh.default_branch()?),
     };
     std::fs::create_dir_all(&args.work_dir)
         .with_context(|| format!("cannot create {}", args.work_dir.display()))?;
@@ -384,13 +610,14 @@ fn verify_and_pin(args: &ConsumeArgs) -> Result<(Chosen, crate::release::pin::Pi
     let pin_args = PinArgs {
         receipt: chosen.path.clone(),
         artifacts: Some(dir),
+        manifest: Some(chosen.policy.origin.clone()),
         template: args.template.clone(),
         offline: false,
         allow_repository_change: args.allow_repository_change,
         dry_run: args.dry_run,
         json: false,
     };
-    match pin(&pin_args)? {
+    match pin(&pin_args, &chosen.policy)? {
         PinOutcome::Pinned(report) => Ok((chosen, report)),
         PinOutcome::Rejected(problems) => {
             crate::release::receipt::print_problems(&problems);
@@ -556,6 +783,97 @@ mod tests {
         // Unreadable or not a receipt at all: nothing says it is merely incomplete.
         v.complete = None;
         assert!(matches!(judge("t", &v), Judgement::Refuse(_)));
+    }
+
+    const WORKFLOW: &str = "s0/template/.github/workflows/update-template.yml";
+
+    fn main_branch() -> AttestationPolicy {
+        AttestationPolicy {
+            signer_workflow: WORKFLOW.into(),
+            source_ref: "refs/heads/main".into(),
+        }
+    }
+
+    /// One entry of `gh attestation verify --format json` as gh prints it.
+    fn attestation(predicate: &str, hex: &str, git_ref: &str, runner: &str) -> serde_json::Value {
+        serde_json::json!({
+            "attestation": {"bundle": {}},
+            "verificationResult": {
+                "statement": {
+                    "_type": "https://in-toto.io/Statement/v1",
+                    "subject": [{"name": "receipt.json", "digest": {"sha256": hex}}],
+                    "predicateType": predicate,
+                },
+                "signature": {"certificate": {
+                    "subjectAlternativeName": format!("https://github.com/{WORKFLOW}@{git_ref}"),
+                    "sourceRepositoryRef": git_ref,
+                    "runnerEnvironment": runner,
+                }},
+            }
+        })
+    }
+
+    #[test]
+    fn gh_is_asked_for_the_source_ref_and_github_hosted_runners() {
+        let args = attestation_args("f", "s0/template", &main_branch(), PROVENANCE);
+        let text = args.join(" ");
+        assert!(
+            text.contains("--signer-workflow s0/template/.github/workflows/update-template.yml")
+                && text.contains("--source-ref refs/heads/main")
+                && text.contains("--deny-self-hosted-runners")
+                && text.ends_with("--format json"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn attestations_are_judged_from_gh_s_json_not_its_exit_status() {
+        let hex = "ab".repeat(32);
+        let digest = format!("sha256:{hex}");
+        let judge = |entries: Vec<serde_json::Value>| {
+            judge_attestations(
+                serde_json::to_vec(&entries).unwrap().as_slice(),
+                &digest,
+                &main_branch(),
+                PROVENANCE,
+            )
+        };
+        let good = attestation(PROVENANCE, &hex, "refs/heads/main", "github-hosted");
+        assert_eq!(judge(vec![good.clone()]), Ok(1));
+        // gh <= 2.66.1 exits 0 with nothing (or another predicate type) found.
+        assert!(judge(vec![]).unwrap_err().contains("no attestation"));
+        let sbom = attestation(SPDX_SBOM, &hex, "refs/heads/main", "github-hosted");
+        assert!(judge(vec![good.clone(), sbom])
+            .unwrap_err()
+            .contains("10418"));
+        let branch = attestation(PROVENANCE, &hex, "refs/heads/attacker", "github-hosted");
+        let why = judge(vec![branch]).unwrap_err();
+        assert!(
+            why.contains("refs/heads/attacker") && why.contains("not refs/heads/main"),
+            "{why}"
+        );
+        let self_hosted = attestation(PROVENANCE, &hex, "refs/heads/main", "self-hosted");
+        assert!(judge(vec![self_hosted])
+            .unwrap_err()
+            .contains("self-hosted"));
+        let other = attestation(
+            PROVENANCE,
+            &"cd".repeat(32),
+            "refs/heads/main",
+            "github-hosted",
+        );
+        assert!(judge(vec![other]).unwrap_err().contains("does not name"));
+        let mut copy = good.clone();
+        copy["verificationResult"]["signature"]["certificate"]["subjectAlternativeName"] =
+            "https://github.com/s0/template/.github/workflows/copy.yml@refs/heads/main".into();
+        assert!(judge(vec![copy]).unwrap_err().contains("signed by"));
+        assert!(judge_attestations(
+            b"Verification succeeded",
+            &digest,
+            &main_branch(),
+            PROVENANCE
+        )
+        .is_err());
     }
 
     #[test]

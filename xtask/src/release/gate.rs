@@ -20,6 +20,7 @@ use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
 use crate::flags::GateArgs;
 use crate::manifest::{repo_root, Manifest, MANIFEST_PATH};
 use crate::model::gate::{GateDecision, Trigger};
+use crate::release::receipt_policy::ReceiptPolicy;
 use crate::util::{now_or, print_json};
 
 const SECONDS_PER_DAY: i64 = 86_400;
@@ -133,7 +134,8 @@ pub fn run(args: GateArgs) -> Result<ExitCode> {
     let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH))?;
     // After re-runs or hand edits there may be several receipts: the newest that verifies is
     // the previous release; the others are named and ignored.
-    let selection = crate::release::previous::newest_verified(&args.previous_receipt)?;
+    let policy = ReceiptPolicy::checkout(&repo_root().join(MANIFEST_PATH))?;
+    let selection = crate::release::previous::newest_verified(&args.previous_receipt, &policy)?;
     for line in &selection.ignored {
         eprintln!("gate: {line}");
     }

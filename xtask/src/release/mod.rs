@@ -26,6 +26,7 @@ pub(crate) mod platform;
 pub(crate) mod previous;
 pub mod publish;
 pub mod receipt;
+pub mod receipt_policy;
 pub(crate) mod ship;
 pub(crate) mod steps;
 pub(crate) mod verifier;

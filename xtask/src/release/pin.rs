@@ -17,6 +17,7 @@ use serde_yaml::Value;
 use crate::flags::PinArgs;
 use crate::oci::reference::{parse_pinned_reference, parse_reference};
 use crate::release::receipt::verify_file;
+use crate::release::receipt_policy::ReceiptPolicy;
 use crate::terminal_text::{escape, print_json_escaped};
 use crate::util::atomic_write;
 
@@ -259,8 +260,8 @@ fn reject(args: &PinArgs, problems: &[crate::release::receipt::Problem]) -> Exit
 /// The pin itself. The order matters: every offline check first, then the anchor (so no
 /// registry the template does not already name is ever contacted), then the registry, then
 /// the write.
-pub(crate) fn pin(args: &PinArgs) -> Result<PinOutcome> {
-    let mut verification = verify_file(&args.receipt, args.artifacts.as_deref())?;
+pub(crate) fn pin(args: &PinArgs, policy: &ReceiptPolicy) -> Result<PinOutcome> {
+    let mut verification = verify_file(&args.receipt, args.artifacts.as_deref(), policy)?;
     if !verification.valid {
         return Ok(PinOutcome::Rejected(verification.problems));
     }
@@ -303,9 +304,9 @@ pub(crate) fn pin(args: &PinArgs) -> Result<PinOutcome> {
     }))
 }
 
-/// `cargo xtask pin` (and `template-verify pin`).
-pub fn run(args: PinArgs) -> Result<ExitCode> {
-    let report = match pin(&args)? {
+/// `cargo xtask pin` (and `template-verify pin`); `policy` from the command line's edge.
+pub fn run(args: PinArgs, policy: &ReceiptPolicy) -> Result<ExitCode> {
+    let report = match pin(&args, policy)? {
         PinOutcome::Pinned(report) => report,
         PinOutcome::Rejected(problems) => return Ok(reject(&args, &problems)),
     };

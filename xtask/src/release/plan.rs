@@ -25,6 +25,7 @@ use crate::model::receipt::Receipt;
 use crate::model::resolution::Resolution;
 use crate::model::rfc3339;
 use crate::release::previous::{self, PreviousRelease};
+use crate::release::receipt_policy::ReceiptPolicy;
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 use crate::util::{sha256_file, sha256_hex};
 
@@ -413,7 +414,8 @@ fn find_previous(
     runner: &StepRunner,
 ) -> Result<Option<PreviousRelease>> {
     let candidates = previous::receipts_below(&root.join(&flags.previous_receipts))?;
-    let selection = previous::newest_verified(&candidates)?;
+    let policy = ReceiptPolicy::checkout(&root.join(MANIFEST_PATH))?;
+    let selection = previous::newest_verified(&candidates, &policy)?;
     for line in &selection.ignored {
         runner.progress.step(line);
     }

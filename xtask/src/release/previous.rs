@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 
 use crate::model::receipt::Receipt;
 use crate::release::receipt::verify_file;
+use crate::release::receipt_policy::ReceiptPolicy;
 
 /// A receipt that verified, and where it was.
 #[derive(Debug, Clone)]
@@ -57,10 +58,10 @@ fn created_at(receipt: &Receipt) -> Option<chrono::DateTime<chrono::Utc>> {
 
 /// Verifies each file (without its artifacts: only the receipt itself is at hand) and picks
 /// the newest that verifies.
-pub(crate) fn newest_verified(paths: &[PathBuf]) -> Result<Selection> {
+pub(crate) fn newest_verified(paths: &[PathBuf], policy: &ReceiptPolicy) -> Result<Selection> {
     let mut candidates = Vec::new();
     for path in paths {
-        let verification = verify_file(path, None)?;
+        let verification = verify_file(path, None, policy)?;
         let verdict = match (verification.valid, verification.receipt) {
             (true, Some(receipt)) => Ok(receipt),
             _ => Err(verification

@@ -12,11 +12,12 @@ use serde::Serialize;
 use super::policy::ArtifactDocuments;
 use super::{parse_receipt_file_name, problem, Problem, ARTIFACTS, SCHEMA_VERSION};
 use crate::flags::ReceiptVerifyArgs;
-use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
+use crate::manifest::{Manifest, Platform, MANIFEST_PATH};
 use crate::model::gate::Trigger;
 use crate::model::publish::IndexEntry;
 use crate::model::receipt::*;
 use crate::release::publish::index_bytes;
+use crate::release::receipt_policy::{binding_problems, ReceiptPolicy};
 use crate::util::sha256_hex;
 
 #[derive(Debug, Default, Serialize)]
@@ -507,11 +508,15 @@ fn read_document<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Stri
     serde_json::from_value(value).map_err(|e| e.to_string())
 }
 
-/// Reads and verifies a receipt file against the repository's manifest and this machine's
-/// clock; `artifacts_dir` holds the release's artifact files. The receipt is read bounded
-/// (regular file, at most [`crate::bounded_read::MAX_RECEIPT_BYTES`]).
-pub(crate) fn verify_file(path: &Path, artifacts_dir: Option<&Path>) -> Result<Verification> {
-    let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH))?;
+/// Reads and verifies a receipt file against `policy` (the release's manifest or the
+/// checkout's, see [`crate::release::receipt_policy`]) and this machine's clock;
+/// `artifacts_dir` holds the release's artifact files. The receipt is read bounded (regular
+/// file, at most [`crate::bounded_read::MAX_RECEIPT_BYTES`]).
+pub(crate) fn verify_file(
+    path: &Path,
+    artifacts_dir: Option<&Path>,
+    policy: &ReceiptPolicy,
+) -> Result<Verification> {
     let bytes =
         crate::bounded_read::read_regular(path, crate::bounded_read::MAX_RECEIPT_BYTES, "receipt")?;
     let file_name = path
@@ -520,11 +525,15 @@ pub(crate) fn verify_file(path: &Path, artifacts_dir: Option<&Path>) -> Result<V
         .unwrap_or_default();
     let evidence = artifacts_dir.map(read_artifacts);
     let ctx = VerifyContext {
-        manifest: &manifest,
+        manifest: &policy.manifest,
         now: chrono::Utc::now(),
         artifacts: evidence.as_ref(),
     };
     let mut v = verify(&file_name, &bytes, &ctx);
+    if let Some(receipt) = &v.receipt {
+        v.problems.extend(binding_problems(receipt, policy));
+        v.valid = v.problems.is_empty();
+    }
     v.file = path.display().to_string();
     Ok(v)
 }
@@ -556,9 +565,11 @@ pub(crate) fn print_problems(problems: &[Problem]) {
     }
 }
 
-pub fn verify_cmd(args: ReceiptVerifyArgs) -> Result<ExitCode> {
+/// `receipt verify`; `policy` comes from the command line's edge (the release's manifest for
+/// `template-verify`, the checkout's for `cargo xtask`).
+pub fn verify_cmd(args: ReceiptVerifyArgs, policy: &ReceiptPolicy) -> Result<ExitCode> {
     use crate::terminal_text::escape;
-    let mut v = verify_file(&args.file, args.artifacts.as_deref())?;
+    let mut v = verify_file(&args.file, args.artifacts.as_deref(), policy)?;
     if args.check_registry {
         add_registry_check(&mut v)?;
     }

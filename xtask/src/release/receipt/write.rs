@@ -21,6 +21,7 @@ use crate::model::resolution::Resolution;
 use crate::model::rfc3339;
 use crate::model::smoke::SmokeReport;
 use crate::npm::inventory::INVENTORY_PATH;
+use crate::release::receipt_policy::ReceiptPolicy;
 use crate::util::{atomic_write, now_or, read_json, sha256_file, sha256_hex};
 
 /// Everything `receipt write` assembles a receipt from; [`assemble`] is pure over it.
@@ -508,7 +509,9 @@ pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
     atomic_write(&path, &bytes)?;
 
     // Read back what is on disk and verify it as a consumer would.
-    let check = verify_file(&path, None)?;
+    // As a consumer would: judged by the manifest the receipt records, which must be it.
+    let policy = ReceiptPolicy::release_asset(&root.join(MANIFEST_PATH))?;
+    let check = verify_file(&path, None, &policy)?;
     let report = WriteReport {
         path: path.display().to_string(),
         sha256: digest,
