@@ -22,7 +22,9 @@ if [ ${#platforms[@]} -eq 0 ]; then platforms=(linux/amd64 linux/arm64); fi
 target_dir=${CARGO_TARGET_DIR:-target}
 ZIGLANG_VERSION=0.17.1
 CARGO_ZIGBUILD_VERSION=0.24.1
-venv=.xtask/venv-zig
+# XTASK_ZIG_VENV: the virtualenv elsewhere (a scratch copy of the repository shares the
+# checkout's instead of installing its own).
+venv=$(realpath -m "${XTASK_ZIG_VENV:-.xtask/venv-zig}")
 declare -A TARGETS=(
   [linux-amd64]=x86_64-unknown-linux-musl
   [linux-arm64]=aarch64-unknown-linux-musl
@@ -59,7 +61,7 @@ done
 rustup target add "${targets[@]}" >&2
 echo "build-verifiers: template-verify for ${targets[*]}" >&2
 # One cargo run for every target: the build scripts and proc macros (host code) compile once.
-PATH="$PWD/$venv/bin:$PATH" cargo zigbuild --locked --profile verifier --package xtask \
+PATH="$venv/bin:$PATH" cargo zigbuild --locked --profile verifier --package xtask \
   --bin template-verify "${targets[@]/#/--target=}"
 for slug in "${slugs[@]}"; do
   cp "$target_dir/${TARGETS[$slug]}/verifier/template-verify" "$out/template-verify-$slug"

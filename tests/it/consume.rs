@@ -21,8 +21,11 @@ use serde_json::{json, Value};
 use crate::support::docker::{light_docker, load_tiny_image, local_registry};
 use crate::support::genuine_release::{build_json, receipt_write_for, release, smoke};
 use crate::support::replay::{
-    add_release, record_attestation, run_workflow, Replay, StandIn, Status, WorkflowRun,
+    add_release, run_workflow, Replay, StandIn, Status, WorkflowRun, MAIN_ON_GITHUB_HOSTED,
     SLSA_PROVENANCE_V1, SPDX_DOCUMENT_V2_3,
+};
+use crate::support::replay::{
+    record_attestation_from, set_default_branch, SignedFrom, RUNNER_USER,
 };
 use crate::support::xtask::xtask;
 use crate::support::{committed_repo, repo_root, scratch_repo, sha256_hex, unique};
@@ -32,37 +35,68 @@ const SIGNER: &str = "sandbox0-ai/coding-agent-template/.github/workflows/update
 /// Where the README's workflow says the consumer keeps its template definition.
 const TEMPLATE_FILE: &str = "templates/coding-agent.yaml";
 const PR_ACTION: &str = "peter-evans/create-pull-request";
+/// How the release workflow's runs sign: from the default branch, on GitHub-hosted runners.
+const MAIN: SignedFrom<'static> = MAIN_ON_GITHUB_HOSTED;
 
 /// The static amd64 verifier, built once per test process the way the release workflow
-/// builds it (into a target directory of its own: `cargo test` holds the main one).
+/// builds it, in a scratch copy of this repository that is deleted before anything runs it:
+/// a verifier that read its build tree would find nothing there, as on a consumer's machine.
+/// (Its target directory is a cache of its own below this checkout's: `cargo test` holds the
+/// main one, and the dependencies are built once.) The binary is left in a directory of its
+/// own, readable by the runner user.
 fn verifier() -> &'static Path {
-    static VERIFIER: OnceLock<PathBuf> = OnceLock::new();
-    VERIFIER.get_or_init(|| {
-        let out = repo_root().join("target/consume-verifier/bin");
+    static VERIFIER: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &VERIFIER
+        .get_or_init(|| {
+            use std::os::unix::fs::PermissionsExt as _;
+            let build_tree = scratch_repo("consume-verifier-build-");
+            let out = tempfile::Builder::new()
+                .prefix("consume-verifier-")
+                .tempdir_in(crate::support::run_dir())
+                .unwrap();
+            let status = Command::new("bash")
+                .arg(build_tree.path().join("scripts/build-verifiers.sh"))
+                .arg(out.path())
+                .arg("linux/amd64")
+                .env(
+                    "CARGO_TARGET_DIR",
+                    repo_root().join("target/consume-verifier"),
+                )
+                .env("XTASK_ZIG_VENV", repo_root().join(".xtask/venv-zig"))
+                .status()
+                .unwrap();
+            assert!(status.success(), "scripts/build-verifiers.sh failed");
+            let gone = build_tree.path().to_path_buf();
+            drop(build_tree);
+            assert!(
+                !gone.exists(),
+                "the build tree {} is deleted",
+                gone.display()
+            );
+            std::fs::set_permissions(out.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+            let binary = out.path().join("template-verify-linux-amd64");
+            (out, binary)
+        })
+        .1
+}
+
+/// The `runner` user the replay's steps run as (scripts/setup-runner-user.sh, idempotent).
+fn runner_user() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
         let status = Command::new("bash")
-            .arg(repo_root().join("scripts/build-verifiers.sh"))
-            .arg(&out)
-            .arg("linux/amd64")
-            .env(
-                "CARGO_TARGET_DIR",
-                repo_root().join("target/consume-verifier"),
-            )
+            .arg(repo_root().join("scripts/setup-runner-user.sh"))
             .status()
             .unwrap();
-        assert!(status.success(), "scripts/build-verifiers.sh failed");
-        out.join("template-verify-linux-amd64")
-    })
+        assert!(status.success(), "scripts/setup-runner-user.sh failed");
+    });
 }
 
 /// This repository at a commit, as `uses: sandbox0-ai/coding-agent-template/...@<sha>` finds it.
 fn action_repo() -> &'static (tempfile::TempDir, String) {
     static REPO: OnceLock<(tempfile::TempDir, String)> = OnceLock::new();
     REPO.get_or_init(|| {
-        let status = Command::new("bash")
-            .arg(repo_root().join("scripts/setup-runner-user.sh"))
-            .status()
-            .unwrap();
-        assert!(status.success(), "scripts/setup-runner-user.sh failed");
+        runner_user();
         let repo = scratch_repo("consume-action-");
         let head = Command::new("git")
             .args(["rev-parse", "HEAD"])
@@ -174,10 +208,14 @@ impl Releases {
         verifier();
         let forwarder = Forwarder::start();
         let repository = unique("xtask-test/consume").to_lowercase();
+        let state = tempfile::tempdir().unwrap();
+        // What `gh api repos/<template repository>` answers: the branch the release
+        // environment protects, the one every attestation must come from.
+        set_default_branch(state.path(), "main").unwrap();
         Releases {
             repository: format!("{}/{repository}", forwarder.address),
             forwarder,
-            state: tempfile::tempdir().unwrap(),
+            state,
             work: tempfile::tempdir().unwrap(),
         }
     }
@@ -255,6 +293,20 @@ impl Releases {
         failing: Option<&str>,
         edit: Option<fn(&mut Value)>,
     ) -> Made {
+        self.make_from(tag, created_at, failing, edit, MAIN, true)
+    }
+
+    /// [`Releases::make`] by a run of the release workflow `from` a ref and runner, with or
+    /// without the verifier binary among its assets.
+    fn make_from(
+        &self,
+        tag: &str,
+        created_at: &str,
+        failing: Option<&str>,
+        edit: Option<fn(&mut Value)>,
+        from: SignedFrom,
+        with_verifier: bool,
+    ) -> Made {
         let (receipt_path, assets) = self.receipt(tag, failing);
         let receipt: Value =
             serde_json::from_slice(&std::fs::read(&receipt_path).unwrap()).unwrap();
@@ -267,7 +319,17 @@ impl Releases {
             let name = p["sbom"]["name"].as_str().unwrap();
             std::fs::copy(r.inputs.join(name), assets.join(name)).unwrap();
         }
-        std::fs::copy(verifier(), assets.join("template-verify-linux-amd64")).unwrap();
+        if with_verifier {
+            // A branch's run builds its own binary (the same bytes would carry the default
+            // branch's attestation too, and rightly pass).
+            let mut binary = std::fs::read(verifier()).unwrap();
+            if from.source_ref != MAIN.source_ref
+                || from.runner_environment != MAIN.runner_environment
+            {
+                binary.extend_from_slice(format!("\nbuilt from {}\n", from.source_ref).as_bytes());
+            }
+            std::fs::write(assets.join("template-verify-linux-amd64"), binary).unwrap();
+        }
         std::fs::copy(
             repo_root().join("schemas/receipt.v1.schema.json"),
             assets.join("receipt.v1.schema.json"),
@@ -290,10 +352,11 @@ impl Releases {
             })
             .collect();
         let state = self.state.path();
-        record_attestation(
+        record_attestation_from(
             state,
             TEMPLATE_REPOSITORY,
             SIGNER,
+            from,
             SLSA_PROVENANCE_V1,
             &subjects,
         )
@@ -304,19 +367,21 @@ impl Releases {
                 digest.as_str().unwrap().to_string(),
             )]
         };
-        record_attestation(
+        record_attestation_from(
             state,
             TEMPLATE_REPOSITORY,
             SIGNER,
+            from,
             SLSA_PROVENANCE_V1,
             &image(&receipt["index"]["digest"]),
         )
         .unwrap();
         for p in receipt["platforms"].as_array().unwrap() {
-            record_attestation(
+            record_attestation_from(
                 state,
                 TEMPLATE_REPOSITORY,
                 SIGNER,
+                from,
                 SPDX_DOCUMENT_V2_3,
                 &image(&p["digest"]),
             )
@@ -355,8 +420,9 @@ impl Releases {
     }
 }
 
-/// The consumer's repository: the README's workflow and a template definition naming `image`.
-fn consumer(image: &str) -> (tempfile::TempDir, String) {
+/// The consumer's repository: the README's workflow (with `inputs`, more lines under the
+/// action's `with:`) and a template definition naming `image`.
+fn consumer(image: &str, inputs: &str) -> (tempfile::TempDir, String) {
     let committed =
         std::fs::read_to_string(repo_root().join("template/sandbox0-template.yaml")).unwrap();
     let template: String = committed
@@ -370,7 +436,8 @@ fn consumer(image: &str) -> (tempfile::TempDir, String) {
         })
         .collect();
     assert!(template.contains(&format!("image: {image}\n")));
-    let workflow = readme_workflow(&action_repo().1);
+    let anchor = format!("          template-file: {TEMPLATE_FILE}\n");
+    let workflow = readme_workflow(&action_repo().1).replace(&anchor, &format!("{anchor}{inputs}"));
     let (repo, _) = committed_repo(&[
         (".github/workflows/refresh-template.yml", workflow.as_str()),
         (TEMPLATE_FILE, template.as_str()),
@@ -388,7 +455,12 @@ struct Consumed {
 }
 
 fn consume(releases: &Releases, image: &str) -> (Consumed, String) {
-    let (repo, before) = consumer(image);
+    consume_with(releases, image, "")
+}
+
+/// [`consume`] with more inputs for the action (YAML lines under its `with:`).
+fn consume_with(releases: &Releases, image: &str, inputs: &str) -> (Consumed, String) {
+    let (repo, before) = consumer(image, inputs);
     let opened = Arc::new(Mutex::new(Vec::new()));
     let record = opened.clone();
     let template_after = Arc::new(Mutex::new(String::new()));
@@ -612,4 +684,252 @@ fn an_unreachable_registry_fails_the_step_and_leaves_the_file_alone() {
         log.contains(&format!("release {}", newest.tag)) && log.contains(registry),
         "the error names the release and the registry: {log}"
     );
+}
+
+/// A copy of the release workflow dispatched from another branch (no `release` environment
+/// there) signs with the same workflow path at another ref. Its attestations are refused:
+/// the verifier it carries is never run, and when it carries none, its receipt is refused by
+/// the genuine verifier of the release before it. The file stays as it was either way.
+#[test]
+fn a_release_attested_by_a_branch_dispatched_run_is_refused() {
+    let _docker = light_docker();
+    let branch = SignedFrom {
+        source_ref: "refs/heads/attacker",
+        runner_environment: "github-hosted",
+    };
+    // It carries a verifier of its own: the action refuses to run it.
+    let releases = Releases::new();
+    releases.make(
+        "2026.11.30-aaaaaaaaaaaa",
+        "2026-11-24T04:50:00Z",
+        None,
+        None,
+    );
+    let forged = releases.make_from(
+        "2026.11.30-ffffffffffff",
+        "2026-11-27T04:50:00Z",
+        None,
+        None,
+        branch,
+        true,
+    );
+    let (c, before) = consume(&releases, &releases.unpinned());
+    assert_eq!(c.run.result("pin"), Status::Failure);
+    assert_eq!(c.template, before);
+    assert!(c.pull_requests.is_empty());
+    let log = c.run.job("pin").log_of("pin");
+    assert!(
+        log.contains(&format!(
+            "template-verify-linux-amd64 of release {}",
+            forged.tag
+        )) && log.contains("from refs/heads/main on a GitHub-hosted runner: refusing to run it")
+            && log.contains(
+                "expected SourceRepositoryRef to be refs/heads/main, got refs/heads/attacker"
+            ),
+        "{log}"
+    );
+
+    // It carries none: the older release's verifier runs and refuses the forged receipt.
+    let releases = Releases::new();
+    releases.make(
+        "2026.11.30-aaaaaaaaaaaa",
+        "2026-11-24T04:50:00Z",
+        None,
+        None,
+    );
+    let forged = releases.make_from(
+        "2026.11.30-ffffffffffff",
+        "2026-11-27T04:50:00Z",
+        None,
+        None,
+        branch,
+        false,
+    );
+    let (c, before) = consume(&releases, &releases.unpinned());
+    let log = assert_failed_and_unchanged(&c, &before);
+    assert!(
+        log.contains(&format!("release {}: the receipt", forged.tag))
+            && log.contains(&format!("is not attested by {SIGNER} from refs/heads/main"))
+            && log.contains("refs/heads/attacker"),
+        "{log}"
+    );
+
+    // Made on a self-hosted runner from the default branch: refused as well.
+    let releases = Releases::new();
+    let self_hosted = SignedFrom {
+        source_ref: "refs/heads/main",
+        runner_environment: "self-hosted",
+    };
+    releases.make(
+        "2026.11.30-aaaaaaaaaaaa",
+        "2026-11-24T04:50:00Z",
+        None,
+        None,
+    );
+    releases.make_from(
+        "2026.11.30-ffffffffffff",
+        "2026-11-27T04:50:00Z",
+        None,
+        None,
+        self_hosted,
+        false,
+    );
+    let (c, before) = consume(&releases, &releases.unpinned());
+    let log = assert_failed_and_unchanged(&c, &before);
+    assert!(
+        log.contains("RunnerEnvironment to be github-hosted, got self-hosted"),
+        "{log}"
+    );
+}
+
+/// The verifier as a consumer has it: built in a scratch copy that no longer exists, copied
+/// to a directory of its own, run as another user from another directory, on a genuine
+/// release's assets. It judges the receipt by the release's own manifest.yaml, and refuses a
+/// manifest the receipt does not record.
+#[test]
+fn the_verifier_verifies_a_release_away_from_its_build_tree() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let _docker = light_docker();
+    runner_user();
+    let releases = Releases::new();
+    let made = releases.make(
+        "2026.11.30-bbbbbbbbbbbb",
+        "2026-11-27T04:50:00Z",
+        None,
+        None,
+    );
+    // What a consumer downloads: the release's assets, readable by the runner user.
+    let home = tempfile::Builder::new()
+        .prefix("consumer-")
+        .tempdir_in(crate::support::run_dir())
+        .unwrap();
+    let assets = home.path().join("release");
+    std::fs::create_dir_all(&assets).unwrap();
+    for entry in std::fs::read_dir(
+        releases
+            .state
+            .path()
+            .join(format!("releases/{}/assets", made.tag)),
+    )
+    .unwrap()
+    {
+        let entry = entry.unwrap();
+        let to = assets.join(entry.file_name());
+        std::fs::copy(entry.path(), &to).unwrap();
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let receipt = std::fs::read_dir(&assets)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("receipt-")
+        })
+        .unwrap();
+    for dir in [home.path(), assets.as_path()] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let binary = home.path().join("template-verify");
+    std::fs::copy(verifier(), &binary).unwrap();
+    std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new("setpriv")
+            .args([
+                "--reuid",
+                RUNNER_USER,
+                "--regid",
+                RUNNER_USER,
+                "--init-groups",
+                "--",
+            ])
+            .arg(&binary)
+            .args(args)
+            .current_dir(home.path())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", home.path())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (ok, text) = run(&[
+        "receipt".as_ref(),
+        "verify".as_ref(),
+        receipt.as_os_str(),
+        "--artifacts".as_ref(),
+        assets.as_os_str(),
+        "--check-registry".as_ref(),
+    ]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("valid, complete, matches the registry"),
+        "{text}"
+    );
+
+    // Without the release's manifest the verifier has nothing to judge by.
+    let (ok, text) = run(&["receipt".as_ref(), "verify".as_ref(), receipt.as_os_str()]);
+    assert!(
+        !ok && text.contains("--artifacts DIR") && text.contains("--manifest FILE"),
+        "{text}"
+    );
+
+    // A manifest the receipt does not record (a laxer one, say) is refused, naming the field.
+    let other = home.path().join("manifest.yaml");
+    let mut text = std::fs::read_to_string(assets.join("manifest.yaml")).unwrap();
+    text.push_str("# edited\n");
+    std::fs::write(&other, text).unwrap();
+    let (ok, text) = run(&[
+        "receipt".as_ref(),
+        "verify".as_ref(),
+        receipt.as_os_str(),
+        "--manifest".as_ref(),
+        other.as_os_str(),
+    ]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("artifacts[4].sha256") && text.contains("not this release's"),
+        "{text}"
+    );
+}
+
+/// A private image: `gh attestation verify oci://…` reads registry credentials from the docker
+/// config only, so the action's registry inputs must reach it there (the gh stand-in answers
+/// 401 for a registry marked private when the docker config has no entry for it).
+#[test]
+fn registry_credentials_reach_gh_for_a_private_image() {
+    let _docker = light_docker();
+    let releases = Releases::new();
+    let newest = releases.make(
+        "2026.11.30-bbbbbbbbbbbb",
+        "2026-11-27T04:50:00Z",
+        None,
+        None,
+    );
+    let registry = releases.repository.split('/').next().unwrap().to_string();
+    std::fs::write(
+        releases.state.path().join("private-registries"),
+        format!("{registry}\n"),
+    )
+    .unwrap();
+
+    let (c, before) = consume(&releases, &releases.unpinned());
+    let log = assert_failed_and_unchanged(&c, &before);
+    assert!(
+        log.contains("UNAUTHORIZED") && log.contains(&registry),
+        "{log}"
+    );
+
+    let inputs = format!(
+        "          registry: {registry}\n          registry-username: reader\n          registry-password: s3cret\n"
+    );
+    let (c, before) = consume_with(&releases, &releases.unpinned(), &inputs);
+    c.run.assert_success();
+    let image = newest.receipt["index"]["reference"].as_str().unwrap();
+    assert_eq!(c.template, before.replace(&releases.unpinned(), image));
 }

@@ -863,6 +863,10 @@ fn attest(
                 "{}/.github/workflows/{}",
                 run.replay.repository, run.workflow.file
             ),
+            // Fulcio's certificate for the run: its GITHUB_REF, and the replay stands in for
+            // GitHub-hosted runners.
+            source_ref: run.replay.git_ref.clone(),
+            runner_environment: "github-hosted".into(),
             predicate_type: predicate_type.into(),
             subjects: record
                 .subjects

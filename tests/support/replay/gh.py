@@ -13,11 +13,15 @@
 # - another repository registered with Replay::gh_foreign_repository (--repo/-R/GH_REPO) is
 #   public: any valid token reads its published releases, nothing may change it (HTTP 403);
 # - `gh attestation verify` checks STATE/attestations.jsonl (the attest stand-in's records)
-#   of the repository named: subject digest, predicate type, signer workflow;
+#   of the repository named: subject digest, predicate type, and the certificate's identity
+#   as gh's policy does (see cmd_attestation_verify): --signer-workflow as a pattern over the
+#   subject alternative name with any ref after `@`, --source-ref, --deny-self-hosted-runners;
+# - `gh api repos/OWNER/NAME` answers STATE/repository.json (the default branch);
 # - STATE/fail-once holding e.g. `release edit` makes the next matching call fail once.
 #
 # The harness writes this file with STATE, REPOSITORY and FOREIGN filled in.
 import fnmatch
+import re
 import hashlib
 import json
 import os
@@ -480,21 +484,81 @@ def read_records(path):
         return []
 
 
-def signer_matches(wanted, recorded):
-    # gh takes [host/]owner/repo/path/to/workflow (an https:// prefix and an @ref are
-    # tolerated here); the stand-in compares it whole, case-insensitively.
-    w = wanted.strip()
-    for prefix in ("https://", "github.com/"):
-        if w.lower().startswith(prefix):
-            w = w[len(prefix):]
-    return w.split("@")[0].lower() == recorded.lower()
+# gh's --signer-workflow, as cli/cli pkg/cmd/attestation/verify/policy.go builds it (the
+# version with signerWorkflowSANPattern, after 2.60.0; 2.60.0 itself anchored only the start):
+# a value that starts with a host (hostRegex `^[a-zA-Z0-9-]+\.[a-zA-Z0-9-]+.*$`) is taken as
+# `https://<value>`, any other gets `https://<hostname>/` (github.com) in front; the pattern is
+# `^` + QuoteMeta(url) + `(@(refs/.*|[0-9a-fA-F]+))?$`, or `$` alone when the value already ends
+# in such a ref. It is matched against the certificate's subject alternative name (sigstore-go
+# SANMatcher, regexp.MatchString), case-sensitively: no `(?i)`, unlike --repo's pattern.
+HOST_REGEX = re.compile(r"^[a-zA-Z0-9-]+\.[a-zA-Z0-9-]+.*$")
+SIGNER_WORKFLOW_REF = r"@(refs/.*|[0-9a-fA-F]+)"
+
+
+def signer_workflow_pattern(wanted, hostname="github.com"):
+    url = "https://" + wanted if HOST_REGEX.match(wanted) else "https://%s/%s" % (hostname, wanted)
+    pattern = "^" + re.escape(url)
+    if re.search(SIGNER_WORKFLOW_REF + "$", url):
+        return re.compile(pattern + "$")
+    return re.compile(pattern + "(" + SIGNER_WORKFLOW_REF + ")?$")
+
+
+def certificate(rec):
+    """The fields of the Fulcio certificate GitHub's attestation carries for this record
+    (sigstore-go certificate.Summary, JSON names): for a workflow that is not a reusable one,
+    the subject alternative name is the workflow's URL at the run's ref."""
+    for key in ("source_ref", "runner_environment"):
+        if key not in rec:
+            fail("gh stand-in (replay harness): attestation record without %s: %r" % (key, rec))
+    return {
+        "subjectAlternativeName": "https://github.com/%s@%s" % (rec["signer_workflow"], rec["source_ref"]),
+        "issuer": "https://token.actions.githubusercontent.com",
+        "buildSignerURI": "https://github.com/%s@%s" % (rec["signer_workflow"], rec["source_ref"]),
+        "runnerEnvironment": rec["runner_environment"],
+        "sourceRepositoryURI": "https://github.com/" + rec["repository"],
+        "sourceRepositoryRef": rec["source_ref"],
+        "sourceRepositoryOwnerURI": "https://github.com/" + rec["repository"].split("/")[0],
+    }
+
+
+def docker_config_auths():
+    """The `auths` of the docker config gh reads: gh resolves an oci:// subject through
+    go-containerregistry's authn.DefaultKeychain (cli/cli pkg/cmd/attestation/artifact/oci/
+    client.go), which reads $DOCKER_CONFIG/config.json, else ~/.docker/config.json (docker/cli
+    cli/config), and nothing else: no environment variable carries registry credentials."""
+    d = os.environ.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
+    try:
+        with open(os.path.join(d, "config.json")) as f:
+            return json.load(f).get("auths", {})
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+
+
+def require_registry_credentials(registry, target, state_dirs):
+    """A registry listed in the repository's state `private-registries` answers 401 without
+    credentials, as a private package does: the real gh fetches the subject's manifest from the
+    registry before it looks for attestations."""
+    private = []
+    for d in state_dirs:
+        try:
+            with open(os.path.join(d, "private-registries")) as f:
+                private += f.read().split()
+        except FileNotFoundError:
+            pass
+    if registry not in private:
+        return
+    auths = docker_config_auths()
+    if not any(k in auths and auths[k].get("auth") for k in (registry, "https://" + registry)):
+        fail("failed to digest artifact: GET https://%s/v2/: UNAUTHORIZED: authentication required "
+             "(%s; no credentials for %s in the docker config)" % (registry, target, registry))
 
 
 def cmd_attestation_verify(args):
     pos, opts = parse(args, {"-R": "repo", "--repo": "repo", "-o": "owner", "--owner": "owner",
                              "--signer-workflow": "signer_workflow", "--predicate-type": "predicate_type",
                              "--format": "format", "-d": "digest_alg", "--digest-alg": "digest_alg",
-                             "--hostname": "hostname", "-L": "limit", "--limit": "limit"},
+                             "--hostname": "hostname", "-L": "limit", "--limit": "limit",
+                             "--source-ref": "source_ref"},
                       {"--deny-self-hosted-runners": "deny_self_hosted"})
     token_permissions()
     if len(pos) != 1:
@@ -518,6 +582,8 @@ def cmd_attestation_verify(args):
         hexpart = digest[len("sha256:"):]
         if len(hexpart) != 64 or any(c not in "0123456789abcdef" for c in hexpart):
             fail("invalid digest in %s" % target)
+        state_dirs = [os.path.dirname(p) for _, p in attestation_stores(opts.get("repo"), opts.get("owner"))]
+        require_registry_credentials(subject_name.split("/", 1)[0], target, state_dirs)
         shown = target
     else:
         if not os.path.isfile(target):
@@ -544,12 +610,25 @@ def cmd_attestation_verify(args):
     if not by_predicate:
         fail("✗ Verification failed\n\nError: no matching attestations found: %s has no attestation with "
              "predicate type %s (found: %s)" % (target, predicate, ", ".join(sorted({r["predicate_type"] for r in found}))))
-    matched = by_predicate
-    if "signer_workflow" in opts:
-        matched = [r for r in by_predicate if signer_matches(opts["signer_workflow"], r["signer_workflow"])]
-        if not matched:
-            fail("✗ Verification failed\n\nError: no matching attestations found: %s was not signed by workflow %s "
-                 "(signed by: %s)" % (target, opts["signer_workflow"], ", ".join(sorted({r["signer_workflow"] for r in by_predicate}))))
+    # gh keeps the attestations whose certificate meets every criterion and fails when none
+    # does (verification/extensions.go VerifyCertExtensions: "at least one"), naming the last
+    # mismatch. SourceRepositoryRef is compared with strings.EqualFold; --deny-self-hosted-runners
+    # sets the expected RunnerEnvironment to "github-hosted" (policy.go newEnforcementCriteria).
+    matched, why = [], None
+    pattern = signer_workflow_pattern(opts["signer_workflow"], opts.get("hostname", "github.com")) \
+        if "signer_workflow" in opts else None
+    for r in by_predicate:
+        cert = certificate(r)
+        if pattern is not None and not pattern.search(cert["subjectAlternativeName"]):
+            why = "expected SAN to match %s, got %s" % (pattern.pattern, cert["subjectAlternativeName"])
+        elif "source_ref" in opts and opts["source_ref"].lower() != cert["sourceRepositoryRef"].lower():
+            why = "expected SourceRepositoryRef to be %s, got %s" % (opts["source_ref"], cert["sourceRepositoryRef"])
+        elif opts.get("deny_self_hosted") == "true" and cert["runnerEnvironment"] != "github-hosted":
+            why = "expected RunnerEnvironment to be github-hosted, got %s" % cert["runnerEnvironment"]
+        else:
+            matched.append(r)
+    if not matched:
+        fail("✗ Verification failed\n\nError: no attestation matched the policy: %s" % why)
     if opts.get("format") == "json":
         print(json.dumps([{
             "verificationResult": {
@@ -558,16 +637,31 @@ def cmd_attestation_verify(args):
                     "subject": [{"name": s["name"], "digest": {"sha256": s["digest"][len("sha256:"):]}} for s in r["subjects"]],
                     "predicateType": r["predicate_type"],
                 },
-                "signature": {"certificate": {
-                    "sourceRepositoryURI": "https://github.com/" + r["repository"],
-                    "buildSignerURI": "https://github.com/" + r["signer_workflow"],
-                    "githubWorkflowRepository": r["repository"],
-                }},
+                "signature": {"certificate": certificate(r)},
             }} for r in matched], indent=2))
         return
     print("\u2713 Verification succeeded!\n\n%s was attested by:\nREPO\tPREDICATE_TYPE\tWORKFLOW" % digest)
     for r in matched:
-        print("%s\t%s\t%s" % (r["repository"], r["predicate_type"], r["signer_workflow"]))
+        print("%s\t%s\t%s@%s" % (r["repository"], r["predicate_type"], r["signer_workflow"], r["source_ref"]))
+
+
+def cmd_api(args):
+    """`gh api repos/OWNER/NAME [--jq EXPR]`: the repository's default branch as GitHub's REST
+    API reports it (GET /repos/{owner}/{repo} -> default_branch); nothing else is emulated."""
+    pos, opts = parse(args, {"-q": "jq", "--jq": "jq", "-H": "header", "--header": "header"}, {})
+    if len(pos) != 1 or not re.fullmatch(r"repos/[^/]+/[^/]+", pos[0]):
+        fail("gh stand-in (replay harness): only `gh api repos/OWNER/NAME` is emulated; got `gh api %s`" % " ".join(args))
+    repo = pos[0][len("repos/"):]
+    token_permissions()
+    foreign = check_repo(repo)
+    state = FOREIGN[foreign] if foreign else STATE
+    try:
+        with open(os.path.join(state, "repository.json")) as f:
+            info = json.load(f)
+    except FileNotFoundError:
+        fail("gh stand-in (replay harness): no repository.json for %s (set_default_branch)" % repo)
+    info = dict(info, full_name=repo)
+    emit(info, opts)
 
 
 COMMANDS = {"view": cmd_view, "create": cmd_create, "upload": cmd_upload, "edit": cmd_edit,
@@ -575,6 +669,9 @@ COMMANDS = {"view": cmd_view, "create": cmd_create, "upload": cmd_upload, "edit"
 
 
 def main(argv):
+    if argv[:1] == ["api"]:
+        cmd_api(argv[1:])
+        return
     if argv[:1] == ["attestation"]:
         if argv[1:2] != ["verify"]:
             fail("gh stand-in (replay harness): only `gh attestation verify` is emulated; got `gh %s`" % " ".join(argv))

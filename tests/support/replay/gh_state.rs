@@ -26,6 +26,12 @@ pub struct AttestationRecord {
     pub repository: String,
     /// `owner/name/.github/workflows/<file>.yml`: the workflow that signed it.
     pub signer_workflow: String,
+    /// The ref the signing run came from (`GITHUB_REF`): the certificate's SourceRepositoryRef
+    /// (Fulcio OID 1.3.6.1.4.1.57264.1.14), and the `@<ref>` its subject alternative name ends
+    /// with (the workflow's own ref, the same for a workflow that is not a reusable one).
+    pub source_ref: String,
+    /// `github-hosted` or `self-hosted`: the certificate's RunnerEnvironment (OID …1.11).
+    pub runner_environment: String,
     /// The in-toto predicate type, e.g. `https://slsa.dev/provenance/v1`.
     pub predicate_type: String,
     pub subjects: Vec<RecordSubject>,
@@ -51,8 +57,22 @@ fn valid_digest(d: &str) -> bool {
     })
 }
 
+/// Where a run that signs came from: its ref and its runner.
+#[derive(Clone, Copy, Debug)]
+pub struct SignedFrom<'a> {
+    pub source_ref: &'a str,
+    pub runner_environment: &'a str,
+}
+
+/// A run of the default branch `main` on a GitHub-hosted runner, as the release workflow's are.
+pub const MAIN_ON_GITHUB_HOSTED: SignedFrom<'static> = SignedFrom {
+    source_ref: "refs/heads/main",
+    runner_environment: "github-hosted",
+};
+
 /// Appends an attestation to `gh_state_dir`'s store, as if `signer_workflow` of `repository`
-/// had attested `subjects` (`(name, "sha256:<hex>")`).
+/// had attested `subjects` (`(name, "sha256:<hex>")`) in a run of `main` on a GitHub-hosted
+/// runner.
 pub fn record_attestation(
     gh_state_dir: &Path,
     repository: &str,
@@ -60,6 +80,37 @@ pub fn record_attestation(
     predicate_type: &str,
     subjects: &[(String, String)],
 ) -> Result<()> {
+    record_attestation_from(
+        gh_state_dir,
+        repository,
+        signer_workflow,
+        MAIN_ON_GITHUB_HOSTED,
+        predicate_type,
+        subjects,
+    )
+}
+
+/// [`record_attestation`] for a run from another ref or runner.
+pub fn record_attestation_from(
+    gh_state_dir: &Path,
+    repository: &str,
+    signer_workflow: &str,
+    from: SignedFrom,
+    predicate_type: &str,
+    subjects: &[(String, String)],
+) -> Result<()> {
+    if !from.source_ref.starts_with("refs/") {
+        bail!(
+            "record_attestation: source ref {:?} is not refs/…",
+            from.source_ref
+        );
+    }
+    if !["github-hosted", "self-hosted"].contains(&from.runner_environment) {
+        bail!(
+            "record_attestation: runner environment {:?} is neither github-hosted nor self-hosted",
+            from.runner_environment
+        );
+    }
     if repository.split('/').count() != 2 {
         bail!("record_attestation: repository {repository:?} is not owner/name");
     }
@@ -84,6 +135,8 @@ pub fn record_attestation(
         &AttestationRecord {
             repository: repository.into(),
             signer_workflow: signer_workflow.into(),
+            source_ref: from.source_ref.into(),
+            runner_environment: from.runner_environment.into(),
             predicate_type: predicate_type.into(),
             subjects: subjects
                 .iter()
@@ -94,6 +147,20 @@ pub fn record_attestation(
                 .collect(),
         },
     )
+}
+
+/// The file in a gh state dir with what `gh api repos/<owner>/<name>` answers.
+pub const REPOSITORY_FILE: &str = "repository.json";
+
+/// Records the repository's default branch, as GitHub's API reports it
+/// (`gh api repos/<owner>/<name>` → `default_branch`). Without it, the stand-in refuses
+/// `gh api` for that repository rather than guess.
+pub fn set_default_branch(gh_state_dir: &Path, branch: &str) -> Result<()> {
+    std::fs::create_dir_all(gh_state_dir)
+        .with_context(|| format!("creating {}", gh_state_dir.display()))?;
+    let path = gh_state_dir.join(REPOSITORY_FILE);
+    std::fs::write(&path, json!({ "default_branch": branch }).to_string())
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 pub(crate) fn append_record(gh_state_dir: &Path, record: &AttestationRecord) -> Result<()> {

@@ -57,8 +57,9 @@ use sha2::{Digest, Sha256};
 pub use actions::{ActionCall, ActionFn, Attestation, StandIn, Subject, ATTESTATIONS_FILE};
 #[allow(unused_imports)]
 pub use gh_state::{
-    add_release, attestation_records, record_attestation, AttestationRecord, RecordSubject,
-    ATTESTATION_STORE, CYCLONEDX_BOM, SLSA_PROVENANCE_V1, SPDX_DOCUMENT_V2_3,
+    add_release, attestation_records, record_attestation, record_attestation_from,
+    set_default_branch, AttestationRecord, RecordSubject, SignedFrom, ATTESTATION_STORE,
+    CYCLONEDX_BOM, MAIN_ON_GITHUB_HOSTED, SLSA_PROVENANCE_V1, SPDX_DOCUMENT_V2_3,
 };
 
 /// The user GitHub-hosted runners run jobs as.

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The pin-template action's second step: runs the attested verifier's `consume` with the ref
+# the first step settled on (SOURCE_REF), so both steps hold every attestation to one ref.
+#
+# With registry credentials (a private image), they must reach `gh attestation verify
+# oci://…` as well as the verifier's own registry check: gh resolves an oci:// subject through
+# the docker config keychain only (no environment variables), so a docker config holding just
+# that registry's entry is written under the job's temp dir and named by DOCKER_CONFIG for
+# this step alone; the verifier reads it too ($DOCKER_CONFIG/config.json) besides
+# XTASK_REGISTRY_USERNAME/XTASK_REGISTRY_PASSWORD.
+set -euo pipefail
+
+if [ -n "${XTASK_REGISTRY_USERNAME:-}" ]; then
+  export DOCKER_CONFIG="${WORK_DIR:?}/docker-config"
+  mkdir -p "$DOCKER_CONFIG"
+  chmod 700 "$DOCKER_CONFIG"
+  auth=$(printf '%s:%s' "$XTASK_REGISTRY_USERNAME" "${XTASK_REGISTRY_PASSWORD:?registry-password is needed with registry-username}" | base64 -w0)
+  (umask 077 && jq -n --arg registry "${REGISTRY:?}" --arg auth "$auth" \
+    '{auths: {($registry): {auth: $auth}}}' > "$DOCKER_CONFIG/config.json")
+fi
+exec "${VERIFIER:?}" consume --repository "${TEMPLATE_REPOSITORY:?}" --template "${TEMPLATE_FILE:?}" \
+  --work-dir "$WORK_DIR/releases" --max-releases "${MAX_RELEASES:?}" --source-ref "${SOURCE_REF:?}"
