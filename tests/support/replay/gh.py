@@ -524,7 +524,8 @@ def certificate(rec):
 def docker_config_auths():
     """The `auths` of the docker config gh reads: gh resolves an oci:// subject through
     go-containerregistry's authn.DefaultKeychain (cli/cli pkg/cmd/attestation/artifact/oci/
-    client.go), which reads $DOCKER_CONFIG/config.json, else ~/.docker/config.json (docker/cli
+    client.go, v2.60.0: remote.Get with authn.DefaultKeychain), which reads
+    $DOCKER_CONFIG/config.json, else ~/.docker/config.json (docker/cli
     cli/config), and nothing else: no environment variable carries registry credentials."""
     d = os.environ.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
     try:
