@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::docker::{light_docker, load_tiny_image, local_registry};
-use crate::support::genuine_release::{build_json, receipt_write_for, release, smoke};
+use crate::support::genuine_release::{self, build_json, receipt_write_for, release, smoke};
 use crate::support::replay::{
     add_release, run_workflow, Replay, StandIn, Status, WorkflowRun, MAIN_ON_GITHUB_HOSTED,
     SLSA_PROVENANCE_V1, SPDX_DOCUMENT_V2_3,
@@ -317,7 +317,7 @@ impl Releases {
         }
         for p in receipt["platforms"].as_array().unwrap() {
             let name = p["sbom"]["name"].as_str().unwrap();
-            std::fs::copy(r.inputs.join(name), assets.join(name)).unwrap();
+            std::fs::copy(genuine_release::sbom_of_record(p), assets.join(name)).unwrap();
         }
         if with_verifier {
             // A branch's run builds its own binary (the same bytes would carry the default
@@ -331,8 +331,8 @@ impl Releases {
             std::fs::write(assets.join("template-verify-linux-amd64"), binary).unwrap();
         }
         std::fs::copy(
-            repo_root().join("schemas/receipt.v1.schema.json"),
-            assets.join("receipt.v1.schema.json"),
+            repo_root().join("schemas/receipt.v2.schema.json"),
+            assets.join("receipt.v2.schema.json"),
         )
         .unwrap();
 

@@ -36,6 +36,7 @@ struct Tampered {
 
 type Edit = Box<dyn Fn(&mut Value)>;
 type MakeFile = Box<dyn Fn(&Path, &str) -> PathBuf>;
+type EditBoth = Box<dyn Fn(&Path, &mut Value)>;
 
 enum Make {
     /// Edit the genuine receipt's JSON; written pretty and renamed to its sha256.
@@ -49,6 +50,10 @@ enum Make {
     File(MakeFile),
     /// The genuine receipt with the artifacts directory changed by this function.
     Artifacts(Box<dyn Fn(&Path)>),
+    /// The artifacts directory and the receipt's JSON changed together (a file replaced and
+    /// its sha256 updated in the receipt; maybe an index published to match); the receipt is
+    /// written pretty and renamed to its sha256.
+    Both(EditBoth),
 }
 
 struct Case {
@@ -76,6 +81,99 @@ fn json_edit(f: impl Fn(&mut Value) + 'static) -> Make {
 
 fn consistent(f: impl Fn(&mut Value) + 'static) -> Make {
     Make::Consistent(Box::new(f))
+}
+
+fn both(f: impl Fn(&Path, &mut Value) + 'static) -> Make {
+    Make::Both(Box::new(f))
+}
+
+/// Edits platform `i`'s SBOM in the artifacts `dir` and records its new sha256 in `v`, so the
+/// file matches its hash and only its content can be wrong.
+fn edit_sbom(dir: &Path, v: &mut Value, i: usize, edit: impl Fn(&mut Value)) {
+    let path = dir.join(v["platforms"][i]["sbom"]["name"].as_str().unwrap());
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    edit(&mut doc);
+    replace_sbom(dir, v, i, &serde_json::to_vec_pretty(&doc).unwrap());
+}
+
+/// Puts `bytes` as platform `i`'s SBOM and records their sha256 in `v`.
+fn replace_sbom(dir: &Path, v: &mut Value, i: usize, bytes: &[u8]) {
+    let path = dir.join(v["platforms"][i]["sbom"]["name"].as_str().unwrap());
+    std::fs::write(&path, bytes).unwrap();
+    v["platforms"][i]["sbom"]["sha256"] = json!(sha256_hex(bytes));
+}
+
+/// The SBOM's packages whose purl starts with `prefix`.
+fn sbom_packages<'a>(doc: &'a mut Value, prefix: &'a str) -> impl Iterator<Item = &'a mut Value> {
+    doc["packages"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .filter(move |p| {
+            p["externalRefs"][0]["referenceLocator"]
+                .as_str()
+                .is_some_and(|l| l.starts_with(prefix))
+        })
+}
+
+/// Lists `bytes` as the linux/amd64 verifier binary: in the folder and in the receipt.
+fn add_verifier(dir: &Path, v: &mut Value, bytes: &[u8]) {
+    std::fs::write(dir.join("template-verify-linux-amd64"), bytes).unwrap();
+    v["verifiers"] = json!([{
+        "platform": "linux/amd64",
+        "name": "template-verify-linux-amd64",
+        "sha256": sha256_hex(bytes),
+    }]);
+}
+
+/// A little-endian ELF64 executable header for `machine` (62 x86-64, 183 AArch64) with one
+/// program header of type `ph_type` (1 PT_LOAD; 3 PT_INTERP: dynamically linked), as the ELF
+/// specification lays them out (System V gABI, "ELF Header" and "Program Header").
+fn elf(machine: u16, ph_type: u32) -> Vec<u8> {
+    let mut b = vec![0u8; 64 + 56];
+    b[..4].copy_from_slice(b"\x7fELF");
+    b[4] = 2; // ELFCLASS64
+    b[5] = 1; // ELFDATA2LSB
+    b[6] = 1; // EV_CURRENT
+    b[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+    b[18..20].copy_from_slice(&machine.to_le_bytes());
+    b[20..24].copy_from_slice(&1u32.to_le_bytes());
+    b[32..40].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
+    b[52..54].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
+    b[54..56].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
+    b[56..58].copy_from_slice(&1u16.to_le_bytes()); // e_phnum
+    b[64..68].copy_from_slice(&ph_type.to_le_bytes());
+    b
+}
+
+/// Publishes the canonical index of `v`'s platform records under `v`'s release tag in the
+/// local registry (after [`recompute_index`]), so a consistent lie reaches the configs.
+fn publish_index(path: &str, v: &Value) {
+    let entries: Vec<xtask::model::publish::IndexEntry> = v["platforms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| xtask::model::publish::IndexEntry {
+            platform: p["platform"].as_str().unwrap().parse().unwrap(),
+            os: p["os"].as_str().unwrap().into(),
+            architecture: p["architecture"].as_str().unwrap().into(),
+            variant: p["variant"].as_str().map(Into::into),
+            digest: p["digest"].as_str().unwrap().into(),
+            media_type: p["media_type"].as_str().unwrap().into(),
+            size: p["manifest_size"].as_u64().unwrap(),
+        })
+        .collect();
+    Registry::local().put_manifest(
+        path,
+        v["release_tag"].as_str().unwrap(),
+        OCI_INDEX,
+        xtask::release::publish::index_bytes(&entries).unwrap(),
+    );
+}
+
+fn set_tag(v: &mut Value, tag: &str) {
+    v["release_tag"] = json!(tag);
+    v["index"]["tag"] = json!(tag);
 }
 
 fn bytes_of(value: &Value) -> Vec<u8> {
@@ -533,9 +631,269 @@ fn cases(genuine: &Value) -> Vec<Case> {
                 v["index"]["tag"] = json!("2026.12.05-0123456789ab");
             }),
         ),
+        // -- SBOMs are read, not only hashed (issue #29). Each SBOM is replaced and its new
+        //    sha256 recorded in the receipt, so only its content can give it away.
+        case(
+            "SBOM Debian version edited",
+            "platforms[0].debian_packages",
+            both(|dir, v| {
+                edit_sbom(dir, v, 0, |doc| {
+                    for p in sbom_packages(doc, "pkg:deb/debian/libc6@") {
+                        p["externalRefs"][0]["referenceLocator"] = json!(
+                            "pkg:deb/debian/libc6@2.36-9%2Bdeb12u99?arch=amd64&distro=debian-12"
+                        );
+                    }
+                })
+            }),
+        ),
+        case(
+            "SBOM Debian package removed",
+            "platforms[1].debian_packages",
+            both(|dir, v| {
+                edit_sbom(dir, v, 1, |doc| {
+                    doc["packages"]
+                        .as_array_mut()
+                        .unwrap()
+                        .retain(|p| p["name"] != "tzdata")
+                })
+            }),
+        ),
+        case(
+            "SBOM Debian package added",
+            "platforms[0].debian_packages",
+            both(|dir, v| {
+                edit_sbom(dir, v, 0, |doc| {
+                    let mut extra = sbom_packages(doc, "pkg:deb/").next().unwrap().clone();
+                    extra["SPDXID"] = json!("SPDXRef-deb-backdoor-amd64");
+                    extra["externalRefs"][0]["referenceLocator"] =
+                        json!("pkg:deb/debian/backdoor@1.0?arch=amd64");
+                    doc["packages"].as_array_mut().unwrap().push(extra);
+                })
+            }),
+        ),
+        case(
+            "SBOM Debian package of another architecture",
+            "platforms[0].sbom",
+            both(|dir, v| {
+                edit_sbom(dir, v, 0, |doc| {
+                    for p in sbom_packages(doc, "pkg:deb/debian/libc6@") {
+                        let l = p["externalRefs"][0]["referenceLocator"].as_str().unwrap();
+                        p["externalRefs"][0]["referenceLocator"] =
+                            json!(l.replace("arch=amd64", "arch=arm64"));
+                    }
+                })
+            }),
+        ),
+        case(
+            "SBOM that is not SPDX",
+            "platforms[0].sbom",
+            both(|dir, v| {
+                let cyclonedx =
+                    br#"{"bomFormat": "CycloneDX", "specVersion": "1.6", "components": []}"#;
+                replace_sbom(dir, v, 0, cyclonedx)
+            }),
+        ),
+        case(
+            "SBOM of another image",
+            "platforms[1].sbom",
+            both(|dir, v| {
+                edit_sbom(dir, v, 1, |doc| {
+                    doc["packages"][0]["checksums"][0]["checksumValue"] =
+                        json!(sha256_hex(b"another image"));
+                })
+            }),
+        ),
+        case(
+            "SBOMs swapped between platforms",
+            "platforms[0].sbom",
+            both(|dir, v| {
+                let name = |i: usize| {
+                    v["platforms"][i]["sbom"]["name"]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                };
+                let (a, b) = (dir.join(name(0)), dir.join(name(1)));
+                let (bytes_a, bytes_b) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+                replace_sbom(dir, v, 0, &bytes_b);
+                replace_sbom(dir, v, 1, &bytes_a);
+            }),
+        ),
+        case(
+            "the other platform's SBOM renamed as this one's",
+            "platforms[0].sbom",
+            both(|dir, v| {
+                let other = dir.join(v["platforms"][1]["sbom"]["name"].as_str().unwrap());
+                let mut doc: Value =
+                    serde_json::from_slice(&std::fs::read(other).unwrap()).unwrap();
+                doc["name"] = json!("coding-agent-linux-amd64");
+                replace_sbom(dir, v, 0, &serde_json::to_vec_pretty(&doc).unwrap());
+            }),
+        ),
+        case(
+            "SBOM lacks an npm package the lockfile installs",
+            "platforms[1].sbom",
+            both(|dir, v| {
+                edit_sbom(dir, v, 1, |doc| {
+                    let first = sbom_packages(doc, "pkg:npm/").next().unwrap()["SPDXID"].clone();
+                    doc["packages"]
+                        .as_array_mut()
+                        .unwrap()
+                        .retain(|p| p["SPDXID"] != first)
+                })
+            }),
+        ),
+        case(
+            "SBOM lists an npm package the lockfile does not install",
+            "platforms[0].sbom",
+            both(|dir, v| {
+                edit_sbom(dir, v, 0, |doc| {
+                    let mut extra = sbom_packages(doc, "pkg:npm/").next().unwrap().clone();
+                    extra["SPDXID"] = json!("SPDXRef-npm-evil");
+                    extra["externalRefs"][0]["referenceLocator"] =
+                        json!("pkg:npm/evil-helper@6.6.6");
+                    doc["packages"].as_array_mut().unwrap().push(extra);
+                })
+            }),
+        ),
+        // -- The receipt's own Debian package sets.
+        case(
+            "receipt Debian version edited",
+            "platforms[0].debian_packages",
+            json_edit(|v| {
+                v["platforms"][0]["debian_packages"][1] = json!("libc6=2.36-9+deb12u99");
+            }),
+        ),
+        case(
+            "receipt Debian entry removed",
+            "platforms[0].debian_packages",
+            json_edit(|v| {
+                v["platforms"][0]["debian_packages"]
+                    .as_array_mut()
+                    .unwrap()
+                    .pop();
+            }),
+        ),
+        case(
+            "receipt Debian list emptied",
+            "platforms[1].debian_packages",
+            json_edit(|v| v["platforms"][1]["debian_packages"] = json!([])),
+        ),
+        case(
+            "receipt Debian name listed twice",
+            "platforms[0].debian_packages[",
+            json_edit(|v| {
+                v["platforms"][0]["debian_packages"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!("libc6=2.36-9+deb12u12"));
+            }),
+        ),
+        case(
+            "receipt Debian entry malformed",
+            "platforms[1].debian_packages[0]",
+            json_edit(|v| v["platforms"][1]["debian_packages"][0] = json!("base-files 12.4")),
+        ),
+        case(
+            "receipt Debian sets swapped between platforms",
+            "platforms[0].debian_packages",
+            json_edit(|v| {
+                let a = v["platforms"][0]["debian_packages"].clone();
+                v["platforms"][0]["debian_packages"] = v["platforms"][1]["debian_packages"].clone();
+                v["platforms"][1]["debian_packages"] = a;
+            }),
+        ),
+        // -- Verifier binaries are read: a static executable of their platform.
+        case(
+            "verifier binary for another architecture",
+            "verifiers[0]",
+            both(|dir, v| add_verifier(dir, v, &elf(183, 1))),
+        ),
+        case(
+            "verifier binary dynamically linked",
+            "verifiers[0]",
+            both(|dir, v| add_verifier(dir, v, &std::fs::read("/bin/ls").unwrap())),
+        ),
+        case(
+            "verifier binary that is a script",
+            "verifiers[0]",
+            both(|dir, v| add_verifier(dir, v, b"#!/bin/sh\necho valid, complete\n")),
+        ),
+        // -- Files the receipt does not account for.
+        case(
+            "a verifier binary the receipt does not list",
+            "verifiers",
+            Make::Artifacts(Box::new(|dir| {
+                std::fs::write(dir.join("template-verify-linux-arm64"), elf(183, 1)).unwrap();
+            })),
+        ),
+        // -- The registry's configs: an index that lists another platform's image.
+        case(
+            "index swaps the platforms' manifests",
+            "platforms[0].architecture",
+            both({
+                let path = path.clone();
+                move |dir, v| {
+                    set_tag(v, "2026.11.30-5a5a5a5a5a5a");
+                    let (a, b) = (v["platforms"][0].clone(), v["platforms"][1].clone());
+                    for (i, from) in [(0, &b), (1, &a)] {
+                        for key in ["digest", "manifest_size", "config_digest", "image_id"] {
+                            v["platforms"][i][key] = from[key].clone();
+                        }
+                    }
+                    // SBOMs made to match, so only the registry can tell.
+                    for i in 0..2 {
+                        let p = v["platforms"][i].clone();
+                        let packages: Vec<String> = p["debian_packages"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|e| e.as_str().unwrap().to_string())
+                            .collect();
+                        let made = genuine_release::write_sbom(
+                            p["platform"].as_str().unwrap(),
+                            p["image_id"].as_str().unwrap(),
+                            &packages,
+                        );
+                        replace_sbom(dir, v, i, &std::fs::read(made).unwrap());
+                    }
+                    recompute_index(v);
+                    publish_index(&path, v);
+                }
+            }),
+        ),
+        case(
+            "a variant the image does not have",
+            "platforms[1].variant",
+            both({
+                let path = path.clone();
+                move |_, v| {
+                    set_tag(v, "2026.11.30-7a7a7a7a7a7a");
+                    let variant = if v["platforms"][1]["variant"] == "v8" {
+                        "v7"
+                    } else {
+                        "v8"
+                    };
+                    v["platforms"][1]["variant"] = json!(variant);
+                    recompute_index(v);
+                    publish_index(&path, v);
+                }
+            }),
+        ),
     ];
     cases.sort_by_key(|c| c.name);
     cases
+}
+
+/// A copy of the artifacts folder in `dir`.
+fn copy_artifacts(artifacts: &Path, dir: &Path) -> PathBuf {
+    let copy = dir.join("artifacts");
+    std::fs::create_dir_all(&copy).unwrap();
+    for entry in std::fs::read_dir(artifacts).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+    }
+    copy
 }
 
 fn move_to_fn(repository: String) -> impl Fn(&mut Value) + 'static {
@@ -617,7 +975,7 @@ fn every_tampered_receipt_is_refused_by_verify_and_pin() {
     );
 
     let all = cases(&genuine);
-    assert!(all.len() >= 40, "only {} cases", all.len());
+    assert!(all.len() >= 74, "only {} cases", all.len());
     let mut failures = Vec::new();
     for (i, c) in all.into_iter().enumerate() {
         let dir = work.path().join(format!("case-{i}"));
@@ -652,15 +1010,19 @@ fn every_tampered_receipt_is_refused_by_verify_and_pin() {
                 artifacts: None,
             },
             Make::Artifacts(change) => {
-                let copy = dir.join("artifacts");
-                std::fs::create_dir_all(&copy).unwrap();
-                for entry in std::fs::read_dir(&artifacts).unwrap() {
-                    let entry = entry.unwrap();
-                    std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
-                }
+                let copy = copy_artifacts(&artifacts, &dir);
                 change(&copy);
                 Tampered {
                     receipt: genuine_path.clone(),
+                    artifacts: Some(copy),
+                }
+            }
+            Make::Both(change) => {
+                let copy = copy_artifacts(&artifacts, &dir);
+                let mut v = genuine.clone();
+                change(&copy, &mut v);
+                Tampered {
+                    receipt: write_named(&dir, &tag_of(&v), &bytes_of(&v)),
                     artifacts: Some(copy),
                 }
             }
@@ -872,4 +1234,146 @@ fn receipt_write_refuses_incomplete_smoke_results() {
         );
         assert!(!out_dir.exists(), "{what}: something was written");
     }
+}
+
+/// A registry that answers every request `401` with a `Basic` challenge, as distribution
+/// does with htpasswd auth (distribution/distribution v2.8 `registry/auth/htpasswd`:
+/// `WWW-Authenticate: Basic realm="..."`), and records each request's `Authorization` header.
+struct CredentialTrap {
+    host: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>,
+}
+
+impl CredentialTrap {
+    fn start() -> CredentialTrap {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let host = listener.local_addr().unwrap().to_string();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut authorization = None;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':') {
+                        if name.eq_ignore_ascii_case("authorization") {
+                            authorization = Some(value.trim().to_string());
+                        }
+                    }
+                }
+                record.lock().unwrap().push(authorization);
+                let _ = stream.write_all(
+                    b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"trap\"\r\n\
+                      Content-Type: application/json\r\nContent-Length: 2\r\n\
+                      Connection: close\r\n\r\n{}",
+                );
+            }
+        });
+        CredentialTrap { host, seen }
+    }
+
+    /// The `Authorization` headers received so far (`None` for a request without one).
+    fn seen(&self) -> Vec<Option<String>> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// A tampered receipt that names another registry never receives the consumer's
+/// environment credentials, from `receipt verify --check-registry` or from `pin`; they go
+/// to a registry only when the consumer names it.
+#[test]
+fn environment_credentials_never_follow_a_receipt() {
+    use base64::Engine as _;
+    let _docker = light_docker();
+    let work = tempfile::tempdir().unwrap();
+    let (out, path) = write_receipt(work.path(), None);
+    assert!(out.status.success());
+    let genuine: Value = serde_json::from_slice(&std::fs::read(path.unwrap()).unwrap()).unwrap();
+    let repository = genuine["index"]["repository"].as_str().unwrap();
+    let (_, repo_path) = repository.split_once('/').unwrap();
+
+    let trap = CredentialTrap::start();
+    let mut tampered = genuine.clone();
+    move_to(&mut tampered, &format!("{}/{repo_path}", trap.host));
+    let receipt = write_named(work.path(), TAG, &bytes_of(&tampered));
+    let password = format!("consumer-secret-{}", std::process::id());
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("consumer:{password}"));
+    let empty_docker_config = work.path().join("docker-config");
+    std::fs::create_dir_all(&empty_docker_config).unwrap();
+    let with_credentials = |cmd: &mut Xtask| {
+        cmd.env("XTASK_OCI_USERNAME", "consumer")
+            .env("XTASK_OCI_PASSWORD", &password)
+            .env_remove("XTASK_OCI_REGISTRY")
+            .env_remove("XTASK_REGISTRY_USERNAME")
+            .env_remove("XTASK_REGISTRY_PASSWORD")
+            .env("DOCKER_CONFIG", &empty_docker_config);
+    };
+    let leaked = |seen: &[Option<String>]| {
+        seen.iter()
+            .flatten()
+            .any(|a| a.contains(&basic) || a.contains(&password))
+    };
+
+    let mut verify = xtask();
+    verify
+        .args(["receipt", "verify", "--check-registry"])
+        .arg(&receipt);
+    with_credentials(&mut verify);
+    let out = run_bounded(&mut verify);
+    assert!(!out.success(), "the trap registry holds nothing");
+    let seen = trap.seen();
+    assert!(!seen.is_empty(), "the check asked the receipt's registry");
+    assert!(
+        seen.iter().all(Option::is_none),
+        "receipt verify sent credentials to the receipt's registry: {seen:?}"
+    );
+    assert!(
+        out.stderr_text().contains("not sent"),
+        "the refusal says why no credentials were sent: {}",
+        out.stderr_text()
+    );
+
+    // pin, told to allow the move: the credentials stay bound to the template's registry.
+    let template = template_for(work.path(), repository);
+    let before = std::fs::read(&template).unwrap();
+    let mut pin = xtask();
+    pin.args(["pin", "--allow-repository-change", "--receipt"])
+        .arg(&receipt)
+        .arg("--template")
+        .arg(&template);
+    with_credentials(&mut pin);
+    let out = run_bounded(&mut pin);
+    assert!(!out.success());
+    assert_eq!(std::fs::read(&template).unwrap(), before);
+    assert!(
+        !leaked(&trap.seen()),
+        "pin sent credentials: {:?}",
+        trap.seen()
+    );
+    assert!(trap.seen().iter().all(Option::is_none));
+
+    // The control: named by the consumer, the registry gets them (so the trap can see them).
+    let mut named = xtask();
+    named
+        .args([
+            "receipt",
+            "verify",
+            "--check-registry",
+            "--credentials-registry",
+        ])
+        .arg(&trap.host)
+        .arg(&receipt);
+    with_credentials(&mut named);
+    assert!(!run_bounded(&mut named).success());
+    assert!(
+        leaked(&trap.seen()),
+        "a registry the consumer names receives the credentials: {:?}",
+        trap.seen()
+    );
 }

@@ -232,7 +232,7 @@ fn receipts_verify_and_pin_only_when_complete_and_untampered() {
     let name = good.file_name().unwrap().to_str().unwrap().to_string();
     assert_eq!(name, format!("receipt-{TAG}-{}.json", sha256_hex(&bytes)));
     let receipt: Value = serde_json::from_slice(&bytes).unwrap();
-    assert_eq!(receipt["schema_version"], 1);
+    assert_eq!(receipt["schema_version"], 2);
     assert_eq!(receipt["complete"], true);
     assert_eq!(receipt["trigger"], "scheduled");
     assert_eq!(receipt["platforms"][1]["build"], "emulated");
@@ -326,7 +326,7 @@ fn receipts_verify_and_pin_only_when_complete_and_untampered() {
     ));
 
     let mut future = receipt.clone();
-    future["schema_version"] = json!(2);
+    future["schema_version"] = json!(3);
     cases.push((
         "unknown schema version",
         write_renamed(work.path(), tag, &future),

@@ -271,7 +271,7 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
     for asset in [
         "package-lock.json",
         "inventory.json",
-        "receipt.v1.schema.json",
+        "receipt.v2.schema.json",
     ] {
         assert!(assets.iter().any(|a| a == asset), "{asset} in {assets:?}");
     }

@@ -44,9 +44,24 @@ pub fn build_json(arch: &str, tag: &str, id: &str, salt: &str, emulated: bool) -
         "ca_bundle": null,
         "dry_run": false,
         "duration_secs": 1.0,
-        "debian_packages": [],
+        "debian_packages": debian_packages(arch),
         "some_future_field": "ignored",
     })
+}
+
+/// The Debian packages a fixture build reports (as `build --json` reads them from dpkg):
+/// the platforms share most, as real images do, and differ in one.
+pub fn debian_packages(arch: &str) -> Vec<String> {
+    let mut packages = vec![
+        "base-files=12.4+deb12u13".to_string(),
+        "libc6=2.36-9+deb12u13".to_string(),
+        "tzdata=2025b-0+deb12u2".to_string(),
+    ];
+    if arch == "amd64" {
+        packages.push("libquadmath0=12.2.0-14+deb12u1".to_string());
+        packages.sort();
+    }
+    packages
 }
 
 pub struct Release {
@@ -127,11 +142,6 @@ pub fn release() -> &'static Release {
         .unwrap();
         for (arch, build) in &builds {
             std::fs::write(inputs.join(format!("build-{arch}.json")), build.to_string()).unwrap();
-        }
-        // Written once, here: tests run in parallel, and rewriting a shared file (truncate,
-        // then write) while another test copies it hands that test an empty SBOM.
-        for platform in ["linux/amd64", "linux/arm64"] {
-            write_sbom(&inputs, platform);
         }
         let gate = gate_json("2026-11-30T06:17:00Z", &[]);
         assert_eq!(gate["due"], true);
@@ -215,12 +225,22 @@ pub fn receipt_write_for(
         .arg("--out-dir")
         .arg(out_dir);
     for (build, smoke_file, platform) in builds {
+        let build_output: Value = serde_json::from_slice(&std::fs::read(build).unwrap()).unwrap();
         cmd.arg("--build")
             .arg(build)
             .arg("--smoke")
             .arg(smoke_file)
             .arg("--sbom")
-            .arg(sbom_of(&r.inputs, platform));
+            .arg(write_sbom(
+                platform,
+                build_output["image_id"].as_str().unwrap(),
+                &build_output["debian_packages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p.as_str().unwrap().to_string())
+                    .collect::<Vec<_>>(),
+            ));
     }
     cmd
 }
@@ -251,44 +271,127 @@ pub fn write_receipt(out_dir: &Path, failing: Option<&str>) -> (Run, Option<Path
     (out, path)
 }
 
-/// Where the fixture SBOM of `platform` lies in `dir`.
-fn sbom_path(dir: &Path, platform: &str) -> PathBuf {
-    dir.join(format!("sbom-{}.spdx.json", platform.replace('/', "-")))
+/// Where the fixture SBOM of the `platform` image `image_id` lies: one folder an image, the
+/// file under its release asset name.
+pub fn sbom_path(platform: &str, image_id: &str) -> PathBuf {
+    let hex = image_id.trim_start_matches("sha256:");
+    release()
+        .inputs
+        .join(format!("sbom-of-{}", &hex[..hex.len().min(16)]))
+        .join(format!("sbom-{}.spdx.json", platform.replace('/', "-")))
 }
 
-/// The fixture SBOM of `platform` in `dir`, which [`release`] wrote once.
-fn sbom_of(dir: &Path, platform: &str) -> PathBuf {
-    let path = sbom_path(dir, platform);
-    assert!(
-        path.is_file(),
-        "no fixture SBOM for {platform}: {}",
-        path.display()
-    );
-    path
+/// The fixture SBOM of a receipt's platform record.
+pub fn sbom_of_record(platform: &Value) -> PathBuf {
+    sbom_path(
+        platform["platform"].as_str().unwrap(),
+        platform["image_id"].as_str().unwrap(),
+    )
 }
 
-/// A minimal SPDX document for `platform` (the tiny images have no dpkg database to make a
-/// real one from): `receipt write` records its name and sha256. Written into `dir`.
-fn write_sbom(dir: &Path, platform: &str) {
+/// `pkg:npm/%40scope/name@1.0.0`, as the purl specification spells an npm package.
+fn npm_purl(name: &str, version: &str) -> String {
+    format!("pkg:npm/{}@{version}", name.replace('@', "%40"))
+}
+
+/// The packages package-lock.json installs on every platform (not dev, not a link, no
+/// os/cpu/libc condition): those an SBOM of any platform must list.
+fn common_npm_packages() -> Vec<(String, String)> {
+    let lock: Value = serde_json::from_slice(
+        &std::fs::read(release().root.path().join("template/package-lock.json")).unwrap(),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    for (path, entry) in lock["packages"].as_object().unwrap() {
+        let conditional = ["os", "cpu", "libc"]
+            .iter()
+            .any(|k| entry.get(*k).is_some());
+        if path.is_empty() || entry["dev"] == true || entry["link"] == true || conditional {
+            continue;
+        }
+        let name = entry["name"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| path.rsplit("node_modules/").next().unwrap().to_string());
+        out.push((name, entry["version"].as_str().unwrap().to_string()));
+    }
+    out
+}
+
+/// A minimal SPDX document of the `platform` image `image_id` listing `debian_packages`
+/// (the tiny images have no dpkg database to make a real one from) and the npm packages the
+/// lockfile installs everywhere, as `cargo xtask sbom` describes an image (xtask/src/image/
+/// sbom.rs: the described root package carries the image id, each package a purl). Written
+/// once an image, atomically (tests run in parallel and copy it); the same bytes each time.
+pub fn write_sbom(platform: &str, image_id: &str, debian_packages: &[String]) -> PathBuf {
     let slug = platform.replace('/', "-");
-    let path = sbom_path(dir, platform);
+    let arch = platform.split('/').nth(1).unwrap();
+    let path = sbom_path(platform, image_id);
+    let hex = image_id.trim_start_matches("sha256:");
+    let package = |id: &str, name: &str, version: &str, purl: Option<String>| {
+        let mut p = json!({
+            "name": name, "SPDXID": id, "versionInfo": version, "downloadLocation": "NOASSERTION",
+            "filesAnalyzed": false, "licenseConcluded": "NOASSERTION",
+            "licenseDeclared": "NOASSERTION", "copyrightText": "NOASSERTION",
+        });
+        if let Some(purl) = purl {
+            p["externalRefs"] = json!([{"referenceCategory": "PACKAGE-MANAGER",
+                "referenceType": "purl", "referenceLocator": purl}]);
+        }
+        p
+    };
+    let mut root = package("SPDXRef-image", "coding-agent", "fixture", None);
+    root["primaryPackagePurpose"] = json!("CONTAINER");
+    root["checksums"] = json!([{"algorithm": "SHA256", "checksumValue": hex}]);
+    let mut packages = vec![root];
+    for entry in debian_packages {
+        let (name, version) = entry.split_once('=').unwrap();
+        packages.push(package(
+            &format!("SPDXRef-deb-{name}-{arch}"),
+            name,
+            version,
+            Some(format!(
+                "pkg:deb/debian/{name}@{}?arch={arch}&distro=debian-12",
+                version.replace('+', "%2B")
+            )),
+        ));
+    }
+    for (i, (name, version)) in common_npm_packages().iter().enumerate() {
+        packages.push(package(
+            &format!("SPDXRef-npm-{i}"),
+            name,
+            version,
+            Some(npm_purl(name, version)),
+        ));
+    }
+    let relationships: Vec<Value> = std::iter::once(json!({
+        "spdxElementId": "SPDXRef-DOCUMENT", "relationshipType": "DESCRIBES",
+        "relatedSpdxElement": "SPDXRef-image"}))
+    .collect();
     let document = json!({
         "spdxVersion": "SPDX-2.3", "dataLicense": "CC0-1.0", "SPDXID": "SPDXRef-DOCUMENT",
         "name": format!("coding-agent-{slug}"),
-        "documentNamespace": format!("https://spdx.org/spdxdocs/coding-agent-{slug}-fixture"),
+        "documentNamespace": format!("https://spdx.org/spdxdocs/coding-agent-{slug}-{hex}"),
         "creationInfo": {"created": "2026-11-30T06:17:00Z", "creators": ["Tool: fixture"]},
-        "packages": [], "relationships": [],
+        "packages": packages, "relationships": relationships,
     });
-    std::fs::write(&path, serde_json::to_vec_pretty(&document).unwrap()).unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let temporary = path.with_extension(format!(
+        "tmp-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::write(&temporary, serde_json::to_vec_pretty(&document).unwrap()).unwrap();
+    std::fs::rename(&temporary, &path).unwrap();
+    path
 }
 
 /// Copies each platform's SBOM that `receipt` names into `dir`, next to the artifacts, as a
 /// consumer downloads the release assets.
 pub fn copy_sboms(receipt: &Value, dir: &Path) {
-    let r = release();
     for p in receipt["platforms"].as_array().unwrap() {
         let name = p["sbom"]["name"].as_str().unwrap();
-        std::fs::copy(r.inputs.join(name), dir.join(name)).unwrap();
+        std::fs::copy(sbom_of_record(p), dir.join(name)).unwrap();
     }
 }
 

@@ -342,9 +342,15 @@ pub struct ReceiptVerifyArgs {
     /// Also ask the registry the receipt names (after every offline check passed): the index
     /// fetched by digest must hash to it and list exactly the receipt's platform manifests,
     /// each manifest's config digest must be the recorded one, and the release tag must
-    /// resolve to the index digest. Credentials as for `publish`.
+    /// resolve to the index digest. Credentials: the docker config's entry for the
+    /// receipt's registry host; XTASK_OCI_USERNAME/XTASK_OCI_PASSWORD only when that host is
+    /// --credentials-registry (a receipt cannot pick where your password goes).
     #[arg(long)]
     pub check_registry: bool,
+    /// The registry host (`ghcr.io`, `127.0.0.1:5000`) that XTASK_OCI_USERNAME/
+    /// XTASK_OCI_PASSWORD are for; without it they are sent nowhere.
+    #[arg(long, env = "XTASK_OCI_REGISTRY", value_name = "HOST")]
+    pub credentials_registry: Option<String>,
     /// Print `{"file", "valid", "sha256", "release_tag", "reference", "complete",
     /// "problems": [{"field", "problem"}]}`.
     #[arg(long)]

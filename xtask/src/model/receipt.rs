@@ -1,4 +1,4 @@
-//! The release receipt, schema version 1 (`schemas/receipt.v1.schema.json`): what `receipt
+//! The release receipt, schema version 2 (`schemas/receipt.v2.schema.json`): what `receipt
 //! write` writes and `receipt verify`, `pin`, the gate and the next release's plan read.
 //!
 //! Times and digests stay strings here: a receipt is judged on its exact bytes (a

@@ -319,8 +319,9 @@ impl Authenticator {
         let by = realm.map_or(String::new(), |r| format!(" (token service {r})"));
         anyhow!(
             "registry {}{by} refused the credentials of `{}` from {}: check the username and \
-             the password or token, that it has not expired, and that it may push to {} \
-             (ghcr.io: a token with write:packages, or GITHUB_TOKEN with `packages: write`)",
+             the password or token, that it has not expired, and that it may read {} (to \
+             publish, also push: on ghcr.io a token with write:packages, or GITHUB_TOKEN with \
+             `packages: write`)",
             self.host,
             c.username,
             c.source,

@@ -181,7 +181,14 @@ impl RegistryClient {
         let body = response.text().await.unwrap_or_default();
         let secrets = self.auth.secrets().await;
         let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
-        let hint = if status == StatusCode::FORBIDDEN {
+        let hint = if status == StatusCode::FORBIDDEN && what.starts_with("read ") {
+            // A read-only check needs pull access, nothing more.
+            format!(
+                " (the registry denies this account read access: check that it may pull from \
+                 {}, or that the image is public)",
+                self.target.name()
+            )
+        } else if status == StatusCode::FORBIDDEN {
             format!(
                 " (the registry denies this account: check that it may push to {}; on \
                  ghcr.io the token needs write:packages and the package must grant this \
@@ -338,25 +345,30 @@ impl RegistryClient {
         reference: &str,
         limit: usize,
     ) -> Result<Option<Vec<u8>>> {
-        let Some((mut response, url)) = self.manifest_response(reference).await? else {
+        let Some((response, url)) = self.manifest_response(reference).await? else {
             return Ok(None);
         };
-        let too_big = || anyhow!("{url}: the manifest is larger than {limit} bytes");
-        if response.content_length().is_some_and(|n| n > limit as u64) {
-            return Err(too_big());
-        }
-        let mut bytes = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
+        read_bounded(response, &url, "manifest", limit)
             .await
-            .with_context(|| format!("cannot read {url}"))?
-        {
-            if bytes.len() + chunk.len() > limit {
-                return Err(too_big());
-            }
-            bytes.extend_from_slice(&chunk);
+            .map(Some)
+    }
+
+    /// A small blob (an image config) from a registry named by an untrusted document: at most
+    /// `limit` bytes; `None` when absent.
+    pub(crate) async fn get_blob_bounded(
+        &self,
+        digest: &str,
+        limit: usize,
+    ) -> Result<Option<Vec<u8>>> {
+        let url = self.target.url(&format!("blobs/{digest}"));
+        let response = self.send(&url, |http| Ok(http.get(url.clone()))).await?;
+        if response.status() == StatusCode::NOT_FOUND {
+            return Ok(None);
         }
-        Ok(Some(bytes))
+        let response = self
+            .expect_ok(&format!("read blob {digest}"), &url, response)
+            .await?;
+        read_bounded(response, &url, "blob", limit).await.map(Some)
     }
 
     /// Whether the registry holds the manifest `digest`, exactly `size` bytes long.
@@ -408,6 +420,31 @@ pub(crate) enum BlobPush {
     /// Mounted from another repository of the registry: nothing was uploaded.
     Mounted,
     Uploaded,
+}
+
+/// A response body, at most `limit` bytes (with or without a Content-Length).
+async fn read_bounded(
+    mut response: Response,
+    url: &Url,
+    what: &str,
+    limit: usize,
+) -> Result<Vec<u8>> {
+    let too_big = || anyhow!("{url}: the {what} is larger than {limit} bytes");
+    if response.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .with_context(|| format!("cannot read {url}"))?
+    {
+        if bytes.len() + chunk.len() > limit {
+            return Err(too_big());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -4,7 +4,10 @@
 //!
 //! The order, first match wins:
 //! 1. `XTASK_OCI_USERNAME` / `XTASK_OCI_PASSWORD` (the older `XTASK_REGISTRY_USERNAME` /
-//!    `XTASK_REGISTRY_PASSWORD` are accepted as aliases; the workflow sets those);
+//!    `XTASK_REGISTRY_PASSWORD` are accepted as aliases; the workflow sets those), but only
+//!    for the one registry host the user named for them (see [`EnvCredentialsHost`]): the
+//!    variables do not say which registry they are for, so they must never follow a host
+//!    that a document under check (a receipt) names;
 //! 2. the docker config (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`):
 //!    `credHelpers.<host>` (a credential helper for this registry), then an `auths` entry
 //!    that carries credentials, then `credsStore` (the helper for every registry).
@@ -73,6 +76,34 @@ pub(crate) fn credentials_from_env(
         }
     }
     Ok(None)
+}
+
+/// The registry host the environment's credentials are for, named by the user, never by a
+/// document being checked: `publish`'s `--oci-registry`, the template's current registry for
+/// `pin`, `--credentials-registry` (or `XTASK_OCI_REGISTRY`) for `receipt verify`. `None`:
+/// the environment's credentials go nowhere (the docker config still answers for its own
+/// hosts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EnvCredentialsHost(pub Option<String>);
+
+impl EnvCredentialsHost {
+    pub(crate) fn named(host: &str) -> EnvCredentialsHost {
+        EnvCredentialsHost(Some(host.to_string()))
+    }
+
+    /// Whether the environment's credentials may be sent to `host`.
+    pub(crate) fn allows(&self, host: &str) -> bool {
+        self.0
+            .as_deref()
+            .is_some_and(|bound| same_registry_host(bound, host))
+    }
+}
+
+/// `https://ghcr.io/` and `GHCR.io` are one host; Docker Hub's spellings are one host.
+fn same_registry_host(a: &str, b: &str) -> bool {
+    let norm = |h: &str| config_key_host(h.trim()).to_ascii_lowercase();
+    let (a, b) = (norm(a), norm(b));
+    a == b || (is_docker_hub(&a) && is_docker_hub(&b))
 }
 
 /// What the docker config says about one registry.
@@ -301,10 +332,14 @@ fn docker_config_path() -> Option<PathBuf> {
     }
 }
 
-/// Credentials for `host`: the environment, then the docker config (its helpers run for
-/// real), else anonymous.
-pub(crate) async fn credentials_for(host: &str) -> Result<Option<Credentials>> {
-    if let Some(found) = credentials_from_env(|name| std::env::var(name).ok())? {
+/// Credentials for `host`: the environment's when they are bound to `host`, then the docker
+/// config (its helpers run for real; entries are looked up by `host` itself), else anonymous.
+pub(crate) async fn credentials_for(
+    host: &str,
+    env_host: &EnvCredentialsHost,
+) -> Result<Option<Credentials>> {
+    let from_env = credentials_from_env(|name| std::env::var(name).ok())?;
+    if let Some(found) = from_env.filter(|_| env_host.allows(host)) {
         return Ok(Some(found));
     }
     let Some(path) = docker_config_path() else {
@@ -366,6 +401,19 @@ mod tests {
         assert!(err.to_string().contains(PASSWORD_ENV), "{err}");
         let err = credentials_from_env(env(&[(PASSWORD_ENV_ALIAS, "secret")])).unwrap_err();
         assert!(!err.to_string().contains("secret"), "{err}");
+    }
+
+    #[test]
+    fn environment_credentials_go_only_to_their_named_host() {
+        let ghcr = EnvCredentialsHost::named("ghcr.io");
+        assert!(ghcr.allows("ghcr.io"));
+        assert!(ghcr.allows("GHCR.io"));
+        assert!(EnvCredentialsHost::named("https://ghcr.io/").allows("ghcr.io"));
+        assert!(!ghcr.allows("ghcr.io.evil.example"));
+        assert!(!ghcr.allows("127.0.0.1:5000"));
+        assert!(!EnvCredentialsHost::named("127.0.0.1:5000").allows("127.0.0.1:5001"));
+        assert!(EnvCredentialsHost::named("docker.io").allows("registry-1.docker.io"));
+        assert!(!EnvCredentialsHost(None).allows("ghcr.io"));
     }
 
     #[test]

@@ -285,7 +285,12 @@ pub(crate) fn pin(args: &PinArgs, policy: &ReceiptPolicy) -> Result<PinOutcome> 
         &args.template,
     )?;
     if !args.offline {
-        crate::release::receipt::add_registry_check(&mut verification)?;
+        // The environment's credentials are for the registry the template already names (the
+        // anchor), not for one the receipt brings, even when the move is allowed.
+        let env_host = crate::oci::credentials::EnvCredentialsHost(
+            parse_reference(&old).ok().map(|r| r.name.domain),
+        );
+        crate::release::receipt::add_registry_check(&mut verification, &env_host)?;
         if !verification.valid {
             return Ok(PinOutcome::Rejected(verification.problems));
         }

@@ -43,7 +43,7 @@ use crate::oci;
 use crate::oci::archive::{prepare_streaming, Blob};
 use crate::oci::blob_upload::BlobLocations;
 use crate::oci::client::{BlobPush, RegistryClient, RegistryTarget};
-use crate::oci::credentials::credentials_for;
+use crate::oci::credentials::{credentials_for, EnvCredentialsHost};
 use crate::oci::index::{PlatformManifest, OCI_INDEX, OCI_MANIFEST};
 use crate::util::{atomic_write, print_json, sha256_hex, state_dir, Progress};
 
@@ -373,7 +373,16 @@ pub(crate) async fn publish(
         }
     }
 
-    let client = RegistryClient::new(target.clone(), credentials_for(&target.host).await?)?;
+    let client = RegistryClient::new(
+        target.clone(),
+        credentials_for(
+            &target.host,
+            // The user named this registry (--oci-registry): the environment's credentials are
+            // for it.
+            &EnvCredentialsHost::named(&target.host),
+        )
+        .await?,
+    )?;
     client.ping().await?;
 
     let mut pushed = Vec::new();

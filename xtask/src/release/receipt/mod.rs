@@ -1,7 +1,7 @@
 //! Release receipts: what a release contains, how it was decided, and proof it was tested.
 //!
-//! A receipt is one JSON document, `schema_version: 1`, described by the published schema
-//! `schemas/receipt.v1.schema.json`. `cargo xtask receipt write` assembles it from the JSON
+//! A receipt is one JSON document, `schema_version: 2`, described by the published schema
+//! `schemas/receipt.v2.schema.json`. `cargo xtask receipt write` assembles it from the JSON
 //! outputs of the other commands (resolve, gate, build, smoke, publish) plus the committed
 //! template files; `cargo xtask receipt verify` is what consumers run before trusting one.
 //!
@@ -23,6 +23,7 @@
 //! `schema.rs` enforces the published JSON Schema, `policy.rs` and `registry.rs` as above.
 //! The receipt type itself is [`crate::model::receipt::Receipt`].
 
+mod contents;
 mod policy;
 mod registry;
 mod schema;
@@ -40,9 +41,9 @@ pub(crate) use verify::{add_registry_check, print_problems, verify_file, Verific
 pub use write::write_cmd;
 
 /// The receipt format this tool writes and reads.
-pub(crate) const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 2;
 /// Where the published JSON Schema of [`SCHEMA_VERSION`] lives in the repository.
-pub(crate) const SCHEMA_PATH: &str = "schemas/receipt.v1.schema.json";
+pub(crate) const SCHEMA_PATH: &str = "schemas/receipt.v2.schema.json";
 
 /// The release's input files whose sha256 the receipt records: (asset name, repository path).
 /// The asset name is the file's name among the release assets and under `--artifacts DIR`.
@@ -165,7 +166,7 @@ pub(crate) mod tests_support {
             integrity: "sha512-AAAA".into(),
         };
         Receipt {
-            schema_version: 1,
+            schema_version: SCHEMA_VERSION,
             release_tag: SAMPLE_TAG.into(),
             created_at: "2026-11-30T06:30:00Z".into(),
             source_commit: "ab".repeat(20),

@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 
 use crate::model::receipt::Receipt;
 use crate::oci::client::{RegistryClient, RegistryTarget};
-use crate::oci::credentials::credentials_for;
+use crate::oci::credentials::{credentials_for, credentials_from_env, EnvCredentialsHost};
 use crate::oci::reference::parse_repository_name;
 use crate::release::receipt::{problem, Problem};
 use crate::util::sha256_hex;
@@ -27,6 +27,10 @@ use crate::util::sha256_hex;
 /// The largest manifest or index read from a registry (the limit registries themselves
 /// commonly enforce): the registry is named by the receipt, so it may be hostile.
 pub(crate) const MAX_MANIFEST_BYTES: usize = 4 << 20;
+
+/// The largest image config read from a registry (a config is a few KiB; its history grows
+/// with the Dockerfile, not with the image).
+pub(crate) const MAX_CONFIG_BYTES: usize = 1 << 20;
 
 /// How long the whole registry check may take before it is a failure.
 pub(crate) const REGISTRY_CHECK_LIMIT: std::time::Duration = std::time::Duration::from_secs(180);
@@ -40,6 +44,8 @@ pub(crate) struct RegistryEvidence {
     pub tag: Option<Vec<u8>>,
     /// Platform manifest digest -> `GET manifests/<digest>`.
     pub manifests: BTreeMap<String, Option<Vec<u8>>>,
+    /// Config digest (as a verified platform manifest names it) -> `GET blobs/<digest>`.
+    pub configs: BTreeMap<String, Option<Vec<u8>>>,
 }
 
 fn digest_of(bytes: &[u8]) -> String {
@@ -139,6 +145,8 @@ pub(crate) fn registry_problems(r: &Receipt, e: &RegistryEvidence) -> Vec<Proble
                                     config.unwrap_or("(none)")
                                 ),
                             ));
+                        } else {
+                            out.extend(config_problems(i, p, &manifest, e, where_));
                         }
                     }
                 }
@@ -165,6 +173,112 @@ pub(crate) fn registry_problems(r: &Receipt, e: &RegistryEvidence) -> Vec<Proble
                 ));
             }
         }
+    }
+    out
+}
+
+/// The config a platform manifest names, fetched and hashed: it must be the image of the
+/// platform the receipt records and the index lists it under (an index that swaps two
+/// platforms' manifests gives each entry the other's config), with one diff id a layer. Its
+/// diff ids are bound to the receipt by `config_digest` (= the smoke-tested `image_id`), which
+/// the bytes were just hashed to.
+fn config_problems(
+    i: usize,
+    p: &crate::model::receipt::PlatformRecord,
+    manifest: &serde_json::Value,
+    e: &RegistryEvidence,
+    where_: &str,
+) -> Vec<Problem> {
+    let field = |f: &str| format!("platforms[{i}].{f}");
+    let bytes = match e.configs.get(&p.config_digest) {
+        None | Some(None) => {
+            return vec![problem(
+                field("config_digest"),
+                format!(
+                    "{where_} has no config blob {} ({})",
+                    p.config_digest, p.platform
+                ),
+            )]
+        }
+        Some(Some(bytes)) => bytes,
+    };
+    let actual = digest_of(bytes);
+    if actual != p.config_digest {
+        return vec![problem(
+            field("config_digest"),
+            format!(
+                "{where_} served bytes with digest {actual} for the config {} ({})",
+                p.config_digest, p.platform
+            ),
+        )];
+    }
+    let config = match crate::strict_json::parse(bytes) {
+        Ok(config) => config,
+        Err(err) => {
+            return vec![problem(
+                field("config_digest"),
+                format!(
+                    "the registry's config {} is not JSON: {err}",
+                    p.config_digest
+                ),
+            )]
+        }
+    };
+    let mut out = Vec::new();
+    let said = |key: &str| config[key].as_str().map(str::to_string);
+    let (os, architecture, variant) = (said("os"), said("architecture"), said("variant"));
+    let image_platform = format!(
+        "{}/{}{}",
+        os.as_deref().unwrap_or("(no os)"),
+        architecture.as_deref().unwrap_or("(no architecture)"),
+        variant
+            .as_deref()
+            .map(|v| format!("/{v}"))
+            .unwrap_or_default()
+    );
+    let recorded = format!(
+        "{}/{}{}",
+        p.os,
+        p.architecture,
+        p.variant
+            .as_deref()
+            .map(|v| format!("/{v}"))
+            .unwrap_or_default()
+    );
+    for (name, theirs, ours) in [
+        ("os", os.as_deref(), Some(p.os.as_str())),
+        (
+            "architecture",
+            architecture.as_deref(),
+            Some(p.architecture.as_str()),
+        ),
+        ("variant", variant.as_deref(), p.variant.as_deref()),
+    ] {
+        if theirs != ours {
+            out.push(problem(
+                field(name),
+                format!(
+                    "the receipt (and the index entry) say {recorded}, but the config {} of \
+                     manifest {} in {where_} is an image for {image_platform}: the index lists \
+                     another platform's image under {}",
+                    p.config_digest, p.digest, p.platform
+                ),
+            ));
+        }
+    }
+    let layers = manifest["layers"].as_array().map(Vec::len);
+    let diff_ids = config["rootfs"]["diff_ids"].as_array().map(Vec::len);
+    if layers.is_none() || layers != diff_ids {
+        out.push(problem(
+            field("digest"),
+            format!(
+                "the registry's manifest {} has {} layer(s), its config {} lists {} diff id(s)",
+                p.digest,
+                layers.map_or("no".to_string(), |n| n.to_string()),
+                p.config_digest,
+                diff_ids.map_or("no".to_string(), |n| n.to_string())
+            ),
+        ));
     }
     out
 }
@@ -246,14 +360,34 @@ fn index_content_problems(r: &Receipt, bytes: &[u8]) -> Vec<Problem> {
 }
 
 /// Fetches the index, each platform manifest and the tag from the registry the receipt's
-/// `index.repository` names (https, or http for a loopback host; credentials as for
-/// `publish`). Call only for a receipt whose repository, digests and tag passed the offline
-/// checks.
-pub(crate) async fn fetch(r: &Receipt) -> Result<RegistryEvidence> {
+/// `index.repository` names (https, or http for a loopback host). Credentials: the docker
+/// config's entry for that host, and the environment's only when `env_host` (named by the
+/// user, never by the receipt) is that host. Call only for a receipt whose repository,
+/// digests and tag passed the offline checks.
+pub(crate) async fn fetch(r: &Receipt, env_host: &EnvCredentialsHost) -> Result<RegistryEvidence> {
     let name = parse_repository_name(&r.index.repository)
         .map_err(|e| anyhow::anyhow!("index.repository: {e}"))?;
     let target = RegistryTarget::parse(&name.domain, &name.path)?;
-    let credentials = credentials_for(&target.host).await?;
+    let credentials = credentials_for(&target.host, env_host).await?;
+    // Say why a registry that wants credentials gets none from the environment.
+    let withheld = credentials_from_env(|name| std::env::var(name).ok())
+        .ok()
+        .flatten()
+        .filter(|_| !env_host.allows(&target.host))
+        .map(|c| {
+            format!(
+                " ({} are set but not sent: they are bound to {}, and the receipt names {}; \
+                 if you trust {} with them, pass --credentials-registry {} or set \
+                 XTASK_OCI_REGISTRY)",
+                c.source,
+                env_host.0.as_deref().unwrap_or("no registry"),
+                target.host,
+                target.host,
+                target.host
+            )
+        })
+        .unwrap_or_default();
+    let withheld = withheld.as_str();
     let client = RegistryClient::new(target, credentials)?;
     let get = |reference: String| {
         let client = &client;
@@ -269,7 +403,7 @@ pub(crate) async fn fetch(r: &Receipt) -> Result<RegistryEvidence> {
                     };
                     format!(
                         "index.repository: cannot read {}{separator}{reference} from the registry \
-                         the receipt names, so the receipt cannot be checked against it",
+                         the receipt names, so the receipt cannot be checked against it{withheld}",
                         r.index.repository
                     )
                 })
@@ -279,9 +413,29 @@ pub(crate) async fn fetch(r: &Receipt) -> Result<RegistryEvidence> {
         index: get(r.index.digest.clone()).await?,
         tag: get(r.release_tag.clone()).await?,
         manifests: BTreeMap::new(),
+        configs: BTreeMap::new(),
     };
     for p in &r.platforms {
         let bytes = get(p.digest.clone()).await?;
+        // The config is read only when the manifest is the receipt's (its bytes hash to the
+        // digest and name the recorded config): a lying registry gets no further request.
+        let names_config = bytes.as_deref().is_some_and(|b| {
+            digest_of(b) == p.digest
+                && crate::strict_json::parse(b)
+                    .is_ok_and(|m| m["config"]["digest"].as_str() == Some(p.config_digest.as_str()))
+        });
+        if names_config && !evidence.configs.contains_key(&p.config_digest) {
+            let config = client
+                .get_blob_bounded(&p.config_digest, MAX_CONFIG_BYTES)
+                .await
+                .with_context(|| {
+                    format!(
+                        "platforms: cannot read the config {} of {} from {}",
+                        p.config_digest, p.platform, r.index.repository
+                    )
+                })?;
+            evidence.configs.insert(p.config_digest.clone(), config);
+        }
         evidence.manifests.insert(p.digest.clone(), bytes);
     }
     Ok(evidence)
@@ -289,7 +443,7 @@ pub(crate) async fn fetch(r: &Receipt) -> Result<RegistryEvidence> {
 
 /// [`fetch`] then [`registry_problems`], for the sync commands: on a thread and runtime of
 /// its own, so it works whether or not the caller is inside the binary's async runtime.
-pub(crate) fn check(r: &Receipt) -> Result<Vec<Problem>> {
+pub(crate) fn check(r: &Receipt, env_host: &EnvCredentialsHost) -> Result<Vec<Problem>> {
     let evidence = std::thread::scope(|scope| {
         scope
             .spawn(|| {
@@ -298,7 +452,7 @@ pub(crate) fn check(r: &Receipt) -> Result<Vec<Problem>> {
                     .build()
                     .context("cannot start the async runtime for the registry check")?
                     .block_on(async {
-                        tokio::time::timeout(REGISTRY_CHECK_LIMIT, fetch(r))
+                        tokio::time::timeout(REGISTRY_CHECK_LIMIT, fetch(r, env_host))
                             .await
                             .map_err(|_| {
                                 anyhow::anyhow!(
@@ -351,6 +505,7 @@ mod tests {
                 .iter()
                 .map(|p| (p.digest.clone(), None))
                 .collect(),
+            configs: BTreeMap::new(),
         }
     }
 
@@ -426,26 +581,18 @@ mod tests {
         no_tag.tag = None;
         assert!(fields(&no_tag).contains(&"release_tag".to_string()));
 
-        let manifest = |config: &str| {
-            serde_json::to_vec(&serde_json::json!({
-                "schemaVersion": 2,
-                "mediaType": crate::oci::index::OCI_MANIFEST,
-                "config": {"digest": config},
-            }))
-            .unwrap()
-        };
         let mut r2 = r.clone();
-        let bytes = manifest(&r2.platforms[0].config_digest);
-        r2.platforms[0].digest = digest_of(&bytes);
-        r2.platforms[0].manifest_size = bytes.len() as u64;
-        let mut e2 = honest(&r2);
-        e2.manifests
-            .insert(r2.platforms[0].digest.clone(), Some(bytes));
+        let mut e2 = publish_real_bytes(&mut r2);
+        e2.manifests.remove(&r2.platforms[1].digest);
         let got: Vec<String> = registry_problems(&r2, &e2)
             .into_iter()
             .map(|p| p.field)
             .collect();
         assert!(!got.contains(&"platforms[0].digest".to_string()), "{got:?}");
+        assert!(
+            !got.contains(&"platforms[0].config_digest".to_string()),
+            "{got:?}"
+        );
         r2.platforms[0].config_digest = digest_of(b"another config");
         let got: Vec<String> = registry_problems(&r2, &e2)
             .into_iter()
@@ -455,5 +602,104 @@ mod tests {
             got.contains(&"platforms[0].config_digest".to_string()),
             "{got:?}"
         );
+    }
+
+    /// An image config for `architecture` with one layer.
+    fn config(architecture: &str) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({
+            "architecture": architecture, "os": "linux",
+            "rootfs": {"type": "layers", "diff_ids": [digest_of(architecture.as_bytes())]},
+        }))
+        .unwrap()
+    }
+
+    fn manifest(config: &str) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": crate::oci::index::OCI_MANIFEST,
+            "config": {"digest": config},
+            "layers": [{"digest": digest_of(b"layer")}],
+        }))
+        .unwrap()
+    }
+
+    /// Gives each platform of `r` a real manifest and config and returns what an honest
+    /// registry holding them answers (the index digest recomputed).
+    fn publish_real_bytes(r: &mut Receipt) -> RegistryEvidence {
+        let mut blobs = Vec::new();
+        for p in &mut r.platforms {
+            let config = config(&p.architecture);
+            p.config_digest = digest_of(&config);
+            p.image_id = p.config_digest.clone();
+            let bytes = manifest(&p.config_digest);
+            p.digest = digest_of(&bytes);
+            p.manifest_size = bytes.len() as u64;
+            blobs.push((p.digest.clone(), bytes, p.config_digest.clone(), config));
+        }
+        let entries: Vec<IndexEntry> = r.platforms.iter().map(IndexEntry::from).collect();
+        let index = index_bytes(&entries).unwrap();
+        r.index.digest = digest_of(&index);
+        r.index.size = index.len() as u64;
+        let mut e = honest(r);
+        for (digest, bytes, config_digest, config) in blobs {
+            e.manifests.insert(digest, Some(bytes));
+            e.configs.insert(config_digest, Some(config));
+        }
+        e
+    }
+
+    /// An index whose entries swap the two platforms' manifests, with a receipt that agrees
+    /// with it: only the configs say which image is which.
+    #[test]
+    fn configs_are_read_and_a_swapped_index_is_refused() {
+        let mut r = sample();
+        let e = publish_real_bytes(&mut r);
+        assert_eq!(registry_problems(&r, &e), vec![]);
+
+        let mut swapped = r.clone();
+        let (a, b) = (swapped.platforms[0].clone(), swapped.platforms[1].clone());
+        for (to, from) in [(0, &b), (1, &a)] {
+            let p = &mut swapped.platforms[to];
+            p.digest = from.digest.clone();
+            p.manifest_size = from.manifest_size;
+            p.config_digest = from.config_digest.clone();
+            p.image_id = from.image_id.clone();
+        }
+        let entries: Vec<IndexEntry> = swapped.platforms.iter().map(IndexEntry::from).collect();
+        let index = index_bytes(&entries).unwrap();
+        swapped.index.digest = digest_of(&index);
+        swapped.index.size = index.len() as u64;
+        let mut e2 = e.clone();
+        e2.index = Some(index.clone());
+        e2.tag = Some(index);
+        let fields: Vec<String> = registry_problems(&swapped, &e2)
+            .into_iter()
+            .map(|p| p.field)
+            .collect();
+        assert_eq!(
+            fields,
+            vec!["platforms[0].architecture", "platforms[1].architecture"]
+        );
+
+        // A config the registry does not have, or whose bytes are not its digest.
+        let mut missing = e.clone();
+        missing.configs.clear();
+        assert!(registry_problems(&r, &missing)
+            .iter()
+            .any(|p| p.field == "platforms[0].config_digest"));
+        let mut lying = e.clone();
+        lying
+            .configs
+            .insert(r.platforms[1].config_digest.clone(), Some(config("s390x")));
+        assert!(registry_problems(&r, &lying)
+            .iter()
+            .any(|p| p.field == "platforms[1].config_digest"));
+
+        // A variant the config does not have.
+        let mut variant = r.clone();
+        variant.platforms[1].variant = Some("v8".into());
+        assert!(registry_problems(&variant, &e)
+            .iter()
+            .any(|p| p.field == "platforms[1].variant"));
     }
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::{problem, Problem};
 
 /// The published schema of [`super::SCHEMA_VERSION`], as committed at [`super::SCHEMA_PATH`].
-pub(crate) const SCHEMA_JSON: &str = include_str!("../../../../schemas/receipt.v1.schema.json");
+pub(crate) const SCHEMA_JSON: &str = include_str!("../../../../schemas/receipt.v2.schema.json");
 
 /// The compiled schema. Formats (`date-time`) are asserted, not only annotated: a receipt's
 /// times are part of what it claims. Nothing is fetched: the schema has only local `$ref`s and

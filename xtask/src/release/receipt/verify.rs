@@ -30,6 +30,10 @@ pub(crate) struct Verification {
     pub reference: Option<String>,
     pub complete: Option<bool>,
     pub problems: Vec<Problem>,
+    /// Files in the `--artifacts` folder that are not part of the release the receipt
+    /// records (reported, not refused; an unlisted SBOM or verifier binary is a problem).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unaccounted: Vec<String>,
     #[serde(skip)]
     pub receipt: Option<Receipt>,
 }
@@ -41,6 +45,12 @@ pub(crate) struct ArtifactEvidence {
     pub digests: BTreeMap<String, Result<String, String>>,
     /// package.json, package-lock.json and inventory.json, read as their types.
     pub documents: ArtifactDocuments,
+    /// Each platform's SBOM found under its fixed name, read as this tool's SPDX document.
+    pub sboms: BTreeMap<Platform, super::contents::SbomReading>,
+    /// The first bytes of each platform's verifier binary found under its fixed name.
+    pub verifier_heads: BTreeMap<Platform, Vec<u8>>,
+    /// The names of the files in the folder.
+    pub folder: Vec<String>,
 }
 
 /// What a receipt is judged against besides its own bytes.
@@ -63,6 +73,7 @@ pub(crate) fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Veri
         reference: None,
         complete: None,
         problems: Vec::new(),
+        unaccounted: Vec::new(),
         receipt: None,
     };
 
@@ -106,6 +117,19 @@ pub(crate) fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Veri
             return v;
         }
         Some(serde_json::Value::Number(n)) if n.as_u64() == Some(u64::from(SCHEMA_VERSION)) => {}
+        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(1) => {
+            v.problems.push(problem(
+                "schema_version",
+                format!(
+                    "1 is the receipt format before 2026-12-01, which this tool no longer reads: \
+                     version {SCHEMA_VERSION} records the verifier binaries and each platform's \
+                     SBOM (checked for what they are, not only their hash) and requires them; a \
+                     version-1 receipt cannot say what a version-{SCHEMA_VERSION} one promises. \
+                     Use a release made since, or the tool of that release"
+                ),
+            ));
+            return v;
+        }
         Some(other) => {
             v.problems.push(problem(
                 "schema_version",
@@ -122,12 +146,13 @@ pub(crate) fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Veri
         v.problems.extend(against_schema);
         return v;
     }
-    let receipt: Receipt = match serde_json::from_value(value) {
+    let receipt: Receipt = match serde_path_to_error::deserialize(value) {
         Ok(r) => r,
         Err(e) => {
+            let inner = e.inner().to_string();
             v.problems.push(problem(
-                field_of_serde_error(&e.to_string()),
-                format!("does not match receipt schema version {SCHEMA_VERSION}: {e}"),
+                field_of_deserialize_error(&e.path().to_string(), &inner),
+                format!("does not match receipt schema version {SCHEMA_VERSION}: {inner}"),
             ));
             return v;
         }
@@ -153,6 +178,8 @@ pub(crate) fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Veri
         }
     }
     v.problems.extend(index_digest_problems(&receipt));
+    v.problems
+        .extend(super::contents::debian_set_problems(&receipt));
     let completeness = completeness_problems(&receipt, ctx.manifest);
     if !receipt.complete {
         v.problems.push(problem(
@@ -186,10 +213,78 @@ pub(crate) fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Veri
         v.problems.extend(super::policy::artifact_content_problems(
             &receipt, &verified,
         ));
+        v.problems.extend(contents_problems(
+            &receipt,
+            evidence,
+            &verified,
+            &mut v.unaccounted,
+        ));
     }
     v.valid = v.problems.is_empty();
     v.receipt = Some(receipt);
     v
+}
+
+/// What each artifact is (its hash matched the receipt's): SBOMs, verifier binaries, and the
+/// folder's other files.
+fn contents_problems(
+    receipt: &Receipt,
+    evidence: &ArtifactEvidence,
+    verified: &ArtifactDocuments,
+    unaccounted: &mut Vec<String>,
+) -> Vec<Problem> {
+    let matches = |name: &str, sha256: &str| {
+        evidence
+            .digests
+            .get(name)
+            .and_then(|d| d.as_ref().ok())
+            .map(String::as_str)
+            == Some(sha256)
+    };
+    let sboms: BTreeMap<Platform, super::contents::SbomReading> = receipt
+        .platforms
+        .iter()
+        .filter(|p| matches(&p.sbom.name, &p.sbom.sha256))
+        .filter_map(|p| Some((p.platform, evidence.sboms.get(&p.platform)?.clone())))
+        .collect();
+    let heads: BTreeMap<Platform, Vec<u8>> = receipt
+        .verifiers
+        .iter()
+        .filter(|v| matches(&v.name, &v.sha256))
+        .filter_map(|v| {
+            Some((
+                v.platform,
+                evidence.verifier_heads.get(&v.platform)?.clone(),
+            ))
+        })
+        .collect();
+    let mut out = super::contents::sbom_problems(
+        receipt,
+        &sboms,
+        verified.lockfile.as_ref().and_then(|d| d.as_ref().ok()),
+        verified.inventory.as_ref().and_then(|d| d.as_ref().ok()),
+    );
+    out.extend(super::contents::verifier_binary_problems(receipt, &heads));
+    let (problems, other) = super::contents::unaccounted_files(receipt, &evidence.folder);
+    out.extend(problems);
+    *unaccounted = other;
+    out
+}
+
+/// The field a deserialization error is about: the path to where it failed, and for a
+/// missing or unknown field that field's name (serde quotes it in backticks; other messages
+/// quote a value, e.g. `1e29`, which is no field name).
+fn field_of_deserialize_error(path: &str, message: &str) -> String {
+    let path = if path == "." { "" } else { path };
+    let named = ["missing field", "unknown field", "duplicate field"]
+        .iter()
+        .any(|start| message.starts_with(start));
+    match (named, path.is_empty()) {
+        (true, true) => field_of_serde_error(message),
+        (true, false) => format!("{path}.{}", field_of_serde_error(message)),
+        (false, true) => "(document)".to_string(),
+        (false, false) => path.to_string(),
+    }
 }
 
 /// serde's messages name the field in backticks ("missing field `x`", "unknown field `x`").
@@ -491,14 +586,48 @@ pub(crate) fn read_artifacts(dir: &Path) -> ArtifactEvidence {
         let name = crate::image::sbom::sbom_file_name(platform);
         let digest = sha256_regular(&dir.join(&name), MAX_ARTIFACT_BYTES, "release SBOM")
             .map_err(|e| format!("{e:#}"));
+        if digest.is_ok() {
+            let reading = crate::image::sbom::check_file(&dir.join(&name), platform)
+                .map_err(|e| format!("{e:#}"));
+            evidence.sboms.insert(platform, reading);
+        }
         evidence.digests.insert(name, digest);
         // The verifier binaries likewise; a release without them has none to check.
         let name = crate::release::verifier::verifier_file_name(platform);
-        let digest = sha256_regular(&dir.join(&name), MAX_ARTIFACT_BYTES, "verifier binary")
+        let path = dir.join(&name);
+        let digest = sha256_regular(&path, MAX_ARTIFACT_BYTES, "verifier binary")
             .map_err(|e| format!("{e:#}"));
+        if digest.is_ok() {
+            if let Ok(head) = read_head(&path) {
+                evidence.verifier_heads.insert(platform, head);
+            }
+        }
         evidence.digests.insert(name, digest);
     }
+    // The folder's names, to report what the receipt does not account for (bounded: a
+    // download folder is small).
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        evidence.folder = entries
+            .take(10_000)
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        evidence.folder.sort();
+    }
     evidence
+}
+
+/// The first 64 KiB of a regular file: enough for an ELF header and its program headers.
+fn read_head(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let (file, _) = crate::bounded_read::open_regular(
+        path,
+        crate::bounded_read::MAX_ARTIFACT_BYTES,
+        "verifier binary",
+    )?;
+    let mut head = Vec::new();
+    file.take(64 << 10).read_to_end(&mut head)?;
+    Ok(head)
 }
 
 /// One artifact document as its type; strict JSON (a duplicate key is refused, as in a
@@ -541,7 +670,13 @@ pub(crate) fn verify_file(
 /// Adds the registry's answer to a verification (`--check-registry`). Only a receipt that
 /// passed every offline check is taken to the registry it names: an invalid one may name any
 /// host at all.
-pub(crate) fn add_registry_check(v: &mut Verification) -> Result<()> {
+///
+/// `env_host` is the one registry the environment's credentials may go to, named by the
+/// user (never by the receipt under check).
+pub(crate) fn add_registry_check(
+    v: &mut Verification,
+    env_host: &crate::oci::credentials::EnvCredentialsHost,
+) -> Result<()> {
     if !v.valid {
         return Ok(());
     }
@@ -549,7 +684,7 @@ pub(crate) fn add_registry_check(v: &mut Verification) -> Result<()> {
         .receipt
         .as_ref()
         .context("a valid verification carries its receipt")?;
-    let problems = super::registry::check(receipt)?;
+    let problems = super::registry::check(receipt, env_host)?;
     if !problems.is_empty() {
         v.problems.extend(problems);
         v.valid = false;
@@ -571,7 +706,9 @@ pub fn verify_cmd(args: ReceiptVerifyArgs, policy: &ReceiptPolicy) -> Result<Exi
     use crate::terminal_text::escape;
     let mut v = verify_file(&args.file, args.artifacts.as_deref(), policy)?;
     if args.check_registry {
-        add_registry_check(&mut v)?;
+        let env_host =
+            crate::oci::credentials::EnvCredentialsHost(args.credentials_registry.clone());
+        add_registry_check(&mut v, &env_host)?;
     }
     if args.json {
         crate::terminal_text::print_json_escaped(&v)?;
@@ -602,6 +739,24 @@ mod tests {
     use crate::release::receipt::schema::schema_problems;
     use crate::release::receipt::tests_support::*;
     use crate::release::receipt::{receipt_bytes, receipt_file_name};
+
+    #[test]
+    fn a_value_no_integer_type_holds_is_named_by_its_field() {
+        let text = String::from_utf8(receipt_bytes(&sample())).unwrap();
+        let text = text.replacen("\"manifest_size\": 700", "\"manifest_size\": 1e29", 1);
+        let name = receipt_file_name(SAMPLE_TAG, &sha256_hex(text.as_bytes()));
+        let v = verify_bytes(&name, text.as_bytes(), None);
+        assert_eq!(
+            fields(&v),
+            vec!["platforms[0].manifest_size"],
+            "{:?}",
+            v.problems
+        );
+        assert_eq!(
+            field_of_deserialize_error("gate", "missing field `due`"),
+            "gate.due"
+        );
+    }
 
     #[test]
     fn serde_field_names_are_extracted() {
@@ -837,6 +992,7 @@ mod tests {
                 lockfile: typed(&lock),
                 inventory: typed(&inventory),
             },
+            ..Default::default()
         };
         let v = verify_bytes(&name, &bytes, Some(&evidence));
         assert!(v.valid, "{:?}", v.problems);
@@ -886,7 +1042,7 @@ mod tests {
                 .iter()
                 .map(|(n, _)| (n.to_string(), Ok(sha256_hex(n.as_bytes()))))
                 .collect(),
-            documents: ArtifactDocuments::default(),
+            ..Default::default()
         };
         assert!(verify_bytes(&name, &bytes, Some(&found)).valid);
         found
@@ -1015,9 +1171,17 @@ mod tests {
         assert!(!v.valid);
         assert!(v.problems.iter().any(|p| p.field == "(document)"));
         assert!(v.problems.iter().any(|p| p.field == "file name"));
-        let v = verify_bytes("receipt-x-00.json", b"{\"schema_version\": 2}", None);
+        let v = verify_bytes("receipt-x-00.json", b"{\"schema_version\": 3}", None);
         assert!(v.problems.iter().any(|p| p.field == "schema_version"));
         let v = verify_bytes("receipt-x-00.json", b"{\"schema_version\": 1}", None);
+        assert!(
+            v.problems
+                .iter()
+                .any(|p| p.field == "schema_version" && p.problem.contains("before 2026-12-01")),
+            "{:?}",
+            v.problems
+        );
+        let v = verify_bytes("receipt-x-00.json", b"{\"schema_version\": 2}", None);
         assert!(
             v.problems.iter().any(|p| p.field == "release_tag"),
             "{:?}",
