@@ -568,10 +568,16 @@ mod tests {
             vec![("doc/libstdc++6".into(), "gcc-12-base".into())],
         );
         let manifest = |json: &str| npm::npm_manifest(json.as_bytes()).unwrap();
-        let npm_manifests = BTreeMap::from([(
-            "node_modules/@scope/cli".to_string(),
-            manifest(r#"{"author": {"name": "Scope Inc.", "email": "dev@scope.example"}}"#),
-        )]);
+        let npm_manifests = BTreeMap::from([
+            (
+                "node_modules/@scope/cli".to_string(),
+                manifest(r#"{"author": {"name": "Scope Inc.", "email": "dev@scope.example"}}"#),
+            ),
+            (
+                "node_modules/helper".to_string(),
+                manifest(r#"{"repository": "github:helpers/helper"}"#),
+            ),
+        ]);
         let npm_cli = BTreeMap::from([
             (
                 String::new(),
@@ -579,7 +585,9 @@ mod tests {
             ),
             (
                 "node_modules/abbrev".to_string(),
-                manifest(r#"{"name": "abbrev", "version": "2.0.0", "license": "ISC"}"#),
+                manifest(
+                    r#"{"name": "abbrev", "version": "2.0.0", "license": "ISC", "author": "GitHub Inc."}"#,
+                ),
             ),
         ]);
         let lock = lockfile();
@@ -764,8 +772,8 @@ mod tests {
                 npm_with_license: 1,
                 npm_bundled: 1,
                 packages: doc.packages.len(),
-                // abbrev, helper and the platform binary name no author.
-                packages_with_supplier: doc.packages.len() - 3,
+                // The platform binary names no author: its scope's owner supplies it.
+                packages_with_supplier: doc.packages.len(),
                 depends_on: 4,
                 contains: doc.packages.len(),
                 license_refs: 0,
@@ -882,5 +890,58 @@ mod tests {
         assert!(ensure_unique_ids(std::slice::from_ref(&a)).is_ok());
         let err = ensure_unique_ids(&[a.clone(), a]).unwrap_err();
         assert!(err.to_string().contains("SPDXRef-npm-a"), "{err}");
+    }
+
+    /// SPDX's validator, the official JSON schema and the NTIA checker (scripts/check-sbom.sh,
+    /// which installs them) accept the document, and reject it once broken the ways the issue
+    /// found it broken: the prose spelling of the OS purpose, a component without a supplier, a
+    /// LicenseRef used but not defined.
+    #[test]
+    fn independent_validators_accept_the_document_and_reject_broken_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/check-sbom.sh");
+        let mut doc = make(Platform::LinuxAmd64, &[], "2026-11-30T06:17:00Z");
+        // The fixture lockfile's integrities are shortened; SPDX wants a whole SHA-512.
+        for p in &mut doc.packages {
+            for c in &mut p.checksums {
+                if c.algorithm == "SHA512" {
+                    c.checksum_value = "ab".repeat(64);
+                }
+            }
+        }
+        let check = |name: &str, doc: &Document| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, document_bytes(doc)).unwrap();
+            let out = std::process::Command::new("bash")
+                .arg(&script)
+                .arg(&path)
+                .output()
+                .unwrap();
+            (
+                out.status.success(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        };
+        let (ok, log) = check("good.spdx.json", &doc);
+        assert!(ok, "{log}");
+        let mut prose = doc.clone();
+        prose.packages.iter_mut().for_each(|p| {
+            if p.spdx_id == OS_ID {
+                p.primary_package_purpose = Some("OPERATING-SYSTEM".into());
+            }
+        });
+        let (ok, log) = check("prose.spdx.json", &prose);
+        assert!(!ok && log.contains("JSON schema: INVALID"), "{log}");
+        let mut anonymous = doc.clone();
+        anonymous.packages[1].supplier = None;
+        let (ok, log) = check("anonymous.spdx.json", &anonymous);
+        assert!(
+            !ok && log.contains("NTIA minimum elements NOT met"),
+            "{log}"
+        );
+        let mut undefined = doc;
+        undefined.packages[1].license_declared = "LicenseRef-undefined".into();
+        let (ok, log) = check("undefined.spdx.json", &undefined);
+        assert!(!ok && log.contains("pyspdxtools 0.8.5: INVALID"), "{log}");
     }
 }

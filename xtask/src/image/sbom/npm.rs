@@ -240,7 +240,7 @@ pub(super) fn node_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<
             p.license_concluded = concluded_license(license, Evidence::MachineReadable);
             p.license_declared = license.clone();
         }
-        p.supplier = m.supplier.clone();
+        p.supplier = m.supplier.clone().or_else(|| scope_owner(name));
         p.external_refs = vec![purl_ref(npm_purl(name, version))];
         p.comment = Some(format!(
             "bundled in npm's own tarball: {NPM_CLI_PREFIX}/{dir}"
@@ -249,6 +249,14 @@ pub(super) fn node_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<
         out.push(p);
     }
     Ok((out, edges))
+}
+
+/// The owner of a scoped package's scope (`@anthropic-ai/...` -> `anthropic-ai`), for a package
+/// whose package.json names no one: only a scope's owner (an npm user or organisation) can
+/// publish under it, so it is the package's supplier on the registry.
+fn scope_owner(name: &str) -> Option<String> {
+    let scope = name.strip_prefix('@')?.split('/').next()?;
+    (!scope.is_empty()).then(|| format!("Organization: {scope}"))
 }
 
 /// NVD's CPE for the npm CLI (`cpe:2.3:a:npmjs:npm:<v>:*:*:*:*:node.js:*:*`).
@@ -316,7 +324,8 @@ pub(super) fn npm_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<E
         p.supplier = input
             .npm_manifests
             .get(path)
-            .and_then(|m| m.supplier.clone());
+            .and_then(|m| m.supplier.clone())
+            .or_else(|| scope_owner(&name));
         p.checksums = integrity_checksums(integrity)
             .with_context(|| format!("{LOCKFILE_PATH}: the integrity of `{path}`"))?;
         p.external_refs = vec![purl_ref(npm_purl(&name, version))];
@@ -374,6 +383,15 @@ mod tests {
         let unclear = npm_manifest(br#"{"license": "SEE LICENSE IN LICENSE.md"}"#).unwrap();
         assert_eq!((unclear.license, unclear.supplier), (None, None));
         assert_eq!(npm_manifest(b"not json"), None);
+    }
+
+    #[test]
+    fn a_scope_s_owner_supplies_what_names_no_author() {
+        assert_eq!(
+            scope_owner("@anthropic-ai/claude-code-linux-x64").as_deref(),
+            Some("Organization: anthropic-ai")
+        );
+        assert_eq!(scope_owner("opencode-ai"), None);
     }
 
     #[test]
