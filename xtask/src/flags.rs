@@ -249,7 +249,8 @@ pub struct SbomArgs {
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
     /// Print `{"output", "sha256", "size", "image", "image_id", "platform",
-    /// "debian_packages", "npm_packages", "packages"}`.
+    /// "debian_packages", "npm_packages", "packages", "coverage"}`; `coverage` counts
+    /// licenses, sources, suppliers, bundled packages and relationships.
     #[arg(long)]
     pub json: bool,
 }

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Checks SPDX 2.3 JSON SBOMs with independent tools, offline:
+#   1. pyspdxtools (spdx-tools, SPDX's own Python validator): the document is valid SPDX 2.3;
+#   2. the official SPDX 2.3 JSON schema (spdx/spdx-spec v2.3, schemas/spdx-schema.json, kept
+#      beside this script as spdx-2.3.schema.json), through python-jsonschema, as schema-based
+#      validators (SPDX's Java tools) check it;
+#   3. ntia-conformance-checker: the NTIA minimum elements (name, version, identifier,
+#      supplier of every component, relationships, author, timestamp).
+# All three come from PyPI at pinned versions, installed once into the virtualenv under the
+# gitignored .xtask/ directory (as scripts/lint-workflows.sh does). Idempotent: a second run only
+# checks the versions. Exits non-zero when any tool rejects any file.
+#
+# No vulnerability scanner that reads SPDX (trivy, grype) can be installed from the registries
+# this project's machines reach (PyPI, npm, crates.io, Debian); the SBOM's scanner-facing fields
+# are tested against trivy's reader in the unit tests of xtask/src/image/sbom/.
+#
+# Usage: scripts/check-sbom.sh FILE.spdx.json...
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cd "$here/.."
+
+SPDX_TOOLS_VERSION=0.8.5
+NTIA_CHECKER_VERSION=6.0.0
+JSONSCHEMA_VERSION=4.26.0
+venv=.xtask/venv
+python="$venv/bin/python"
+
+[ $# -gt 0 ] || { echo "usage: scripts/check-sbom.sh FILE.spdx.json..." >&2; exit 2; }
+
+ensure_venv() {
+  if [ ! -x "$venv/bin/pip" ]; then
+    python3 -m venv "$venv" || {
+      echo "check-sbom: python3 -m venv failed; on Debian/Ubuntu: apt-get install -y python3-venv" >&2
+      exit 1
+    }
+  fi
+}
+
+installed() { # name version
+  "$python" -c "import importlib.metadata as m, sys; sys.exit(m.version('$1') != '$2')" 2>/dev/null
+}
+
+want=()
+installed spdx-tools "$SPDX_TOOLS_VERSION" || want+=("spdx-tools==$SPDX_TOOLS_VERSION")
+installed ntia-conformance-checker "$NTIA_CHECKER_VERSION" || want+=("ntia-conformance-checker==$NTIA_CHECKER_VERSION")
+installed jsonschema "$JSONSCHEMA_VERSION" || want+=("jsonschema==$JSONSCHEMA_VERSION")
+if [ ${#want[@]} -gt 0 ]; then
+  echo "check-sbom: installing ${want[*]} into $venv" >&2
+  ensure_venv
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "${want[@]}"
+fi
+
+status=0
+for file in "$@"; do
+  echo "check-sbom: $file" >&2
+  if "$venv/bin/pyspdxtools" --infile "$file" >/tmp/check-sbom.$$ 2>&1; then
+    echo "  pyspdxtools $SPDX_TOOLS_VERSION: valid SPDX" >&2
+  else
+    echo "  pyspdxtools $SPDX_TOOLS_VERSION: INVALID" >&2
+    sed 's/^/    /' /tmp/check-sbom.$$ | head -n 40 >&2
+    status=1
+  fi
+  if "$python" - "$here/spdx-2.3.schema.json" "$file" >/tmp/check-sbom.$$ 2>&1 <<'PY'
+import json, sys
+import jsonschema
+schema = json.load(open(sys.argv[1]))
+doc = json.load(open(sys.argv[2]))
+errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(doc), key=lambda e: list(e.path))
+for e in errors[:20]:
+    print("/".join(str(p) for p in e.path), e.message)
+sys.exit(1 if errors else 0)
+PY
+  then
+    echo "  SPDX 2.3 JSON schema: valid" >&2
+  else
+    echo "  SPDX 2.3 JSON schema: INVALID" >&2
+    sed 's/^/    /' /tmp/check-sbom.$$ | head -n 20 >&2
+    status=1
+  fi
+  if "$venv/bin/ntia-checker" --comply ntia --skip-validation "$file" >/tmp/check-sbom.$$ 2>&1; then
+    echo "  ntia-conformance-checker $NTIA_CHECKER_VERSION: NTIA minimum elements met" >&2
+  else
+    echo "  ntia-conformance-checker $NTIA_CHECKER_VERSION: NTIA minimum elements NOT met" >&2
+    sed 's/^/    /' /tmp/check-sbom.$$ | head -n 40 >&2
+    status=1
+  fi
+done
+rm -f /tmp/check-sbom.$$
+exit "$status"

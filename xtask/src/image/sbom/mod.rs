@@ -1,0 +1,947 @@
+//! `cargo xtask sbom`: an SPDX 2.3 JSON software bill of materials of one built image.
+//!
+//! Made from the image itself, not from the Dockerfile: the dpkg database and the copyright
+//! files Debian installs (`/usr/share/doc/<pkg>/copyright`, which the Dockerfile keeps), the
+//! Debian release (`/usr/lib/os-release`, `/etc/debian_version`), and the npm packages of the
+//! committed lockfile that the image holds, with Node and npm from the inventory. The image is
+//! read without being started, so another CPU's image needs no emulation.
+//!
+//! SPDX rather than CycloneDX 1.6: no maintained Rust crate writes CycloneDX 1.6
+//! (`cyclonedx-bom` stops at 1.5) and the SPDX crates are unmaintained or generated at build
+//! time, so the document is written here with serde types for exactly the fields it uses.
+//! GitHub's `attest-sbom` and `gh attestation verify` read SPDX JSON.
+//!
+//! Deterministic: the same image, lockfile and clock give the same bytes. Every list is
+//! sorted, the creation time is the caller's clock (`--now`, the release plan's) or else the
+//! image's own creation time, never the wall clock, and the document namespace is derived
+//! from the image id (the sha256 of its config).
+
+mod classify;
+mod copyright;
+mod dpkg;
+mod npm;
+mod purl;
+mod run;
+mod spdx;
+mod supplier;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::manifest::Platform;
+use crate::model::inventory::Inventory;
+use crate::model::lockfile::Lockfile;
+use copyright::{declared_license, DocTree, Evidence};
+use dpkg::{dependency_edges, dpkg_packages, DebPackage, OsRelease};
+use npm::{node_packages, npm_packages, NpmManifest};
+use purl::deb_purl;
+pub use run::run;
+use spdx::{
+    cpe_ref, package, purl_ref, spdx_id, Checksum, CreationInfo, ExtractedLicense, Package,
+    Relationship, NOASSERTION,
+};
+pub(crate) use spdx::{Document, SPDX_VERSION};
+use supplier::supplier;
+
+/// Where the Dockerfile installs the template's npm packages (its `agents` stage WORKDIR).
+pub(crate) const NPM_PREFIX: &str = "/opt/coding-agents";
+/// Where the Dockerfile installs npm itself (its `node` stage).
+const NPM_CLI_PREFIX: &str = "/usr/local/lib/node_modules/npm";
+const LOCKFILE_PATH: &str = "template/package-lock.json";
+
+/// `sbom-linux-amd64.spdx.json`: the release asset's name, fixed per platform so a verifier
+/// looks up known names only.
+pub(crate) fn sbom_file_name(platform: Platform) -> String {
+    format!("sbom-{}.spdx.json", platform.to_string().replace('/', "-"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The document.
+
+/// Everything one SBOM is made from; [`document`] is pure over it.
+pub(crate) struct SbomInput<'a> {
+    pub platform: Platform,
+    /// The local reference the SBOM was made from (a tag).
+    pub image: &'a str,
+    /// The engine's image id, `sha256:<hex>`: the sha256 of the image config.
+    pub image_id: &'a str,
+    /// RFC 3339.
+    pub created: &'a str,
+    pub dpkg_status: &'a str,
+    /// The copyright files and links under `/usr/share/doc`.
+    pub docs: &'a DocTree,
+    pub os_release: &'a OsRelease,
+    pub debian_version: &'a str,
+    pub lockfile: &'a Lockfile,
+    /// Lockfile paths of platform-specific packages that are in the image.
+    pub present: &'a BTreeSet<String>,
+    pub inventory: &'a Inventory,
+    /// The package.json files of the template's npm packages, by lockfile path.
+    pub npm_manifests: &'a BTreeMap<String, NpmManifest>,
+    /// npm's own package.json (key `""`) and those of the packages it bundles
+    /// (`node_modules/<name>`, nested as npm nests them), under /usr/local/lib/node_modules/npm.
+    pub npm_cli: &'a BTreeMap<String, NpmManifest>,
+}
+
+/// What goes in `licenseConcluded`, decided here once: the declared license where the
+/// package's own machine-readable metadata states it (a DEP-5 copyright file's `License:`
+/// fields, package.json's `license`): this tool analysed no file, and concludes that a package
+/// is under what its maintainers declared in the format made for declaring it. NOASSERTION
+/// where the declared license was read out of prose (a free-form copyright file's references
+/// to /usr/share/common-licenses): an inference is not a conclusion. NOASSERTION when nothing
+/// is declared.
+pub(crate) fn concluded_license(declared: &str, evidence: Evidence) -> String {
+    match evidence {
+        Evidence::MachineReadable if declared != NOASSERTION => declared.to_string(),
+        _ => NOASSERTION.to_string(),
+    }
+}
+
+/// The SPDX document of one image.
+pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
+    let platform_slug = input.platform.to_string().replace('/', "-");
+    let (root, image_hex) = image_package(input)?;
+    let mut license_refs = BTreeMap::new();
+    let (debs, deb_edges) = deb_packages(input, &mut license_refs)?;
+    let mut packages = vec![os_package(input.os_release, input.debian_version)];
+    packages.extend(debs);
+    let (node, npm_cli_edges) = node_packages(input)?;
+    packages.extend(node);
+    let (npm, npm_edges) = npm_packages(input)?;
+    packages.extend(npm);
+    packages.sort_by(|a, b| a.spdx_id.cmp(&b.spdx_id));
+    ensure_unique_ids(&packages)?;
+    let mut edges = deb_edges;
+    edges.extend(npm_cli_edges);
+    edges.extend(npm_edges);
+    let relationships = relationships(&root.spdx_id, &packages, edges)?;
+    packages.insert(0, root);
+
+    Ok(Document {
+        spdx_version: SPDX_VERSION.into(),
+        data_license: "CC0-1.0".into(),
+        spdx_id: "SPDXRef-DOCUMENT".into(),
+        name: format!("coding-agent-{platform_slug}"),
+        // A URI unique to this document: one image, one platform.
+        document_namespace: format!(
+            "https://spdx.org/spdxdocs/coding-agent-{platform_slug}-{image_hex}"
+        ),
+        creation_info: CreationInfo {
+            created: input.created.to_string(),
+            creators: vec![format!("Tool: cargo-xtask-{}", env!("CARGO_PKG_VERSION"))],
+        },
+        packages,
+        relationships,
+        has_extracted_licensing_infos: extracted_licenses(&license_refs),
+    })
+}
+
+/// One definition per `LicenseRef-` id used: its Debian name, and where its text is. The
+/// text differs between packages that use the same name (each `public-domain` paragraph says
+/// something else), so the document points at the copyright files rather than pick one.
+fn extracted_licenses(refs: &BTreeMap<String, BTreeSet<String>>) -> Vec<ExtractedLicense> {
+    refs.iter()
+        .map(|(id, names)| {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            ExtractedLicense {
+                license_id: id.clone(),
+                name: names.join(" / "),
+                extracted_text: format!(
+                    "A license Debian copyright files name `{}`, which has no SPDX license list \
+                     identifier; its text is in the copyright file (/usr/share/doc/<package>/\
+                     copyright) of each package that declares it.",
+                    names.join("` or `")
+                ),
+            }
+        })
+        .collect()
+}
+
+/// The root package, the image itself, and the hex of its id.
+fn image_package<'a>(input: &SbomInput<'a>) -> Result<(Package, &'a str)> {
+    let Some(image_hex) = input.image_id.strip_prefix("sha256:") else {
+        bail!(
+            "the image id of {} is `{}`, not sha256:<hex>",
+            input.image,
+            input.image_id
+        );
+    };
+    let mut root = package("coding-agent", ROOT_ID.into(), input.image, NOASSERTION);
+    root.primary_package_purpose = Some("CONTAINER".into());
+    root.supplier = Some(IMAGE_SUPPLIER.into());
+    root.checksums = vec![Checksum {
+        algorithm: "SHA256".into(),
+        checksum_value: image_hex.to_string(),
+    }];
+    root.comment = Some(format!(
+        "the {} image {}; its image id (the sha256 of its config) is {}",
+        input.platform, input.image, input.image_id
+    ));
+    Ok((root, image_hex))
+}
+
+const ROOT_ID: &str = "SPDXRef-image";
+
+/// A relationship between two packages: (from, to, SPDX relationship type).
+type Edge = (String, String, &'static str);
+/// Who supplies the image: the template's own build, which is what this document describes.
+const IMAGE_SUPPLIER: &str = "Organization: coding-agent template";
+/// trivy recognises the operating system only by this element id prefix (aquasecurity/trivy
+/// v0.74.0, pkg/sbom/spdx/unmarshal.go `parseType`: `SPDXRef-OperatingSystem-…` is an OS,
+/// anything else a library), and takes the OS family from its name and the release from its
+/// version (pkg/sbom/io/decode.go `decodeComponents`).
+const OS_ID: &str = "SPDXRef-OperatingSystem-debian";
+/// The SPDX 2.3 JSON schema's spelling (spdx/spdx-spec v2.3, schemas/spdx-schema.json, the
+/// `primaryPackagePurpose` enum), which schema-based validators (SPDX's Java tools) require;
+/// the spec's prose spells it `OPERATING-SYSTEM`, which the schema rejects. pyspdxtools 0.8.5
+/// accepts both (it maps `-` to `_` before looking the name up), trivy ignores the field.
+const OPERATING_SYSTEM: &str = "OPERATING_SYSTEM";
+
+fn os_package(os: &OsRelease, debian_version: &str) -> Package {
+    let mut base = package(
+        if os.id.is_empty() { "debian" } else { &os.id },
+        OS_ID.into(),
+        debian_version.trim(),
+        NOASSERTION,
+    );
+    base.primary_package_purpose = Some(OPERATING_SYSTEM.into());
+    base.supplier = Some("Organization: The Debian Project".into());
+    base.external_refs = vec![cpe_ref(format!(
+        "cpe:2.3:o:debian:debian_linux:{}:*:*:*:*:*:*:*",
+        os.version_id
+    ))];
+    base.comment = Some(format!(
+        "{} (suite {}): the base root filesystem made by mmdebstrap from Debian's mirror",
+        os.pretty_name, os.codename
+    ));
+    base
+}
+
+/// The prefix trivy reads a binary package's source from `sourceInfo` by (aquasecurity/trivy
+/// v0.74.0, pkg/sbom/spdx/marshal.go `SourcePackagePrefix`, read back in unmarshal.go
+/// `parsePackage`): `built package from: <source> <version>`.
+const SOURCE_PACKAGE_PREFIX: &str = "built package from";
+
+/// Debian's packages, and their DEPENDS_ON edges (by SPDX id); the LicenseRefs they use are
+/// added to `license_refs` (id -> Debian names).
+fn deb_packages(
+    input: &SbomInput<'_>,
+    license_refs: &mut BTreeMap<String, BTreeSet<String>>,
+) -> Result<(Vec<Package>, Vec<Edge>)> {
+    let debs = dpkg_packages(input.dpkg_status);
+    if debs.is_empty() {
+        bail!(
+            "{}: the dpkg database lists no installed package",
+            input.image
+        );
+    }
+    let id_of = |d: &DebPackage| spdx_id("deb", &format!("{}-{}", d.name, d.architecture));
+    let mut out = Vec::new();
+    for d in &debs {
+        let mut p = package(&d.name, id_of(d), &d.version, NOASSERTION);
+        p.primary_package_purpose = Some("LIBRARY".into());
+        p.source_info = Some(format!(
+            "{SOURCE_PACKAGE_PREFIX}: {} {}",
+            d.source, d.source_version
+        ));
+        p.supplier = d.maintainer.as_deref().and_then(supplier);
+        if let Some(declared) = input.docs.copyright_of(&d.name).and_then(declared_license) {
+            p.license_concluded = concluded_license(&declared.expression, declared.evidence);
+            p.license_declared = declared.expression;
+            for (id, name) in declared.license_refs {
+                license_refs.entry(id).or_default().insert(name);
+            }
+        }
+        p.external_refs = vec![purl_ref(deb_purl(d, input.os_release))];
+        out.push(p);
+    }
+    let edges = dependency_edges(&debs)
+        .into_iter()
+        .map(|(a, b)| (id_of(&debs[a]), id_of(&debs[b]), "DEPENDS_ON"))
+        .collect();
+    Ok((out, edges))
+}
+
+fn ensure_unique_ids(packages: &[Package]) -> Result<()> {
+    let mut seen = BTreeSet::new();
+    for p in packages {
+        if !seen.insert(p.spdx_id.as_str()) {
+            bail!(
+                "two packages would share the SPDX id {}; rename one",
+                p.spdx_id
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The document DESCRIBES the root; the root CONTAINS every package; `edges` are the
+/// packages' own (DEPENDS_ON, and CONTAINS for bundled packages), each between two listed
+/// packages. Sorted.
+fn relationships(
+    root_id: &str,
+    packages: &[Package],
+    edges: Vec<Edge>,
+) -> Result<Vec<Relationship>> {
+    let ids: BTreeSet<&str> = packages.iter().map(|p| p.spdx_id.as_str()).collect();
+    let mut relationships: Vec<Relationship> = packages
+        .iter()
+        .map(|p| Relationship {
+            spdx_element_id: root_id.to_string(),
+            relationship_type: "CONTAINS".into(),
+            related_spdx_element: p.spdx_id.clone(),
+        })
+        .collect();
+    for (from, to, kind) in edges {
+        if !ids.contains(from.as_str()) || !ids.contains(to.as_str()) {
+            bail!("a {kind} relationship from {from} to {to} names a package the document does not list");
+        }
+        relationships.push(Relationship {
+            spdx_element_id: from,
+            relationship_type: kind.into(),
+            related_spdx_element: to,
+        });
+    }
+    relationships.push(Relationship {
+        spdx_element_id: "SPDXRef-DOCUMENT".into(),
+        relationship_type: "DESCRIBES".into(),
+        related_spdx_element: root_id.to_string(),
+    });
+    relationships.sort();
+    relationships.dedup();
+    Ok(relationships)
+}
+
+/// The file's bytes: pretty JSON and a final newline.
+pub(crate) fn document_bytes(doc: &Document) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(doc).expect("an SPDX document serializes");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// What `sbom --json` prints.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct SbomReport {
+    pub output: PathBuf,
+    pub sha256: String,
+    pub size: u64,
+    pub image: String,
+    pub image_id: String,
+    pub platform: Platform,
+    pub debian_packages: usize,
+    pub npm_packages: usize,
+    pub packages: usize,
+    pub coverage: SbomStats,
+}
+
+/// How much of the inventory carries what scanners and auditors read: counted from the
+/// document itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SbomStats {
+    pub debian_packages: usize,
+    /// With a declared license (an SPDX expression, LicenseRefs included).
+    pub debian_with_license: usize,
+    /// With a concluded license: declared in a machine-readable copyright file.
+    pub debian_with_concluded_license: usize,
+    /// With their source package in the form trivy reads (`sourceInfo`).
+    pub debian_with_source: usize,
+    pub npm_packages: usize,
+    pub npm_with_license: usize,
+    /// The packages npm bundles in its own tarball.
+    pub npm_bundled: usize,
+    pub packages: usize,
+    pub packages_with_supplier: usize,
+    pub depends_on: usize,
+    pub contains: usize,
+    pub license_refs: usize,
+}
+
+pub(crate) fn stats(doc: &Document) -> SbomStats {
+    let of = |prefix: &str| -> Vec<&Package> {
+        doc.packages
+            .iter()
+            .filter(|p| p.spdx_id.starts_with(prefix))
+            .collect()
+    };
+    let licensed = |ps: &[&Package]| {
+        ps.iter()
+            .filter(|p| p.license_declared != NOASSERTION)
+            .count()
+    };
+    let debs = of("SPDXRef-deb-");
+    let npm = of("SPDXRef-npm-");
+    let relationships = |kind: &str| {
+        doc.relationships
+            .iter()
+            .filter(|r| r.relationship_type == kind)
+            .count()
+    };
+    SbomStats {
+        debian_packages: debs.len(),
+        debian_with_license: licensed(&debs),
+        debian_with_concluded_license: debs
+            .iter()
+            .filter(|p| p.license_concluded != NOASSERTION)
+            .count(),
+        debian_with_source: debs
+            .iter()
+            .filter(|p| {
+                p.source_info
+                    .as_deref()
+                    .is_some_and(|s| s.starts_with(SOURCE_PACKAGE_PREFIX))
+            })
+            .count(),
+        npm_packages: npm.len(),
+        npm_with_license: licensed(&npm),
+        npm_bundled: of("SPDXRef-npmcli-").len(),
+        packages: doc.packages.len(),
+        packages_with_supplier: doc
+            .packages
+            .iter()
+            .filter(|p| p.supplier.as_deref().is_some_and(|s| s != NOASSERTION))
+            .count(),
+        depends_on: relationships("DEPENDS_ON"),
+        contains: relationships("CONTAINS"),
+        license_refs: doc.has_extracted_licensing_infos.len(),
+    }
+}
+
+/// Checks a file is an SPDX document this tool could have written for `platform`; used by
+/// `receipt write` so a receipt never hashes something else under an SBOM's name.
+pub(crate) fn check_file(path: &Path, platform: Platform) -> Result<Document> {
+    let bytes = crate::bounded_read::read_regular(
+        path,
+        crate::bounded_read::MAX_PARSED_ARTIFACT_BYTES,
+        "SBOM",
+    )?;
+    let doc: Document = serde_json::from_slice(&bytes).with_context(|| {
+        format!(
+            "{} is not an SPDX 2.3 document of this tool",
+            path.display()
+        )
+    })?;
+    let expected = format!("coding-agent-{}", platform.to_string().replace('/', "-"));
+    if doc.spdx_version != SPDX_VERSION || doc.name != expected {
+        bail!(
+            "{} is `{}` {}, not the {SPDX_VERSION} SBOM of {platform} (`{expected}`)",
+            path.display(),
+            doc.name,
+            doc.spdx_version
+        );
+    }
+    Ok(doc)
+}
+
+/// Small inputs of every shape, shared by the modules' tests.
+#[cfg(test)]
+mod fixtures {
+    pub(crate) const STATUS: &str = "\
+Package: libc6
+Status: install ok installed
+Maintainer: GNU Libc Maintainers <debian-glibc@lists.debian.org>
+Architecture: amd64
+Multi-Arch: same
+Source: glibc
+Version: 2.36-9+deb12u13
+Depends: libgcc-s1
+Description: GNU C Library: Shared libraries
+ Contains the standard libraries.
+ Source: not-a-field
+
+Package: libstdc++6
+Status: install ok installed
+Maintainer: Debian GCC Maintainers <debian-gcc@lists.debian.org>
+Architecture: amd64
+Source: gcc-12 (12.2.0-14)
+Version: 12.2.0-14+deb12u1
+Pre-Depends: gcc-12-base (= 12.2.0-14+deb12u1)
+Depends: libc6 (>= 2.36), libgcc-s1 (>= 4.2) | libgcc1:any
+
+Package: gcc-12-base
+Status: install ok installed
+Maintainer: Debian GCC Maintainers <debian-gcc@lists.debian.org>
+Architecture: amd64
+Source: gcc-12 (12.2.0-14)
+Version: 12.2.0-14+deb12u1
+
+Package: removed-one
+Status: deinstall ok config-files
+Architecture: amd64
+Version: 1.0
+";
+
+    pub(crate) const DEP5: &str = "\
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: glibc
+
+Files: *
+Copyright: 1991-2023 Free Software Foundation
+License: LGPL-2.1+
+
+Files: debian/*
+Copyright: Debian
+License: GPL-2+ or Artistic
+
+License: LGPL-2.1+
+ The text.
+";
+
+    /// A free-form copyright file: prose and a reference to /usr/share/common-licenses.
+    pub(crate) const FREE_FORM: &str = "\
+This is the Debian prepackaged version of the GNU compiler collection.
+
+GCC is free software; you can redistribute it and/or modify it under the terms of the GNU
+General Public License as published by the Free Software Foundation; either version 3, or
+(at your option) any later version.
+
+On Debian GNU/Linux systems, the complete text of the GNU General Public License is in
+`/usr/share/common-licenses/GPL-3'.
+";
+
+    pub(crate) const OS_RELEASE: &str = "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian GNU/Linux\"\nVERSION_ID=\"12\"\nVERSION_CODENAME=bookworm\nID=debian\n";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::sbom::dpkg::os_release;
+    use fixtures::*;
+
+    fn lockfile() -> Lockfile {
+        Lockfile::parse(
+            r#"{"lockfileVersion": 3, "packages": {
+              "": {"name": "template"},
+              "node_modules/@scope/cli": {"version": "1.2.3",
+                "resolved": "https://registry.npmjs.org/@scope/cli/-/cli-1.2.3.tgz",
+                "integrity": "sha512-AAEC", "dependencies": {"helper": "^2"},
+                "optionalDependencies": {"@scope/cli-linux-x64": "1.2.3",
+                  "@scope/cli-linux-arm64": "1.2.3"}},
+              "node_modules/helper": {"version": "2.0.0",
+                "resolved": "https://registry.npmjs.org/helper/-/helper-2.0.0.tgz",
+                "integrity": "sha512-AAEC", "dependencies": {"absent": "^1"}},
+              "node_modules/@scope/cli-linux-x64": {"version": "1.2.3", "optional": true,
+                "os": ["linux"], "cpu": ["x64"],
+                "resolved": "https://registry.npmjs.org/@scope/cli-linux-x64/-/cli-linux-x64-1.2.3.tgz",
+                "integrity": "sha512-AwQF"},
+              "node_modules/@scope/cli-linux-arm64": {"version": "1.2.3", "optional": true,
+                "os": ["linux"], "cpu": ["arm64"],
+                "resolved": "https://registry.npmjs.org/@scope/cli-linux-arm64/-/cli-linux-arm64-1.2.3.tgz",
+                "integrity": "sha512-BgcI"},
+              "node_modules/@scope/cli-linux-x64-musl": {"version": "1.2.3", "optional": true,
+                "os": ["linux"], "cpu": ["x64"], "libc": ["musl"],
+                "resolved": "https://registry.npmjs.org/x/-/x-1.2.3.tgz", "integrity": "sha512-CQ=="},
+              "node_modules/@scope/cli-darwin-x64": {"version": "1.2.3", "optional": true,
+                "os": ["darwin"], "cpu": ["x64"],
+                "resolved": "https://registry.npmjs.org/y/-/y-1.2.3.tgz", "integrity": "sha512-Cg=="},
+              "node_modules/devtool": {"version": "1.0.0", "dev": true,
+                "resolved": "https://registry.npmjs.org/devtool/-/devtool-1.0.0.tgz", "integrity": "sha512-Cw=="}
+            }}"#,
+        )
+        .unwrap()
+    }
+
+    fn inventory() -> Inventory {
+        let mut value: serde_json::Value =
+            serde_json::from_str(include_str!("../../../../template/inventory.json")).unwrap();
+        value["packages"] = serde_json::json!([{
+            "name": "@scope/cli", "version": "1.2.3", "path": "node_modules/@scope/cli",
+            "top_level": true, "integrity": "sha512-AAEC",
+            "resolved": "https://registry.npmjs.org/@scope/cli/-/cli-1.2.3.tgz",
+            "install_script": false, "prerelease": false,
+            "license": {"kind": "spdx", "expression": "Apache-2.0 OR MIT"}
+        }]);
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn make(platform: Platform, present: &[&str], created: &str) -> Document {
+        let docs = copyright::doc_tree(
+            vec![
+                ("doc/libc6/copyright".into(), DEP5.as_bytes().to_vec()),
+                (
+                    "doc/gcc-12-base/copyright".into(),
+                    FREE_FORM.as_bytes().to_vec(),
+                ),
+            ],
+            vec![("doc/libstdc++6".into(), "gcc-12-base".into())],
+        );
+        let manifest = |json: &str| npm::npm_manifest(json.as_bytes()).unwrap();
+        let npm_manifests = BTreeMap::from([
+            (
+                "node_modules/@scope/cli".to_string(),
+                manifest(r#"{"author": {"name": "Scope Inc.", "email": "dev@scope.example"}}"#),
+            ),
+            (
+                "node_modules/helper".to_string(),
+                manifest(r#"{"repository": "github:helpers/helper"}"#),
+            ),
+        ]);
+        let npm_cli = BTreeMap::from([
+            (
+                String::new(),
+                manifest(r#"{"name": "npm", "license": "Artistic-2.0", "author": "GitHub Inc."}"#),
+            ),
+            (
+                "node_modules/abbrev".to_string(),
+                manifest(
+                    r#"{"name": "abbrev", "version": "2.0.0", "license": "ISC", "author": "GitHub Inc."}"#,
+                ),
+            ),
+        ]);
+        let lock = lockfile();
+        let inventory = inventory();
+        let present: BTreeSet<String> = present.iter().map(|s| s.to_string()).collect();
+        let os = os_release(OS_RELEASE);
+        document(&SbomInput {
+            platform,
+            image: "coding-agent:abc",
+            image_id: &format!("sha256:{}", "ab".repeat(32)),
+            created,
+            dpkg_status: STATUS,
+            docs: &docs,
+            os_release: &os,
+            debian_version: "12.12\n",
+            lockfile: &lock,
+            present: &present,
+            inventory: &inventory,
+            npm_manifests: &npm_manifests,
+            npm_cli: &npm_cli,
+        })
+        .unwrap()
+    }
+
+    fn find<'a>(doc: &'a Document, id: &str) -> &'a Package {
+        doc.packages.iter().find(|p| p.spdx_id == id).unwrap()
+    }
+
+    #[test]
+    fn the_document_lists_what_the_platform_installs() {
+        let doc = make(
+            Platform::LinuxAmd64,
+            &["node_modules/@scope/cli-linux-x64"],
+            "2026-11-30T06:17:00Z",
+        );
+        assert_eq!(doc.spdx_version, "SPDX-2.3");
+        assert_eq!(doc.packages[0].spdx_id, "SPDXRef-image");
+        let names: Vec<&str> = doc.packages.iter().map(|p| p.name.as_str()).collect();
+        for wanted in [
+            "libc6",
+            "libstdc++6",
+            "debian",
+            "node",
+            "npm",
+            "@scope/cli",
+            "@scope/cli-linux-x64",
+        ] {
+            assert!(names.contains(&wanted), "{wanted} missing from {names:?}");
+        }
+        for unwanted in [
+            "removed-one",
+            "@scope/cli-linux-arm64",
+            "@scope/cli-linux-x64-musl",
+            "@scope/cli-darwin-x64",
+            "devtool",
+        ] {
+            assert!(!names.contains(&unwanted), "{unwanted} listed: {names:?}");
+        }
+        let cli = find(&doc, "SPDXRef-npm-node-modules--scope-cli");
+        assert_eq!(cli.license_declared, "Apache-2.0 OR MIT");
+        assert_eq!(
+            cli.checksums,
+            [Checksum {
+                algorithm: "SHA512".into(),
+                checksum_value: "000102".into()
+            }]
+        );
+        assert_eq!(
+            cli.download_location,
+            "https://registry.npmjs.org/@scope/cli/-/cli-1.2.3.tgz"
+        );
+        assert_eq!(
+            cli.external_refs[0].reference_locator,
+            "pkg:npm/%40scope/cli@1.2.3"
+        );
+        let libc = find(&doc, "SPDXRef-deb-libc6-amd64");
+        assert_eq!(
+            libc.license_declared,
+            "(GPL-2.0-or-later OR Artistic-1.0) AND LGPL-2.1-or-later"
+        );
+        // A machine-readable file's license is concluded too; a free-form file's, reached
+        // through a doc directory that is a link, is declared only.
+        assert_eq!(libc.license_concluded, libc.license_declared);
+        let libstdcxx = find(&doc, "SPDXRef-deb-libstdc--6-amd64");
+        assert_eq!(libstdcxx.license_declared, "GPL-3.0-or-later");
+        assert_eq!(libstdcxx.license_concluded, NOASSERTION);
+        // Scanners' keys: the source package as trivy reads it, the purl as syft writes it,
+        // the supplier from Maintainer.
+        assert_eq!(
+            libstdcxx.source_info.as_deref(),
+            Some("built package from: gcc-12 12.2.0-14")
+        );
+        assert_eq!(
+            libstdcxx.external_refs[0].reference_locator,
+            "pkg:deb/debian/libstdc%2B%2B6@12.2.0-14%2Bdeb12u1?arch=amd64&distro=debian-12&upstream=gcc-12%4012.2.0-14"
+        );
+        assert_eq!(
+            libc.supplier.as_deref(),
+            Some("Organization: GNU Libc Maintainers (debian-glibc@lists.debian.org)")
+        );
+        assert_eq!(
+            cli.supplier.as_deref(),
+            Some("Organization: Scope Inc. (dev@scope.example)")
+        );
+        assert_eq!(cli.license_concluded, cli.license_declared);
+        let node = find(&doc, "SPDXRef-node-node");
+        assert_eq!(
+            node.version_info.as_deref(),
+            Some(inventory().node.version.as_str())
+        );
+        assert_eq!(
+            node.checksums[0].checksum_value,
+            inventory().node.platforms[&Platform::LinuxAmd64].sha512
+        );
+        assert_eq!(
+            node.external_refs[0].reference_locator,
+            format!("pkg:generic/node@{}", inventory().node.version)
+        );
+        assert_eq!(node.external_refs[1].reference_type, "cpe23Type");
+        let npm = find(&doc, "SPDXRef-node-npm");
+        assert_eq!(npm.license_declared, "Artistic-2.0");
+        assert_eq!(npm.supplier.as_deref(), Some("Organization: GitHub Inc."));
+        let bundled = find(&doc, "SPDXRef-npmcli-node-modules-abbrev");
+        assert_eq!(
+            (
+                bundled.version_info.as_deref(),
+                bundled.license_declared.as_str()
+            ),
+            (Some("2.0.0"), "ISC")
+        );
+        let os = find(&doc, "SPDXRef-OperatingSystem-debian");
+        assert_eq!(
+            (os.name.as_str(), os.version_info.as_deref()),
+            ("debian", Some("12.12"))
+        );
+        assert_eq!(
+            os.primary_package_purpose.as_deref(),
+            Some("OPERATING_SYSTEM")
+        );
+        // The image contains every other package, and the document describes the image.
+        let kind = |k: &str| {
+            doc.relationships
+                .iter()
+                .filter(|r| r.relationship_type == k)
+                .map(|r| (r.spdx_element_id.as_str(), r.related_spdx_element.as_str()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            kind("CONTAINS").len(),
+            doc.packages.len() - 1 + 1,
+            "the root contains all, npm its bundled package"
+        );
+        assert!(kind("CONTAINS").contains(&("SPDXRef-node-npm", bundled.spdx_id.as_str())));
+        assert_eq!(
+            kind("DEPENDS_ON"),
+            [
+                // libstdc++6 -> gcc-12-base, libc6 (libgcc-s1 is not installed).
+                (
+                    "SPDXRef-deb-libstdc--6-amd64",
+                    "SPDXRef-deb-gcc-12-base-amd64"
+                ),
+                ("SPDXRef-deb-libstdc--6-amd64", "SPDXRef-deb-libc6-amd64"),
+                // @scope/cli -> helper and the platform binary the image holds.
+                (
+                    "SPDXRef-npm-node-modules--scope-cli",
+                    "SPDXRef-npm-node-modules--scope-cli-linux-x64"
+                ),
+                (
+                    "SPDXRef-npm-node-modules--scope-cli",
+                    "SPDXRef-npm-node-modules-helper"
+                ),
+            ]
+        );
+        assert_eq!(
+            stats(&doc),
+            SbomStats {
+                debian_packages: 3,
+                debian_with_license: 3,
+                debian_with_concluded_license: 1,
+                debian_with_source: 3,
+                npm_packages: 3,
+                npm_with_license: 1,
+                npm_bundled: 1,
+                packages: doc.packages.len(),
+                // The platform binary names no author: its scope's owner supplies it.
+                packages_with_supplier: doc.packages.len(),
+                depends_on: 4,
+                contains: doc.packages.len(),
+                license_refs: 0,
+            }
+        );
+        assert!(doc
+            .relationships
+            .iter()
+            .any(|r| r.spdx_element_id == "SPDXRef-DOCUMENT"
+                && r.relationship_type == "DESCRIBES"
+                && r.related_spdx_element == "SPDXRef-image"));
+        // The platform binary npm installed but the image lacks is not listed.
+        let without = make(Platform::LinuxAmd64, &[], "2026-11-30T06:17:00Z");
+        assert_eq!(without.packages.len(), doc.packages.len() - 1);
+        // arm64 gets its own binaries and Node.
+        let arm = make(
+            Platform::LinuxArm64,
+            &["node_modules/@scope/cli-linux-arm64"],
+            "2026-11-30T06:17:00Z",
+        );
+        assert!(arm
+            .packages
+            .iter()
+            .any(|p| p.name == "@scope/cli-linux-arm64"));
+        assert_ne!(arm.document_namespace, doc.document_namespace);
+    }
+
+    #[test]
+    fn the_same_inputs_give_the_same_bytes_and_the_clock_is_an_input() {
+        let a = document_bytes(&make(Platform::LinuxAmd64, &[], "2026-11-30T06:17:00Z"));
+        let b = document_bytes(&make(Platform::LinuxAmd64, &[], "2026-11-30T06:17:00Z"));
+        assert_eq!(a, b);
+        let later = document_bytes(&make(Platform::LinuxAmd64, &[], "2026-12-03T06:17:00Z"));
+        assert_ne!(a, later);
+        let doc: Document = serde_json::from_slice(&a).unwrap();
+        assert_eq!(doc.creation_info.created, "2026-11-30T06:17:00Z");
+        assert_eq!(
+            doc.document_namespace,
+            format!(
+                "https://spdx.org/spdxdocs/coding-agent-linux-amd64-{}",
+                "ab".repeat(32)
+            )
+        );
+        // Required SPDX 2.3 document fields, spelled as the spec spells them.
+        let value: serde_json::Value = serde_json::from_slice(&a).unwrap();
+        for key in [
+            "spdxVersion",
+            "dataLicense",
+            "SPDXID",
+            "name",
+            "documentNamespace",
+            "creationInfo",
+        ] {
+            assert!(value.get(key).is_some(), "{key}");
+        }
+        for p in value["packages"].as_array().unwrap() {
+            for key in ["name", "SPDXID", "downloadLocation", "filesAnalyzed"] {
+                assert!(p.get(key).is_some(), "{key} in {p}");
+            }
+            let id = p["SPDXID"].as_str().unwrap();
+            assert!(
+                id.strip_prefix("SPDXRef-")
+                    .unwrap()
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-'),
+                "{id}"
+            );
+        }
+    }
+
+    #[test]
+    fn receipt_write_accepts_only_this_tool_s_sbom_of_the_platform() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(sbom_file_name(Platform::LinuxAmd64));
+        let doc = make(Platform::LinuxAmd64, &[], "2026-11-30T06:17:00Z");
+        std::fs::write(&path, document_bytes(&doc)).unwrap();
+        assert_eq!(check_file(&path, Platform::LinuxAmd64).unwrap(), doc);
+        let err = check_file(&path, Platform::LinuxArm64).unwrap_err();
+        assert!(format!("{err:#}").contains("linux/arm64"), "{err:#}");
+        std::fs::write(&path, br#"{"bomFormat": "CycloneDX"}"#).unwrap();
+        let err = check_file(&path, Platform::LinuxAmd64).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("is not an SPDX 2.3 document"),
+            "{err:#}"
+        );
+    }
+
+    #[test]
+    fn file_names_are_fixed_per_platform() {
+        assert_eq!(
+            sbom_file_name(Platform::LinuxArm64),
+            "sbom-linux-arm64.spdx.json"
+        );
+    }
+
+    #[test]
+    fn the_root_contains_every_package_and_ids_must_be_unique() {
+        let a = package("a", "SPDXRef-npm-a".into(), "1", NOASSERTION);
+        let rels = relationships(ROOT_ID, std::slice::from_ref(&a), vec![]).unwrap();
+        assert_eq!(rels.len(), 2);
+        assert!(rels.iter().any(|r| r.relationship_type == "DESCRIBES"
+            && r.spdx_element_id == "SPDXRef-DOCUMENT"
+            && r.related_spdx_element == ROOT_ID));
+        assert!(rels.iter().any(|r| r.relationship_type == "CONTAINS"
+            && r.spdx_element_id == ROOT_ID
+            && r.related_spdx_element == "SPDXRef-npm-a"));
+        let dangling = vec![(
+            "SPDXRef-npm-a".to_string(),
+            "SPDXRef-npm-b".to_string(),
+            "DEPENDS_ON",
+        )];
+        let err = relationships(ROOT_ID, std::slice::from_ref(&a), dangling).unwrap_err();
+        assert!(err.to_string().contains("SPDXRef-npm-b"), "{err}");
+        assert!(ensure_unique_ids(std::slice::from_ref(&a)).is_ok());
+        let err = ensure_unique_ids(&[a.clone(), a]).unwrap_err();
+        assert!(err.to_string().contains("SPDXRef-npm-a"), "{err}");
+    }
+
+    /// SPDX's validator, the official JSON schema and the NTIA checker (scripts/check-sbom.sh,
+    /// which installs them) accept the document, and reject it once broken the ways the issue
+    /// found it broken: the prose spelling of the OS purpose, a component without a supplier, a
+    /// LicenseRef used but not defined.
+    #[test]
+    fn independent_validators_accept_the_document_and_reject_broken_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/check-sbom.sh");
+        let mut doc = make(Platform::LinuxAmd64, &[], "2026-11-30T06:17:00Z");
+        // The fixture lockfile's integrities are shortened; SPDX wants a whole SHA-512.
+        for p in &mut doc.packages {
+            for c in &mut p.checksums {
+                if c.algorithm == "SHA512" {
+                    c.checksum_value = "ab".repeat(64);
+                }
+            }
+        }
+        let check = |name: &str, doc: &Document| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, document_bytes(doc)).unwrap();
+            let out = std::process::Command::new("bash")
+                .arg(&script)
+                .arg(&path)
+                .output()
+                .unwrap();
+            (
+                out.status.success(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        };
+        let (ok, log) = check("good.spdx.json", &doc);
+        assert!(ok, "{log}");
+        let mut prose = doc.clone();
+        prose.packages.iter_mut().for_each(|p| {
+            if p.spdx_id == OS_ID {
+                p.primary_package_purpose = Some("OPERATING-SYSTEM".into());
+            }
+        });
+        let (ok, log) = check("prose.spdx.json", &prose);
+        assert!(!ok && log.contains("JSON schema: INVALID"), "{log}");
+        let mut anonymous = doc.clone();
+        anonymous.packages[1].supplier = None;
+        let (ok, log) = check("anonymous.spdx.json", &anonymous);
+        assert!(
+            !ok && log.contains("NTIA minimum elements NOT met"),
+            "{log}"
+        );
+        let mut undefined = doc;
+        undefined.packages[1].license_declared = "LicenseRef-undefined".into();
+        let (ok, log) = check("undefined.spdx.json", &undefined);
+        assert!(!ok && log.contains("pyspdxtools 0.8.5: INVALID"), "{log}");
+    }
+}

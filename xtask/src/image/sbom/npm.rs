@@ -1,0 +1,441 @@
+//! The npm side: which lockfile packages an image of a platform holds, and their SPDX
+//! packages; Node and npm themselves from the inventory.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{bail, Context, Result};
+
+use super::copyright::Evidence;
+use super::purl::{node_cpe, node_purl, npm_purl};
+use super::spdx::{cpe_ref, package, purl_ref, spdx_id, Checksum, Package, NOASSERTION};
+use super::supplier::{actor, supplier};
+use super::{concluded_license, Edge, SbomInput, LOCKFILE_PATH, NPM_CLI_PREFIX, NPM_PREFIX};
+use crate::manifest::Platform;
+use crate::model::inventory::License;
+use crate::model::lockfile::{LockEntry, Lockfile};
+use crate::npm::inventory::INVENTORY_PATH;
+use crate::npm::lockfile::name_of;
+
+/// Whether npm installs a package with these `os`/`cpu`/`libc` fields on `platform` (Debian:
+/// glibc). A list matches a value it names, or, when it only excludes (`!win32`), any value it
+/// does not exclude.
+fn npm_field_matches(list: &Option<Vec<String>>, value: &str) -> bool {
+    let Some(list) = list else { return true };
+    if list.iter().any(|v| v == value) {
+        return true;
+    }
+    list.iter().all(|v| v.starts_with('!')) && !list.iter().any(|v| v[1..] == *value)
+}
+
+pub(crate) fn npm_installs_on(entry: &LockEntry, platform: Platform) -> bool {
+    npm_field_matches(&entry.os, "linux")
+        && npm_field_matches(&entry.cpu, platform.npm_cpu())
+        && npm_field_matches(&entry.libc, "glibc")
+}
+
+/// Lockfile entries npm installs on `platform` (not dev, not links, fitting os/cpu/libc). The
+/// platform-specific ones among them are still checked against the image, because the
+/// Dockerfile removes some that npm installed (the AVX2 OpenCode build).
+pub(crate) fn npm_candidates(lock: &Lockfile, platform: Platform) -> Vec<(&str, &LockEntry)> {
+    lock.installed()
+        .filter(|(_, e)| !e.dev && !e.link && npm_installs_on(e, platform))
+        .collect()
+}
+
+pub(crate) fn is_platform_specific(entry: &LockEntry) -> bool {
+    entry.os.is_some() || entry.cpu.is_some() || entry.libc.is_some()
+}
+
+/// SRI integrity (`sha512-<base64>`, possibly several) as SPDX checksums.
+fn integrity_checksums(integrity: &str) -> Result<Vec<Checksum>> {
+    use base64::Engine as _;
+    let mut out = Vec::new();
+    for part in integrity.split_whitespace() {
+        let Some((algorithm, value)) = part.split_once('-') else {
+            bail!("`{part}` is not subresource integrity (`sha512-<base64>`)");
+        };
+        let algorithm = match algorithm {
+            "sha512" => "SHA512",
+            "sha384" => "SHA384",
+            "sha256" => "SHA256",
+            "sha1" => "SHA1",
+            other => bail!("`{other}` is not an integrity algorithm SPDX names"),
+        };
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(value.split('?').next().unwrap_or(value))
+            .with_context(|| format!("`{part}` does not hold base64"))?;
+        out.push(Checksum {
+            algorithm: algorithm.into(),
+            checksum_value: hex::encode(bytes),
+        });
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The inventory's license of a lockfile package (recorded from the registry by `lock`), when
+/// it is an SPDX expression.
+fn npm_license(license: Option<&License>) -> Option<String> {
+    match license {
+        Some(License::Spdx { expression }) if spdx::Expression::parse(expression).is_ok() => {
+            Some(expression.clone())
+        }
+        _ => None,
+    }
+}
+
+/// What an installed package.json says about the package: the fields the SBOM uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct NpmManifest {
+    pub name: Option<String>,
+    pub version: Option<String>,
+    /// `license` when it is an SPDX expression (npm's rule since npm 2); the older
+    /// `{ "type": ... }` and `licenses` forms are read the same way.
+    pub license: Option<String>,
+    /// `author` as an SPDX supplier, else the first of `maintainers` or `contributors`.
+    pub supplier: Option<String>,
+}
+
+/// An npm person: `"Name <email> (url)"` or `{ "name", "email", "url" }`.
+fn npm_person(value: &serde_json::Value) -> Option<String> {
+    match value {
+        serde_json::Value::String(s) => supplier(s),
+        serde_json::Value::Object(o) => actor(
+            o.get("name").and_then(|v| v.as_str()).unwrap_or(""),
+            o.get("email").and_then(|v| v.as_str()),
+        ),
+        _ => None,
+    }
+}
+
+/// The account that owns the repository a package names (`github:openai/codex`,
+/// `git+https://github.com/openai/codex.git`, `{"url": ...}`), as an organisation: for a
+/// package that names no author, the one who publishes its source is the closest thing to a
+/// supplier it states.
+fn repository_owner(repository: &serde_json::Value) -> Option<String> {
+    let url = match repository {
+        serde_json::Value::String(s) => s.as_str(),
+        serde_json::Value::Object(o) => o.get("url")?.as_str()?,
+        _ => return None,
+    };
+    let path = ["github.com/", "gitlab.com/", "bitbucket.org/"]
+        .iter()
+        .find_map(|host| url.split_once(host).map(|(_, rest)| rest))
+        .or_else(|| {
+            ["github:", "gitlab:", "bitbucket:"]
+                .iter()
+                .find_map(|p| url.strip_prefix(p))
+        })
+        .or_else(|| (!url.contains(':') && url.matches('/').count() == 1).then_some(url))?;
+    let owner = path.split('/').next()?.trim_start_matches('@');
+    let owner_ok = !owner.is_empty()
+        && owner
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    owner_ok.then(|| format!("Organization: {owner}"))
+}
+
+pub(crate) fn npm_manifest(bytes: &[u8]) -> Option<NpmManifest> {
+    let json: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let text = |key: &str| json.get(key).and_then(|v| v.as_str()).map(str::to_string);
+    let license_of = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Object(o) => o.get("type").and_then(|t| t.as_str()).map(String::from),
+        _ => None,
+    };
+    let license = json
+        .get("license")
+        .and_then(license_of)
+        .or_else(|| {
+            let list = json.get("licenses")?.as_array()?;
+            let all: Option<Vec<String>> = list.iter().map(license_of).collect();
+            let all = all?;
+            (!all.is_empty()).then(|| all.join(" OR "))
+        })
+        .filter(|e| spdx::Expression::parse(e).is_ok());
+    let first_person = |key: &str| json.get(key)?.as_array()?.iter().find_map(npm_person);
+    let supplier = json
+        .get("author")
+        .and_then(npm_person)
+        .or_else(|| first_person("maintainers"))
+        .or_else(|| first_person("contributors"))
+        .or_else(|| repository_owner(json.get("repository")?));
+    Some(NpmManifest {
+        name: text("name"),
+        version: text("version"),
+        license,
+        supplier,
+    })
+}
+
+/// The package directory of a package.json path, when the file is a package's own
+/// (`node_modules/@s/a/node_modules/b/package.json` -> `node_modules/@s/a/node_modules/b`),
+/// not one deeper inside a package (`node_modules/a/lib/package.json`). `""` is the root's.
+pub(crate) fn package_dir(path: &str) -> Option<&str> {
+    let dir = path.strip_suffix("package.json")?;
+    let dir = dir.strip_suffix('/').unwrap_or(dir);
+    let mut parts = dir.split('/').filter(|p| !p.is_empty()).peekable();
+    while let Some(part) = parts.next() {
+        if part != "node_modules" {
+            return None;
+        }
+        let name = parts.next()?;
+        if name.starts_with('@') {
+            parts.next()?;
+        }
+    }
+    Some(dir)
+}
+
+/// Node and npm (from the inventory, installed under /usr/local), and the packages npm bundles
+/// (from the image's /usr/local/lib/node_modules/npm), with npm CONTAINS each bundled one.
+pub(super) fn node_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<Edge>)> {
+    let node = &input.inventory.node;
+    let platform = input.platform;
+    let tarball = node.platforms.get(&platform).with_context(|| {
+        format!("{INVENTORY_PATH} records no Node tarball for {platform}; run `cargo xtask lock`")
+    })?;
+    let mut out = Vec::new();
+    for (name, t) in [("node", tarball), ("npm", &node.npm)] {
+        let mut p = package(name, spdx_id("node", name), &t.version, &t.tarball);
+        p.primary_package_purpose = Some("APPLICATION".into());
+        p.checksums = vec![Checksum {
+            algorithm: "SHA512".into(),
+            checksum_value: t.sha512.clone(),
+        }];
+        p.comment = Some(format!(
+            "installed under /usr/local from the npm registry tarball of {}",
+            t.package
+        ));
+        if name == "node" {
+            // Node's license file is not installed; its supplier is the Node.js project.
+            p.supplier = Some("Organization: OpenJS Foundation".into());
+            p.external_refs = vec![
+                purl_ref(node_purl(&t.version)),
+                cpe_ref(node_cpe(&t.version)),
+            ];
+        } else {
+            let manifest = input.npm_cli.get("").cloned().unwrap_or_default();
+            if let Some(license) = manifest.license {
+                p.license_concluded = concluded_license(&license, Evidence::MachineReadable);
+                p.license_declared = license;
+            }
+            p.supplier = manifest.supplier;
+            p.external_refs = vec![
+                purl_ref(npm_purl("npm", &t.version)),
+                cpe_ref(npm_cli_cpe(&t.version)),
+            ];
+        }
+        out.push(p);
+    }
+    let npm_id = spdx_id("node", "npm");
+    let mut edges = Vec::new();
+    for (dir, m) in input.npm_cli.iter().filter(|(dir, _)| !dir.is_empty()) {
+        let (Some(name), Some(version)) = (&m.name, &m.version) else {
+            continue;
+        };
+        let mut p = package(name, spdx_id("npmcli", dir), version, NOASSERTION);
+        p.primary_package_purpose = Some("LIBRARY".into());
+        if let Some(license) = &m.license {
+            p.license_concluded = concluded_license(license, Evidence::MachineReadable);
+            p.license_declared = license.clone();
+        }
+        p.supplier = m.supplier.clone().or_else(|| scope_owner(name));
+        p.external_refs = vec![purl_ref(npm_purl(name, version))];
+        p.comment = Some(format!(
+            "bundled in npm's own tarball: {NPM_CLI_PREFIX}/{dir}"
+        ));
+        edges.push((npm_id.clone(), p.spdx_id.clone(), "CONTAINS"));
+        out.push(p);
+    }
+    Ok((out, edges))
+}
+
+/// The owner of a scoped package's scope (`@anthropic-ai/...` -> `anthropic-ai`), for a package
+/// whose package.json names no one: only a scope's owner (an npm user or organisation) can
+/// publish under it, so it is the package's supplier on the registry.
+fn scope_owner(name: &str) -> Option<String> {
+    let scope = name.strip_prefix('@')?.split('/').next()?;
+    (!scope.is_empty()).then(|| format!("Organization: {scope}"))
+}
+
+/// NVD's CPE for the npm CLI (`cpe:2.3:a:npmjs:npm:<v>:*:*:*:*:node.js:*:*`).
+fn npm_cli_cpe(version: &str) -> String {
+    format!("cpe:2.3:a:npmjs:npm:{version}:*:*:*:*:node.js:*:*")
+}
+
+/// Where npm resolves `dependency` required from the package at `from`: the nearest
+/// `node_modules/<dependency>` up the tree (Node's module resolution, which the lockfile's
+/// paths follow), among the `listed` paths.
+fn resolve_dependency(listed: &BTreeSet<&str>, from: &str, dependency: &str) -> Option<String> {
+    let mut base = from;
+    loop {
+        let candidate = if base.is_empty() {
+            format!("node_modules/{dependency}")
+        } else {
+            format!("{base}/node_modules/{dependency}")
+        };
+        if listed.contains(candidate.as_str()) {
+            return Some(candidate);
+        }
+        if base.is_empty() {
+            return None;
+        }
+        base = base.rfind("/node_modules/").map_or("", |at| &base[..at]);
+    }
+}
+
+/// The lockfile's packages for the platform, leaving out the platform binaries the image lacks,
+/// and their DEPENDS_ON edges (`dependencies` and `optionalDependencies` the image holds).
+pub(super) fn npm_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<Edge>)> {
+    let licenses: BTreeMap<(&str, &str), &License> = input
+        .inventory
+        .packages
+        .iter()
+        .map(|p| ((p.path.as_str(), p.version.as_str()), &p.license))
+        .collect();
+    let listed: Vec<(&str, &LockEntry)> = npm_candidates(input.lockfile, input.platform)
+        .into_iter()
+        .filter(|(path, entry)| !is_platform_specific(entry) || input.present.contains(*path))
+        .collect();
+    let listed_paths: BTreeSet<&str> = listed.iter().map(|(path, _)| *path).collect();
+    let mut out = Vec::new();
+    let mut edges = Vec::new();
+    for (path, entry) in listed {
+        let name = name_of(path, entry);
+        let version = entry
+            .version
+            .as_deref()
+            .with_context(|| format!("{LOCKFILE_PATH}: `{path}` has no version"))?;
+        let resolved = entry
+            .resolved
+            .as_deref()
+            .with_context(|| format!("{LOCKFILE_PATH}: `{path}` has no resolved URL"))?;
+        let integrity = entry
+            .integrity
+            .as_deref()
+            .with_context(|| format!("{LOCKFILE_PATH}: `{path}` has no integrity"))?;
+        let mut p = package(&name, spdx_id("npm", path), version, resolved);
+        p.primary_package_purpose = Some("LIBRARY".into());
+        if let Some(license) = npm_license(licenses.get(&(path, version)).copied()) {
+            p.license_concluded = concluded_license(&license, Evidence::MachineReadable);
+            p.license_declared = license;
+        }
+        p.supplier = input
+            .npm_manifests
+            .get(path)
+            .and_then(|m| m.supplier.clone())
+            .or_else(|| scope_owner(&name));
+        p.checksums = integrity_checksums(integrity)
+            .with_context(|| format!("{LOCKFILE_PATH}: the integrity of `{path}`"))?;
+        p.external_refs = vec![purl_ref(npm_purl(&name, version))];
+        p.comment = Some(format!("{NPM_PREFIX}/{path}"));
+        for dependency in entry
+            .dependencies
+            .keys()
+            .chain(entry.optional_dependencies.keys())
+        {
+            if let Some(target) = resolve_dependency(&listed_paths, path, dependency) {
+                edges.push((p.spdx_id.clone(), spdx_id("npm", &target), "DEPENDS_ON"));
+            }
+        }
+        out.push(p);
+    }
+    Ok((out, edges))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_json_gives_license_and_supplier() {
+        let m = npm_manifest(
+            br#"{"name": "npm", "version": "10.9.9", "license": "Artistic-2.0",
+                "author": "GitHub Inc."}"#,
+        )
+        .unwrap();
+        assert_eq!(m.license.as_deref(), Some("Artistic-2.0"));
+        assert_eq!(m.supplier.as_deref(), Some("Organization: GitHub Inc."));
+        let old = npm_manifest(
+            br#"{"licenses": [{"type": "MIT"}, {"type": "Apache-2.0"}],
+                "maintainers": [{"name": "Ann", "email": "ann@example.org"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(old.license.as_deref(), Some("MIT OR Apache-2.0"));
+        assert_eq!(
+            old.supplier.as_deref(),
+            Some("Person: Ann (ann@example.org)")
+        );
+        for repository in [
+            r#""github:openai/codex""#,
+            r#"{"type": "git", "url": "git+https://github.com/openai/codex.git"}"#,
+            r#""openai/codex""#,
+        ] {
+            let json = format!(r#"{{"repository": {repository}}}"#);
+            let m = npm_manifest(json.as_bytes()).unwrap();
+            assert_eq!(
+                m.supplier.as_deref(),
+                Some("Organization: openai"),
+                "{repository}"
+            );
+        }
+        let unclear = npm_manifest(br#"{"license": "SEE LICENSE IN LICENSE.md"}"#).unwrap();
+        assert_eq!((unclear.license, unclear.supplier), (None, None));
+        assert_eq!(npm_manifest(b"not json"), None);
+    }
+
+    #[test]
+    fn a_scope_s_owner_supplies_what_names_no_author() {
+        assert_eq!(
+            scope_owner("@anthropic-ai/claude-code-linux-x64").as_deref(),
+            Some("Organization: anthropic-ai")
+        );
+        assert_eq!(scope_owner("opencode-ai"), None);
+    }
+
+    #[test]
+    fn only_a_package_s_own_package_json_counts() {
+        assert_eq!(package_dir("package.json"), Some(""));
+        assert_eq!(
+            package_dir("node_modules/@s/a/node_modules/b/package.json"),
+            Some("node_modules/@s/a/node_modules/b")
+        );
+        assert_eq!(package_dir("node_modules/a/lib/package.json"), None);
+        assert_eq!(package_dir("node_modules/@s/package.json"), None);
+    }
+
+    #[test]
+    fn dependencies_resolve_to_the_nearest_node_modules() {
+        let listed = BTreeSet::from([
+            "node_modules/a",
+            "node_modules/b",
+            "node_modules/a/node_modules/b",
+            "node_modules/a/node_modules/c",
+        ]);
+        let resolve = |from, dep| resolve_dependency(&listed, from, dep);
+        assert_eq!(
+            resolve("node_modules/a", "b").as_deref(),
+            Some("node_modules/a/node_modules/b")
+        );
+        assert_eq!(
+            resolve("node_modules/a/node_modules/c", "b").as_deref(),
+            Some("node_modules/a/node_modules/b")
+        );
+        assert_eq!(
+            resolve("node_modules/b", "b").as_deref(),
+            Some("node_modules/b")
+        );
+        assert_eq!(resolve("node_modules/b", "c"), None);
+    }
+
+    #[test]
+    fn npm_platform_fields_follow_npm() {
+        let field = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert!(npm_field_matches(&None, "linux"));
+        assert!(npm_field_matches(&field(&["linux", "darwin"]), "linux"));
+        assert!(!npm_field_matches(&field(&["darwin"]), "linux"));
+        assert!(npm_field_matches(&field(&["!win32"]), "linux"));
+        assert!(!npm_field_matches(&field(&["!linux"]), "linux"));
+    }
+}
