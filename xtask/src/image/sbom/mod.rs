@@ -36,6 +36,7 @@ use crate::model::inventory::Inventory;
 use crate::model::lockfile::Lockfile;
 use copyright::{declared_license, DocTree, Evidence};
 use dpkg::{dependency_edges, dpkg_packages, DebPackage, OsRelease};
+pub(crate) use npm::{is_platform_specific, npm_candidates};
 use npm::{node_packages, npm_packages, NpmManifest};
 use purl::deb_purl;
 pub use run::run;
@@ -43,7 +44,7 @@ use spdx::{
     cpe_ref, package, purl_ref, spdx_id, Checksum, CreationInfo, ExtractedLicense, Package,
     Relationship, NOASSERTION,
 };
-pub(crate) use spdx::{Document, SPDX_VERSION};
+pub(crate) use spdx::{Document, NPM_BUNDLED_ID_PREFIX, SPDX_VERSION};
 use supplier::supplier;
 
 /// Where the Dockerfile installs the template's npm packages (its `agents` stage WORKDIR).

@@ -235,6 +235,7 @@ pub(super) fn node_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<
             continue;
         };
         let mut p = package(name, spdx_id("npmcli", dir), version, NOASSERTION);
+        debug_assert!(p.spdx_id.starts_with(super::spdx::NPM_BUNDLED_ID_PREFIX));
         p.primary_package_purpose = Some("LIBRARY".into());
         if let Some(license) = &m.license {
             p.license_concluded = concluded_license(license, Evidence::MachineReadable);

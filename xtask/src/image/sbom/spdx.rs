@@ -90,6 +90,11 @@ pub(crate) struct Relationship {
     pub related_spdx_element: String,
 }
 
+/// The SPDXID prefix of the packages npm itself bundles (`node_modules/npm/node_modules/…`):
+/// they come with the npm the inventory pins, not from the template's lockfile, so readers
+/// that compare an SBOM's npm packages with the lockfile leave them out.
+pub(crate) const NPM_BUNDLED_ID_PREFIX: &str = "SPDXRef-npmcli-";
+
 /// Characters an SPDXID may hold: letters, digits, `.` and `-`.
 pub(crate) fn spdx_id(prefix: &str, text: &str) -> String {
     let clean: String = text

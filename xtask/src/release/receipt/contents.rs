@@ -82,9 +82,15 @@ pub(crate) fn parse_purl(text: &str) -> Option<Purl> {
 }
 
 /// The purls of every package an SBOM lists.
+/// The purls of the document's packages, less those npm itself bundles (the npm the
+/// inventory pins brings them, not the template's lockfile).
 fn purls(doc: &Document) -> Vec<Purl> {
     doc.packages
         .iter()
+        .filter(|p| {
+            !p.spdx_id
+                .starts_with(crate::image::sbom::NPM_BUNDLED_ID_PREFIX)
+        })
         .flat_map(|p| &p.external_refs)
         .filter(|r| r.reference_type == "purl")
         .filter_map(|r| parse_purl(&r.reference_locator))
