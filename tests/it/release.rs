@@ -497,3 +497,64 @@ fn gate_exits_zero_when_not_due_and_forced_runs_say_so() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--now"));
 }
+
+/// `release plan` on a GitHub runner, fed what the runner provides (GITHUB_EVENT_NAME,
+/// GITHUB_REF, the payload at GITHUB_EVENT_PATH) on a day that is not due, so nothing is
+/// resolved: the publish decision alone. A scheduled run's payload has no `repository`
+/// (GitHub's events documentation; github/codeql-action#1211); the run is on the default
+/// branch its ref names.
+#[test]
+fn a_scheduled_plan_may_publish_and_a_dispatch_follows_its_payload() {
+    let root = crate::support::scratch_root_with(&["template/manifest.yaml"]);
+    let plan = |event_name: &str, git_ref: &str, payload: Value| -> Value {
+        let dir = tempfile::tempdir().unwrap();
+        let event = dir.path().join("event.json");
+        std::fs::write(&event, payload.to_string()).unwrap();
+        xtask()
+            .args(["release", "plan", "--json", "--now", "2026-12-01T04:37:00Z"])
+            .arg("--out")
+            .arg(dir.path().join("plan"))
+            .arg("--previous-receipts")
+            .arg(dir.path().join("none"))
+            .env("XTASK_ROOT", root.path())
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_EVENT_NAME", event_name)
+            .env("GITHUB_REF", git_ref)
+            .env("GITHUB_EVENT_PATH", &event)
+            .run()
+            .assert_success()
+            .json()
+    };
+    let schedule = json!({
+        "schedule": "37 4 * * *",
+        "workflow": ".github/workflows/update-template.yml"
+    });
+    let scheduled = plan("schedule", "refs/heads/main", schedule);
+    assert_eq!(scheduled["action"], "not_due");
+    assert_eq!(scheduled["publish"], true, "{scheduled}");
+    assert!(scheduled["publish_reason"]
+        .as_str()
+        .unwrap()
+        .contains("default branch main"));
+    let dispatch = |git_ref: &str| {
+        json!({
+            "inputs": { "force": "false", "no_publish": "false" },
+            "ref": git_ref,
+            "repository": { "full_name": "o/r", "default_branch": "main", "visibility": "public" },
+            "sender": { "login": "octocat" },
+            "workflow": ".github/workflows/update-template.yml"
+        })
+    };
+    let on_main = plan(
+        "workflow_dispatch",
+        "refs/heads/main",
+        dispatch("refs/heads/main"),
+    );
+    assert_eq!(on_main["publish"], true, "{on_main}");
+    let elsewhere = plan(
+        "workflow_dispatch",
+        "refs/heads/x",
+        dispatch("refs/heads/x"),
+    );
+    assert_eq!(elsewhere["publish"], false, "{elsewhere}");
+}

@@ -624,6 +624,73 @@ jobs:
     );
 }
 
+#[test]
+fn event_payloads_have_github_s_shape_per_event() {
+    let _runner = light_docker();
+    let f = Fixture::new();
+    let yaml = r#"
+on:
+  schedule:
+    - cron: "37 4 * * *"
+  workflow_dispatch:
+    inputs:
+      force:
+        type: boolean
+        default: false
+permissions: {}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    steps:
+      - id: e
+        run: |
+          {
+            echo 'payload<<EOF'
+            cat "$GITHUB_EVENT_PATH"
+            echo
+            echo EOF
+            echo "name=$GITHUB_EVENT_NAME ref=$GITHUB_REF"
+          } >> "$GITHUB_OUTPUT"
+"#;
+    let payload = |run: &WorkflowRun| -> Value {
+        serde_json::from_str(&run.job("j").step("e").outputs["payload"]).unwrap()
+    };
+    // schedule: the cron expression and the workflow file, no repository, no sender.
+    let run = run_workflow(f.workflow("w.yml", yaml).event("schedule", json!({}))).unwrap();
+    run.assert_success();
+    assert_eq!(
+        payload(&run),
+        json!({ "schedule": "37 4 * * *", "workflow": ".github/workflows/w.yml" })
+    );
+    assert_eq!(
+        run.job("j").step("e").outputs["name"],
+        "schedule ref=refs/heads/main"
+    );
+    // A schedule payload with a repository is one GitHub never sends: the replay refuses it.
+    let err = run_workflow(f.workflow("w.yml", yaml).event(
+        "schedule",
+        json!({ "schedule": "37 4 * * *", "repository": { "default_branch": "main" } }),
+    ))
+    .err()
+    .unwrap();
+    assert!(format!("{err:#}").contains("no repository"), "{err:#}");
+    // workflow_dispatch: inputs as strings, ref, repository with default_branch and
+    // visibility, sender, workflow.
+    let run = run_workflow(f.workflow("w.yml", yaml).dispatch(json!({ "force": true }))).unwrap();
+    run.assert_success();
+    let p = payload(&run);
+    assert_eq!(p["inputs"], json!({ "force": "true" }));
+    assert_eq!(p["ref"], "refs/heads/main");
+    assert_eq!(p["repository"]["default_branch"], "main");
+    assert_eq!(p["repository"]["visibility"], "public");
+    assert_eq!(
+        p["repository"]["full_name"],
+        "sandbox0/coding-agent-template"
+    );
+    assert_eq!(p["sender"]["login"], "replay-actor");
+    assert_eq!(p["workflow"], ".github/workflows/w.yml");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Strictness
 // ---------------------------------------------------------------------------------------------
@@ -777,6 +844,10 @@ jobs:
           printf 'receipt' > out/receipt.json
           printf '{{}}' > out/schema.json
           printf '{{"spdxVersion": "SPDX-2.3"}}' > out/sbom.spdx.json
+      - name: docker login
+        run: |
+          mkdir -p ~/.docker
+          printf '{{"auths":{{"ghcr.io":{{"auth":"%s"}}}}}}' "$(printf 'u:p' | base64)" > ~/.docker/config.json
       - name: index
         uses: actions/attest-build-provenance@abc # v3
         with:
@@ -910,6 +981,103 @@ jobs:
         recorded[2].sbom_sha256.as_deref(),
         Some(&sha(br#"{"spdxVersion": "SPDX-2.3"}"#)["sha256:".len()..])
     );
+}
+
+#[test]
+fn attest_pushes_to_a_registry_only_with_a_docker_config_entry_for_it() {
+    let digest = format!("sha256:{}", "cd".repeat(32));
+    let push = |name: &str| {
+        format!(
+            "      - name: {name}\n        if: always()\n        uses: actions/attest@59d89421af93a897026c735860bf21b6eb4f7b26 # v4.1.0\n        with:\n          subject-name: ghcr.io/owner/coding-agent\n          subject-digest: {digest}\n          push-to-registry: true\n"
+        )
+    };
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+permissions: {{}}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    permissions:
+      id-token: write
+      attestations: write
+      packages: write
+    steps:
+{no_file}      - name: login elsewhere
+        if: always()
+        run: |
+          mkdir -p ~/.docker
+          printf '{{"auths":{{"registry.example":{{"auth":"%s"}}}}}}' "$(printf 'u:p' | base64)" > ~/.docker/config.json
+{no_entry}      - name: login
+        if: always()
+        run: |
+          printf '{{"auths":{{"https://ghcr.io":{{"auth":"%s"}}}}}}' "$(printf 'u:p' | base64)" > ~/.docker/config.json
+{logged_in}      - name: sbom
+        if: always()
+        run: |
+          printf '{{"spdxVersion": "SPDX-2.3"}}' > sbom.spdx.json
+      - name: sbom attestation
+        if: always()
+        uses: actions/attest@59d89421af93a897026c735860bf21b6eb4f7b26 # v4.1.0
+        with:
+          subject-name: ghcr.io/owner/coding-agent
+          subject-digest: {digest}
+          sbom-path: sbom.spdx.json
+  k:
+    needs: j
+    if: always()
+    runs-on: ubuntu-latest
+    permissions:
+      id-token: write
+      attestations: write
+      packages: write
+    steps:
+{next_job}"#,
+        no_file = push("no credential file"),
+        no_entry = push("no entry for ghcr.io"),
+        logged_in = push("logged in"),
+        next_job = push("another job"),
+    ));
+    let run = run_workflow(r).unwrap_or_else(|e| panic!("{e:#}"));
+    let j = run.job("j");
+    for (step, why) in [
+        (
+            "no credential file",
+            "No credential file found at /home/runner/.docker/config.json",
+        ),
+        (
+            "no entry for ghcr.io",
+            "No credentials found for registry ghcr.io",
+        ),
+    ] {
+        assert_eq!(j.step(step).outcome, Status::Failure, "{step}");
+        assert!(j.log_of(step).contains(why), "{step}: {}", j.log_of(step));
+    }
+    for ok in ["logged in", "sbom attestation"] {
+        assert_eq!(
+            j.step(ok).outcome,
+            Status::Success,
+            "{ok}: {}",
+            j.log_of(ok)
+        );
+    }
+    // A job is a fresh runner: the docker config the last job wrote is not there.
+    let k = run.job("k");
+    assert_eq!(k.step("another job").outcome, Status::Failure);
+    assert!(k.log_of("another job").contains("No credential file found"));
+    // In the job's record only what succeeded; the SBOM through actions/attest's sbom-path,
+    // signed with the public-good instance for a public repository's dispatch.
+    let recorded = j.attestations();
+    assert_eq!(recorded.len(), 2, "{recorded:?}");
+    assert!(recorded[0].push_to_registry);
+    assert_eq!(recorded[0].predicate_type, "https://slsa.dev/provenance/v1");
+    assert_eq!(recorded[1].predicate_type, "https://spdx.dev/Document/v2.3");
+    assert!(recorded
+        .iter()
+        .all(|a| a.sigstore_instance == "public-good"));
+    // The real action signs and stores the attestation before it pushes: GitHub's API holds
+    // all five, including the three whose push failed.
+    let stored = crate::support::replay::attestation_records(&run.replay.gh_state_dir()).unwrap();
+    assert_eq!(stored.len(), 5, "{stored:?}");
 }
 
 #[test]

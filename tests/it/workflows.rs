@@ -398,7 +398,7 @@ fn check_release_triggers(w: &Workflow) -> Vec<String> {
 /// linux/arm64 on `ubuntu-24.04-arm`.
 fn check_release_matrix(w: &Workflow) -> Vec<String> {
     let want = [
-        ("linux/amd64", "ubuntu-latest"),
+        ("linux/amd64", "ubuntu-24.04"),
         ("linux/arm64", "ubuntu-24.04-arm"),
     ];
     let mut found = BTreeSet::new();
@@ -428,6 +428,104 @@ fn check_release_matrix(w: &Workflow) -> Vec<String> {
             format!("no matrix job (runs-on: matrix.runner) building {p} on the native {r}")
         })
         .collect()
+}
+
+/// The runner labels a job may get: its `runs-on` literal, or each matrix entry's value of the
+/// key `runs-on` names (`${{ matrix.KEY }}`).
+fn runner_labels(job: &Value) -> Vec<String> {
+    let Some(runs_on) = job.get("runs-on").and_then(Value::as_str) else {
+        return vec![format!("{:?}", job.get("runs-on"))];
+    };
+    let Some(key) = runs_on
+        .trim()
+        .strip_prefix("${{")
+        .and_then(|r| r.strip_suffix("}}"))
+        .and_then(|r| r.trim().strip_prefix("matrix."))
+    else {
+        return vec![runs_on.to_owned()];
+    };
+    let matrix = job.get("strategy").and_then(|s| s.get("matrix"));
+    let mut labels: Vec<String> = matrix
+        .and_then(|m| m.get("include"))
+        .and_then(Value::as_sequence)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.get(key).and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    labels.extend(
+        matrix
+            .and_then(|m| m.get(key))
+            .and_then(Value::as_sequence)
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_owned)),
+    );
+    if labels.is_empty() {
+        labels.push(runs_on.to_owned());
+    }
+    labels
+}
+
+/// Every job of every workflow runs on one named Ubuntu release (`ubuntu-YY.MM`, or
+/// `ubuntu-YY.MM-arm` for arm64), never a moving label such as `ubuntu-latest` (26.04 now, with
+/// another Docker and image store than 24.04's `-arm`), and every `actions/cache` key names that
+/// release: a cache built on one release is never restored on another.
+fn check_one_ubuntu_release(all: &[Workflow]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut releases = BTreeSet::new();
+    for w in all {
+        for (job_id, job) in jobs(&w.doc) {
+            for label in runner_labels(job) {
+                let release = label
+                    .strip_prefix("ubuntu-")
+                    .map(|r| r.strip_suffix("-arm").unwrap_or(r))
+                    .filter(|r| {
+                        let parts: Vec<&str> = r.split('.').collect();
+                        parts.len() == 2
+                            && parts
+                                .iter()
+                                .all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_digit()))
+                    });
+                match release {
+                    Some(r) => {
+                        releases.insert(r.to_owned());
+                    }
+                    None => problems.push(format!(
+                        "{}: job {job_id}: runs on `{label}`, not a named Ubuntu release (ubuntu-YY.MM[-arm])",
+                        w.file
+                    )),
+                }
+            }
+        }
+    }
+    if releases.len() > 1 {
+        problems.push(format!(
+            "the jobs run on more than one Ubuntu release: {releases:?}"
+        ));
+    }
+    let Some(release) = releases.iter().next() else {
+        return problems;
+    };
+    for w in all {
+        for (job_id, job) in jobs(&w.doc) {
+            for (i, step) in steps(job).into_iter().enumerate() {
+                if !step_uses(step, "cache") {
+                    continue;
+                }
+                for key in ["key", "restore-keys"] {
+                    let value = step_with(step, key);
+                    if !value.is_empty() && !value.contains(&format!("ubuntu-{release}")) {
+                        problems.push(format!(
+                            "{}: job {job_id}: {}: cache `{key}` does not name ubuntu-{release}",
+                            w.file,
+                            step_label(i, step)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    problems
 }
 
 /// The release is created as a draft, its assets attached, then published, in that order, so
@@ -489,14 +587,32 @@ fn step_with(s: &Value, key: &str) -> String {
 /// `--defer-tag`) and the GitHub release (`gh release create`). The index (pushed to the
 /// registry), the release assets and an SBOM per platform manifest are attested, and only
 /// the job that attests may mint an OIDC token or write attestations.
+///
+/// All through `actions/attest` (attest-sbom v4 is deprecated, and attest-build-provenance v4 is
+/// a wrapper of it). A step that pushes its attestation to the registry needs an earlier step
+/// of its job that logs in to that registry (`docker login`: actions/attest reads credentials
+/// only from ~/.docker/config.json, @sigstore/oci 0.6.0 `getRegistryCredentials`), `packages:
+/// write`, and `artifact-metadata: write` for the storage record it then makes.
 fn check_attestations(w: &Workflow) -> Vec<String> {
     let mut problems = Vec::new();
     for (job_id, job) in jobs(&w.doc) {
         let steps = steps(job);
         let (uses, run, with) = (step_uses, step_run, step_with);
         let attest: Vec<usize> = (0..steps.len())
-            .filter(|&i| uses(steps[i], "attest-build-provenance") || uses(steps[i], "attest-sbom"))
+            .filter(|&i| {
+                ["attest", "attest-build-provenance", "attest-sbom"]
+                    .iter()
+                    .any(|a| uses(steps[i], a))
+            })
             .collect();
+        for &i in &attest {
+            if !uses(steps[i], "attest") {
+                problems.push(format!(
+                    "job {job_id}: {}: use actions/attest (attest-sbom v4 is deprecated; attest-build-provenance v4 wraps actions/attest)",
+                    step_label(i, steps[i])
+                ));
+            }
+        }
         let perms = job.get("permissions");
         let writes =
             |scope: &str| perms.and_then(|p| p.get(scope)).and_then(Value::as_str) == Some("write");
@@ -510,9 +626,30 @@ fn check_attestations(w: &Workflow) -> Vec<String> {
             }
             continue;
         }
-        for scope in ["id-token", "attestations", "packages"] {
+        for scope in ["id-token", "attestations"] {
             if !writes(scope) {
                 problems.push(format!("job {job_id}: attests without `{scope}: write`"));
+            }
+        }
+        for &i in attest
+            .iter()
+            .filter(|&&i| with(steps[i], "push-to-registry") == "true")
+        {
+            let label = step_label(i, steps[i]);
+            let logged_in = steps[..i]
+                .iter()
+                .any(|s| run(s).contains("docker login") || uses(s, "docker/login-action"));
+            if !logged_in {
+                problems.push(format!(
+                    "job {job_id}: {label} pushes to the registry without a registry login before it (actions/attest reads only ~/.docker/config.json)"
+                ));
+            }
+            for scope in ["packages", "artifact-metadata"] {
+                if !writes(scope) {
+                    problems.push(format!(
+                        "job {job_id}: {label} pushes to the registry without `{scope}: write`"
+                    ));
+                }
             }
         }
         let verified = steps.iter().position(|s| {
@@ -544,25 +681,19 @@ fn check_attestations(w: &Workflow) -> Vec<String> {
                 "job {job_id}: `gh release create` must come after every attest step"
             ));
         }
-        let index = attest.iter().any(|&i| {
-            uses(steps[i], "attest-build-provenance")
-                && with(steps[i], "subject-digest").contains("index_digest")
-                && with(steps[i], "push-to-registry") == "true"
-        });
+        let provenance = |i: usize| with(steps[i], "sbom-path").is_empty();
+        let index = attest
+            .iter()
+            .any(|&i| provenance(i) && with(steps[i], "subject-digest").contains("index_digest"));
         let assets = attest.iter().any(|&i| {
-            uses(steps[i], "attest-build-provenance")
-                && with(steps[i], "subject-path").starts_with("release/assets/")
+            provenance(i) && with(steps[i], "subject-path").starts_with("release/assets/")
         });
         let sboms = attest
             .iter()
-            .filter(|&&i| {
-                uses(steps[i], "attest-sbom") && with(steps[i], "sbom-path").contains("sbom-")
-            })
+            .filter(|&&i| with(steps[i], "sbom-path").contains("sbom-"))
             .count();
         if !index {
-            problems.push(format!(
-                "job {job_id}: the index digest is not attested (pushed to the registry)"
-            ));
+            problems.push(format!("job {job_id}: the index digest is not attested"));
         }
         if !assets {
             problems.push(format!("job {job_id}: the release assets are not attested"));
@@ -832,6 +963,13 @@ fn steps_run_with_pipefail() {
 #[test]
 fn nothing_pushes_to_a_branch() {
     assert_all(&load_workflows(), check_no_git_push);
+}
+
+#[test]
+fn every_job_runs_on_one_named_ubuntu_release_and_caches_name_it() {
+    let all = load_workflows();
+    let problems = check_one_ubuntu_release(&all);
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
 
 #[test]
@@ -1117,7 +1255,7 @@ mod rules {
     }
 
     const INCLUDE: &str =
-        "          - platform: linux/amd64\n            runner: ubuntu-latest\n          \
+        "          - platform: linux/amd64\n            runner: ubuntu-24.04\n          \
                            - platform: linux/arm64\n            runner: ubuntu-24.04-arm";
 
     #[test]
@@ -1127,7 +1265,7 @@ mod rules {
             check_release_matrix(&matrix(INCLUDE, runs_on)),
             Vec::<String>::new()
         );
-        let emulated = INCLUDE.replace("ubuntu-24.04-arm", "ubuntu-latest");
+        let emulated = INCLUDE.replace("ubuntu-24.04-arm", "ubuntu-24.04");
         assert_flags(
             check_release_matrix(&matrix(&emulated, runs_on)),
             "linux/arm64",
@@ -1143,6 +1281,63 @@ mod rules {
         assert_flags(
             check_release_matrix(&matrix(INCLUDE, "ubuntu-latest")),
             "linux/amd64",
+        );
+    }
+
+    #[test]
+    fn a_moving_label_two_releases_or_a_cache_key_without_the_release_fail() {
+        let all = load_workflows();
+        let raw = |file: &str| all.iter().find(|w| w.file == file).unwrap().raw.clone();
+        let with = |file: &str, text: String| -> Vec<Workflow> {
+            all.iter()
+                .map(|w| {
+                    if w.file == file {
+                        let mut changed = wf(&text);
+                        changed.file = w.file.clone();
+                        changed
+                    } else {
+                        wf(&w.raw)
+                    }
+                })
+                .collect()
+        };
+        assert_eq!(
+            check_one_ubuntu_release(&with(CI_WORKFLOW, raw(CI_WORKFLOW))),
+            Vec::<String>::new()
+        );
+        // The workflow before #23: `ubuntu-latest` for amd64, and a cache key of `runner.os`.
+        let release = raw(RELEASE_WORKFLOW);
+        assert_flags(
+            check_one_ubuntu_release(&with(
+                RELEASE_WORKFLOW,
+                release.replacen("runs-on: ubuntu-24.04\n", "runs-on: ubuntu-latest\n", 1),
+            )),
+            "runs on `ubuntu-latest`",
+        );
+        assert_flags(
+            check_one_ubuntu_release(&with(
+                RELEASE_WORKFLOW,
+                release.replace("runner: ubuntu-24.04\n", "runner: ubuntu-latest\n"),
+            )),
+            "runs on `ubuntu-latest`",
+        );
+        assert_flags(
+            check_one_ubuntu_release(&with(
+                CI_WORKFLOW,
+                raw(CI_WORKFLOW).replacen("runs-on: ubuntu-24.04", "runs-on: ubuntu-26.04", 1),
+            )),
+            "more than one Ubuntu release",
+        );
+        assert_flags(
+            check_one_ubuntu_release(&with(
+                RELEASE_WORKFLOW,
+                release.replacen(
+                    "key: xtask-ubuntu-24.04-${{ runner.arch }}-",
+                    "key: xtask-${{ runner.os }}-${{ runner.arch }}-",
+                    1,
+                ),
+            )),
+            "does not name ubuntu-24.04",
         );
     }
 
@@ -1252,10 +1447,41 @@ mod rules {
         );
         assert_flags(
             check_attestations(&wf(&good.replace(
-                "          push-to-registry: true\n      - name: Attest the receipt",
-                "      - name: Attest the receipt",
+                "subject-digest: ${{ steps.ship.outputs.index_digest }}",
+                "subject-digest: ${{ steps.ship.outputs.digest_linux_amd64 }}",
             ))),
             "index digest is not attested",
+        );
+        // The workflow before #23: the deprecated attest-sbom, and pushes to the registry with
+        // no login before them and no `artifact-metadata: write`.
+        let attest = "uses: actions/attest@59d89421af93a897026c735860bf21b6eb4f7b26 # v4.1.0";
+        let index = "          subject-digest: ${{ steps.ship.outputs.index_digest }}\n";
+        assert_eq!(good.matches(index).count(), 1);
+        let pushed = good.replacen(
+            index,
+            &format!("{index}          push-to-registry: true\n"),
+            1,
+        );
+        let problems = check_attestations(&wf(&pushed));
+        assert_flags(problems.clone(), "without a registry login before it");
+        assert_flags(problems, "without `artifact-metadata: write`");
+        let logged_in = pushed
+            .replace(
+                "      - name: Attest the image index\n",
+                "      - name: Log in\n        run: echo \"$T\" | docker login ghcr.io -u x --password-stdin\n      - name: Attest the image index\n",
+            )
+            .replace(
+                "      attestations: write # store the attestations in the repository\n",
+                "      attestations: write # store the attestations in the repository\n      artifact-metadata: write\n",
+            );
+        assert_eq!(check_attestations(&wf(&logged_in)), Vec::<String>::new());
+        assert_flags(
+            check_attestations(&wf(&good.replacen(
+                attest,
+                "uses: actions/attest-sbom@c604332985a26aa8cf1bdc465b92731239ec6b9e # v4.1.0",
+                1,
+            ))),
+            "use actions/attest",
         );
         assert_flags(
             check_attestations(&wf(

@@ -80,21 +80,50 @@ pub fn tail(text: &str, max: usize) -> &str {
     &text[start..]
 }
 
-/// The committed resolution's clock, as written (`resolved_at` of template/inventory.json):
-/// with it, a plan regenerates the committed lockfile.
+/// The files a release (`scripts/release.sh`, `cargo xtask release`) rewrites in the checkout:
+/// its resolution and lock (what the workflow's `plan` artifact carries). After the README's
+/// release command they hold a newer lock and clock than the commit, so tests that reproduce
+/// the committed lock or assert the committed clock read these from `HEAD`, never from disk.
+pub const RELEASE_WRITTEN: [&str; 4] = [
+    "template/package.json",
+    "template/package-lock.json",
+    "template/inventory.json",
+    "template/INVENTORY.md",
+];
+
+/// `path` (relative to the repository) as committed at `HEAD`.
+pub fn committed_file(path: &str) -> Vec<u8> {
+    let root = repo_root();
+    let out = Command::new("git")
+        .args(["show", &format!("HEAD:{path}")])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git show HEAD:{path} in {}: {}",
+        root.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// The committed resolution's clock, as written (`resolved_at` of template/inventory.json at
+/// `HEAD`: a release since may have rewritten the file on disk): with it, a plan regenerates
+/// the committed lockfile.
 pub fn committed_resolved_at() -> String {
-    let path = repo_root().join("template/inventory.json");
     let inventory: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        serde_json::from_slice(&committed_file("template/inventory.json")).unwrap();
     inventory["resolved_at"]
         .as_str()
-        .unwrap_or_else(|| panic!("{} has no `resolved_at`", path.display()))
+        .expect("HEAD:template/inventory.json has a `resolved_at`")
         .to_owned()
 }
 
-/// A scratch git repository holding this checkout's tracked files as they are on disk,
-/// committed on `main`: a release or a replay can write into it (receipts, lockfiles, a
-/// workspace) without touching the checkout.
+/// A scratch git repository holding this checkout's tracked files as they are on disk, except
+/// the ones a release rewrites ([`RELEASE_WRITTEN`], as committed), committed on `main`: a
+/// release or a replay can write into it (receipts, lockfiles, a workspace) without touching
+/// the checkout, and gets the same inputs whatever the README's release command left there.
 pub fn scratch_repo(prefix: &str) -> tempfile::TempDir {
     let root = repo_root();
     let files = Command::new("git")
@@ -111,7 +140,11 @@ pub fn scratch_repo(prefix: &str) -> tempfile::TempDir {
         let file = std::str::from_utf8(file).unwrap();
         let to = scratch.path().join(file);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(root.join(file), &to).unwrap_or_else(|e| panic!("copying {file}: {e}"));
+        if RELEASE_WRITTEN.contains(&file) {
+            std::fs::write(&to, committed_file(file)).unwrap();
+        } else {
+            std::fs::copy(root.join(file), &to).unwrap_or_else(|e| panic!("copying {file}: {e}"));
+        }
     }
     for args in [
         &["init", "-q", "-b", "main"][..],

@@ -1,8 +1,9 @@
 //! The actions the release workflows use, emulated on this machine: `actions/checkout`,
 //! `actions/upload-artifact` and `actions/download-artifact` (v4+ semantics: immutable names
 //! per run unless `overwrite`, the least-common-ancestor root), `actions/cache`, and
-//! `actions/attest-build-provenance` / `actions/attest-sbom` (each subject recorded in the
-//! runner's temp dir, `attestations.jsonl`; see [`attest`]). Any other
+//! `actions/attest` and its wrappers `actions/attest-build-provenance` / `actions/attest-sbom`
+//! (each subject recorded in the runner's temp dir, `attestations.jsonl`; see [`attest`]). Any
+//! other
 //! `uses:` needs a stand-in registered by the test ([`StandIn`]); otherwise the replay stops
 //! naming it.
 
@@ -82,6 +83,8 @@ pub(crate) fn run(
         "actions/upload-artifact" => &["name", "path", "if-no-files-found", "retention-days", "compression-level", "overwrite", "include-hidden-files"],
         "actions/download-artifact" => &["name", "artifact-ids", "path", "pattern", "merge-multiple", "github-token", "repository", "run-id"],
         "actions/cache" => &["path", "key", "restore-keys", "upload-chunk-size", "enableCrossOsArchive", "fail-on-cache-miss", "lookup-only", "save-always"],
+        // actions/attest v4.1.0 (59d8942), action.yml.
+        "actions/attest" => &["subject-path", "subject-digest", "subject-name", "subject-checksums", "subject-version", "sbom-path", "predicate-type", "predicate", "predicate-path", "push-to-registry", "create-storage-record", "show-summary", "github-token"],
         "actions/attest-build-provenance" => &["subject-path", "subject-digest", "subject-name", "subject-checksums", "predicate-type", "predicate", "predicate-path", "push-to-registry", "create-storage-record", "show-summary", "github-token"],
         "actions/attest-sbom" => &["subject-path", "subject-digest", "subject-name", "subject-checksums", "sbom-path", "push-to-registry", "show-summary", "github-token"],
         _ => bail!(
@@ -103,7 +106,7 @@ pub(crate) fn run(
         "actions/upload-artifact" => upload(leg, with, &mut logf),
         "actions/download-artifact" => download(leg, with, &mut logf),
         "actions/cache" => cache_restore(leg, with, &mut logf),
-        "actions/attest-build-provenance" | "actions/attest-sbom" => {
+        "actions/attest" | "actions/attest-build-provenance" | "actions/attest-sbom" => {
             attest(leg, &name, with, &mut logf)
         }
         _ => unreachable!("checked above"),
@@ -711,12 +714,12 @@ impl CacheSave {
 }
 
 // ---------------------------------------------------------------------------------------------
-// actions/attest-build-provenance, actions/attest-sbom
+// actions/attest, actions/attest-build-provenance, actions/attest-sbom
 // ---------------------------------------------------------------------------------------------
 
 /// The file in a leg's runner temp dir where the attest stand-in records what was attested:
 /// one JSON object per line, `{"action", "subjects": [{"name", "digest", "path"?}],
-/// "push_to_registry", "sbom_sha256"?}`.
+/// "push_to_registry", "predicate_type", "sigstore_instance", "sbom_sha256"?}`.
 pub const ATTESTATIONS_FILE: &str = "attestations.jsonl";
 
 /// One subject an attestation names.
@@ -736,6 +739,15 @@ pub struct Attestation {
     pub action: String,
     pub subjects: Vec<Subject>,
     pub push_to_registry: bool,
+    /// `https://slsa.dev/provenance/v1`, `https://spdx.dev/Document/v2.3`, ...
+    #[serde(default)]
+    pub predicate_type: String,
+    /// The Sigstore instance the real action would sign with: `public-good` when the event
+    /// payload's `repository.visibility` is `public`, else `github` (actions/attest v4.1.0,
+    /// src/main.ts). A schedule payload has no repository, so a scheduled run signs with
+    /// GitHub's instance.
+    #[serde(default)]
+    pub sigstore_instance: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sbom_sha256: Option<String>,
 }
@@ -822,8 +834,24 @@ fn attest(
         _ => bail!("{action}: give the subject one way: subject-path, subject-digest with subject-name, or subject-checksums"),
     }
     let mut sbom_sha256 = None;
-    let mut predicate_type = super::gh_state::SLSA_PROVENANCE_V1;
-    if action == "actions/attest-sbom" {
+    let mut predicate_type = super::gh_state::SLSA_PROVENANCE_V1.to_string();
+    let sbom = match action {
+        "actions/attest-sbom" => true,
+        // actions/attest v4.1.0 src/detect.ts: sbom-path makes an SBOM attestation, and may not
+        // be combined with predicate inputs.
+        "actions/attest" => {
+            if input("sbom-path").is_some()
+                && ["predicate-type", "predicate", "predicate-path"]
+                    .iter()
+                    .any(|k| input(k).is_some())
+            {
+                bail!("{action}: Cannot specify sbom-path together with predicate-type, predicate, or predicate-path");
+            }
+            input("sbom-path").is_some()
+        }
+        _ => false,
+    };
+    if sbom {
         let path = input("sbom-path")
             .ok_or_else(|| anyhow!("{action}: Input required and not supplied: sbom-path"))?;
         let file = glob::normalize(&leg.workspace, path);
@@ -841,15 +869,24 @@ fn attest(
             super::gh_state::SPDX_DOCUMENT_V2_3
         } else {
             super::gh_state::CYCLONEDX_BOM
-        };
+        }
+        .to_string();
         sbom_sha256 = Some(hex::encode(Sha256::digest(&bytes)));
-    } else if with.contains_key("sbom-path") {
+    } else if with.contains_key("sbom-path") && action != "actions/attest" {
         bail!("{action} has no input `sbom-path`");
+    } else if let Some(custom) = input("predicate-type") {
+        if input("predicate").is_none() && input("predicate-path").is_none() {
+            bail!("{action}: predicate-type needs predicate or predicate-path");
+        }
+        predicate_type = custom.to_string();
     }
+    let public = leg.env.run.event_payload()["repository"]["visibility"].as_str() == Some("public");
     let record = Attestation {
         action: action.trim_start_matches("actions/").to_string(),
         subjects,
         push_to_registry: push,
+        predicate_type: predicate_type.clone(),
+        sigstore_instance: if public { "public-good" } else { "github" }.to_string(),
         sbom_sha256,
     };
     let line = serde_json::to_string(&record)?;
@@ -867,7 +904,7 @@ fn attest(
             // GitHub-hosted runners.
             source_ref: run.replay.git_ref.clone(),
             runner_environment: "github-hosted".into(),
-            predicate_type: predicate_type.into(),
+            predicate_type: predicate_type.clone(),
             subjects: record
                 .subjects
                 .iter()
@@ -878,6 +915,18 @@ fn attest(
                 .collect(),
         },
     )?;
+    // Signed and stored in GitHub's API by now; only then does the real action read registry
+    // credentials to push the bundle, and fail without them (the step fails, the attestation
+    // stays stored).
+    if push {
+        let name = &record.subjects[0].name;
+        registry_credentials(Path::new(super::RUNNER_HOME), name)
+            .with_context(|| format!("{action}: pushing the attestation of {name}"))?;
+        writeln!(
+            logf,
+            "registry credentials found for {name}; the stand-in pushes nothing to the registry"
+        )?;
+    }
     let store = leg.temp.join(ATTESTATIONS_FILE);
     let mut f = std::fs::OpenOptions::new()
         .create(true)
@@ -905,4 +954,42 @@ fn attest(
         "https://github.com/attestations/replay".into(),
     );
     Ok(end)
+}
+
+/// The registry credentials actions/attest uses to push an attestation, as @sigstore/oci 0.6.0
+/// reads them (sigstore/sigstore-js, packages/oci/src/credentials.ts, `getRegistryCredentials`;
+/// actions/attest v4.1.0 src/attest.ts calls it when `push-to-registry` is true): only
+/// `$HOME/.docker/config.json` (no `DOCKER_CONFIG`, no credential helpers, no environment),
+/// the first `auths` key that contains the image's registry, else the registry itself; its
+/// `auth` is base64 `user:password`. The errors are the upstream's words.
+pub fn registry_credentials(home: &Path, image: &str) -> Result<(String, String)> {
+    // packages/oci/src/name.ts, parseImageName: `<domain[:port]>/<path>`.
+    let registry = match image.split_once('/') {
+        Some((domain, path)) if !domain.is_empty() && !path.is_empty() => domain,
+        _ => bail!("Invalid image name: {image}"),
+    };
+    let file = home.join(".docker").join("config.json");
+    let Ok(content) = std::fs::read_to_string(&file) else {
+        bail!("No credential file found at {}", file.display());
+    };
+    let config: serde_json::Value = serde_json::from_str(&content)
+        .with_context(|| format!("{} is not JSON", file.display()))?;
+    let auths = config.get("auths").and_then(serde_json::Value::as_object);
+    let key = auths
+        .and_then(|a| a.keys().find(|k| k.contains(registry)).cloned())
+        .unwrap_or_else(|| registry.to_string());
+    let Some(entry) = auths.and_then(|a| a.get(&key)) else {
+        bail!("No credentials found for registry {registry}");
+    };
+    // fromBasicAuth(creds.auth): a missing `auth` throws inside Buffer.from.
+    let auth = entry
+        .get("auth")
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| anyhow!("{}: auths[{key:?}] has no `auth`", file.display()))?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(auth)
+        .with_context(|| format!("{}: auths[{key:?}].auth is not base64", file.display()))?;
+    let text = String::from_utf8_lossy(&decoded);
+    let (user, password) = text.split_once(':').unwrap_or((&text, ""));
+    Ok((user.to_string(), password.to_string()))
 }

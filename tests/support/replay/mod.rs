@@ -155,6 +155,10 @@ pub struct WorkflowRun {
 }
 
 impl WorkflowRun {
+    /// `github.event` as the runner gives it to every step of this run.
+    pub fn event_payload(&self) -> Value {
+        event_payload(self)
+    }
     pub fn legs(&self, job_id: &str) -> Vec<&JobRun> {
         self.jobs.iter().filter(|j| j.job_id == job_id).collect()
     }
@@ -265,6 +269,8 @@ pub struct Replay {
     /// `owner/name`.
     pub repository: String,
     pub git_ref: String,
+    /// The repository's default branch (in payloads that carry a `repository`).
+    pub default_branch: String,
     pub actor: String,
     pub event_name: String,
     pub event: Value,
@@ -299,6 +305,7 @@ impl Replay {
             sha: None,
             repository: "sandbox0/coding-agent-template".into(),
             git_ref: "refs/heads/main".into(),
+            default_branch: "main".into(),
             actor: "replay-actor".into(),
             event_name: "workflow_dispatch".into(),
             event: json!({ "inputs": {} }),
@@ -758,6 +765,7 @@ pub fn run_workflow(replay: Replay) -> Result<WorkflowRun> {
             replay.event_name
         );
     }
+    check_event_payload(&replay)?;
     let run_id = 1_000_000_000
         + std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -967,30 +975,90 @@ fn github_context(
     })
 }
 
-/// The event payload (`github.event`, `$GITHUB_EVENT_PATH`): the replay's, with the repository
-/// and sender GitHub adds, and for workflow_dispatch every declared input as a string (GitHub
-/// keeps `github.event.inputs` untyped).
+/// The event payload (`github.event`, `$GITHUB_EVENT_PATH`) as GitHub sends it for the event:
+///
+/// - `schedule`: only `schedule` (the cron expression) and `workflow` (the workflow file).
+///   GitHub's "Events that trigger workflows" lists the webhook payload of `schedule` as "Not
+///   applicable"; what the runner writes has no `repository` and no `sender` (the payload
+///   `{"schedule": "* * * * *"}` is quoted in peter-evans/create-pull-request#30; `workflow`
+///   was added per GitHub changelog 2022-09-27; projects that read `repository` from it broke:
+///   github/codeql-action#1211, docker/metadata-action#184, ossf/scorecard-action#73 and #106,
+///   letsencrypt/boulder#6209). A `schedule` payload given to the replay may hold only those
+///   two keys ([`check_event_payload`]).
+/// - `workflow_dispatch`: `inputs` (every declared input, as a string: GitHub keeps
+///   `github.event.inputs` untyped), `ref`, `repository` (with `default_branch` and
+///   `visibility`), `sender`, `workflow` (GitHub's webhook events documentation,
+///   "workflow_dispatch").
+/// - other events: the replay's payload with the `repository` and `sender` GitHub adds.
 fn event_payload(run: &WorkflowRun) -> Value {
     let r = &run.replay;
     let mut payload = r.event.clone();
-    if let (Value::Object(map), Ok(inputs)) = (&mut payload, inputs_context(run)) {
-        if r.event_name == "workflow_dispatch" {
-            let strings: Map<String, Value> = inputs
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::String(expr::to_string(v))))
-                .collect();
-            map.insert("inputs".into(), Value::Object(strings));
+    let Value::Object(map) = &mut payload else {
+        return payload;
+    };
+    let workflow_path = format!(".github/workflows/{}", run.workflow.file);
+    let owner = r.repository.split('/').next().unwrap_or_default();
+    let repository = json!({
+        "full_name": r.repository,
+        "name": r.repository.split('/').nth(1).unwrap_or_default(),
+        "owner": { "login": owner },
+        "default_branch": r.default_branch,
+        "visibility": "public",
+    });
+    match r.event_name.as_str() {
+        "schedule" => {
+            let cron = run
+                .workflow
+                .doc
+                .get("on")
+                .and_then(|on| on.get("schedule"))
+                .and_then(Value::as_array)
+                .and_then(|s| s.first())
+                .and_then(|s| s.get("cron"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            map.entry("schedule").or_insert(cron);
+            map.entry("workflow").or_insert(json!(workflow_path));
         }
-        let owner = r.repository.split('/').next().unwrap_or_default();
-        map.entry("repository").or_insert(json!({
-            "full_name": r.repository,
-            "name": r.repository.split('/').nth(1).unwrap_or_default(),
-            "owner": { "login": owner },
-            "default_branch": "main",
-        }));
-        map.entry("sender").or_insert(json!({ "login": r.actor }));
+        "workflow_dispatch" => {
+            if let Ok(inputs) = inputs_context(run) {
+                let strings: Map<String, Value> = inputs
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::String(expr::to_string(v))))
+                    .collect();
+                map.insert("inputs".into(), Value::Object(strings));
+            }
+            map.entry("ref").or_insert(json!(r.git_ref));
+            map.entry("repository").or_insert(repository);
+            map.entry("sender").or_insert(json!({ "login": r.actor }));
+            map.entry("workflow").or_insert(json!(workflow_path));
+        }
+        _ => {
+            map.entry("repository").or_insert(repository);
+            map.entry("sender").or_insert(json!({ "login": r.actor }));
+        }
     }
     payload
+}
+
+/// Refuses a payload GitHub would never send for the event: a `schedule` payload with anything
+/// beyond `schedule` and `workflow` (in particular a `repository`, see [`event_payload`]).
+fn check_event_payload(replay: &Replay) -> Result<()> {
+    if replay.event_name == "schedule" {
+        if let Some(map) = replay.event.as_object() {
+            let extra: Vec<&String> = map
+                .keys()
+                .filter(|k| !["schedule", "workflow"].contains(&k.as_str()))
+                .collect();
+            if !extra.is_empty() {
+                bail!(
+                    "a `schedule` payload holds only `schedule` and `workflow` on GitHub \
+                     (no repository, no sender); this one also has {extra:?}"
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The typed `inputs` context: declared workflow_dispatch inputs with their defaults, booleans
@@ -1550,6 +1618,13 @@ fn run_leg(
     if workspace.exists() {
         std::fs::remove_dir_all(&workspace)
             .with_context(|| format!("emptying the workspace {}", workspace.display()))?;
+    }
+    // A fresh runner has no docker config: GitHub's runner images write none
+    // (actions/runner-images), and what one job wrote (a `docker login`) is gone in the next.
+    let docker_config = Path::new(RUNNER_HOME).join(".docker");
+    if docker_config.exists() {
+        std::fs::remove_dir_all(&docker_config)
+            .with_context(|| format!("removing {}", docker_config.display()))?;
     }
     let temp = dir.join("temp");
     for d in [&workspace, &temp, &dir.join("files"), &dir.join("logs")] {

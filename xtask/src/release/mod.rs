@@ -65,6 +65,7 @@ pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
                     out: &out,
                     now: clock(&a.plan)?,
                     platforms,
+                    github: plan::github_env_from_process()?,
                 },
                 &mut runner,
             )
@@ -237,6 +238,7 @@ async fn run_all(args: ReleaseAllArgs) -> Result<ExitCode> {
             out: &run_dir,
             now,
             platforms: platforms.clone(),
+            github: plan::github_env_from_process()?,
         },
         &mut runner,
     )

@@ -167,8 +167,43 @@ pub(crate) fn decide(
 pub(crate) struct GithubRef {
     /// `GITHUB_REF`, e.g. `refs/heads/main`.
     pub git_ref: String,
-    /// The repository's default branch, from the event payload.
+    /// The repository's default branch, as far as the runner tells it ([`github_ref`]).
     pub default_branch: Option<String>,
+}
+
+/// What the runner provides about the run: `GITHUB_EVENT_NAME`, `GITHUB_REF` and the event
+/// payload (`GITHUB_EVENT_PATH`), read at the command's edge.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct GithubEnv {
+    pub event_name: String,
+    pub git_ref: String,
+    /// The payload, when the runner wrote one.
+    pub payload: Option<serde_json::Value>,
+}
+
+/// The default branch, decided from what the runner provides, without an API call.
+///
+/// - `schedule`: GitHub runs scheduled workflows on the latest commit of the default branch
+///   and sets `GITHUB_REF` to it ("Events that trigger workflows", `schedule`: "Scheduled
+///   workflows will only run on the default branch"; `GITHUB_REF` "default branch"). The
+///   payload carries no `repository` object (the events documentation lists its webhook payload
+///   as not applicable; github/codeql-action#1211, docker/metadata-action#184,
+///   ossf/scorecard-action#73 and #106, letsencrypt/boulder#6209), so the ref is the answer.
+/// - any other event (`workflow_dispatch` here): the payload's `repository.default_branch`;
+///   without it, none (publishing is then refused rather than guessed).
+pub(crate) fn github_ref(env: &GithubEnv) -> GithubRef {
+    let default_branch = if env.event_name == "schedule" {
+        env.git_ref.strip_prefix("refs/heads/").map(str::to_owned)
+    } else {
+        env.payload
+            .as_ref()
+            .and_then(|p| p["repository"]["default_branch"].as_str())
+            .map(str::to_owned)
+    };
+    GithubRef {
+        git_ref: env.git_ref.clone(),
+        default_branch,
+    }
 }
 
 /// Whether later phases may push and publish. Releases come only from the default branch: a
@@ -263,24 +298,19 @@ pub(crate) fn summary_markdown(plan: &ReleasePlan) -> String {
     out
 }
 
-/// The GitHub context, read from the environment the runner sets.
-pub(crate) fn github_ref_from_env() -> Result<Option<GithubRef>> {
+/// The GitHub context, read from the environment the runner sets (a command's edge only).
+pub(crate) fn github_env_from_process() -> Result<Option<GithubEnv>> {
     if std::env::var("GITHUB_ACTIONS").as_deref() != Ok("true") {
         return Ok(None);
     }
-    let git_ref = std::env::var("GITHUB_REF").unwrap_or_default();
-    let default_branch = match std::env::var_os("GITHUB_EVENT_PATH").filter(|p| !p.is_empty()) {
+    let payload = match std::env::var_os("GITHUB_EVENT_PATH").filter(|p| !p.is_empty()) {
         None => None,
-        Some(path) => {
-            let event: serde_json::Value = read_json(Path::new(&path), "the GitHub event")?;
-            event["repository"]["default_branch"]
-                .as_str()
-                .map(str::to_owned)
-        }
+        Some(path) => Some(read_json(Path::new(&path), "the GitHub event")?),
     };
-    Ok(Some(GithubRef {
-        git_ref,
-        default_branch,
+    Ok(Some(GithubEnv {
+        event_name: std::env::var("GITHUB_EVENT_NAME").unwrap_or_default(),
+        git_ref: std::env::var("GITHUB_REF").unwrap_or_default(),
+        payload,
     }))
 }
 
@@ -323,6 +353,8 @@ pub(crate) struct PlanRequest<'a> {
     pub out: &'a Path,
     pub now: DateTime<Utc>,
     pub platforms: Vec<Platform>,
+    /// What the GitHub runner says about the run; `None` off GitHub (a maintainer's run).
+    pub github: Option<GithubEnv>,
 }
 
 /// Runs the plan phase: previous release, gate, and when due resolve + lock, then decides.
@@ -333,6 +365,7 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
         out,
         now,
         platforms,
+        github,
     } = request;
     let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
     for p in &platforms {
@@ -369,7 +402,7 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
         &platforms,
     );
     let (publish, publish_reason) =
-        publish_decision(flags.no_publish, github_ref_from_env()?.as_ref());
+        publish_decision(flags.no_publish, github.as_ref().map(github_ref).as_ref());
     let plan = ReleasePlan {
         schema_version: PLAN_SCHEMA_VERSION,
         now,
@@ -584,6 +617,98 @@ mod tests {
         assert!(why.contains("refs/heads/try-arm") && why.contains("only from main"));
         assert!(!publish_decision(false, Some(&unknown)).0);
         assert!(!publish_decision(true, Some(&main)).0);
+    }
+
+    /// GitHub's `schedule` payload: the cron expression and, since 2022, the workflow file
+    /// (peter-evans/create-pull-request#30 quotes `{"schedule": "* * * * *"}`; GitHub changelog
+    /// 2022-09-27 "additional information available in github event payload for scheduled
+    /// workflow runs" added `workflow`). No `repository`, no `sender`.
+    fn schedule_payload() -> serde_json::Value {
+        serde_json::json!({
+            "schedule": "37 4 * * *",
+            "workflow": ".github/workflows/update-template.yml"
+        })
+    }
+
+    /// GitHub's `workflow_dispatch` payload (webhook docs, "workflow_dispatch"): `inputs`,
+    /// `ref`, `repository` (with `default_branch`, `visibility`), `sender`, `workflow`.
+    fn dispatch_payload(git_ref: &str) -> serde_json::Value {
+        serde_json::json!({
+            "inputs": { "force": "false", "no_publish": "false" },
+            "ref": git_ref,
+            "repository": {
+                "full_name": "octo-org/coding-agent-template",
+                "default_branch": "main",
+                "visibility": "public"
+            },
+            "sender": { "login": "octocat" },
+            "workflow": ".github/workflows/update-template.yml"
+        })
+    }
+
+    fn env(event_name: &str, git_ref: &str, payload: serde_json::Value) -> GithubEnv {
+        GithubEnv {
+            event_name: event_name.into(),
+            git_ref: git_ref.into(),
+            payload: Some(payload),
+        }
+    }
+
+    #[test]
+    fn a_scheduled_run_is_on_the_default_branch_its_ref_names() {
+        let scheduled = github_ref(&env("schedule", "refs/heads/main", schedule_payload()));
+        assert_eq!(scheduled.default_branch.as_deref(), Some("main"));
+        let (publish, why) = publish_decision(false, Some(&scheduled));
+        assert!(publish, "{why}");
+        assert!(why.contains("default branch main"), "{why}");
+        // A default branch of another name: the ref is still the answer.
+        let trunk = github_ref(&env("schedule", "refs/heads/trunk", schedule_payload()));
+        assert_eq!(trunk.default_branch.as_deref(), Some("trunk"));
+        assert!(publish_decision(false, Some(&trunk)).0);
+        // --no-publish still wins.
+        assert!(!publish_decision(true, Some(&scheduled)).0);
+    }
+
+    #[test]
+    fn a_dispatch_keeps_the_payload_rule() {
+        let main = github_ref(&env(
+            "workflow_dispatch",
+            "refs/heads/main",
+            dispatch_payload("refs/heads/main"),
+        ));
+        assert_eq!(main.default_branch.as_deref(), Some("main"));
+        assert!(publish_decision(false, Some(&main)).0);
+        let branch = github_ref(&env(
+            "workflow_dispatch",
+            "refs/heads/try-arm",
+            dispatch_payload("refs/heads/try-arm"),
+        ));
+        let (publish, why) = publish_decision(false, Some(&branch));
+        assert!(!publish && why.contains("only from main"), "{why}");
+        // A dispatch whose payload lacks the repository (not what GitHub sends): refused, not
+        // guessed from the ref as a schedule is.
+        let bare = github_ref(&env(
+            "workflow_dispatch",
+            "refs/heads/main",
+            serde_json::json!({ "inputs": {} }),
+        ));
+        assert_eq!(bare.default_branch, None);
+        assert!(!publish_decision(false, Some(&bare)).0);
+        // No payload file at all.
+        let none = github_ref(&GithubEnv {
+            event_name: "workflow_dispatch".into(),
+            git_ref: "refs/heads/main".into(),
+            payload: None,
+        });
+        assert!(!publish_decision(false, Some(&none)).0);
+    }
+
+    #[test]
+    fn a_scheduled_run_on_a_ref_that_is_no_branch_publishes_nothing() {
+        // Not something GitHub does for schedules; the rule must not turn it into a branch.
+        let tag = github_ref(&env("schedule", "refs/tags/v1", schedule_payload()));
+        assert_eq!(tag.default_branch, None);
+        assert!(!publish_decision(false, Some(&tag)).0);
     }
 
     #[test]
