@@ -602,7 +602,17 @@ mod tests {
             assert!(set.contains("no CA bundle left in the image"));
             assert!(set.contains("harness claude-code") && set.contains("version ws"));
         }
-        assert_eq!(native.len(), 10 + 1 + 1 + 6 + 4);
+        for shared in [
+            "shared browser: sandboxed chromium shared over cdp and vnc",
+            "shared browser refused under the default seccomp profile",
+            "shared browser relaunches on another host name",
+        ] {
+            assert!(
+                native.contains(shared) && !emulated.contains(shared),
+                "{shared}"
+            );
+        }
+        assert_eq!(native.len(), 10 + 4 + 1 + 6 + 4);
     }
 
     #[test]
