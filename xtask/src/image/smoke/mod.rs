@@ -9,6 +9,10 @@
 //! - playwright-cli drives Chromium headless to a page served inside the container and reads
 //!   it back; Xtigervnc (speaking RFB) and openbox start as the browser user; `ws` echoes a
 //!   message over a real WebSocket; the browser user exists;
+//! - natively: the shared browser the image's launcher starts under the template's seccomp
+//!   profile (headed, sandboxed, as the browser user; CDP and VNC on loopback; playwright-cli
+//!   attached; a viewer's framebuffer through a ws bridge shows the page), refused under the
+//!   engine's default profile, and relaunched on the same profile under another host name;
 //! - the manifest's linked builds (OpenCode's x64 baseline) are the ones installed;
 //! - the image config: HOME and WorkingDir, no Entrypoint/Cmd, the no-update and
 //!   no-telemetry variables, the provenance labels, the requested OS/architecture;
