@@ -339,6 +339,136 @@ RUN set -eux; \
     useradd --create-home --user-group --shell /bin/bash sandbox-browser; \
     mkdir -p /workspace
 
+# The shared browser's launcher (/usr/local/bin/shared-browser), for an application to call on
+# demand; nothing runs it at claim time. `start` brings up Xtigervnc (loopback only), openbox
+# and headed Chromium with its process sandbox as sandbox-browser on a persistent profile, and
+# prints the CDP endpoint; it first clears a profile lock left by another host name (a resume
+# elsewhere), which would otherwise make Chromium refuse the profile. `stop` and `status` too.
+# Chromium's sandbox needs the template's seccomp profile (template/manifest.yaml `runtime`).
+RUN set -eu; \
+    printf '%s\n' \
+        '#!/bin/bash' \
+        '# shared-browser: the shared browser of the coding-agent template, started on demand by an application (nothing' \
+        '# starts it at claim time). `start` brings up the desktop (Xtigervnc on 127.0.0.1:5901, openbox)' \
+        '# and headed Chromium with its process sandbox, all as sandbox-browser, on the persistent profile' \
+        '# SHARED_BROWSER_PROFILE, and prints the CDP endpoint (loopback only; never publish it). A' \
+        '# profile lock left by another host name (a resume on a new host) is cleared first. `stop` ends' \
+        '# all three; `status` tells whether they run. The sandbox needs the seccomp profile of the template' \
+        '# (template/seccomp/shared-browser.json): under the default of Docker Chromium cannot start.' \
+        'set -eu' \
+        'user=sandbox-browser' \
+        'home=/home/$user' \
+        'display="${SHARED_BROWSER_DISPLAY:-:1}"' \
+        'vnc_port="${SHARED_BROWSER_VNC_PORT:-5901}"' \
+        'cdp_port="${SHARED_BROWSER_CDP_PORT:-9222}"' \
+        'geometry="${SHARED_BROWSER_GEOMETRY:-1280x800}"' \
+        'profile="${SHARED_BROWSER_PROFILE:-$home/.config/shared-browser}"' \
+        'timeout="${SHARED_BROWSER_TIMEOUT:-60}"' \
+        'run=/tmp/shared-browser' \
+        'endpoint="http://127.0.0.1:$cdp_port"' \
+        'say() { echo "shared-browser: $*" >&2; }' \
+        'as_user() {' \
+        '    if [ "$(id -u)" = 0 ]; then' \
+        '        setpriv --reuid="$user" --regid="$user" --init-groups \' \
+        '            env HOME="$home" USER="$user" LOGNAME="$user" "$@"' \
+        '    else' \
+        '        env HOME="$home" "$@"' \
+        '    fi' \
+        '}' \
+        '# Starts NAME in the background as the browser user, logging to $run/NAME.log; $! is the' \
+        '# process itself (setpriv and env exec it), so its pid file names what `stop` must end.' \
+        'spawn() {' \
+        '    name="$1"' \
+        '    shift' \
+        '    if [ "$(id -u)" = 0 ]; then' \
+        '        setpriv --reuid="$user" --regid="$user" --init-groups \' \
+        '            env HOME="$home" USER="$user" LOGNAME="$user" "$@" </dev/null >"$run/$name.log" 2>&1 &' \
+        '    else' \
+        '        env HOME="$home" "$@" </dev/null >"$run/$name.log" 2>&1 &' \
+        '    fi' \
+        '    echo $! >"$run/$name.pid"' \
+        '}' \
+        'pid_of() { cat "$run/$1.pid" 2>/dev/null || true; }' \
+        'alive() { pid="$(pid_of "$1")"; [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; }' \
+        'cdp_up() { curl --silent --fail --max-time 2 "$endpoint/json/version" >/dev/null 2>&1; }' \
+        'log_tail() { say "$1 log ($run/$1.log):"; tail -n 20 "$run/$1.log" >&2 || true; }' \
+        'clear_stale_lock() {' \
+        '    [ -L "$profile/SingletonLock" ] || return 0' \
+        '    owner="$(readlink "$profile/SingletonLock")"' \
+        '    host="${owner%-*}"' \
+        '    pid="${owner##*-}"' \
+        '    if [ "$host" = "$(uname -n)" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = chromium ]; then' \
+        '        say "profile $profile is in use by Chromium pid $pid"' \
+        '        exit 1' \
+        '    fi' \
+        '    say "clearing the stale profile lock of $owner (this host is $(uname -n))"' \
+        '    rm -f "$profile/SingletonLock" "$profile/SingletonSocket" "$profile/SingletonCookie"' \
+        '}' \
+        'start() {' \
+        '    if alive chromium && cdp_up; then echo "$endpoint"; return 0; fi' \
+        '    if [ "$(id -u)" = 0 ]; then' \
+        '        install -d -o "$user" -g "$user" -m 0700 "$run"' \
+        '    else' \
+        '        [ -d "$run" ] || mkdir -m 0700 "$run"' \
+        '    fi' \
+        '    number="${display#:}"' \
+        '    if ! alive xvnc; then' \
+        '        lock="/tmp/.X$number-lock"' \
+        '        if [ -e "$lock" ] && ! kill -0 "$(tr -d " " <"$lock")" 2>/dev/null; then' \
+        '            rm -f "$lock" "/tmp/.X11-unix/X$number"' \
+        '        fi' \
+        '        spawn xvnc Xtigervnc "$display" -SecurityTypes None -localhost -rfbport "$vnc_port" \' \
+        '            -geometry "$geometry" -depth 24' \
+        '        for _ in $(seq 1 100); do [ -S "/tmp/.X11-unix/X$number" ] && break; sleep 0.1; done' \
+        '        [ -S "/tmp/.X11-unix/X$number" ] || { say "Xtigervnc made no display $display"; log_tail xvnc; exit 1; }' \
+        '    fi' \
+        '    if ! alive openbox; then' \
+        '        spawn openbox env DISPLAY="$display" openbox --sm-disable' \
+        '    fi' \
+        '    as_user mkdir -p "$profile"' \
+        '    clear_stale_lock' \
+        '    spawn chromium env DISPLAY="$display" chromium --user-data-dir="$profile" \' \
+        '        --remote-debugging-address=127.0.0.1 --remote-debugging-port="$cdp_port" \' \
+        '        --no-first-run --no-default-browser-check --password-store=basic \' \
+        '        --window-position=0,0 --window-size="${geometry/x/,}" --start-maximized \' \
+        '        about:blank' \
+        '    for _ in $(seq 1 $((timeout * 5))); do' \
+        '        cdp_up && { say "desktop $display on vnc 127.0.0.1:$vnc_port; profile $profile"; echo "$endpoint"; return 0; }' \
+        '        alive chromium || { say "Chromium exited before its CDP endpoint came up"; log_tail chromium; exit 1; }' \
+        '        sleep 0.2' \
+        '    done' \
+        '    say "no CDP endpoint at $endpoint within $timeout s"' \
+        '    log_tail chromium' \
+        '    exit 1' \
+        '}' \
+        'stop() {' \
+        '    for name in chromium openbox xvnc; do' \
+        '        if alive "$name"; then' \
+        '            pid="$(pid_of "$name")"' \
+        '            kill -TERM "$pid" 2>/dev/null || true' \
+        '            for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done' \
+        '            kill -KILL "$pid" 2>/dev/null || true' \
+        '        fi' \
+        '        rm -f "$run/$name.pid"' \
+        '    done' \
+        '}' \
+        'status() {' \
+        '    state=0' \
+        '    for name in xvnc openbox chromium; do' \
+        '        if alive "$name"; then echo "$name running (pid $(pid_of "$name"))"; else echo "$name stopped"; state=3; fi' \
+        '    done' \
+        '    if cdp_up; then echo "cdp $endpoint"; else state=3; fi' \
+        '    return "$state"' \
+        '}' \
+        'case "${1:-}" in' \
+        '    start) start ;;' \
+        '    stop) stop ;;' \
+        '    status) status ;;' \
+        '    *) echo "usage: shared-browser start|stop|status" >&2; exit 2 ;;' \
+        'esac' \
+        > /usr/local/bin/shared-browser; \
+    chmod 0755 /usr/local/bin/shared-browser
+
 ENV HOME=/workspace \
     DISABLE_AUTOUPDATER=1 \
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
@@ -347,6 +477,7 @@ ENV HOME=/workspace \
     PI_SKIP_VERSION_CHECK=1 \
     PI_TELEMETRY=0 \
     NPM_CONFIG_UPDATE_NOTIFIER=false \
+    NO_UPDATE_NOTIFIER=1 \
     NPM_CONFIG_AUDIT=false \
     NPM_CONFIG_FUND=false \
     PLAYWRIGHT_MCP_BROWSER=chromium \

@@ -29,6 +29,8 @@ pub struct Manifest {
     pub smoke_checks: SmokeCheckSpec,
     pub image: ImageSpec,
     pub browser: BrowserSpec,
+    /// What a sandbox of this template needs from the platform that runs it.
+    pub runtime: RuntimeSpec,
     /// Builds linked in place of a package's default on one platform.
     #[serde(default)]
     pub linked_builds: Vec<LinkedBuild>,
@@ -69,6 +71,29 @@ impl ImageSpec {
 pub struct BrowserSpec {
     /// The unprivileged user the desktop runs as; its home is `/home/<user>`.
     pub user: String,
+}
+
+/// What the platform must grant a sandbox of this template beyond a default container.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeSpec {
+    pub seccomp: SeccompSpec,
+}
+
+/// The seccomp profile the shared browser needs: an upstream default profile plus one entry
+/// that allows `allows` unconditionally (see `xtask::image::seccomp`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SeccompSpec {
+    /// The profile file, relative to the repository root, in Docker's seccomp format.
+    pub profile: String,
+    /// Where the base profile comes from: repository, version and path.
+    pub base: String,
+    /// sha256 of the base profile in canonical JSON (`jq -S -c .`): the profile without its
+    /// added entry must give it.
+    pub base_sha256: String,
+    /// The system calls the added entry allows, with any arguments.
+    pub allows: Vec<String>,
 }
 
 /// A build the Dockerfile links in place of a package's default on one platform; paths are
@@ -276,6 +301,36 @@ impl Manifest {
         }
         self.validate_image()?;
         self.validate_linked_builds()?;
+        self.validate_runtime()?;
+        Ok(())
+    }
+
+    fn validate_runtime(&self) -> Result<()> {
+        let seccomp = &self.runtime.seccomp;
+        let profile = &seccomp.profile;
+        if profile.starts_with('/') || !is_plain_path(profile) || !profile.ends_with(".json") {
+            bail!("`runtime.seccomp.profile` `{profile}` must be a relative path to a .json file inside the repository");
+        }
+        let digest = &seccomp.base_sha256;
+        if digest.len() != 64
+            || !digest
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        {
+            bail!("`runtime.seccomp.base_sha256` `{digest}` is not a lowercase sha256 hex digest");
+        }
+        if seccomp.allows.is_empty() {
+            bail!("`runtime.seccomp.allows` is empty: the profile would add nothing to its base");
+        }
+        for name in &seccomp.allows {
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            {
+                bail!("`runtime.seccomp.allows` entry `{name}` is not a system call name");
+            }
+        }
         Ok(())
     }
 
@@ -547,7 +602,17 @@ mod tests {
             assert!(set.contains("no CA bundle left in the image"));
             assert!(set.contains("harness claude-code") && set.contains("version ws"));
         }
-        assert_eq!(native.len(), 10 + 1 + 1 + 6 + 4);
+        for shared in [
+            "shared browser: sandboxed chromium shared over cdp and vnc",
+            "shared browser refused under the default seccomp profile",
+            "shared browser relaunches on another host name",
+        ] {
+            assert!(
+                native.contains(shared) && !emulated.contains(shared),
+                "{shared}"
+            );
+        }
+        assert_eq!(native.len(), 10 + 4 + 1 + 6 + 4);
     }
 
     #[test]
@@ -675,6 +740,32 @@ mod tests {
                 "node.version_command",
             ),
             ("\nbrowser:", "\nbrowzer:", "browzer"),
+            (
+                "    allows: [clone, unshare]",
+                "    allow: [clone, unshare]",
+                "allow",
+            ),
+            (
+                "    allows: [clone, unshare]",
+                "    allows: []",
+                "`runtime.seccomp.allows` is empty",
+            ),
+            (
+                "    allows: [clone, unshare]",
+                "    allows: [clone, \"unshare;reboot\"]",
+                "not a system call name",
+            ),
+            (
+                "    profile: template/seccomp/shared-browser.json",
+                "    profile: /etc/seccomp.json",
+                "`runtime.seccomp.profile`",
+            ),
+            (
+                "    base_sha256: f47d",
+                "    base_sha256: F47d",
+                "`runtime.seccomp.base_sha256`",
+            ),
+            ("\nruntime:", "\nruntimes:", "runtimes"),
         ] {
             let text = committed().replacen(from, to, 1);
             assert_ne!(text, committed(), "{from}");

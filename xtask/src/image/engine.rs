@@ -13,11 +13,11 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use bollard::container::LogOutput;
 use bollard::errors::Error as DockerError;
-use bollard::models::{ContainerCreateBody, HostConfig, ImageInspect};
+use bollard::models::{ContainerCreateBody, HostConfig, ImageInspect, VolumeCreateRequest};
 use bollard::query_parameters::{
     AttachContainerOptionsBuilder, CreateContainerOptionsBuilder,
-    DownloadFromContainerOptionsBuilder, ListContainersOptionsBuilder,
-    RemoveContainerOptionsBuilder, WaitContainerOptions,
+    DownloadFromContainerOptionsBuilder, ListContainersOptionsBuilder, ListVolumesOptionsBuilder,
+    RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder, WaitContainerOptions,
 };
 use bollard::Docker;
 use bytes::Bytes;
@@ -109,6 +109,13 @@ pub(crate) struct ContainerSpec {
     pub run_id: String,
     /// Keep stdin open (attached) so the caller can write to it.
     pub stdin: bool,
+    /// `--security-opt` values, e.g. `seccomp=<profile JSON>` (what `docker run --security-opt
+    /// seccomp=FILE` sends: the file's content); empty for the engine's defaults.
+    pub security_opt: Vec<String>,
+    /// The container's host name; the engine's default (its id's prefix) when `None`.
+    pub hostname: Option<String>,
+    /// Volumes to mount, `volume:/path` (the volume must exist).
+    pub binds: Vec<String>,
 }
 
 impl ContainerSpec {
@@ -121,6 +128,9 @@ impl ContainerSpec {
             platform: None,
             run_id: run_id.to_string(),
             stdin: false,
+            security_opt: Vec::new(),
+            hostname: None,
+            binds: Vec::new(),
         }
     }
 }
@@ -190,13 +200,50 @@ async fn labelled_containers(docker: &Docker, run_id: &str) -> Result<Vec<String
     Ok(containers.into_iter().filter_map(|c| c.id).collect())
 }
 
-/// Removes every container of one run; returns how many there were.
+/// Removes every container of one run, then its volumes; returns how many there were.
 pub(crate) async fn remove_labelled(docker: &Docker, run_id: &str) -> Result<usize> {
     let ids = labelled_containers(docker, run_id).await?;
     for id in &ids {
         remove_container(docker, id).await?;
     }
-    Ok(ids.len())
+    let filters = HashMap::from([("label", vec![format!("{RUN_LABEL}={run_id}")])]);
+    let options = ListVolumesOptionsBuilder::default()
+        .filters(&filters)
+        .build();
+    let volumes = docker
+        .list_volumes(Some(options))
+        .await
+        .context("cannot list volumes")?
+        .volumes
+        .unwrap_or_default();
+    for volume in &volumes {
+        remove_volume(docker, &volume.name).await?;
+    }
+    Ok(ids.len() + volumes.len())
+}
+
+/// Creates an empty named volume labelled with the run, so [`remove_labelled`] removes it too.
+pub(crate) async fn create_volume(docker: &Docker, run_id: &str, name: &str) -> Result<()> {
+    let request = VolumeCreateRequest {
+        name: Some(name.to_string()),
+        labels: Some(HashMap::from([(RUN_LABEL.to_string(), run_id.to_string())])),
+        ..Default::default()
+    };
+    docker
+        .create_volume(request)
+        .await
+        .with_context(|| format!("cannot create the volume {name}"))?;
+    Ok(())
+}
+
+/// Removes a volume; one that is already gone is fine.
+pub(crate) async fn remove_volume(docker: &Docker, name: &str) -> Result<()> {
+    let options = RemoveVolumeOptionsBuilder::default().force(true).build();
+    match docker.remove_volume(name, Some(options)).await {
+        Ok(()) => Ok(()),
+        Err(err) if is_not_found(&err) => Ok(()),
+        Err(err) => Err(err).with_context(|| format!("cannot remove the volume {name}")),
+    }
 }
 
 /// Creates the container (not started) and returns its guard.
@@ -210,6 +257,7 @@ async fn create(docker: &Docker, spec: &ContainerSpec) -> Result<ContainerGuard>
         cmd: Some(spec.cmd.clone()),
         env: Some(spec.env.clone()),
         user: spec.user.clone(),
+        hostname: spec.hostname.clone(),
         tty: Some(false),
         attach_stdout: Some(true),
         attach_stderr: Some(true),
@@ -224,6 +272,8 @@ async fn create(docker: &Docker, spec: &ContainerSpec) -> Result<ContainerGuard>
             // Chromium needs more than Docker's default 64 MB of /dev/shm.
             shm_size: Some(512 * 1024 * 1024),
             init: Some(true),
+            security_opt: (!spec.security_opt.is_empty()).then(|| spec.security_opt.clone()),
+            binds: (!spec.binds.is_empty()).then(|| spec.binds.clone()),
             ..Default::default()
         }),
         ..Default::default()

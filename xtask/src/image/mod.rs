@@ -7,4 +7,5 @@ pub mod build;
 pub mod canonicalize;
 pub mod engine;
 pub mod sbom;
+pub mod seccomp;
 pub mod smoke;

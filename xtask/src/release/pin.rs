@@ -432,6 +432,10 @@ mod tests {
         assert_eq!(doc["resources"]["memory"].as_str(), Some("4Gi"));
         assert_eq!(doc["resources"]["ephemeralStorage"].as_str(), Some("16Gi"));
         assert_eq!(doc["workingDir"].as_str(), Some("/workspace"));
+        assert_eq!(
+            doc["seccompProfile"].as_str(),
+            Some(manifest.runtime.seccomp.profile.as_str())
+        );
         assert!(doc["mounts"]
             .as_sequence()
             .unwrap()

@@ -20,6 +20,16 @@ pub const PLAYWRIGHT_CHECK: &str = "playwright-cli drives chromium";
 /// The browser check that replaces [`PLAYWRIGHT_CHECK`] under emulation.
 pub const EMULATED_CHROMIUM_CHECK: &str = "chromium starts (emulated)";
 pub(crate) const DESKTOP_CHECK: &str = "xtigervnc and openbox start";
+/// The seed's shared browser under the template's seccomp profile (native platforms only:
+/// under qemu-user Chromium's renderer dies whatever the flags).
+pub(crate) const SHARED_BROWSER_CHECK: &str =
+    "shared browser: sandboxed chromium shared over cdp and vnc";
+/// Its negative control: the same start refused under the engine's default seccomp profile.
+pub(crate) const SHARED_BROWSER_REFUSED_CHECK: &str =
+    "shared browser refused under the default seccomp profile";
+/// The launcher on a persistent profile, relaunched on another host name.
+pub(crate) const SHARED_BROWSER_RELAUNCH_CHECK: &str =
+    "shared browser relaunches on another host name";
 pub(crate) const WS_CHECK: &str = "ws loads and echoes";
 /// Named after the committed `browser.user`; receipts require the check by this name.
 pub(crate) const BROWSER_USER_CHECK: &str = "sandbox-browser user";

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
 use super::checks::{clip, node_version_verdict, record_matches, LineSplitter, NODE_CHECK};
-use super::scripts::ScriptCheck;
+use super::scripts::{RelaunchCheck, ScriptCheck};
 use super::Check;
 use crate::image::engine::{self, ContainerSpec, OutputStream};
 use crate::manifest::{Harness, NodeSpec, Platform};
@@ -203,21 +203,73 @@ pub(super) async fn script_check(ctx: &Ctx, check: &ScriptCheck) -> Check {
     let name = check.name.as_str();
     let mut spec = ctx.spec(&["bash".into(), "-c".into(), check.script.clone()]);
     spec.user = check.user.clone();
+    spec.security_opt = check.security_opt.clone();
     let limit = ctx.limits.browser;
     match engine::run(&ctx.docker, &spec, limit).await {
         Err(err) => Check::new(name, false, format!("{err:#}")),
         Ok(out) => {
-            let missing: Vec<&String> = check
-                .expect
-                .iter()
-                .filter(|e| !out.stdout.contains(e.as_str()))
-                .collect();
-            let passed = out.success() && missing.is_empty();
-            let mut text = clip(&out.combined(), 2500);
-            if !missing.is_empty() {
-                text.push_str(&format!("\nmissing from stdout: {missing:?}"));
-            }
+            let (passed, text) = script_verdict(&out, &check.expect);
             Check::new(name, passed, text)
         }
+    }
+}
+
+/// Exit 0 and every expected string on stdout; the evidence, clipped.
+fn script_verdict(out: &engine::ContainerOutput, expect: &[String]) -> (bool, String) {
+    let missing: Vec<&String> = expect
+        .iter()
+        .filter(|e| !out.stdout.contains(e.as_str()))
+        .collect();
+    let passed = out.success() && missing.is_empty();
+    let mut text = clip(&out.combined(), 2500);
+    if !missing.is_empty() {
+        text.push_str(&format!("\nmissing from stdout: {missing:?}"));
+    }
+    (passed, text)
+}
+
+/// The first script, then the second, each in a container of its own with its host name and
+/// the same fresh volume mounted; judged by the second's output. The volume is removed after.
+pub(super) async fn relaunch_check(ctx: &Ctx, check: &RelaunchCheck) -> Check {
+    let name = check.name.as_str();
+    let volume = format!("{}-relaunch", ctx.run_id);
+    if let Err(err) = engine::create_volume(&ctx.docker, &ctx.run_id, &volume).await {
+        return Check::new(name, false, format!("{err:#}"));
+    }
+    let run = |script: &str, hostname: &str| {
+        let mut spec = ctx.spec(&["bash".into(), "-c".into(), script.to_string()]);
+        spec.security_opt = check.security_opt.clone();
+        spec.hostname = Some(hostname.to_string());
+        spec.binds = vec![format!("{volume}:{}", check.mount)];
+        async move { engine::run(&ctx.docker, &spec, ctx.limits.browser).await }
+    };
+    let outcome = async {
+        let first = run(&check.first, &check.hostnames[0]).await?;
+        if !first.success() {
+            return Ok((
+                false,
+                format!("the first start failed:\n{}", clip(&first.combined(), 2500)),
+            ));
+        }
+        let second = run(&check.second, &check.hostnames[1]).await?;
+        let (passed, text) = script_verdict(&second, &check.expect);
+        anyhow::Ok((
+            passed,
+            format!(
+                "{}: {}\n{}: {text}",
+                check.hostnames[0],
+                clip(&first.stdout, 600),
+                check.hostnames[1]
+            ),
+        ))
+    }
+    .await;
+    let removed = engine::remove_volume(&ctx.docker, &volume).await;
+    match (outcome, removed) {
+        (Ok((passed, text)), Ok(())) => Check::new(name, passed, text),
+        (Ok((_, text)), Err(err)) => {
+            Check::new(name, false, format!("{text}\ncleanup failed: {err:#}"))
+        }
+        (Err(err), _) => Check::new(name, false, format!("{err:#}")),
     }
 }

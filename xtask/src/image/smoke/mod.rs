@@ -9,6 +9,10 @@
 //! - playwright-cli drives Chromium headless to a page served inside the container and reads
 //!   it back; Xtigervnc (speaking RFB) and openbox start as the browser user; `ws` echoes a
 //!   message over a real WebSocket; the browser user exists;
+//! - natively: the shared browser the image's launcher starts under the template's seccomp
+//!   profile (headed, sandboxed, as the browser user; CDP and VNC on loopback; playwright-cli
+//!   attached; a viewer's framebuffer through a ws bridge shows the page), refused under the
+//!   engine's default profile, and relaunched on the same profile under another host name;
 //! - the manifest's linked builds (OpenCode's x64 baseline) are the ones installed;
 //! - the image config: HOME and WorkingDir, no Entrypoint/Cmd, the no-update and
 //!   no-telemetry variables, the provenance labels, the requested OS/architecture;
@@ -122,6 +126,8 @@ struct Expectations {
     /// Locked version of each package (template/package.json).
     versions: BTreeMap<String, String>,
     lockfile_sha: String,
+    /// The template's seccomp profile (JSON), verified against the manifest.
+    seccomp_profile: String,
 }
 
 impl Expectations {
@@ -129,7 +135,9 @@ impl Expectations {
         let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
         let package_json = std::fs::read(root.join(PACKAGE_JSON_PATH))
             .with_context(|| format!("cannot read {}", root.join(PACKAGE_JSON_PATH).display()))?;
+        let seccomp_profile = crate::image::seccomp::load(root, &manifest.runtime.seccomp)?;
         Ok(Expectations {
+            seccomp_profile,
             manifest,
             versions: locked_versions(&package_json)?,
             lockfile_sha: crate::util::sha256_file(&root.join(PACKAGE_LOCK_PATH))?,
@@ -236,6 +244,16 @@ fn container_checks(
 ) -> Vec<BoxFuture<'static, Check>> {
     let manifest = &expected.manifest;
     let mut checks: Vec<BoxFuture<'static, Check>> = Vec::new();
+    // The shared browser's checks take longest: first, so the others run beside them.
+    if !emulated {
+        for script in scripts::shared_browser_scripts(manifest, &expected.seccomp_profile) {
+            let ctx = ctx.clone();
+            checks.push(timed(async move { container::script_check(&ctx, &script).await }).boxed());
+        }
+        let relaunch = scripts::relaunch_check(manifest, &expected.seccomp_profile);
+        let ctx = ctx.clone();
+        checks.push(timed(async move { container::relaunch_check(&ctx, &relaunch).await }).boxed());
+    }
     for package in &manifest.packages {
         let ctx = ctx.clone();
         let name = crate::manifest::version_check_name(&package.name);
@@ -304,6 +322,14 @@ mod tests {
                 .into_iter()
                 .map(|c| c.name)
                 .collect();
+                if !emulated {
+                    run.extend(
+                        scripts::shared_browser_scripts(&manifest, "{}")
+                            .into_iter()
+                            .map(|check| check.name),
+                    );
+                    run.insert(scripts::relaunch_check(&manifest, "{}").name);
+                }
                 run.extend(
                     scripts::browser_scripts(&manifest, emulated)
                         .into_iter()

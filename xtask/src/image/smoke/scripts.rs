@@ -6,7 +6,8 @@
 //! validation limits to characters the shell takes literally.
 
 use super::checks::{
-    BROWSER_USER_CHECK, DESKTOP_CHECK, EMULATED_CHROMIUM_CHECK, PLAYWRIGHT_CHECK, WS_CHECK,
+    BROWSER_USER_CHECK, DESKTOP_CHECK, EMULATED_CHROMIUM_CHECK, PLAYWRIGHT_CHECK,
+    SHARED_BROWSER_CHECK, SHARED_BROWSER_REFUSED_CHECK, SHARED_BROWSER_RELAUNCH_CHECK, WS_CHECK,
 };
 use crate::manifest::{LinkedBuild, Manifest, Platform};
 use crate::util::sha256_hex;
@@ -19,6 +20,20 @@ const WS_ECHO_SH: &str = include_str!("scripts/ws-echo.sh");
 const WS_ECHO_JS: &str = include_str!("scripts/ws-echo.js");
 const BROWSER_USER_SH: &str = include_str!("scripts/browser-user.sh");
 const LINKED_BUILD_SH: &str = include_str!("scripts/linked-build.sh");
+const SHARED_BROWSER_SH: &str = include_str!("scripts/shared-browser.sh");
+const COLOUR_PAGE_JS: &str = include_str!("scripts/colour-page.js");
+const RFB_VIEWER_JS: &str = include_str!("scripts/rfb-viewer.js");
+const SHARED_BROWSER_REFUSED_SH: &str = include_str!("scripts/shared-browser-refused.sh");
+const RELAUNCH_FIRST_SH: &str = include_str!("scripts/relaunch-first.sh");
+const RELAUNCH_SECOND_SH: &str = include_str!("scripts/relaunch-second.sh");
+
+/// The image's launcher of the shared browser and the defaults it documents (Dockerfile).
+pub(crate) const LAUNCHER: &str = "/usr/local/bin/shared-browser";
+const LAUNCHER_CDP_PORT: &str = "9222";
+const LAUNCHER_VNC_PORT: &str = "5901";
+/// The page's one colour, which the viewer looks for in the framebuffer: no part of
+/// Chromium's or openbox's own interface has it.
+const PAGE_COLOUR: &str = "12c47e";
 
 /// One script run as `bash -c` in a container of the image.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +43,22 @@ pub(crate) struct ScriptCheck {
     /// The user to run as; the image's default user when `None`.
     pub user: Option<String>,
     /// Strings stdout must contain.
+    pub expect: Vec<String>,
+    /// The container's `--security-opt` values; empty for the engine's defaults.
+    pub security_opt: Vec<String>,
+}
+
+/// Two containers in turn, with different host names, sharing one volume at `mount`: the
+/// first leaves state there, the second must carry on from it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RelaunchCheck {
+    pub name: String,
+    pub first: String,
+    pub second: String,
+    pub hostnames: [String; 2],
+    pub mount: String,
+    pub security_opt: Vec<String>,
+    /// Strings the second container's stdout must contain.
     pub expect: Vec<String>,
 }
 
@@ -69,6 +100,7 @@ pub(crate) fn browser_scripts(manifest: &Manifest, emulated: bool) -> Vec<Script
             script: render(EMULATED_CHROMIUM_SH, &[]),
             user: None,
             expect: vec!["Chromium ".to_string()],
+            security_opt: Vec::new(),
         }
     } else {
         ScriptCheck {
@@ -79,6 +111,7 @@ pub(crate) fn browser_scripts(manifest: &Manifest, emulated: bool) -> Vec<Script
             ),
             user: None,
             expect: vec![format!("heading \"coding-agent smoke {page_token}\"")],
+            security_opt: Vec::new(),
         }
     };
     vec![
@@ -88,6 +121,7 @@ pub(crate) fn browser_scripts(manifest: &Manifest, emulated: bool) -> Vec<Script
             script: render(DESKTOP_SH, &[("BROWSER_USER", user)]),
             user: Some(user.to_string()),
             expect: vec!["RFB 003.".to_string(), "openbox running".to_string()],
+            security_opt: Vec::new(),
         },
         ScriptCheck {
             name: WS_CHECK.into(),
@@ -101,14 +135,94 @@ pub(crate) fn browser_scripts(manifest: &Manifest, emulated: bool) -> Vec<Script
             ),
             user: None,
             expect: vec![format!("echo: ping-{ws_token}")],
+            security_opt: Vec::new(),
         },
         ScriptCheck {
             name: BROWSER_USER_CHECK.into(),
             script: render(BROWSER_USER_SH, &[("BROWSER_USER", user)]),
             user: None,
             expect: vec![format!("home /home/{user} owned by {user}")],
+            security_opt: Vec::new(),
         },
     ]
+}
+
+/// The shared browser as the seed promises it, started by the image's launcher: in a container
+/// with the template's seccomp profile (`seccomp_profile`, the JSON), and the negative control,
+/// the same start under the engine's default profile, which Chromium's sandbox must refuse.
+pub(crate) fn shared_browser_scripts(
+    manifest: &Manifest,
+    seccomp_profile: &str,
+) -> Vec<ScriptCheck> {
+    let token = token();
+    let user = manifest.browser.user.as_str();
+    let install_dir = manifest.image.install_dir.as_str();
+    let values = [
+        ("COLOUR_PAGE_JS", COLOUR_PAGE_JS),
+        ("RFB_VIEWER_JS", RFB_VIEWER_JS),
+        ("LAUNCHER", LAUNCHER),
+        ("BROWSER_USER", user),
+        ("INSTALL_DIR", install_dir),
+        ("CDP_PORT", LAUNCHER_CDP_PORT),
+        ("VNC_PORT", LAUNCHER_VNC_PORT),
+        ("COLOUR", PAGE_COLOUR),
+        ("TOKEN", &token),
+    ];
+    vec![
+        ScriptCheck {
+            name: SHARED_BROWSER_CHECK.into(),
+            script: render(SHARED_BROWSER_SH, &values),
+            user: None,
+            expect: vec![
+                format!("launcher: CDP endpoint http://127.0.0.1:{LAUNCHER_CDP_PORT}"),
+                format!("({user}), none --headless or --no-sandbox"),
+                "cdp listens on loopback only".into(),
+                "vnc listens on loopback only".into(),
+                "the page is a target of the same browser".into(),
+                format!("heading \"shared browser {token}\""),
+                "runs in a PID namespace of its own".into(),
+                "You are adequately sandboxed.".into(),
+                format!("pixels in the middle are #{PAGE_COLOUR}"),
+                "launcher: stop ended every chromium process".into(),
+            ],
+            security_opt: vec![format!("seccomp={seccomp_profile}")],
+        },
+        ScriptCheck {
+            name: SHARED_BROWSER_REFUSED_CHECK.into(),
+            script: render(SHARED_BROWSER_REFUSED_SH, &values),
+            user: None,
+            expect: vec![
+                "desktop started; chromium did not".into(),
+                "refused by the sandbox: ".into(),
+            ],
+            security_opt: Vec::new(),
+        },
+    ]
+}
+
+/// The launcher on a persistent profile across a resume on another host: the first container
+/// starts the browser and dies without stopping it (the profile keeps Chromium's lock, naming
+/// the first host), the second, on another host name, must start it on the same profile.
+pub(crate) fn relaunch_check(manifest: &Manifest, seccomp_profile: &str) -> RelaunchCheck {
+    let user = manifest.browser.user.as_str();
+    let values = [
+        ("LAUNCHER", LAUNCHER),
+        ("BROWSER_USER", user),
+        ("CDP_PORT", LAUNCHER_CDP_PORT),
+    ];
+    RelaunchCheck {
+        name: SHARED_BROWSER_RELAUNCH_CHECK.into(),
+        first: render(RELAUNCH_FIRST_SH, &values),
+        second: render(RELAUNCH_SECOND_SH, &values),
+        hostnames: ["sandbox-before".into(), "sandbox-after".into()],
+        mount: format!("/home/{user}"),
+        security_opt: vec![format!("seccomp={seccomp_profile}")],
+        expect: vec![
+            "clearing the stale profile lock of sandbox-before-".into(),
+            format!("relaunched: CDP endpoint http://127.0.0.1:{LAUNCHER_CDP_PORT}"),
+            "the profile of the first start is in use".into(),
+        ],
+    }
 }
 
 /// The checks of the manifest's `linked_builds` for `platform`: the linked file is the
@@ -139,6 +253,7 @@ fn linked_build_script(build: &LinkedBuild, install_dir: &str) -> ScriptCheck {
         ),
         user: None,
         expect: vec![format!("{} linked", build.target)],
+        security_opt: Vec::new(),
     }
 }
 
@@ -157,7 +272,46 @@ mod tests {
         for platform in Platform::ALL {
             all.extend(linked_build_scripts(manifest, Some(platform)));
         }
+        all.extend(shared_browser_scripts(manifest, "{}"));
+        let relaunch = relaunch_check(manifest, "{}");
+        for (part, script) in [("first", relaunch.first), ("second", relaunch.second)] {
+            all.push(ScriptCheck {
+                name: format!("{} ({part})", relaunch.name),
+                script,
+                user: None,
+                expect: relaunch.expect.clone(),
+                security_opt: relaunch.security_opt.clone(),
+            });
+        }
+        all.push(ScriptCheck {
+            name: "the launcher".into(),
+            script: launcher_from_dockerfile(),
+            user: None,
+            expect: vec![LAUNCHER.into()],
+            security_opt: Vec::new(),
+        });
         all
+    }
+
+    /// The launcher as the Dockerfile writes it: its `printf` run by bash, the header dropped.
+    fn launcher_from_dockerfile() -> String {
+        let dockerfile =
+            std::fs::read_to_string(repo_root().join(crate::image::build::DOCKERFILE_PATH))
+                .unwrap();
+        let start = dockerfile
+            .find("    printf '%s\\n' \\\n        '#!/bin/bash'")
+            .expect("the Dockerfile writes the launcher with printf");
+        let end = start
+            + dockerfile[start..]
+                .find(&format!("> {LAUNCHER};"))
+                .expect("the printf ends in the launcher's path");
+        let printf = dockerfile[start..end].replace("\\\n", "");
+        let out = std::process::Command::new("bash")
+            .args(["-c", &printf])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        render(&String::from_utf8(out.stdout).unwrap(), &[])
     }
 
     /// `@` followed by capitals or `_` and another `@`: a placeholder nobody filled.
@@ -188,7 +342,7 @@ mod tests {
     fn every_rendered_script_is_complete_and_parses_as_bash() {
         let manifest = manifest();
         let all = every_script(&manifest);
-        assert_eq!(all.len(), 4 + 4 + manifest.linked_builds.len());
+        assert_eq!(all.len(), 4 + 4 + manifest.linked_builds.len() + 2 + 2 + 1);
         for check in &all {
             let script = &check.script;
             assert!(script.starts_with("set -"), "{}: {script}", check.name);
