@@ -292,18 +292,7 @@ fn term_expression(words: &[&str], refs: &mut BTreeMap<String, String>) -> Strin
 
 /// `LicenseRef-` and the name, with the characters SPDX ids may not hold made `-`.
 pub(crate) fn license_ref(name: &str) -> String {
-    let clean: String = name
-        .trim()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    format!("LicenseRef-{clean}")
+    format!("LicenseRef-{}", super::spdx::id_chars(name.trim()))
 }
 
 /// An SPDX id for a Debian short name (`GPL-2+`, `Expat`, `BSD-3-clause`), `None` for a name

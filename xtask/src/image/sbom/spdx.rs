@@ -95,10 +95,10 @@ pub(crate) struct Relationship {
 /// that compare an SBOM's npm packages with the lockfile leave them out.
 pub(crate) const NPM_BUNDLED_ID_PREFIX: &str = "SPDXRef-npmcli-";
 
-/// Characters an SPDXID may hold: letters, digits, `.` and `-`.
-pub(crate) fn spdx_id(prefix: &str, text: &str) -> String {
-    let clean: String = text
-        .chars()
+/// `text` with every character an SPDX id may not hold (anything but letters, digits, `.`
+/// and `-`) made `-`: the one rule for SPDXIDs and LicenseRefs.
+pub(crate) fn id_chars(text: &str) -> String {
+    text.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
                 c
@@ -106,8 +106,12 @@ pub(crate) fn spdx_id(prefix: &str, text: &str) -> String {
                 '-'
             }
         })
-        .collect();
-    format!("SPDXRef-{prefix}-{clean}")
+        .collect()
+}
+
+/// An SPDXID: the prefix and `text`, in the characters an SPDXID may hold.
+pub(crate) fn spdx_id(prefix: &str, text: &str) -> String {
+    format!("SPDXRef-{prefix}-{}", id_chars(text))
 }
 
 /// A CPE 2.3 name, the key NVD files advisories under.
