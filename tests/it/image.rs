@@ -15,7 +15,7 @@ use serde_json::Value;
 use xtask::image::engine;
 use xtask::manifest::{Manifest, MANIFEST_PATH};
 
-use crate::support::docker::{containers_left_by, heavy_docker, on_engine};
+use crate::support::docker::{containers_left_by, heavy_docker, on_engine, use_engine, Engine};
 use crate::support::xtask::Run;
 use crate::support::{repo_root, sha256_hex, tail};
 
@@ -165,6 +165,59 @@ fn amd64_image_builds_from_the_lockfile_and_passes_every_smoke_check() {
     require_engine();
     let image = base_and_build("linux/amd64");
     smoke_passes(&image, "linux/amd64");
+}
+
+/// Publishes `image` to the local registry by digest; returns (manifest digest, config digest).
+fn publish_by_digest(image: &str, repository: &str) -> (String, String) {
+    let registry = crate::support::docker::local_registry();
+    let platform_image = format!("linux/amd64={image}");
+    let published = xtask_json(&[
+        "publish",
+        "--json",
+        "--oci-registry",
+        registry,
+        "--repository",
+        repository,
+        "--image",
+        &platform_image,
+    ]);
+    let platform = &published["platforms"][0];
+    assert_eq!(platform["read_back"], true, "{published}");
+    (
+        platform["digest"].as_str().unwrap().to_string(),
+        platform["config_digest"].as_str().unwrap().to_string(),
+    )
+}
+
+/// The template's amd64 image of the committed lock, built cold on the containerd image store
+/// (a fresh nested engine), smoke-tested and published, is the image the host's Docker 20.10
+/// builds from the same inputs: the same config and platform manifest digests.
+///
+/// Not run yet (no time in the session that wrote it); it cannot pass before the fixture's
+/// cross-engine test does.
+#[test]
+#[ignore = "not run yet; the containerd store's RUN layers differ from overlay2's (issue 24)"]
+fn amd64_template_on_the_containerd_store_is_the_image_of_docker_20_10() {
+    let _docker = heavy_docker();
+    let repository = format!("xtask-test/engines-{}", std::process::id());
+    use_engine(Engine::Containerd28);
+    let started = Instant::now();
+    let image = base_and_build("linux/amd64");
+    eprintln!(
+        "containerd store: base and build in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    smoke_passes(&image, "linux/amd64");
+    let on_containerd = publish_by_digest(&image, &repository);
+    eprintln!(
+        "containerd store: through publish in {:.0} s: {on_containerd:?}",
+        started.elapsed().as_secs_f64()
+    );
+    use_engine(Engine::Host);
+    let host_image = base_and_build("linux/amd64");
+    assert_eq!(host_image, image, "the build ids differ between engines");
+    let on_host = publish_by_digest(&host_image, &repository);
+    assert_eq!(on_containerd, on_host, "the engines published other images");
 }
 
 #[test]
@@ -538,6 +591,7 @@ fn dry_runs_change_nothing() {
 fn fixture_dockerfile(base: &str) -> String {
     format!(
         "FROM {base} AS stage\n\
+         RUN mkdir -p /staging\n\
          COPY a.txt /staging/a/opt/pkgs/a/file\n\
          COPY b.txt /staging/b/opt/pkgs/b/file\n\
          COPY c.txt /staging/c/opt/pkgs/c/file\n\
@@ -583,7 +637,10 @@ fn build_assembled(
     let epoch = manifest().image.source_date_epoch;
     let args = std::collections::BTreeMap::from([("FIXTURE".to_string(), "assembled".to_string())]);
     let cache = cache.to_path_buf();
+    let records_dir = cache.join("engine-manifests");
     on_engine(|docker| async move {
+        let engine_info = engine::engine_info(&docker).await.unwrap();
+        let records = xtask::image::identity::ManifestRecords::new(&records_dir);
         let job = xtask::image::build::AssembledBuild {
             context,
             dockerfile: &dockerfile,
@@ -595,6 +652,8 @@ fn build_assembled(
             cache_dir: &cache,
             no_cache,
             extra_labels: &[],
+            engine: &engine_info,
+            records: &records,
         };
         let canonical = xtask::image::build::build_assembled(&docker, job, &Default::default())
             .await
@@ -606,7 +665,7 @@ fn build_assembled(
             .id
             .unwrap();
         let loaded = engine::inspect_image(&docker, &tag).await.unwrap().unwrap();
-        assert_eq!(loaded.id.as_deref(), Some(canonical.image_id.as_str()));
+        assert_eq!(loaded.id.as_deref(), Some(canonical.engine_id.as_str()));
         let layers = loaded.root_fs.unwrap().layers.unwrap();
         (system_id, canonical.image_id, layers)
     })
@@ -678,10 +737,65 @@ fn filesystem(image: &str) -> std::collections::BTreeMap<String, String> {
 #[test]
 fn assembled_images_depend_only_on_their_files_and_match_docker_build() {
     let _docker = heavy_docker();
+    fixture_on(Engine::Host);
+}
+
+/// The fixture on Docker 28's classic store (GitHub's ubuntu-24.04 runners), and its image
+/// is the one Docker 20.10 assembles from the same files: the same config digest and layers.
+#[test]
+fn assembled_images_on_docker_28_are_the_images_of_docker_20_10() {
+    let _docker = heavy_docker();
+    same_image_as_on_the_host(Engine::Classic28);
+}
+
+/// The fixture on the containerd image store (Docker 29 on ubuntu-26.04, Docker Desktop): the
+/// same checks (gzip layers in its export, OCI-layout loads, thin and full, checked after).
+#[test]
+fn assembled_images_on_the_containerd_store_depend_only_on_their_files() {
+    let _docker = heavy_docker();
+    fixture_on(Engine::Containerd28);
+}
+
+/// The fixture's image on the containerd store is the one Docker 20.10 assembles. Fails today:
+/// every layer but the engine-built `RUN useradd …` one is the same; the containerd store's
+/// diff of that step leaves out `etc/.pwd.lock`, which useradd opened but did not change, and
+/// overlay2's diff (a copied-up file) holds (measured 2026-12-01, docker.io 28.5.2).
+#[test]
+#[ignore = "the containerd store's RUN layers leave out unchanged files overlay2 keeps (issue 24)"]
+fn assembled_images_on_the_containerd_store_are_the_images_of_docker_20_10() {
+    let _docker = heavy_docker();
+    same_image_as_on_the_host(Engine::Containerd28);
+}
+
+/// Runs the fixture on `engine`, then assembles it cold on the host's engine: both give one
+/// image.
+fn same_image_as_on_the_host(engine: Engine) {
+    let (image, layers) = fixture_on(engine);
+    use_engine(Engine::Host);
+    let base = xtask_json(&["base", "--platform", "linux/amd64", "--json"]);
+    let base = base["image"].as_str().unwrap().to_string();
+    let cache = crate::support::run_dir().join(format!("assembled-fixture-host-for-{engine:?}"));
+    let (_, on_host, host_layers) = build_assembled(
+        &format!("host-for-{engine:?}").to_lowercase(),
+        &base,
+        "package b\n",
+        &cache,
+        true,
+    );
+    assert_eq!(
+        image, on_host,
+        "{engine:?} and the host's engine assembled other images"
+    );
+    assert_eq!(layers, host_layers);
+}
+
+/// The fixture's checks on `engine`; returns the first build's image id and layers.
+fn fixture_on(engine: Engine) -> (String, Vec<String>) {
+    use_engine(engine);
     require_engine();
     let base = xtask_json(&["base", "--platform", "linux/amd64", "--json"]);
     let base = base["image"].as_str().unwrap().to_string();
-    let caches = crate::support::run_dir().join("assembled-fixture");
+    let caches = crate::support::run_dir().join(format!("assembled-fixture-{engine:?}"));
     let cache = |name: &str| caches.join(name);
 
     let (system_first, first, first_layers) =
@@ -765,4 +879,5 @@ fn assembled_images_depend_only_on_their_files_and_match_docker_build() {
         })
     };
     assert_eq!(settings(whole), settings(assembled_tag));
+    (first, first_layers)
 }

@@ -44,15 +44,86 @@ pub fn light_docker() -> RwLockReadGuard<'static, ()> {
     ENGINE.read().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Runs `f` with a connection to the engine, made as the tool makes it (API version
-/// negotiated), on a runtime of its own. Fails (never skips) when no engine answers.
+/// The engines the image tests run on: the host's, and the two `scripts/nested-engines.sh`
+/// starts (Debian sid's docker.io, classic store and containerd image store).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The machine's own engine (DOCKER_HOST or the default socket): Docker 20.10 here.
+    Host,
+    /// Docker 28, classic store (as GitHub's ubuntu-24.04 runners).
+    Classic28,
+    /// Docker 28, containerd image store (as Docker 29 on ubuntu-26.04, Docker Desktop).
+    Containerd28,
+}
+
+thread_local! {
+    /// The engine this test thread's helpers use (libtest runs each test on its own thread).
+    static CURRENT: std::cell::Cell<Engine> = const { std::cell::Cell::new(Engine::Host) };
+}
+
+/// Makes this test's helpers ([`on_engine`], the xtask runner) use `engine`; a nested engine
+/// is started first (idempotent). Returns the engine's DOCKER_HOST, `None` for the host's.
+pub fn use_engine(engine: Engine) -> Option<String> {
+    CURRENT.with(|c| c.set(engine));
+    docker_host()
+}
+
+/// The DOCKER_HOST of this thread's engine; `None` for the host's own.
+pub fn docker_host() -> Option<String> {
+    let engine = CURRENT.with(|c| c.get());
+    let hosts = match engine {
+        Engine::Host => return None,
+        _ => nested_engines(),
+    };
+    Some(match engine {
+        Engine::Classic28 => hosts.0.clone(),
+        _ => hosts.1.clone(),
+    })
+}
+
+/// `scripts/nested-engines.sh start`, once per test process: (classic, containerd) hosts.
+fn nested_engines() -> &'static (String, String) {
+    static HOSTS: OnceLock<(String, String)> = OnceLock::new();
+    HOSTS.get_or_init(|| {
+        let out = std::process::Command::new("bash")
+            .arg(repo_root().join("scripts/nested-engines.sh"))
+            .arg("start")
+            .output()
+            .expect("cannot run bash");
+        assert!(
+            out.status.success(),
+            "the nested engines did not start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let value = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{key}=")))
+                .unwrap_or_else(|| panic!("nested-engines.sh printed no {key}: {text}"))
+                .to_string()
+        };
+        (
+            value("XTASK_ENGINE_CLASSIC"),
+            value("XTASK_ENGINE_CONTAINERD"),
+        )
+    })
+}
+
+/// Runs `f` with a connection to this test's engine ([`use_engine`]), made as the tool makes
+/// it (API version negotiated), on a runtime of its own. Fails (never skips) when no engine
+/// answers.
 pub fn on_engine<T, F, Fut>(f: F) -> T
 where
     F: FnOnce(bollard::Docker) -> Fut,
     Fut: Future<Output = T>,
 {
+    let host = docker_host();
     runtime().block_on(async {
-        let docker = engine::connect().await.unwrap_or_else(|err| {
+        let docker = match &host {
+            None => engine::connect().await,
+            Some(host) => engine::connect_to(host).await,
+        }
+        .unwrap_or_else(|err| {
             panic!("these tests need a running Docker engine and none answers: {err:#}")
         });
         f(docker).await

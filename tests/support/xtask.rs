@@ -52,6 +52,10 @@ impl Xtask {
                 cmd.env_remove(&key);
             }
         }
+        // The engine this test runs on (support::docker::use_engine).
+        if let Some(host) = super::docker::docker_host() {
+            cmd.env("DOCKER_HOST", host);
+        }
         Xtask {
             cmd,
             shown: vec!["xtask".into()],

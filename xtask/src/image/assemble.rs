@@ -25,7 +25,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::image::canonicalize::{self, LoadLayer};
-use crate::image::engine;
+use crate::image::engine::{self, EngineInfo};
+use crate::image::identity::ManifestRecords;
 use crate::model::Digest;
 use crate::oci::canonical::{canonical_layer_of_tree, epoch_time, CanonicalLayer};
 use crate::util::{atomic_write, sha256_hex, Progress};
@@ -33,8 +34,11 @@ use crate::util::{atomic_write, sha256_hex, Progress};
 /// The assembled image as loaded: its id and each layer.
 #[derive(Debug)]
 pub struct Canonical {
-    /// `sha256:<hex>` of the canonical config: the engine's id of the loaded image.
+    /// `sha256:<hex>` of the canonical config: the tool's id of the image, on every engine.
     pub image_id: String,
+    /// The engine's id of the loaded image: the config digest on the classic store, the load
+    /// manifest's digest on the containerd store (see [`crate::image::identity`]).
+    pub engine_id: String,
     pub(crate) layers: Vec<CanonicalLayer>,
 }
 
@@ -67,12 +71,24 @@ pub(crate) enum FinalStep {
 /// The Dockerfile's instructions, one per logical line: continuations joined, comments and
 /// blank lines dropped (also inside a continuation, as Docker does).
 fn instructions(dockerfile: &str) -> Vec<String> {
+    numbered_instructions(dockerfile)
+        .into_iter()
+        .map(|(_, i)| i)
+        .collect()
+}
+
+/// [`instructions`], each with the number of the line it starts on (from 1).
+fn numbered_instructions(dockerfile: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     let mut current = String::new();
-    for line in dockerfile.lines() {
+    let mut first_line = 0;
+    for (n, line) in dockerfile.lines().enumerate() {
         let trimmed = line.trim();
         if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
+        }
+        if current.is_empty() {
+            first_line = n + 1;
         }
         match trimmed.strip_suffix('\\') {
             Some(part) => {
@@ -81,15 +97,81 @@ fn instructions(dockerfile: &str) -> Vec<String> {
             }
             None => {
                 current.push_str(trimmed);
-                out.push(std::mem::take(&mut current));
+                out.push((first_line, std::mem::take(&mut current)));
             }
         }
     }
     if !current.trim().is_empty() {
-        out.push(current.trim().to_string());
+        out.push((first_line, current.trim().to_string()));
     }
     out
 }
+
+/// Instructions that only change the image's settings: the classic builder commits them
+/// without running a container or making a layer.
+const SETTINGS_ONLY: &[&str] = &[
+    "ARG",
+    "ENV",
+    "LABEL",
+    "USER",
+    "EXPOSE",
+    "CMD",
+    "ENTRYPOINT",
+    "SHELL",
+    "STOPSIGNAL",
+    "HEALTHCHECK",
+    "ONBUILD",
+    "VOLUME",
+    "MAINTAINER",
+];
+
+/// Refuses a stage that starts from an image the engine only loaded (the base, not an earlier
+/// stage) and makes its first layer with `COPY` or `ADD`, naming the line. The containerd image
+/// store cannot build that on a base of another architecture it never ran (`parent snapshot
+/// … does not exist`, docker.io 28.5.2, docker-engines.md): a `RUN` first unpacks the base.
+/// Refused on every engine, so a layout that builds here builds on every runner. Pure.
+pub(crate) fn check_stage_starts(dockerfile: &str) -> Result<()> {
+    let mut stages: BTreeSet<String> = BTreeSet::new();
+    let mut loaded_base: Option<String> = None;
+    for (line, instruction) in numbered_instructions(dockerfile) {
+        let (word, rest) = keyword(&instruction);
+        if word == "FROM" {
+            let words: Vec<&str> = rest
+                .split_whitespace()
+                .filter(|w| !w.starts_with("--"))
+                .collect();
+            let from = words
+                .first()
+                .map(|w| w.to_ascii_lowercase())
+                .unwrap_or_default();
+            loaded_base =
+                (!stages.contains(&from)).then(|| words.first().unwrap_or(&"").to_string());
+            if let [_, as_, name] = words[..] {
+                if as_.eq_ignore_ascii_case("as") {
+                    stages.insert(name.to_ascii_lowercase());
+                }
+            }
+            continue;
+        }
+        if SETTINGS_ONLY.contains(&word.as_str()) {
+            continue;
+        }
+        if let Some(base) = loaded_base.take() {
+            if word == "COPY" || word == "ADD" {
+                bail!(
+                    "{DOCKERFILE_NAME}:{line}: `{instruction}` is the first step on `{base}`, an \
+                     image the engine loaded and never ran; the containerd image store cannot \
+                     build that for a base of another architecture (`parent snapshot … does not \
+                     exist`): start the stage with a `RUN`"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How the guard's errors name the Dockerfile.
+const DOCKERFILE_NAME: &str = "Dockerfile";
 
 /// The keyword of an instruction, upper case, and the rest.
 fn keyword(instruction: &str) -> (String, &str) {
@@ -358,7 +440,7 @@ pub(crate) fn assembled_config(
     for (key, value) in labels {
         existing.insert(key, Value::String(value));
     }
-    Ok(serde_json::to_vec(&config)?)
+    Ok(crate::oci::canonical::canonical_json(config))
 }
 
 /// What to do when a load fails: a layer file damaged in the cache fails the engine's diff id
@@ -483,6 +565,10 @@ pub(crate) struct Assembly<'a> {
     pub epoch: u64,
     /// This platform's cache directory.
     pub cache_dir: &'a Path,
+    /// The engine, whose store decides how the image is loaded.
+    pub engine: &'a EngineInfo,
+    /// Where the load manifests given to a containerd store are kept.
+    pub records: &'a ManifestRecords,
 }
 
 /// Assembles the final image and loads it as `assembly.tag`.
@@ -585,10 +671,23 @@ pub(crate) async fn assemble(
             file: (!held.contains(&chain)).then_some(file.as_path()),
         })
         .collect();
-    let image_id = match canonicalize::load(docker, assembly.tag, &config, &thin, progress).await {
+    let load = |layers| {
+        canonicalize::load(
+            docker,
+            assembly.engine,
+            assembly.records,
+            assembly.tag,
+            &config,
+            layers,
+            progress,
+        )
+    };
+    let engine_id = match load(&thin).await {
         Ok(id) => id,
         // An image removed since `held_chains` looked (another build's clean-up) takes its
-        // layers with it; the whole archive does not depend on what the engine holds.
+        // layers with it, and the containerd store refuses, or half-loads, an archive without
+        // a layer it holds only compressed; the whole archive does not depend on what the
+        // engine holds.
         Err(err) if thin.iter().any(|l| l.file.is_none()) => {
             progress.step(format!(
                 "loading only the engine's missing layers failed ({err:#}); loading every layer"
@@ -601,7 +700,7 @@ pub(crate) async fn assemble(
                     file: Some(file),
                 })
                 .collect();
-            canonicalize::load(docker, assembly.tag, &config, &full, progress)
+            load(&full)
                 .await
                 .with_context(|| damaged_cache_hint(&cache.dir))?
         }
@@ -611,7 +710,8 @@ pub(crate) async fn assemble(
     cache.prune(&layers, &entries);
     drop(lock);
     Ok(Canonical {
-        image_id: image_id.to_string(),
+        image_id: Digest::of(&config).to_string(),
+        engine_id: engine_id.to_string(),
         layers,
     })
 }
@@ -703,6 +803,24 @@ async fn held_chains(docker: &Docker) -> Result<BTreeSet<Digest>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stage_that_copies_first_onto_a_loaded_base_is_refused_by_its_line() {
+        let copy_first = "ARG BASE_IMAGE\n# tools\nFROM ${BASE_IMAGE} AS stage\nARG X\nCOPY a.txt \\\n  /a\nRUN true\n";
+        let err = check_stage_starts(copy_first).unwrap_err().to_string();
+        assert!(
+            err.starts_with("Dockerfile:5: `COPY a.txt /a` is the first step on `${BASE_IMAGE}`"),
+            "{err}"
+        );
+        let add_first = "FROM --platform=linux/arm64 debian AS stage\nADD x /x\n";
+        assert!(check_stage_starts(add_first)
+            .unwrap_err()
+            .to_string()
+            .starts_with("Dockerfile:2:"));
+        // A RUN first unpacks the base; a stage on an earlier stage starts from a built image.
+        check_stage_starts("FROM ${BASE_IMAGE} AS stage\nRUN true\nCOPY a /a\nFROM stage AS next\nCOPY b /b\nFROM next\nCOPY --from=stage /x/ /\n").unwrap();
+        check_stage_starts(include_str!("../../../Dockerfile")).unwrap();
+    }
 
     fn args() -> BTreeMap<String, String> {
         BTreeMap::from([

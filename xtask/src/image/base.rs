@@ -23,8 +23,11 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
 use crate::flags::BaseArgs;
+use crate::image::canonicalize::{self, LoadLayer};
 use crate::image::engine;
+use crate::image::identity::{self, ManifestRecords};
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
+use crate::oci::canonical::CanonicalLayer;
 use crate::util::{atomic_write, print_json, Progress};
 
 /// Where root filesystems and archives are cached: the state directory `.xtask/base`.
@@ -236,7 +239,8 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
                 plan.image
             ));
             if args.json {
-                print_json(&report(image.id.clone(), false, args.dry_run))?;
+                let id = identity::tool_image_id(&docker, &root, &plan.image, image).await?;
+                print_json(&report(Some(id), false, args.dry_run))?;
             }
             return Ok(ExitCode::SUCCESS);
         }
@@ -270,8 +274,26 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
             plan.rootfs.display()
         ));
     }
-    write_archive(&plan, &progress)?;
-    engine::load_archive(&docker, &plan.archive, &progress).await?;
+    let (config, layer) = write_archive(&plan, &progress)?;
+    // Loaded in the form the engine's store loads, and checked after loading (the config and
+    // the layer): the same as the assembled image's load.
+    let engine_info = engine::engine_info(&docker).await?;
+    let records = ManifestRecords::new(&identity::records_dir(&root));
+    let layers = [LoadLayer {
+        layer: &layer,
+        file: Some(&plan.rootfs),
+    }];
+    canonicalize::load(
+        &docker,
+        &engine_info,
+        &records,
+        &plan.image,
+        &config,
+        &layers,
+        &progress,
+    )
+    .await
+    .with_context(|| format!("cannot load {} into {engine_info}", plan.image))?;
 
     let image = engine::inspect_image(&docker, &plan.image)
         .await?
@@ -289,7 +311,8 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
         image.id.as_deref().unwrap_or("?")
     ));
     if args.json {
-        print_json(&report(image.id.clone(), true, false))?;
+        let id = identity::tool_image_id(&docker, &root, &plan.image, &image).await?;
+        print_json(&report(Some(id), true, false))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -443,7 +466,9 @@ fn created_by(plan: &BasePlan) -> String {
 }
 
 /// Writes the docker-archive next to the rootfs: the rootfs tar is the layer as it is.
-fn write_archive(plan: &BasePlan, progress: &Progress) -> Result<()> {
+/// Writes the docker-archive of the base (kept for people and other tools) and returns its
+/// config and its one layer (the rootfs as mmdebstrap wrote it).
+fn write_archive(plan: &BasePlan, progress: &Progress) -> Result<(Vec<u8>, CanonicalLayer)> {
     progress.step(format!("hashing {}", plan.rootfs.display()));
     let diff_id = sha256_of_file(&plan.rootfs)?;
     // The epoch, not the clock: the same root filesystem gives the same base image id.
@@ -479,7 +504,14 @@ fn write_archive(plan: &BasePlan, progress: &Progress) -> Result<()> {
         plan.platform,
         &diff_id[..12]
     ));
-    Ok(())
+    let layer = CanonicalLayer {
+        diff_id: format!("sha256:{diff_id}").parse()?,
+        size: std::fs::metadata(&plan.rootfs)
+            .with_context(|| format!("cannot read {}", plan.rootfs.display()))?
+            .len(),
+        entries: 0,
+    };
+    Ok((config_json.into_bytes(), layer))
 }
 
 fn append_bytes<W: std::io::Write>(

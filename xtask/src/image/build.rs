@@ -25,16 +25,19 @@ use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures_util::StreamExt;
 
 use crate::flags::BuildArgs;
-use crate::image::assemble::{assemble, final_stage, stage_images, Assembly, Canonical};
+use crate::image::assemble::{
+    assemble, check_stage_starts, final_stage, stage_images, Assembly, Canonical,
+};
 use crate::image::canonicalize::ENGINE_REPOSITORY;
-use crate::image::engine;
+use crate::image::engine::{self, EngineInfo};
+use crate::image::identity::{self, ManifestRecords};
 use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
 use crate::model::build::BuildReport;
 use crate::model::inventory::{Inventory, NodeRuntime};
 use crate::model::package_json::PackageJson;
 use crate::model::Digest;
 use crate::npm::inventory::INVENTORY_PATH;
-use crate::util::{print_json, sha256_hex, Progress};
+use crate::util::{print_json, sha256_hex, state_dir, Progress};
 
 pub(crate) const DOCKERFILE_PATH: &str = "Dockerfile";
 pub(crate) const PACKAGE_JSON_PATH: &str = "template/package.json";
@@ -268,7 +271,10 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     let mut build_args = build_args(&inputs, platform)?;
 
     let docker = engine::connect().await?;
-    let (base_image, base_image_id) = inspect_base(&docker, &args).await?;
+    let engine_info = engine::engine_info(&docker).await?;
+    progress.step(format!("engine: {engine_info}"));
+    let records = ManifestRecords::new(&state_dir(&root, "engine-manifests"));
+    let (base_image, base_image_id) = inspect_base(&docker, &engine_info, &records, &args).await?;
     build_args.insert("BASE_IMAGE".into(), base_image.clone());
 
     let build_id = build_id(&inputs, &build_args, &base_image_id, platform);
@@ -293,15 +299,22 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
 
     let existing = match args.no_cache {
         true => None,
-        false => engine::inspect_image(&docker, &tag).await?,
+        false => identity::inspect(&docker, &engine_info, &tag, &records).await?,
     };
     let engine_tag = format!("{ENGINE_REPOSITORY}:{build_id}");
     let final_stage = final_stage(&String::from_utf8_lossy(&inputs.dockerfile), &build_args)
         .with_context(|| format!("cannot assemble the image {DOCKERFILE_PATH} describes"))?;
     if let Some(existing) = existing {
-        engine::ensure_image_platform(&tag, &existing, platform)?;
-        progress.step(format!("{tag} exists (same inputs); nothing to build"));
-        record_image(&mut report, existing.id, existing.size)?;
+        engine::ensure_image_platform(&tag, &existing.inspect, platform)?;
+        progress.step(format!(
+            "{tag} exists (same inputs) as {}; nothing to build",
+            existing.config_digest
+        ));
+        record_image(
+            &mut report,
+            Some(existing.config_digest.to_string()),
+            existing.inspect.size,
+        )?;
     } else if args.dry_run {
         progress.step(format!(
             "would build the stages up to `{}` as {engine_tag} for {platform} from \
@@ -327,8 +340,12 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
             cache_dir: &crate::image::assemble::cache_dir(&root, platform),
             no_cache: args.no_cache,
             extra_labels: &[(BUILD_ID_LABEL.to_string(), build_id.clone())],
+            engine: &engine_info,
+            records: &records,
         };
-        let canonical = build_assembled(&docker, job, &progress).await?;
+        let canonical = build_assembled(&docker, job, &progress)
+            .await
+            .with_context(|| format!("building {tag} on {engine_info}"))?;
         let image = engine::inspect_image(&docker, &tag)
             .await?
             .with_context(|| format!("the engine has no {tag} after loading it"))?;
@@ -359,14 +376,20 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The base image's reference and the engine's id for it, checked to be for the platform.
-async fn inspect_base(docker: &bollard::Docker, args: &BuildArgs) -> Result<(String, String)> {
+/// The base image's reference and the tool's id for it (its config's digest, on every
+/// engine: the build id and so the image's label depend on it), checked to be for the platform.
+async fn inspect_base(
+    docker: &bollard::Docker,
+    engine: &EngineInfo,
+    records: &ManifestRecords,
+    args: &BuildArgs,
+) -> Result<(String, String)> {
     let platform = args.platform;
     let base_image = args
         .base_image
         .clone()
         .unwrap_or_else(|| crate::image::base::image_ref(DEFAULT_SUITE, platform));
-    let base = engine::inspect_image(docker, &base_image)
+    let base = identity::inspect(docker, engine, &base_image, records)
         .await?
         .with_context(|| {
             format!(
@@ -374,13 +397,9 @@ async fn inspect_base(docker: &bollard::Docker, args: &BuildArgs) -> Result<(Str
                  `cargo xtask base --platform {platform}` (or pass --base-image)"
             )
         })?;
-    engine::ensure_image_platform(&base_image, &base, platform)
+    engine::ensure_image_platform(&base_image, &base.inspect, platform)
         .with_context(|| format!("the base image must be {platform}"))?;
-    let base_image_id = base
-        .id
-        .clone()
-        .context("the engine reports no id for the base image")?;
-    Ok((base_image, base_image_id))
+    Ok((base_image, base.config_digest.to_string()))
 }
 
 /// What one engine build is asked to produce.
@@ -412,6 +431,10 @@ pub struct AssembledBuild<'a> {
     pub no_cache: bool,
     /// Labels added after the final stage's own.
     pub extra_labels: &'a [(String, String)],
+    /// The engine, whose store decides how the image is loaded.
+    pub engine: &'a EngineInfo,
+    /// Where the load manifests given to a containerd store are kept.
+    pub records: &'a ManifestRecords,
 }
 
 /// Has the engine build the stages up to the final stage's `FROM`, then assembles the final
@@ -423,6 +446,7 @@ pub async fn build_assembled(
 ) -> Result<Canonical> {
     let final_stage = final_stage(job.dockerfile, job.build_args)
         .with_context(|| format!("cannot assemble the image {DOCKERFILE_PATH} describes"))?;
+    check_stage_starts(job.dockerfile)?;
     let engine_args: BTreeMap<String, String> = job
         .build_args
         .iter()
@@ -465,11 +489,13 @@ pub async fn build_assembled(
         tag: job.tag,
         epoch: job.epoch,
         cache_dir: job.cache_dir,
+        engine: job.engine,
+        records: job.records,
     };
     assemble(docker, &assembly, progress).await
 }
 
-/// The engine's id and size of the report's image.
+/// The tool's id (the canonical config's digest) and size of the report's image.
 fn record_image(report: &mut BuildReport, id: Option<String>, size: Option<i64>) -> Result<()> {
     report.image_id = id
         .as_deref()

@@ -11,10 +11,11 @@ use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use bollard::Docker;
 
-use crate::image::engine;
+use crate::image::engine::{self, EngineInfo, ImageStore};
+use crate::image::identity::{self, ManifestRecords};
 use crate::model::Digest;
 use crate::oci::archive::SavedArchive;
 use crate::oci::canonical::{canonical_config, canonical_layer, CanonicalLayer};
@@ -52,38 +53,57 @@ pub(crate) struct LoadLayer<'a> {
     pub file: Option<&'a Path>,
 }
 
-/// Loads the image of `config` and `layers` into the engine as `tag` and checks that the
-/// engine's id for it is the config's digest.
+/// Loads the image of `config` and `layers` into the engine as `tag`, in the form its store
+/// loads (a docker-archive on the classic store, an OCI layout on the containerd store, whose
+/// manifest is kept in `records`), and checks what it loaded: the engine's id (the config's
+/// digest, or the load manifest's) and every diff id. Returns the engine's id.
 pub(crate) async fn load(
     docker: &Docker,
+    engine: &EngineInfo,
+    records: &ManifestRecords,
     tag: &str,
     config: &[u8],
     layers: &[LoadLayer<'_>],
     progress: &Progress,
 ) -> Result<Digest> {
-    let image_id = Digest::of(config);
+    let canonical: Vec<CanonicalLayer> = layers.iter().map(|l| l.layer.clone()).collect();
+    let expected_id = identity::expected_engine_id(engine.store, config, &canonical);
     let sent: u64 = layers
         .iter()
         .filter(|l| l.file.is_some())
         .map(|l| l.layer.size)
         .sum();
     progress.step(format!(
-        "loading {tag} ({image_id}) into the engine: {} of {} layers, {:.0} MB",
+        "loading {tag} ({}) into {engine}: {} of {} layers, {:.0} MB",
+        Digest::of(config),
         layers.iter().filter(|l| l.file.is_some()).count(),
         layers.len(),
         sent as f64 / 1e6
     ));
+    let manifest = match engine.store {
+        ImageStore::Classic => None,
+        ImageStore::Containerd => {
+            let manifest = identity::load_manifest(config, &canonical);
+            records.keep(&manifest)?;
+            Some(manifest)
+        }
+    };
     // The archive to load is made on the fly from the layer files: no second copy on disk.
     let (to_engine, from_writer) = tokio::io::duplex(1 << 20);
     let tag_owned = tag.to_string();
     let config_owned = config.to_vec();
-    let files: Vec<(Option<PathBuf>, u64)> = layers
+    let files: Vec<(Option<PathBuf>, CanonicalLayer)> = layers
         .iter()
-        .map(|l| (l.file.map(Path::to_path_buf), l.layer.size))
+        .map(|l| (l.file.map(Path::to_path_buf), l.layer.clone()))
         .collect();
     let writing = tokio::task::spawn_blocking(move || {
         let mut out = tokio_util::io::SyncIoBridge::new(to_engine);
-        write_load_archive(&config_owned, &files, &tag_owned, &mut out)?;
+        match &manifest {
+            None => write_load_archive(&config_owned, &files, &tag_owned, &mut out)?,
+            Some(manifest) => {
+                write_oci_layout(&config_owned, manifest, &files, &tag_owned, &mut out)?
+            }
+        }
         out.shutdown()?;
         Ok::<_, anyhow::Error>(())
     });
@@ -93,23 +113,21 @@ pub(crate) async fn load(
     writing
         .await
         .context("the archive-writing thread panicked")??;
-    loaded?;
+    loaded.with_context(|| format!("on {engine}"))?;
     let loaded = engine::inspect_image(docker, tag)
         .await?
-        .with_context(|| format!("the engine loaded the archive of {tag} but has no {tag}"))?;
-    let loaded_id: Digest = loaded
-        .id
-        .as_deref()
-        .unwrap_or_default()
-        .parse()
-        .with_context(|| format!("the engine's id of {tag} is not a sha256 digest"))?;
-    if loaded_id != image_id {
-        bail!(
-            "the engine loaded {tag} as {loaded_id}, not as {image_id} (the canonical config's \
-             digest); an engine that rewrites configs on load cannot give reproducible images"
-        );
-    }
-    Ok(image_id)
+        .with_context(|| format!("{engine} loaded the archive of {tag} but has no {tag}"))?;
+    let diff_ids: Vec<Digest> = canonical.iter().map(|l| l.diff_id.clone()).collect();
+    let loaded_layers = loaded.root_fs.and_then(|r| r.layers).unwrap_or_default();
+    identity::check_loaded(
+        tag,
+        engine,
+        &expected_id,
+        &diff_ids,
+        loaded.id.as_deref(),
+        &loaded_layers,
+    )?;
+    Ok(expected_id)
 }
 
 /// A canonical image on disk: its config and layer files, in the image's order.
@@ -154,7 +172,7 @@ pub(crate) fn write_layers(
 /// layer without a file is named in the manifest but not sent (see [`LoadLayer`]).
 fn write_load_archive(
     config: &[u8],
-    layers: &[(Option<PathBuf>, u64)],
+    layers: &[(Option<PathBuf>, CanonicalLayer)],
     tag: &str,
     out: &mut impl Write,
 ) -> Result<()> {
@@ -170,14 +188,58 @@ fn write_load_archive(
     }]))?;
     append(&mut tar, "manifest.json", &manifest)?;
     append(&mut tar, &config_name, config)?;
-    for ((path, size), name) in layers.iter().zip(&layer_names) {
+    for ((path, layer), name) in layers.iter().zip(&layer_names) {
         let Some(path) = path else { continue };
         let mut header = tar::Header::new_gnu();
-        header.set_size(*size);
+        header.set_size(layer.size);
         header.set_mode(0o644);
         let file =
             std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
         tar.append_data(&mut header, name, file)
+            .with_context(|| format!("cannot send {} to the engine", path.display()))?;
+    }
+    tar.finish()?;
+    Ok(())
+}
+
+/// Writes the OCI image layout of `manifest` (over `config` and the layers, uncompressed),
+/// tagged `tag`, into `out`: what the containerd image store loads. A layer without a file is
+/// named in the manifest but not sent; the store then uses its own blob of that digest.
+fn write_oci_layout(
+    config: &[u8],
+    manifest: &[u8],
+    layers: &[(Option<PathBuf>, CanonicalLayer)],
+    tag: &str,
+    out: &mut impl Write,
+) -> Result<()> {
+    let mut tar = tar::Builder::new(out);
+    let index = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": crate::oci::index::OCI_INDEX,
+        "manifests": [{
+            "mediaType": crate::oci::index::OCI_MANIFEST,
+            "digest": Digest::of(manifest).as_str(),
+            "size": manifest.len(),
+            // As the containerd store's own `docker save` names an image (moby 28.5.2).
+            "annotations": {
+                "io.containerd.image.name": identity::full_image_name(tag),
+                "org.opencontainers.image.ref.name": tag.rsplit_once(':').map_or("latest", |(_, t)| t),
+            },
+        }],
+    }))?;
+    append(&mut tar, "oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#)?;
+    append(&mut tar, "index.json", &index)?;
+    let blob = |digest: &Digest| format!("blobs/sha256/{}", digest.hex());
+    append(&mut tar, &blob(&Digest::of(manifest)), manifest)?;
+    append(&mut tar, &blob(&Digest::of(config)), config)?;
+    for (path, layer) in layers {
+        let Some(path) = path else { continue };
+        let mut header = tar::Header::new_gnu();
+        header.set_size(layer.size);
+        header.set_mode(0o644);
+        let file =
+            std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+        tar.append_data(&mut header, blob(&layer.diff_id), file)
             .with_context(|| format!("cannot send {} to the engine", path.display()))?;
     }
     tar.finish()?;

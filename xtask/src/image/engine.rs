@@ -48,6 +48,78 @@ pub async fn connect() -> Result<Docker> {
     Ok(docker)
 }
 
+/// Where an engine keeps images, which decides what its image ids are and what it loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ImageStore {
+    /// The graph-driver store (overlay2): an image's id is its config's digest; a
+    /// `docker load` may omit layers the engine holds.
+    Classic,
+    /// The containerd image store (`features.containerd-snapshotter`, the default of Docker 29
+    /// and Docker Desktop): an image's id is its manifest's digest; a docker-archive that omits
+    /// a layer is refused.
+    Containerd,
+}
+
+/// The engine as `/info` describes it: what every engine error names.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct EngineInfo {
+    pub version: String,
+    pub driver: String,
+    pub store: ImageStore,
+}
+
+impl std::fmt::Display for EngineInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let store = match self.store {
+            ImageStore::Classic => "classic image store",
+            ImageStore::Containerd => "containerd image store",
+        };
+        write!(f, "Docker {} ({store}, {})", self.version, self.driver)
+    }
+}
+
+/// The store of an engine whose `/info` reports `driver_status`: moby's containerd image
+/// service reports `["driver-type", "io.containerd.snapshotter.v1"]` there
+/// (daemon/containerd/service.go, moby 24 to 29), the graph drivers their own keys. Pure.
+pub fn image_store(driver_status: &[Vec<String>]) -> ImageStore {
+    let containerd = driver_status.iter().any(|pair| {
+        pair.first().map(String::as_str) == Some("driver-type")
+            && pair
+                .get(1)
+                .is_some_and(|v| v.starts_with("io.containerd.snapshotter"))
+    });
+    match containerd {
+        true => ImageStore::Containerd,
+        false => ImageStore::Classic,
+    }
+}
+
+/// Reads the engine's version and image store from `/info`.
+pub async fn engine_info(docker: &Docker) -> Result<EngineInfo> {
+    let info = docker
+        .info()
+        .await
+        .context("the Docker engine does not answer /info")?;
+    Ok(EngineInfo {
+        version: info.server_version.unwrap_or_else(|| "?".into()),
+        driver: info.driver.unwrap_or_else(|| "?".into()),
+        store: image_store(&info.driver_status.unwrap_or_default()),
+    })
+}
+
+/// Connects to the engine at `host` (`unix:///…`, as DOCKER_HOST takes it), negotiated as
+/// [`connect`] does: for callers that talk to several engines (the tests of every engine).
+pub async fn connect_to(host: &str) -> Result<Docker> {
+    let path = host.strip_prefix("unix://").unwrap_or(host);
+    let docker = Docker::connect_with_unix(path, 900, bollard::API_DEFAULT_VERSION)
+        .with_context(|| format!("cannot connect to the Docker engine at {host}"))?;
+    docker
+        .negotiate_version()
+        .await
+        .with_context(|| format!("the Docker engine at {host} does not answer"))
+}
+
 /// A fresh id for one command run, used as the value of [`RUN_LABEL`].
 pub fn new_run_id(command: &str) -> String {
     let nanos = std::time::SystemTime::now()
@@ -498,32 +570,6 @@ pub(crate) async fn read_image_tree<T: Send + 'static>(
 // The one stream bridge lives with the HTTP policy; the export stream uses it too.
 pub(crate) use crate::http::blocking_reader;
 
-/// Loads a `docker save`-shaped archive from disk into the engine (`docker load`), passing the
-/// engine's progress lines on.
-pub(crate) async fn load_archive(
-    docker: &Docker,
-    archive: &std::path::Path,
-    progress: &crate::util::Progress,
-) -> Result<()> {
-    use tokio::io::AsyncReadExt;
-    progress.step(format!("loading {} into the engine", archive.display()));
-    let file = tokio::fs::File::open(archive)
-        .await
-        .with_context(|| format!("cannot read {}", archive.display()))?;
-    let chunks = futures_util::stream::unfold(file, |mut file| async move {
-        let mut buf = vec![0u8; 1 << 20];
-        match file.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok::<Bytes, std::io::Error>(Bytes::from(buf)), file))
-            }
-            Err(err) => Some((Err(err), file)),
-        }
-    });
-    load_stream(docker, chunks, &archive.display().to_string(), progress).await
-}
-
 /// Loads a `docker save`-shaped archive arriving as `chunks` (`docker load`); `what` names it
 /// in errors.
 pub(crate) async fn load_stream(
@@ -569,6 +615,35 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(out.combined(), "\n(timed out)");
+    }
+
+    /// `/info`'s `DriverStatus` as docker.io 28.5.2 reports it, classic and containerd store
+    /// (scripts/nested-engines.sh start prints both).
+    #[test]
+    fn the_store_is_read_from_the_driver_status() {
+        let pairs = |v: &[[&str; 2]]| -> Vec<Vec<String>> {
+            v.iter()
+                .map(|p| p.iter().map(|s| s.to_string()).collect())
+                .collect()
+        };
+        let classic = pairs(&[
+            ["Backing Filesystem", "extfs"],
+            ["Supports d_type", "true"],
+            ["Native Overlay Diff", "true"],
+        ]);
+        let containerd = pairs(&[["driver-type", "io.containerd.snapshotter.v1"]]);
+        assert_eq!(image_store(&classic), ImageStore::Classic);
+        assert_eq!(image_store(&[]), ImageStore::Classic);
+        assert_eq!(image_store(&containerd), ImageStore::Containerd);
+        let info = EngineInfo {
+            version: "28.5.2".into(),
+            driver: "overlayfs".into(),
+            store: ImageStore::Containerd,
+        };
+        assert_eq!(
+            info.to_string(),
+            "Docker 28.5.2 (containerd image store, overlayfs)"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod base;
 pub mod build;
 pub mod canonicalize;
 pub mod engine;
+pub mod identity;
 pub mod sbom;
 pub mod seccomp;
 pub mod smoke;

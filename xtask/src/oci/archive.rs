@@ -21,6 +21,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::model::Digest;
 use crate::oci::blob_upload::{CountingReader, TransferProgress};
+use crate::oci::canonical::Compression;
 use crate::oci::index::{OCI_CONFIG, OCI_LAYER_GZIP, OCI_LAYER_ZSTD};
 
 /// A content-addressed blob on local disk, ready to upload.
@@ -95,12 +96,10 @@ fn store_layer(mut source: impl Read, path: PathBuf) -> Result<Blob> {
         filled += n;
     }
     let head = &magic[..filled];
-    let media_type = if head.starts_with(&[0x1f, 0x8b]) {
-        Some(OCI_LAYER_GZIP)
-    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Some(OCI_LAYER_ZSTD)
-    } else {
-        None
+    let media_type = match Compression::of(head) {
+        Compression::Gzip => Some(OCI_LAYER_GZIP),
+        Compression::Zstd => Some(OCI_LAYER_ZSTD),
+        Compression::None => None,
     };
     let mut source = io::Cursor::new(head.to_vec()).chain(source);
     let file = std::fs::File::create(&path)

@@ -18,7 +18,7 @@
 //! build's container, parent image and engine version go.
 
 use std::ffi::OsStr;
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 
 use anyhow::{bail, Context, Result};
@@ -56,14 +56,61 @@ fn pax_record(key: &str, value: &[u8]) -> Vec<u8> {
     record
 }
 
-/// Rewrites the layer tar `input` into `output` in canonical form (module docs), with times
-/// clamped to `epoch` (seconds since 1970, UTC).
+/// Rewrites the layer `input` into `output` in canonical form (module docs), with times
+/// clamped to `epoch` (seconds since 1970, UTC). `input` is a tar or a gzip-compressed tar,
+/// told apart by its first bytes: `docker save` on the containerd image store exports the
+/// layers it built or imported gzip-compressed and the ones it loaded plain, in one export,
+/// under names that say neither.
 pub(crate) fn canonical_layer(
     input: impl Read,
     output: impl Write,
     epoch: u64,
 ) -> Result<CanonicalLayer> {
-    rewrite(input, output, epoch, None)
+    let mut input = std::io::BufReader::with_capacity(1 << 20, input);
+    match Compression::of(input.fill_buf().context("cannot read the layer")?) {
+        Compression::None => rewrite(input, output, epoch, None),
+        Compression::Gzip => rewrite(
+            flate2::bufread::MultiGzDecoder::new(input),
+            output,
+            epoch,
+            None,
+        )
+        .context("the layer is gzip-compressed: it was decompressed on the way"),
+        Compression::Zstd => bail!(
+            "the layer is zstd-compressed, which the tool does not decompress; set the engine to \
+             store layers uncompressed or gzip-compressed (the containerd image store's default)"
+        ),
+    }
+}
+
+/// How a layer blob is compressed, by its magic number (RFC 1952 gzip, RFC 8878 zstd frame).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Compression {
+    None,
+    Gzip,
+    Zstd,
+}
+
+impl Compression {
+    pub(crate) fn of(head: &[u8]) -> Compression {
+        if head.starts_with(&[0x1f, 0x8b]) {
+            Compression::Gzip
+        } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+            Compression::Zstd
+        } else {
+            Compression::None
+        }
+    }
+}
+
+/// The mode a canonical header carries: the permission bits (with setuid, setgid and sticky),
+/// never the file-type bits. Docker 20.10's `pkg/archive` wrote Go's `FileInfoHeader` modes
+/// (`0040755` for a directory, `0100644` for a file) in layer diffs and in the archive API;
+/// moby 24 (commit cddaa84) strips them, as GNU tar, mmdebstrap and containerd do and as
+/// POSIX ustar defines the field (the type is the type flag's). Permission bits only is the
+/// form every current engine already writes, so 28 and 29 layers pass through unchanged.
+fn canonical_mode(mode: u32) -> u32 {
+    mode & 0o7777
 }
 
 /// Like [`canonical_layer`], for a directory tree as the engine's archive API sends it (`docker
@@ -137,7 +184,9 @@ fn rewrite(
         let kind = source.entry_type();
         let mut header = tar::Header::new_gnu();
         header.set_entry_type(kind);
-        header.set_mode(source.mode().with_context(|| format!("{shown}: no mode"))?);
+        header.set_mode(canonical_mode(
+            source.mode().with_context(|| format!("{shown}: no mode"))?,
+        ));
         header.set_uid(source.uid().with_context(|| format!("{shown}: no uid"))?);
         header.set_gid(source.gid().with_context(|| format!("{shown}: no gid"))?);
         let mtime = source
@@ -227,14 +276,21 @@ pub(crate) fn canonical_config(config: &[u8], diff_ids: &[Digest], epoch: u64) -
         object.remove(build_only);
     }
     object.insert("created".into(), time.clone());
+    object.retain(|_, v| !v.is_null());
     if let Some(settings) = object.get_mut("config").and_then(Value::as_object_mut) {
-        // The parent image of the last step: an id of the engine's, different every build.
+        // The parent image of the last step: an id of the engine's, different every build;
+        // the hostname: the build container's.
         settings.remove("Image");
-        settings.insert("Hostname".into(), Value::String(String::new()));
+        settings.remove("Hostname");
+        // Docker 20.10 and 28's classic store write every setting, unset ones as null, "",
+        // false or []; the containerd store writes only the ones that are set. Unset is
+        // unset: only set ones stay.
+        settings.retain(|_, v| !is_unset(v));
     }
     if let Some(history) = object.get_mut("history").and_then(Value::as_array_mut) {
         for step in history.iter_mut().filter_map(Value::as_object_mut) {
             step.insert("created".into(), time.clone());
+            step.retain(|_, v| !is_unset(v));
         }
     }
     let rootfs = object
@@ -260,7 +316,40 @@ pub(crate) fn canonical_config(config: &[u8], diff_ids: &[Digest], epoch: u64) -
                 .collect(),
         ),
     );
-    Ok(serde_json::to_vec(&config)?)
+    Ok(canonical_json(config))
+}
+
+/// An unset setting as an engine writes one: null, false, "", [] or {}.
+fn is_unset(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::Number(_) => false,
+    }
+}
+
+/// `value` as JSON with every object's keys sorted: engines write a config's keys in their
+/// own orders (Go struct order differs between moby's classic and containerd image types).
+pub(crate) fn canonical_json(mut value: Value) -> Vec<u8> {
+    fn sort(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                let mut entries: Vec<(String, Value)> = std::mem::take(map).into_iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                for (key, mut v) in entries {
+                    sort(&mut v);
+                    map.insert(key, v);
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(sort),
+            _ => {}
+        }
+    }
+    sort(&mut value);
+    serde_json::to_vec(&value).expect("JSON values serialize")
 }
 
 #[cfg(test)]
@@ -289,8 +378,28 @@ mod tests {
         }
     }
 
-    /// A layer tar as an engine might write it: ustar headers, PAX for attributes and times.
+    /// A layer tar as an engine might write it: ustar headers, PAX for attributes and times,
+    /// modes with permission bits only (moby >= 24, containerd, GNU tar).
     fn layer(files: &[File]) -> Vec<u8> {
+        layer_with_modes(files, false)
+    }
+
+    /// The file-type bits Go's `archive/tar.FileInfoHeader` adds to a mode (`c_ISDIR` and so
+    /// on), which Docker 20.10's `pkg/archive` kept in every header (moby commit cddaa84, in
+    /// 24.0, strips them). A hard link carries its target's: a regular file's here.
+    fn go_type_bits(kind: tar::EntryType) -> u32 {
+        match kind {
+            tar::EntryType::Directory => 0o040000,
+            tar::EntryType::Symlink => 0o120000,
+            tar::EntryType::Char => 0o020000,
+            tar::EntryType::Block => 0o060000,
+            tar::EntryType::Fifo => 0o010000,
+            _ => 0o100000,
+        }
+    }
+
+    /// `layer`, with Docker 20.10's modes when `type_bits` (see [`go_type_bits`]).
+    fn layer_with_modes(files: &[File], type_bits: bool) -> Vec<u8> {
         let mut builder = tar::Builder::new(Vec::new());
         for f in files {
             let mut records = Vec::new();
@@ -307,7 +416,8 @@ mod tests {
             builder.append(&pax, records.as_slice()).unwrap();
             let mut h = tar::Header::new_ustar();
             h.set_entry_type(f.kind);
-            h.set_mode(if f.kind.is_dir() { 0o755 } else { 0o4755 });
+            let permissions = if f.kind.is_dir() { 0o755 } else { 0o4755 };
+            h.set_mode(permissions | if type_bits { go_type_bits(f.kind) } else { 0 });
             h.set_uid(0);
             h.set_gid(0);
             h.set_username(f.uname).unwrap();
@@ -341,10 +451,16 @@ mod tests {
     /// `sample`'s files below `prefix` (empty, or a directory name and `/`), hard-link targets
     /// too, as the archive API names them.
     fn sample_at(prefix: &str, build_time: u64, uname: &'static str) -> Vec<u8> {
-        let long = format!("{prefix}opt/coding-agents/node_modules/@anthropic-ai/claude-code/vendor/ripgrep/x64-linux/a-rather-long-file-name-beyond-one-hundred-bytes");
+        layer(&sample_files(prefix, build_time, uname))
+    }
+
+    fn sample_files(prefix: &str, build_time: u64, uname: &'static str) -> Vec<File<'static>> {
+        // Leaked: a test's few strings, so the files can outlive this function.
+        let prefix: &'static str = prefix.to_string().leak();
+        let long: &'static str = format!("{prefix}opt/coding-agents/node_modules/@anthropic-ai/claude-code/vendor/ripgrep/x64-linux/a-rather-long-file-name-beyond-one-hundred-bytes").leak();
         let [opt, old, ping, hard, sym] =
             ["opt/", "opt/old", "usr/bin/ping", "opt/hard", "opt/sym"]
-                .map(|p| format!("{prefix}{p}"));
+                .map(|p| &*format!("{prefix}{p}").leak());
         let mut files = Vec::new();
         if !prefix.is_empty() {
             files.push(File {
@@ -355,27 +471,27 @@ mod tests {
         files.extend([
             File {
                 kind: tar::EntryType::Directory,
-                ..file(&opt, b"", build_time)
+                ..file(opt, b"", build_time)
             },
-            file(&old, b"from a package", 1_000_000),
+            file(old, b"from a package", 1_000_000),
             File {
                 xattrs: vec![("SCHILY.xattr.security.capability", b"\x01\x00\x00\x02")],
                 uname,
-                ..file(&ping, b"ELF", build_time)
+                ..file(ping, b"ELF", build_time)
             },
-            file(&long, b"long", build_time),
+            file(long, b"long", build_time),
             File {
                 kind: tar::EntryType::Link,
-                link: Some(&long),
-                ..file(&hard, b"", build_time)
+                link: Some(long),
+                ..file(hard, b"", build_time)
             },
             File {
                 kind: tar::EntryType::Symlink,
                 link: Some("../old"),
-                ..file(&sym, b"", build_time)
+                ..file(sym, b"", build_time)
             },
         ]);
-        layer(&files)
+        files
     }
 
     #[test]
@@ -493,7 +609,7 @@ mod tests {
     fn engine_config(created: &str, container: &str) -> Vec<u8> {
         serde_json::to_vec(&serde_json::json!({
             "architecture": "amd64",
-            "config": {"Hostname": "", "Env": ["A=1"], "Image": format!("sha256:{container}"), "Labels": {"x": "y"}},
+            "config": {"Hostname": "", "Domainname": "", "User": "", "AttachStdin": false, "Tty": false, "Env": ["A=1"], "Cmd": null, "Image": format!("sha256:{container}"), "Volumes": null, "WorkingDir": "", "Entrypoint": null, "OnBuild": null, "Labels": {"x": "y"}},
             "container": container,
             "container_config": {"Hostname": &container[..12]},
             "created": created,
@@ -535,6 +651,40 @@ mod tests {
         assert_eq!(v["rootfs"]["diff_ids"][0], ids[0].to_string());
     }
 
+    /// The system stage's config as Docker 28.5.2's containerd store builds it: only set
+    /// settings, its own key order, no build-only fields (docker-engines.md).
+    fn containerd_config(created: &str) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({
+            "os": "linux",
+            "architecture": "amd64",
+            "rootfs": {"diff_ids": ["sha256:aa"], "type": "layers"},
+            "history": [
+                {"created_by": "/bin/sh -c x", "created": created},
+                {"created_by": "ENV A=1", "empty_layer": true, "created": created}
+            ],
+            "created": created,
+            "config": {"Labels": {"x": "y"}, "Env": ["A=1"]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_containerd_stores_config_and_the_classic_stores_give_one_config() {
+        let ids = [Digest::of(b"layer")];
+        let classic = canonical_config(
+            &engine_config("2026-11-30T19:34:11.1Z", &"a".repeat(64)),
+            &ids,
+            EPOCH,
+        )
+        .unwrap();
+        let containerd =
+            canonical_config(&containerd_config("2026-12-01T20:00:00Z"), &ids, EPOCH).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&classic),
+            String::from_utf8_lossy(&containerd)
+        );
+    }
+
     #[test]
     fn a_config_for_another_number_of_layers_is_refused() {
         let err = canonical_config(&engine_config("t", &"a".repeat(64)), &[], EPOCH)
@@ -569,5 +719,68 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("outside the tree cod"), "{err}");
+    }
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(bytes).unwrap();
+        gz.finish().unwrap()
+    }
+
+    /// The containerd image store's `docker save` holds built and imported layers as gzip
+    /// blobs and loaded ones as plain tars, in one export (docker-engines.md, probed on
+    /// docker.io 28.5.2): both give the same canonical layer.
+    #[test]
+    fn a_gzip_layer_gives_the_canonical_layer_of_its_tar() {
+        let tar = sample(EPOCH + 9, "root");
+        let (plain, plain_layer) = canonical(&tar, EPOCH);
+        let (unzipped, unzipped_layer) = canonical(&gzip(&tar), EPOCH);
+        assert_eq!(unzipped, plain);
+        assert_eq!(unzipped_layer, plain_layer);
+    }
+
+    #[test]
+    fn a_zstd_layer_is_refused_by_name_and_a_damaged_gzip_layer_says_so() {
+        let mut zstd = vec![0x28, 0xb5, 0x2f, 0xfd];
+        zstd.extend_from_slice(&[0; 64]);
+        let err = format!(
+            "{:#}",
+            canonical_layer(zstd.as_slice(), &mut Vec::new(), EPOCH).unwrap_err()
+        );
+        assert!(err.contains("zstd"), "{err}");
+        let mut damaged = gzip(&sample(EPOCH, "root"));
+        damaged.truncate(damaged.len() / 2);
+        let err = format!(
+            "{:#}",
+            canonical_layer(damaged.as_slice(), &mut Vec::new(), EPOCH).unwrap_err()
+        );
+        assert!(err.contains("gzip"), "{err}");
+    }
+
+    /// Docker 20.10's archive API and layer diffs write `0040755` where moby >= 24 writes
+    /// `0000755` for the same directory: the canonical layer is the same for both.
+    #[test]
+    fn modes_with_file_type_bits_give_the_layer_of_permission_bits_only() {
+        let files = sample_files("", EPOCH + 12, "root");
+        let (with_type_bits, _) = canonical(&layer_with_modes(&files, true), EPOCH);
+        let (permissions_only, _) = canonical(&layer_with_modes(&files, false), EPOCH);
+        assert_eq!(with_type_bits, permissions_only);
+        let mut archive = tar::Archive::new(with_type_bits.as_slice());
+        let modes: Vec<(String, u32)> = archive
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.path().unwrap().to_string_lossy().into_owned(),
+                    e.header().mode().unwrap(),
+                )
+            })
+            .collect();
+        assert!(modes.contains(&("opt/".to_string(), 0o755)), "{modes:?}");
+        assert!(
+            modes.contains(&("usr/bin/ping".to_string(), 0o4755)),
+            "setuid stays: {modes:?}"
+        );
     }
 }

@@ -101,10 +101,14 @@ async fn push_image(
     let inspect = docker.inspect_image(image).await.with_context(|| {
         format!("image `{image}` for {platform} is not in the local engine; build it first")
     })?;
-    let image_id = inspect
+    // The engine's handle exports the image; the tool's id (the config digest) is what the
+    // read-back compares, on every store.
+    let handle = inspect
         .id
         .clone()
         .with_context(|| format!("the engine reports no id for `{image}`"))?;
+    let image_id =
+        crate::image::identity::tool_image_id(docker, &repo_root(), image, &inspect).await?;
     let (os, arch) = (
         inspect.os.clone().unwrap_or_default(),
         inspect.architecture.clone().unwrap_or_default(),
@@ -147,7 +151,7 @@ async fn push_image(
         .prefix("xtask-publish-")
         .tempdir()
         .context("cannot create a temporary directory for the image's blobs")?;
-    let archive = crate::image::engine::blocking_reader(docker.export_image(&image_id));
+    let archive = crate::image::engine::blocking_reader(docker.export_image(&handle));
     let dir_path = dir.path().to_path_buf();
     let (ready_tx, mut ready) = tokio::sync::mpsc::unbounded_channel::<Blob>();
     let preparing = tokio::task::spawn_blocking(move || {

@@ -53,7 +53,7 @@ pub async fn run(args: SbomArgs) -> Result<ExitCode> {
 
     let docker = engine::connect().await?;
     let image = &args.image;
-    let (image_id, created) = inspect_image(&docker, &args).await?;
+    let (image_id, created) = inspect_image(&docker, &root, &args).await?;
     let contents = ImageContents::read(&docker, image, &lockfile, args.platform).await?;
 
     let doc = document(&SbomInput {
@@ -101,16 +101,18 @@ pub async fn run(args: SbomArgs) -> Result<ExitCode> {
 
 /// The image's id and the SBOM's creation time (`--now`, else the image's), checked to be for
 /// the platform.
-async fn inspect_image(docker: &bollard::Docker, args: &SbomArgs) -> Result<(String, String)> {
+async fn inspect_image(
+    docker: &bollard::Docker,
+    root: &std::path::Path,
+    args: &SbomArgs,
+) -> Result<(String, String)> {
     let image = &args.image;
     let inspect = engine::inspect_image(docker, image)
         .await?
         .with_context(|| format!("the image {image} is not in the Docker engine; build it first (`cargo xtask build --platform {}`)", args.platform))?;
     engine::ensure_image_platform(image, &inspect, args.platform)?;
-    let image_id = inspect
-        .id
-        .clone()
-        .with_context(|| format!("the engine reports no id for {image}"))?;
+    // The tool's id of the image (its config digest), not the engine's handle for it.
+    let image_id = crate::image::identity::tool_image_id(docker, root, image, &inspect).await?;
     let created = match (&args.now, &inspect.created) {
         (Some(now), _) => crate::util::now_or(Some(now))?,
         (None, Some(created)) => chrono::DateTime::parse_from_rfc3339(created)

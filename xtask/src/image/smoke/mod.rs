@@ -209,7 +209,7 @@ pub(crate) async fn smoke(
 
     Ok(SmokeReport {
         image: image.to_string(),
-        image_id: inspect.id.clone(),
+        image_id: Some(crate::image::identity::tool_image_id(docker, root, image, &inspect).await?),
         platform: engine::image_platform(&inspect),
         emulated,
         passed: !checks.is_empty() && checks.iter().all(|c| c.passed),
