@@ -4,12 +4,23 @@
 # Docker ones included. The fast unit tests alone: `cargo test -p xtask --lib`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+stamp() { printf '%(%H:%M:%S)T test.sh: %s\n' -1 "$*"; }
+stamp "setting up the host"
 
 bash scripts/setup-host.sh
 # The workflow replay tests run steps as the non-root runner user, as GitHub does.
 bash scripts/setup-runner-user.sh
+# Docker 28 twice, as nested engines (classic store and containerd image store): the image
+# tests run on them too (tests/it/image.rs).
+bash scripts/nested-engines.sh start >/dev/null
+stamp "checks and tests"
 cargo fmt --all --check
 bash scripts/lint-workflows.sh
 # Two threads: the unit tests, then the end-to-end tests (one binary, tests/it/); in that binary,
 # tests/it/main.rs says which tests run side by side (heavy Docker tests run alone).
-cargo test --workspace --locked --no-fail-fast -- --test-threads=2
+# Every line stamped with the time it was printed: libtest prints a test's name when it ends, so
+# the stamps tell what each test cost (heavy ones run one at a time) when a run is too slow.
+started=$SECONDS
+cargo test --workspace --locked --no-fail-fast -- --test-threads=2 2>&1 |
+  while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done
+echo "test.sh: cargo test took $(((SECONDS - started) / 60)) min $(((SECONDS - started) % 60)) s"
