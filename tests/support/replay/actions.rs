@@ -602,6 +602,17 @@ fn cache_restore(
     std::fs::create_dir_all(&store)?;
     let exact = entry_dir(&store, &key, &version);
     let mut found = exact.is_dir().then(|| (exact.clone(), key.clone()));
+    // Not actions/cache: the harness's shortcut (Replay::arm64_legs_restore_the_x64_cache).
+    if found.is_none() && leg.env.run.replay.arm64_cache_from_x64 && key.contains("-ARM64-") {
+        let twin = entry_dir(&store, &key.replace("-ARM64-", "-X64-"), &version);
+        if twin.is_dir() {
+            writeln!(
+                logf,
+                "replay: no entry for {key}; restoring its X64 twin (this machine is x86)"
+            )?;
+            found = Some((twin, key.clone()));
+        }
+    }
     if found.is_none() {
         let mut entries: Vec<(u64, PathBuf, String)> = Vec::new();
         for e in std::fs::read_dir(&store)? {

@@ -283,6 +283,8 @@ pub struct Replay {
     foreign_repos: BTreeMap<String, PathBuf>,
     tools: BTreeMap<String, String>,
     cache_dir: Option<PathBuf>,
+    /// See [`Replay::arm64_legs_restore_the_x64_cache`].
+    pub(crate) arm64_cache_from_x64: bool,
     root: Arc<tempfile::TempDir>,
 }
 
@@ -316,6 +318,7 @@ impl Replay {
             foreign_repos: BTreeMap::new(),
             tools: BTreeMap::new(),
             cache_dir: None,
+            arm64_cache_from_x64: false,
             root: Arc::new(root),
         })
     }
@@ -373,6 +376,16 @@ impl Replay {
         self
     }
     /// Where `actions/cache` keeps entries (default: inside this replay's directory).
+    /// A shortcut the real runners do not take, for the test suite's time: an `actions/cache`
+    /// restore on an ARM64 leg that finds no entry for its key restores the entry saved under
+    /// the same key with `X64` in place of `ARM64`, and says so in the step's log. Every leg
+    /// runs on this x86 machine (above), so that entry holds exactly what the ARM64 leg would
+    /// compile (a cold build of the tool: minutes on two cores). The keys, restore order and
+    /// save rules stay actions/cache's; only where an ARM64 miss looks next is the harness's.
+    pub fn arm64_legs_restore_the_x64_cache(mut self) -> Self {
+        self.arm64_cache_from_x64 = true;
+        self
+    }
     pub fn cache_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.cache_dir = Some(dir.as_ref().to_path_buf());
         self
