@@ -511,7 +511,7 @@ impl LayerCache {
 
     fn entry_file(&self, what: &str, source: &str, epoch: u64) -> PathBuf {
         let key =
-            sha256_hex(format!("assembly cache v1\n{what} {source}\nepoch {epoch}\n").as_bytes());
+            sha256_hex(format!("assembly cache v2\n{what} {source}\nepoch {epoch}\n").as_bytes());
         self.dir.join(format!("{key}.json"))
     }
 

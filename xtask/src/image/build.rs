@@ -165,7 +165,10 @@ pub(crate) fn build_id(
     base_image_id: &str,
     platform: Platform,
 ) -> String {
-    let mut text = String::from("coding-agent build id v1\n");
+    // The version names the canonical form too: the same inputs made into other bytes (v2:
+    // tar modes with permission bits only, entries repeated from the layers below left out)
+    // must not find an engine's image of the old form under their tag.
+    let mut text = String::from("coding-agent build id v2\n");
     for (name, bytes) in [
         (DOCKERFILE_PATH, &inputs.dockerfile),
         (PACKAGE_JSON_PATH, &inputs.package_json),

@@ -18,7 +18,10 @@ use crate::image::engine::{self, EngineInfo, ImageStore};
 use crate::image::identity::{self, ManifestRecords};
 use crate::model::Digest;
 use crate::oci::archive::SavedArchive;
-use crate::oci::canonical::{canonical_config, canonical_layer, CanonicalLayer};
+use crate::oci::canonical::{
+    canonical_config, canonical_layer_without, indexed_canonical_layer, CanonicalLayer,
+};
+use crate::oci::unchanged::{self, IndexedEntry, LowerFiles};
 use crate::util::Progress;
 
 /// Repository of the engine's own images (the system stage as built), before anything is made
@@ -136,14 +139,16 @@ pub(crate) struct CanonicalFiles {
     pub layers: Vec<(PathBuf, CanonicalLayer)>,
 }
 
-/// Reads the export and writes each layer canonical into `dir`; makes the config canonical.
+/// Reads the export and writes each layer canonical into `dir`, without the entries it repeats
+/// unchanged from the layers below (`oci::unchanged`: engines disagree on those); makes the
+/// config canonical.
 pub(crate) fn write_layers(
     export: impl std::io::Read,
     dir: &Path,
     epoch: u64,
     progress: &Progress,
 ) -> Result<CanonicalFiles> {
-    let mut written: BTreeMap<String, (PathBuf, CanonicalLayer)> = BTreeMap::new();
+    let mut written: BTreeMap<String, Written> = BTreeMap::new();
     let to_file = |written: &mut BTreeMap<_, _>, name: &str, data: &mut dyn std::io::Read| {
         write_layer(dir, epoch, progress, written, name, data)
     };
@@ -154,14 +159,40 @@ pub(crate) fn write_layers(
     })?;
     let image = saved.image()?;
     let mut layers = Vec::new();
-    for name in &image.layers {
+    // The export holds layers in its own order; which entries repeat a lower layer's is a
+    // question of the image's order.
+    let mut lower = LowerFiles::default();
+    for (position, name) in image.layers.iter().enumerate() {
         if !written.contains_key(name) {
             let bytes = saved
                 .small(name)
                 .with_context(|| format!("the image archive lacks the layer {name}"))?;
             to_file(&mut written, name, &mut &bytes[..])?;
         }
-        layers.push(written[name].clone());
+        let (file, layer, index) = &written[name];
+        let repeated = unchanged::unchanged_entries(&lower, index);
+        lower.apply(index);
+        if repeated.is_empty() {
+            layers.push((file.clone(), layer.clone()));
+            continue;
+        }
+        let trimmed_file = dir.join(format!("layer-{position}-trimmed.tar"));
+        let trimmed = trim_layer(file, &trimmed_file, epoch, &repeated).with_context(|| {
+            format!("cannot leave the repeated entries out of the layer {name}")
+        })?;
+        let shown: Vec<String> = repeated
+            .iter()
+            .take(3)
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
+        progress.step(format!(
+            "layer {position}: {} entries repeated unchanged from the layers below left out ({}{}): {}",
+            repeated.len(),
+            shown.join(", "),
+            if repeated.len() > 3 { ", ..." } else { "" },
+            trimmed.diff_id
+        ));
+        layers.push((trimmed_file, trimmed));
     }
     let diff_ids: Vec<Digest> = layers.iter().map(|(_, l)| l.diff_id.clone()).collect();
     let config = canonical_config(image.config, &diff_ids, epoch)?;
@@ -246,12 +277,34 @@ fn write_oci_layout(
     Ok(())
 }
 
+/// A layer of the export as first written: its file, its canonical form, its entries.
+type Written = (PathBuf, CanonicalLayer, Vec<IndexedEntry>);
+
+/// The canonical layer `from` without the entries at `paths`, written to `to`.
+fn trim_layer(
+    from: &Path,
+    to: &Path,
+    epoch: u64,
+    paths: &std::collections::BTreeSet<Vec<u8>>,
+) -> Result<CanonicalLayer> {
+    let input = std::io::BufReader::with_capacity(
+        1 << 20,
+        std::fs::File::open(from).with_context(|| format!("cannot read {}", from.display()))?,
+    );
+    let file =
+        std::fs::File::create(to).with_context(|| format!("cannot create {}", to.display()))?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let layer = canonical_layer_without(input, &mut out, epoch, paths)?;
+    out.flush()?;
+    Ok(layer)
+}
+
 /// One layer of the export, written canonical to a file in `dir` and recorded in `written`.
 fn write_layer(
     dir: &Path,
     epoch: u64,
     progress: &Progress,
-    written: &mut BTreeMap<String, (PathBuf, CanonicalLayer)>,
+    written: &mut BTreeMap<String, Written>,
     name: &str,
     data: &mut dyn std::io::Read,
 ) -> Result<()> {
@@ -259,7 +312,7 @@ fn write_layer(
     let file = std::fs::File::create(&path)
         .with_context(|| format!("cannot create {}", path.display()))?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
-    let layer = canonical_layer(data, &mut out, epoch)
+    let (layer, index) = indexed_canonical_layer(data, &mut out, epoch)
         .with_context(|| format!("cannot make the layer {name} canonical"))?;
     out.flush()?;
     progress.step(format!(
@@ -268,7 +321,7 @@ fn write_layer(
         layer.size as f64 / 1e6,
         layer.diff_id
     ));
-    written.insert(name.to_string(), (path, layer));
+    written.insert(name.to_string(), (path, layer, index));
     Ok(())
 }
 

@@ -17,6 +17,7 @@
 //! The config keeps the image's settings and history text; its times become the epoch and the
 //! build's container, parent image and engine version go.
 
+use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::io::{BufRead, Read, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -27,6 +28,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::model::Digest;
 use crate::oci::archive::HashingWriter;
+use crate::oci::unchanged::IndexedEntry;
 
 /// A canonical layer as written: its uncompressed digest (the config's `diff_id`) and size.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -61,19 +63,31 @@ fn pax_record(key: &str, value: &[u8]) -> Vec<u8> {
 /// told apart by its first bytes: `docker save` on the containerd image store exports the
 /// layers it built or imported gzip-compressed and the ones it loaded plain, in one export,
 /// under names that say neither.
+#[cfg(test)]
 pub(crate) fn canonical_layer(
     input: impl Read,
     output: impl Write,
     epoch: u64,
 ) -> Result<CanonicalLayer> {
+    Ok(indexed_canonical_layer(input, output, epoch)?.0)
+}
+
+/// [`canonical_layer`], with the index of the entries written (for `oci::unchanged`).
+pub(crate) fn indexed_canonical_layer(
+    input: impl Read,
+    output: impl Write,
+    epoch: u64,
+) -> Result<(CanonicalLayer, Vec<IndexedEntry>)> {
+    let none = BTreeSet::new();
     let mut input = std::io::BufReader::with_capacity(1 << 20, input);
     match Compression::of(input.fill_buf().context("cannot read the layer")?) {
-        Compression::None => rewrite(input, output, epoch, None),
+        Compression::None => rewrite(input, output, epoch, None, &none),
         Compression::Gzip => rewrite(
             flate2::bufread::MultiGzDecoder::new(input),
             output,
             epoch,
             None,
+            &none,
         )
         .context("the layer is gzip-compressed: it was decompressed on the way"),
         Compression::Zstd => bail!(
@@ -81,6 +95,18 @@ pub(crate) fn canonical_layer(
              store layers uncompressed or gzip-compressed (the containerd image store's default)"
         ),
     }
+}
+
+/// The canonical layer `input` (one this module wrote) without the entries at `paths`
+/// (normalized as `oci::unchanged` names them): the layer the image keeps once the entries it
+/// repeats from the layers below are left out.
+pub(crate) fn canonical_layer_without(
+    input: impl Read,
+    output: impl Write,
+    epoch: u64,
+    paths: &BTreeSet<Vec<u8>>,
+) -> Result<CanonicalLayer> {
+    Ok(rewrite(input, output, epoch, None, paths)?.0)
 }
 
 /// How a layer blob is compressed, by its magic number (RFC 1952 gzip, RFC 8878 zstd frame).
@@ -124,7 +150,7 @@ pub(crate) fn canonical_layer_of_tree(
     output: impl Write,
     epoch: u64,
 ) -> Result<CanonicalLayer> {
-    rewrite(input, output, epoch, Some(top.as_bytes()))
+    Ok(rewrite(input, output, epoch, Some(top.as_bytes()), &BTreeSet::new())?.0)
 }
 
 /// `path` below `top`: `Some(b"")` for the tree itself, `None` for a path outside it.
@@ -137,12 +163,16 @@ fn below<'a>(path: &'a [u8], top: &[u8]) -> Option<&'a [u8]> {
     }
 }
 
+/// Writes `input` canonical without the entries at `skip`; returns the layer and the index of
+/// what it wrote.
 fn rewrite(
     input: impl Read,
     output: impl Write,
     epoch: u64,
     top: Option<&[u8]>,
-) -> Result<CanonicalLayer> {
+    skip: &BTreeSet<Vec<u8>>,
+) -> Result<(CanonicalLayer, Vec<IndexedEntry>)> {
+    let mut index = Vec::new();
     let mut out = tar::Builder::new(HashingWriter {
         inner: output,
         hasher: Sha256::new(),
@@ -163,6 +193,9 @@ fn rewrite(
                     String::from_utf8_lossy(top)
                 ),
             }
+        }
+        if !skip.is_empty() && skip.contains(crate::oci::unchanged::normalize(&path)) {
+            continue;
         }
         let mut xattrs: Vec<(String, Vec<u8>)> = Vec::new();
         if let Some(pax) = entry
@@ -193,9 +226,12 @@ fn rewrite(
             .mtime()
             .with_context(|| format!("{shown}: no mtime"))?;
         header.set_mtime(mtime.min(epoch));
+        let (mut device_major, mut device_minor) = (0u32, 0u32);
         if kind.is_character_special() || kind.is_block_special() {
-            header.set_device_major(source.device_major()?.unwrap_or(0))?;
-            header.set_device_minor(source.device_minor()?.unwrap_or(0))?;
+            device_major = source.device_major()?.unwrap_or(0);
+            device_minor = source.device_minor()?.unwrap_or(0);
+            header.set_device_major(device_major)?;
+            header.set_device_minor(device_minor)?;
         }
         if !xattrs.is_empty() {
             let mut records = Vec::new();
@@ -210,7 +246,29 @@ fn rewrite(
             pax.set_cksum();
             out.append(&pax, records.as_slice())?;
         }
+        // The entry's identity (oci::unchanged): its canonical header fields, then its content.
+        let mut identity = Sha256::new();
+        identity.update([kind.as_byte()]);
+        for field in [
+            header.mode()?.into(),
+            header.uid()?,
+            header.gid()?,
+            header.mtime()?,
+            device_major.into(),
+            device_minor.into(),
+            entry.size(),
+        ] {
+            identity.update(field.to_le_bytes());
+        }
+        for (key, value) in &xattrs {
+            identity.update((key.len() as u64).to_le_bytes());
+            identity.update(key.as_bytes());
+            identity.update((value.len() as u64).to_le_bytes());
+            identity.update(value);
+        }
+        let raw_path = path.clone();
         let path = OsStr::from_bytes(&path);
+        let mut hard_link_target = None;
         match kind {
             tar::EntryType::Link | tar::EntryType::Symlink => {
                 let mut target = entry
@@ -227,6 +285,10 @@ fn rewrite(
                         ),
                     };
                 }
+                identity.update(&target);
+                if kind == tar::EntryType::Link {
+                    hard_link_target = Some(target.clone());
+                }
                 header.set_size(0);
                 out.append_link(&mut header, path, OsStr::from_bytes(&target))
                     .with_context(|| format!("cannot write the link {shown}"))?;
@@ -239,22 +301,48 @@ fn rewrite(
             | tar::EntryType::Fifo => {
                 let size = entry.size();
                 header.set_size(size);
-                let mut counted = (&mut entry).take(size);
+                let mut counted = IdentityReader {
+                    inner: (&mut entry).take(size),
+                    identity: &mut identity,
+                };
                 out.append_data(&mut header, path, &mut counted)
                     .with_context(|| format!("cannot write {shown}"))?;
             }
             other => bail!("{shown}: a layer entry of type {other:?} has no canonical form"),
         }
+        index.push(IndexedEntry::new(
+            &raw_path,
+            kind == tar::EntryType::Directory,
+            hard_link_target.as_deref(),
+            identity.finalize().into(),
+        ));
         entries += 1;
     }
     let hashing = out.into_inner().context("cannot finish the layer tar")?;
     let mut hashing = hashing;
     hashing.flush()?;
-    Ok(CanonicalLayer {
-        diff_id: Digest::from_hasher(hashing.hasher),
-        size: hashing.written,
-        entries,
-    })
+    Ok((
+        CanonicalLayer {
+            diff_id: Digest::from_hasher(hashing.hasher),
+            size: hashing.written,
+            entries,
+        },
+        index,
+    ))
+}
+
+/// Reads `inner`, adding what it reads to an entry's identity.
+struct IdentityReader<'a, R> {
+    inner: R,
+    identity: &'a mut Sha256,
+}
+
+impl<R: Read> Read for IdentityReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.identity.update(&buf[..n]);
+        Ok(n)
+    }
 }
 
 /// The time of every history entry and of the image: the epoch, in RFC 3339.
@@ -503,6 +591,54 @@ mod tests {
         assert_eq!(la.entries, 6);
         assert_eq!(la.size, a.len() as u64);
         assert_eq!(la.diff_id, Digest::of(&a));
+    }
+
+    /// One `useradd` step, as the two stores export it: overlay2's diff holds the lock file the
+    /// step opened and left as it was, the containerd store's diff leaves it out (measured on
+    /// docker.io 28.5.2, both stores). With the repeated entry left out they are one layer.
+    #[test]
+    fn the_classic_and_containerd_diffs_of_one_step_give_one_layer() {
+        let dir = |path| File {
+            kind: tar::EntryType::Directory,
+            ..file(path, b"", EPOCH + 50)
+        };
+        let lock = file("etc/.pwd.lock", b"", 1_000_000);
+        let below = layer(&[dir("etc/"), lock, file("etc/passwd", b"root\n", 1_000_000)]);
+        let passwd = file("etc/passwd", b"root\nsandbox\n", EPOCH + 90);
+        let overlay2 = layer(&[dir("etc/"), file("etc/.pwd.lock", b"", 1_000_000), passwd]);
+        let containerd = layer(&[
+            dir("etc/"),
+            file("etc/passwd", b"root\nsandbox\n", EPOCH + 95),
+        ]);
+
+        let mut lower = crate::oci::unchanged::LowerFiles::default();
+        let (_, below_index) = indexed_canonical_layer(&below[..], std::io::sink(), EPOCH).unwrap();
+        lower.apply(&below_index);
+        let mut trimmed = Vec::new();
+        for diff in [&overlay2, &containerd] {
+            let mut once = Vec::new();
+            let (_, index) = indexed_canonical_layer(&diff[..], &mut once, EPOCH).unwrap();
+            let repeated = crate::oci::unchanged::unchanged_entries(&lower, &index);
+            let mut out = Vec::new();
+            let layer = canonical_layer_without(&once[..], &mut out, EPOCH, &repeated).unwrap();
+            trimmed.push((out, layer, repeated.len()));
+        }
+        assert_eq!(
+            trimmed[0].2, 1,
+            "overlay2's copy of the lock file is left out"
+        );
+        assert_eq!(trimmed[1].2, 0);
+        assert_eq!(trimmed[0].0, trimmed[1].0);
+        assert_eq!(trimmed[0].1.entries, 2);
+        // Without the rule the two differ (the check can fail).
+        assert_ne!(
+            canonical(&overlay2, EPOCH).0,
+            canonical(&containerd, EPOCH).0
+        );
+        // A lock file the step did change stays.
+        let changed = layer(&[file("etc/.pwd.lock", b"x", 1_000_000)]);
+        let (_, index) = indexed_canonical_layer(&changed[..], std::io::sink(), EPOCH).unwrap();
+        assert!(crate::oci::unchanged::unchanged_entries(&lower, &index).is_empty());
     }
 
     #[test]

@@ -12,3 +12,4 @@ pub(crate) mod credentials;
 pub(crate) mod index;
 pub(crate) mod read_back;
 pub(crate) mod reference;
+pub(crate) mod unchanged;
