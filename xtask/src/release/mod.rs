@@ -19,6 +19,8 @@ pub mod bench_rebuild;
 pub mod bench_reproduce;
 pub mod bench_update;
 pub mod consume;
+#[cfg(test)]
+mod every_step_parses;
 pub mod gate;
 pub mod pin;
 pub(crate) mod plan;
