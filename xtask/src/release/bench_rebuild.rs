@@ -15,6 +15,7 @@
 //! and the lock files' layer only.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -25,7 +26,7 @@ use crate::image::assemble::{cache_root, CACHE_ENV};
 use crate::image::build::{DOCKERFILE_PATH, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine;
-use crate::manifest::{repo_root, MANIFEST_PATH};
+use crate::manifest::{repo_root, Platform, MANIFEST_PATH};
 use crate::model::build::BuildReport;
 use crate::npm::bump::{bump, packuments_needed, parse_spec};
 use crate::npm::inventory::INVENTORY_PATH;
@@ -60,6 +61,51 @@ fn changed_positions(a: &[String], b: &[String]) -> Vec<usize> {
     (0..a.len().max(b.len()))
         .filter(|&i| a.get(i) != b.get(i))
         .collect()
+}
+
+/// The bumped template's build id and image, without building: images of those inputs that the
+/// engine already holds must go first, or the rebuild would be skipped.
+pub(crate) fn dry_build_step(platform: Platform, scratch: &Path, output: &Path) -> Step {
+    Step::new(
+        "the bumped template's image",
+        &["build", "--dry-run", "--json"],
+    )
+    .arg("--platform", platform.to_string())
+    .env("XTASK_ROOT", scratch)
+    .output(output)
+}
+
+/// The two timed builds, cold first: the committed template without build cache, then the
+/// bumped one in `scratch`, both with the one `layer_cache`.
+pub(crate) fn timed_steps(
+    platform: Platform,
+    (name, version): (&str, &str),
+    scratch: &Path,
+    layer_cache: &Path,
+    dir: &Path,
+) -> [Step; 2] {
+    [
+        (
+            "cold",
+            Step::new(
+                "cold build of the committed template",
+                &["build", "--no-cache", "--json"],
+            ),
+        ),
+        (
+            "rebuild",
+            Step::new(
+                format!("rebuild with {name} {version}"),
+                &["build", "--json"],
+            )
+            .env("XTASK_ROOT", scratch),
+        ),
+    ]
+    .map(|(what, step)| {
+        step.arg("--platform", platform.to_string())
+            .env(CACHE_ENV, layer_cache)
+            .output(dir.join(format!("{what}.json")))
+    })
 }
 
 pub async fn run(args: BenchRebuildArgs) -> Result<ExitCode> {
@@ -114,17 +160,8 @@ pub async fn run(args: BenchRebuildArgs) -> Result<ExitCode> {
     ));
     let docker = engine::connect().await?;
     let planned = dir.join("rebuild-plan.json");
-    runner
-        .run(
-            &Step::new(
-                "the bumped template's image",
-                &["build", "--dry-run", "--json"],
-            )
-            .arg("--platform", platform.to_string())
-            .env("XTASK_ROOT", scratch.path())
-            .output(&planned),
-        )
-        .await?;
+    let dry_build = dry_build_step(platform, scratch.path(), &planned);
+    runner.run(&dry_build).await?;
     let planned: BuildReport = read_json(&planned, "a build report")?;
     // Both the canonical image (`build` would skip it) and the engine's system image.
     for image in [
@@ -151,28 +188,14 @@ pub async fn run(args: BenchRebuildArgs) -> Result<ExitCode> {
     // scratch root, and the scheduled release after a bump finds the last release's layers.
     let layer_cache = cache_root(&root);
     let mut sides = Vec::new();
-    for (what, step) in [
-        (
-            "cold",
-            Step::new(
-                "cold build of the committed template",
-                &["build", "--no-cache", "--json"],
-            ),
-        ),
-        (
-            "rebuild",
-            Step::new(
-                format!("rebuild with {name} {version}"),
-                &["build", "--json"],
-            )
-            .env("XTASK_ROOT", scratch.path()),
-        ),
-    ] {
-        let output = dir.join(format!("{what}.json"));
-        let step = step
-            .arg("--platform", platform.to_string())
-            .env(CACHE_ENV, &layer_cache)
-            .output(&output);
+    for step in timed_steps(
+        platform,
+        (name, version),
+        scratch.path(),
+        &layer_cache,
+        &dir,
+    ) {
+        let output = step.output.clone().expect("a timed step keeps its output");
         runner.run(&step).await?;
         let report: BuildReport = read_json(&output, "a build report")?;
         let image = engine::inspect_image(&docker, &report.image)

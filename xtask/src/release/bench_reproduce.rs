@@ -9,6 +9,7 @@
 //! way: that is what a release published before images were canonical.
 //! Exits non-zero when the canonical images differ.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -17,7 +18,7 @@ use serde::Serialize;
 use crate::flags::BenchReproduceArgs;
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine;
-use crate::manifest::repo_root;
+use crate::manifest::{repo_root, Platform};
 use crate::model::build::BuildReport;
 use crate::oci::archive::prepare_streaming;
 use crate::release::steps::{read_json, Step, StepRunner};
@@ -57,6 +58,24 @@ fn same_positions(a: &[String], b: &[String]) -> usize {
     a.iter().zip(b).filter(|(x, y)| x == y).count()
 }
 
+/// One round's children: the base made again from the mirror, then a build without cache.
+pub(crate) fn round_steps(platform: Platform, round: u32, dir: &Path) -> [Step; 2] {
+    [
+        Step::new(
+            format!("base, round {round}"),
+            &["base", "--rebuild", "--json"],
+        )
+        .arg("--platform", platform.to_string())
+        .output(dir.join(format!("base-{round}.json"))),
+        Step::new(
+            format!("cold build, round {round}"),
+            &["build", "--no-cache", "--json"],
+        )
+        .arg("--platform", platform.to_string())
+        .output(dir.join(format!("build-{round}.json"))),
+    ]
+}
+
 pub async fn run(args: BenchReproduceArgs) -> Result<ExitCode> {
     let root = repo_root();
     let platform = args.platform;
@@ -67,28 +86,12 @@ pub async fn run(args: BenchReproduceArgs) -> Result<ExitCode> {
     let mut rounds = Vec::new();
     for round in 1..=2 {
         let started = std::time::Instant::now();
-        let base_out = dir.join(format!("base-{round}.json"));
-        let build_out = dir.join(format!("build-{round}.json"));
-        runner
-            .run(
-                &Step::new(
-                    format!("base, round {round}"),
-                    &["base", "--rebuild", "--json"],
-                )
-                .arg("--platform", platform.to_string())
-                .output(&base_out),
-            )
-            .await?;
-        runner
-            .run(
-                &Step::new(
-                    format!("cold build, round {round}"),
-                    &["build", "--no-cache", "--json"],
-                )
-                .arg("--platform", platform.to_string())
-                .output(&build_out),
-            )
-            .await?;
+        let [base_step, build_step] = round_steps(platform, round, &dir);
+        runner.run(&base_step).await?;
+        runner.run(&build_step).await?;
+        let (Some(base_out), Some(build_out)) = (base_step.output, build_step.output) else {
+            unreachable!("round_steps keeps both outputs")
+        };
         let build: BuildReport = read_json(&build_out, "a build report")?;
         let engine_tag = format!("{ENGINE_REPOSITORY}:{}", build.build_id);
         let layers_of = |image: &bollard::models::ImageInspect| -> Vec<String> {

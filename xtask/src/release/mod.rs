@@ -19,6 +19,8 @@ pub mod bench_rebuild;
 pub mod bench_reproduce;
 pub mod bench_update;
 pub mod consume;
+#[cfg(test)]
+mod every_step_parses;
 pub mod gate;
 pub mod pin;
 pub(crate) mod plan;
@@ -161,33 +163,73 @@ struct DryRunPhase {
     steps: Vec<Step>,
 }
 
+/// Placeholders for what only the run knows, in the dry run's command lines.
+const PLAN_CLOCK: &str = "<plan clock>";
+const PLAN_TAG: &str = "<plan tag>";
+const BUILT_IMAGE: &str = "<built image>";
+
 /// Every step a run would take, without a plan: the plan's outputs are shown as placeholders.
-fn dry_run(flags: &PlanFlags, platforms: &[Platform], ca: Option<&Path>) -> DryRun {
-    let dir = Path::new("<run dir>");
+/// The steps come from the functions the phases run, so the listing is what a run executes.
+fn dry_run(
+    flags: &PlanFlags,
+    platforms: &[Platform],
+    manifest_platforms: &[Platform],
+    ca: Option<&Path>,
+) -> DryRun {
+    let run_dir = Path::new("<run dir>");
     let target = Target {
         registry: flags.target.oci_registry.clone(),
-        repository: flags.target.repository.clone(),
+        repository: flags.target.repository.to_lowercase(),
     };
+    let mut plan_steps = vec![plan::gate_step(
+        flags,
+        PLAN_CLOCK,
+        Some(Path::new("<previous receipt>")),
+        run_dir,
+    )];
+    plan_steps.extend(plan::resolve_and_lock_steps(flags, PLAN_CLOCK, run_dir));
     let mut phases = vec![DryRunPhase {
         phase: "plan".into(),
-        steps: plan::STEP_NAMES
-            .iter()
-            .map(|name| Step::new(*name, &[name, "--json"]).arg("--now", "<plan clock>"))
-            .collect(),
+        steps: plan_steps,
     }];
     for p in platforms {
+        let work = platform::work_dir(run_dir, *p);
+        let steps = platform::PlatformSteps {
+            publish: (!flags.no_publish).then_some(&target),
+            platform: *p,
+            work: &work,
+            out: run_dir,
+            ca_bundle: ca,
+            now: PLAN_CLOCK,
+        };
         phases.push(DryRunPhase {
             phase: format!("build {p}"),
-            steps: platform::steps((!flags.no_publish).then_some(&target), *p, dir, ca),
+            steps: steps.all(BUILT_IMAGE),
         });
     }
     if !flags.no_publish {
+        let assets = flags.previous_receipts.join(PLAN_TAG);
+        let work = Path::new("<ship dir>");
+        let receipt_sboms: Vec<PathBuf> = platforms
+            .iter()
+            .map(|p| run_dir.join(crate::image::sbom::sbom_file_name(*p)))
+            .collect();
+        let steps = ship::ShipSteps::new(&ship::ShipContext {
+            plan_dir: run_dir,
+            target: &target,
+            now: PLAN_CLOCK,
+            assets: &assets,
+            tag: PLAN_TAG,
+            work,
+            partial: ship::is_partial(manifest_platforms, platforms),
+            files: &ship::StageFiles::in_dir(work, platforms),
+            receipt_sboms: &receipt_sboms,
+            verifiers: &[],
+            defer_tag: false,
+        });
         phases.push(DryRunPhase {
             phase: "ship".into(),
-            steps: ship::STEP_NAMES
-                .iter()
-                .map(|name| Step::new(*name, &[]))
-                .collect(),
+            steps: steps.all(&assets.join("<receipt>")),
         });
     }
     DryRun {
@@ -216,7 +258,7 @@ async fn run_all(args: ReleaseAllArgs) -> Result<ExitCode> {
     let platforms = release_platforms(&args.plan, &manifest)?;
     let ca = args.ca_bundle.as_deref().map(absolute).transpose()?;
     if args.dry_run {
-        let plan = dry_run(&args.plan, &platforms, ca.as_deref());
+        let plan = dry_run(&args.plan, &platforms, &manifest.platforms, ca.as_deref());
         match args.json {
             true => print_json(&plan)?,
             false => print_dry_run(&plan),

@@ -380,7 +380,12 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
     let previous = previous.as_ref();
 
     runner
-        .run(&gate_step(flags, &now_text, previous, out))
+        .run(&gate_step(
+            flags,
+            &now_text,
+            previous.map(|p| p.path.as_path()),
+            out,
+        ))
         .await?;
     let gate: GateDecision = read_json(&out.join("gate.json"), "the gate's decision")?;
 
@@ -467,10 +472,12 @@ fn find_previous(
     Ok(selection.newest)
 }
 
-fn gate_step(
+/// The gate step: the plan's clock, `--force`, and the previous release's receipt when one
+/// verifies (its `created_at` decides a catch-up).
+pub(crate) fn gate_step(
     flags: &PlanFlags,
     now_text: &str,
-    previous: Option<&PreviousRelease>,
+    previous_receipt: Option<&Path>,
     out: &Path,
 ) -> Step {
     let mut gate = Step::new("gate", &["gate", "--json"])
@@ -479,10 +486,20 @@ fn gate_step(
     if flags.force {
         gate = gate.flag("--force");
     }
-    if let Some(p) = previous {
-        gate = gate.arg("--previous-receipt", &p.path);
+    if let Some(path) = previous_receipt {
+        gate = gate.arg("--previous-receipt", path);
     }
     gate
+}
+
+/// `resolve` and `lock`, in that order: both ask the same registry with the plan's clock.
+pub(crate) fn resolve_and_lock_steps(flags: &PlanFlags, now_text: &str, out: &Path) -> [Step; 2] {
+    ["resolve", "lock"].map(|name| {
+        Step::new(name, &[name, "--json"])
+            .arg("--registry", &flags.registry.registry)
+            .arg("--now", now_text)
+            .output(out.join(format!("{name}.json")))
+    })
 }
 
 /// Runs `resolve` and `lock` as children and reads back the resolution.
@@ -492,12 +509,7 @@ async fn resolve_and_lock(
     now_text: &str,
     out: &Path,
 ) -> Result<Resolution> {
-    // Both ask the same registry with the plan's clock.
-    for name in ["resolve", "lock"] {
-        let step = Step::new(name, &[name, "--json"])
-            .arg("--registry", &flags.registry.registry)
-            .arg("--now", now_text)
-            .output(out.join(format!("{name}.json")));
+    for step in resolve_and_lock_steps(flags, now_text, out) {
         runner.run(&step).await?;
     }
     read_json(&out.join("resolve.json"), "a resolution")

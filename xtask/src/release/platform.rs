@@ -29,44 +29,92 @@ pub(crate) fn results_file_name(platform: Platform) -> String {
     format!("results-{}.json", platform.to_string().replace('/', "-"))
 }
 
-/// The steps of one platform, in order; the push only when the plan publishes.
-pub(crate) fn steps(
-    publish: Option<&Target>,
-    platform: Platform,
-    work: &Path,
-    ca_bundle: Option<&Path>,
-) -> Vec<Step> {
-    let arch = platform.arch();
-    let name = platform.to_string();
-    let mut build = Step::new(format!("build {name}"), &["build", "--json"])
-        .arg("--platform", &name)
-        .output(work.join(format!("build-{arch}.json")));
-    if let Some(ca) = ca_bundle {
-        build = build.arg("--ca-bundle", ca);
+/// Where a platform's steps keep their outputs, inside the phase's `--out`.
+pub(crate) fn work_dir(out: &Path, platform: Platform) -> PathBuf {
+    out.join(format!("work-{}", platform.arch()))
+}
+
+/// What one platform's steps are made from: the plan's target and clock, and where files go.
+pub(crate) struct PlatformSteps<'a> {
+    /// Where the push goes; `None` when the plan does not publish (no push step at all).
+    pub publish: Option<&'a Target>,
+    pub platform: Platform,
+    /// Where each step's `--json` output is kept.
+    pub work: &'a Path,
+    /// Where the results file goes; the SBOM goes next to it, for ship to hand to the receipt.
+    pub out: &'a Path,
+    pub ca_bundle: Option<&'a Path>,
+    /// The plan's clock (RFC 3339): the SBOM's creation time.
+    pub now: &'a str,
+}
+
+/// The platform's steps as pure functions of the plan, so that the phase, `release --dry-run`
+/// and the test that parses every step against `flags.rs` build the very same command lines.
+/// The steps after the build take the image it made; the dry run shows a placeholder there.
+impl PlatformSteps<'_> {
+    fn output(&self, what: &str) -> PathBuf {
+        self.work
+            .join(format!("{what}-{}.json", self.platform.arch()))
     }
-    let mut steps = vec![
-        Step::new(format!("base {name}"), &["base", "--json"])
-            .arg("--platform", &name)
-            .output(work.join(format!("base-{arch}.json"))),
-        build,
-        // `--image`, `--output` and `--now` (the plan's clock) are filled in when the phase runs.
-        Step::new(format!("sbom {name}"), &["sbom", "--json"])
-            .arg("--platform", &name)
-            .output(work.join(format!("sbom-{arch}.json"))),
-        // `--image` is filled in from the build's output when the phase runs.
-        Step::new(format!("smoke {name}"), &["smoke", "--json"])
-            .arg("--platform", &name)
-            .output(work.join(format!("smoke-{arch}.json"))),
-    ];
-    if let Some(target) = publish {
-        steps.push(
-            Step::new(format!("push {name} by digest"), &["publish", "--json"])
-                .arg("--oci-registry", &target.registry)
-                .arg("--repository", &target.repository)
-                .output(work.join(format!("pushed-{arch}.json"))),
-        );
+
+    pub(crate) fn base(&self) -> Step {
+        Step::new(format!("base {}", self.platform), &["base", "--json"])
+            .arg("--platform", self.platform.to_string())
+            .output(self.output("base"))
     }
-    steps
+
+    pub(crate) fn build(&self) -> Step {
+        let mut build = Step::new(format!("build {}", self.platform), &["build", "--json"])
+            .arg("--platform", self.platform.to_string())
+            .output(self.output("build"));
+        if let Some(ca) = self.ca_bundle {
+            build = build.arg("--ca-bundle", ca);
+        }
+        build
+    }
+
+    pub(crate) fn sbom(&self, image: &str) -> Step {
+        Step::new(format!("sbom {}", self.platform), &["sbom", "--json"])
+            .arg("--platform", self.platform.to_string())
+            .arg("--image", image)
+            .arg("--output", self.out.join(sbom_file_name(self.platform)))
+            .arg("--now", self.now)
+            .output(self.output("sbom"))
+    }
+
+    pub(crate) fn smoke(&self, image: &str) -> Step {
+        Step::new(format!("smoke {}", self.platform), &["smoke", "--json"])
+            .arg("--platform", self.platform.to_string())
+            .arg("--image", image)
+            .output(self.output("smoke"))
+    }
+
+    /// The push by digest, only when the plan publishes.
+    pub(crate) fn push(&self, image: &str) -> Option<Step> {
+        let target = self.publish?;
+        Some(
+            Step::new(
+                format!("push {} by digest", self.platform),
+                &["publish", "--json"],
+            )
+            .arg("--oci-registry", &target.registry)
+            .arg("--repository", &target.repository)
+            .arg("--image", format!("{}={image}", self.platform))
+            .output(self.output("pushed")),
+        )
+    }
+
+    /// Every step, in order, with `image` for the one the build makes.
+    pub(crate) fn all(&self, image: &str) -> Vec<Step> {
+        let mut steps = vec![
+            self.base(),
+            self.build(),
+            self.sbom(image),
+            self.smoke(image),
+        ];
+        steps.extend(self.push(image));
+        steps
+    }
 }
 
 pub(crate) struct BuildRequest<'a> {
@@ -101,40 +149,33 @@ pub(crate) async fn run(request: BuildRequest<'_>) -> Result<(PlatformResults, P
         );
     }
     ensure_checkout_matches(root, plan)?;
-    let work = out.join(format!("work-{}", platform.arch()));
+    let work = work_dir(out, platform);
     std::fs::create_dir_all(&work)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", work.display()))?;
-    let planned = steps(
-        plan.publish.then_some(&plan.target),
+    let now = rfc3339(plan.now);
+    let planned = PlatformSteps {
+        publish: plan.publish.then_some(&plan.target),
         platform,
-        &work,
+        work: &work,
+        out,
         ca_bundle,
-    );
-    let mut runner = StepRunner::new(root, planned.len())?;
+        now: &now,
+    };
+    // The image only fills in arguments; it does not change how many steps there are.
+    let mut runner = StepRunner::new(root, planned.all("").len())?;
     if side_by_side {
         runner = runner.labelled(platform.to_string());
     }
-    let [base, build, sbom, smoke, push @ ..] = planned.as_slice() else {
-        unreachable!("every platform has base, build, sbom and smoke steps")
-    };
-    runner.run(base).await?;
-    runner.run(build).await?;
+    let build = planned.build();
+    runner.run(&planned.base()).await?;
+    runner.run(&build).await?;
     let built: BuildReport = read_json(build.output.as_ref().unwrap(), "a build report")?;
-    // The SBOM goes next to the results file: ship hands both to the receipt.
-    let sbom = sbom
-        .clone()
-        .arg("--image", &built.image)
-        .arg("--output", out.join(sbom_file_name(platform)))
-        .arg("--now", rfc3339(plan.now));
-    runner.run(&sbom).await?;
-    let smoke = smoke.clone().arg("--image", &built.image);
+    runner.run(&planned.sbom(&built.image)).await?;
+    let smoke = planned.smoke(&built.image);
     let smoke_ok = runner.run_allowing_failure(&smoke).await?;
     let smoke_report: SmokeReport = read_json(smoke.output.as_ref().unwrap(), "a smoke report")?;
     let mut pushed = None;
-    if let (true, Some(push)) = (smoke_ok && smoke_report.passed, push.first()) {
-        let push = push
-            .clone()
-            .arg("--image", format!("{platform}={}", built.image));
+    if let (true, Some(push)) = (smoke_ok && smoke_report.passed, planned.push(&built.image)) {
         runner.run(&push).await?;
         let report: PublishReport = read_json(push.output.as_ref().unwrap(), "a publish report")?;
         pushed = report

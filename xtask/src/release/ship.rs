@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::image::sbom::sbom_file_name;
 use crate::manifest::{Manifest, Platform, MANIFEST_PATH};
-use crate::model::plan::ReleasePlan;
+use crate::model::plan::{ReleasePlan, Target};
 use crate::model::platform_results::PlatformResults;
 use crate::model::platform_results::StepTime;
 use crate::model::publish::PublishReport;
@@ -161,20 +161,20 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
     let stage_files = write_stage_files(&work, plan, &platforms)?;
     let steps = ShipSteps::new(&ShipContext {
         plan_dir,
-        plan,
+        target: &plan.target,
+        now: &rfc3339(plan.now),
         assets,
         tag: &tag,
         work: &work,
-        partial: manifest
-            .platforms
-            .iter()
-            .any(|p| !plan.platforms.contains(p)),
+        partial: is_partial(&manifest.platforms, &plan.platforms),
         files: &stage_files,
         receipt_sboms: &receipt_sboms,
         verifiers: &verifier_files,
+        defer_tag,
     });
 
-    let mut runner = StepRunner::new(root, if defer_tag { 3 } else { 4 })?;
+    // The receipt's path only fills in an argument; it does not change how many steps there are.
+    let mut runner = StepRunner::new(root, steps.all(Path::new("")).len())?;
     runner.run(&steps.index).await?;
     // A release has one receipt: an earlier attempt's (other content, other name) goes.
     remove_receipts(assets)?;
@@ -187,9 +187,9 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
     let receipt: Receipt = read_json(&written.path, "a receipt")?;
     copy_assets(root, &receipt, assets)?;
     copy_files(receipt_sboms.iter().chain(&verifier_files), assets)?;
-    runner.run(&steps.verify(assets, &written.path)).await?;
-    if !defer_tag {
-        runner.run(&steps.tag).await?;
+    runner.run(&steps.verify(&written.path)).await?;
+    if let Some(tag_step) = &steps.tag {
+        runner.run(tag_step).await?;
         check_tagged(&work, &tag, &receipt)?;
     }
 
@@ -245,11 +245,42 @@ fn read_results(
     Ok((platforms, receipt_sboms))
 }
 
+/// True when the release leaves out a platform the manifest lists: its index is partial and
+/// its receipt says it is incomplete.
+pub(crate) fn is_partial(manifest_platforms: &[Platform], released: &[Platform]) -> bool {
+    manifest_platforms.iter().any(|p| !released.contains(p))
+}
+
 /// The files the `publish` and `receipt write` children read, one set per platform.
-struct StageFiles {
+pub(crate) struct StageFiles {
     pushed: Vec<PathBuf>,
     /// `--build` / `--smoke` and their files, in the platforms' order.
     receipt_args: Vec<(&'static str, PathBuf)>,
+}
+
+fn stage_file(work: &Path, what: &str, platform: Platform) -> PathBuf {
+    work.join(format!("{what}-{}.json", platform.arch()))
+}
+
+impl StageFiles {
+    /// Where the pieces of `platforms` go in `work`, in their order.
+    pub(crate) fn in_dir(work: &Path, platforms: &[Platform]) -> StageFiles {
+        StageFiles {
+            pushed: platforms
+                .iter()
+                .map(|p| stage_file(work, "pushed", *p))
+                .collect(),
+            receipt_args: platforms
+                .iter()
+                .flat_map(|p| {
+                    [
+                        ("--build", stage_file(work, "build", *p)),
+                        ("--smoke", stage_file(work, "smoke", *p)),
+                    ]
+                })
+                .collect(),
+        }
+    }
 }
 
 fn write_stage_files(
@@ -257,16 +288,9 @@ fn write_stage_files(
     plan: &ReleasePlan,
     platforms: &[PlatformResults],
 ) -> Result<StageFiles> {
-    let mut pushed_files = Vec::new();
-    let mut receipt_args = Vec::new();
     for r in platforms {
-        let arch = r.platform.arch();
-        let build = work.join(format!("build-{arch}.json"));
-        write_json(&build, &r.build)?;
-        receipt_args.push(("--build", build));
-        let smoke = work.join(format!("smoke-{arch}.json"));
-        write_json(&smoke, &r.smoke)?;
-        receipt_args.push(("--smoke", smoke));
+        write_json(&stage_file(work, "build", r.platform), &r.build)?;
+        write_json(&stage_file(work, "smoke", r.platform), &r.smoke)?;
         let pushed = PublishReport {
             registry: plan.target.registry.clone(),
             repository: plan.target.repository.clone(),
@@ -274,44 +298,48 @@ fn write_stage_files(
             platforms: r.pushed.iter().cloned().collect(),
             index: None,
         };
-        let pushed_file = work.join(format!("pushed-{arch}.json"));
-        write_json(&pushed_file, &pushed)?;
-        pushed_files.push(pushed_file);
+        write_json(&stage_file(work, "pushed", r.platform), &pushed)?;
     }
-    Ok(StageFiles {
-        pushed: pushed_files,
-        receipt_args,
-    })
+    let order: Vec<Platform> = platforms.iter().map(|r| r.platform).collect();
+    Ok(StageFiles::in_dir(work, &order))
 }
 
 /// What the phase's child commands are made from.
-struct ShipContext<'a> {
-    plan_dir: &'a Path,
-    plan: &'a ReleasePlan,
-    assets: &'a Path,
-    tag: &'a str,
-    work: &'a Path,
-    /// The plan leaves out a platform the manifest lists.
-    partial: bool,
-    files: &'a StageFiles,
-    receipt_sboms: &'a [PathBuf],
-    verifiers: &'a [PathBuf],
+pub(crate) struct ShipContext<'a> {
+    pub plan_dir: &'a Path,
+    pub target: &'a Target,
+    /// The plan's clock (RFC 3339): the receipt's `created_at`.
+    pub now: &'a str,
+    pub assets: &'a Path,
+    pub tag: &'a str,
+    pub work: &'a Path,
+    /// The plan leaves out a platform the manifest lists ([`is_partial`]).
+    pub partial: bool,
+    pub files: &'a StageFiles,
+    pub receipt_sboms: &'a [PathBuf],
+    pub verifiers: &'a [PathBuf],
+    /// Stop before the tag: no tag step.
+    pub defer_tag: bool,
 }
 
-/// The phase's child commands; `verify` needs the written receipt's path, so it is made later.
-struct ShipSteps {
-    index: Step,
-    write: Step,
-    tag: Step,
+/// The phase's child commands, pure functions of the context, so that the phase,
+/// `release --dry-run` and the test that parses every step against `flags.rs` build the very
+/// same command lines. `verify` needs the written receipt's path, so it is made later.
+pub(crate) struct ShipSteps {
+    pub index: Step,
+    pub write: Step,
+    /// `None` with `--defer-tag`.
+    pub tag: Option<Step>,
+    assets: PathBuf,
     verify_output: PathBuf,
 }
 
 impl ShipSteps {
-    fn new(c: &ShipContext<'_>) -> ShipSteps {
+    pub(crate) fn new(c: &ShipContext<'_>) -> ShipSteps {
         let publish = |name: &str| {
             let mut step = Step::new(name, &["publish", "--json"])
-                .arg("--oci-registry", &c.plan.target.registry)
-                .arg("--repository", &c.plan.target.repository)
+                .arg("--oci-registry", &c.target.registry)
+                .arg("--repository", &c.target.repository)
                 .arg("--tag", c.tag);
             for file in &c.files.pushed {
                 step = step.arg("--pushed", file);
@@ -330,7 +358,7 @@ impl ShipSteps {
             .arg("--resolve", c.plan_dir.join("resolve.json"))
             .arg("--publish", c.work.join("index.json"))
             .arg("--tag", c.tag)
-            .arg("--now", rfc3339(c.plan.now))
+            .arg("--now", c.now)
             .arg("--out-dir", c.assets)
             .output(c.work.join("receipt.json"));
         for (flag, path) in &c.files.receipt_args {
@@ -342,20 +370,28 @@ impl ShipSteps {
         for path in c.verifiers {
             write = write.arg("--verifier", path);
         }
-        let tag = publish(STEP_NAMES[3]).output(c.work.join("tagged.json"));
+        let tag = (!c.defer_tag).then(|| publish(STEP_NAMES[3]).output(c.work.join("tagged.json")));
         ShipSteps {
             index,
             write,
             tag,
+            assets: c.assets.to_path_buf(),
             verify_output: c.work.join("verify.json"),
         }
     }
 
-    fn verify(&self, assets: &Path, receipt: &Path) -> Step {
+    pub(crate) fn verify(&self, receipt: &Path) -> Step {
         Step::new(STEP_NAMES[2], &["receipt", "verify", "--json"])
-            .arg("--artifacts", assets)
+            .arg("--artifacts", &self.assets)
             .positional(receipt)
             .output(self.verify_output.clone())
+    }
+
+    /// Every step, in the order the phase runs them, with `receipt` for the one written.
+    pub(crate) fn all(&self, receipt: &Path) -> Vec<Step> {
+        let mut steps = vec![self.index.clone(), self.write.clone(), self.verify(receipt)];
+        steps.extend(self.tag.clone());
+        steps
     }
 }
 

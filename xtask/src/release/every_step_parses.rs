@@ -1,0 +1,290 @@
+//! Every command line a release phase, the dry run or a benchmark can hand to a child parses
+//! with the real command line (`flags.rs`). The phases build their children's argv as strings,
+//! so without this a renamed or removed flag breaks a release only when that step runs.
+//!
+//! The steps come from the same functions the phases run (no argv is rebuilt here), once for
+//! every combination of the options that add or remove arguments.
+
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+
+use crate::flags::{Cli, OciTargetArgs, PlanFlags, RegistryArgs, DEFAULT_NPM_REGISTRY};
+use crate::manifest::Platform;
+use crate::model::plan::Target;
+use crate::release::steps::Step;
+use crate::release::{bench_rebuild, bench_reproduce, plan, platform, ship};
+
+/// A step, and which combination of options made it (for the failure message).
+struct Emitted {
+    variant: String,
+    step: Step,
+}
+
+fn emitted(variant: impl Into<String>, steps: impl IntoIterator<Item = Step>) -> Vec<Emitted> {
+    let variant = variant.into();
+    steps
+        .into_iter()
+        .map(|step| Emitted {
+            variant: variant.clone(),
+            step,
+        })
+        .collect()
+}
+
+fn plan_flags(force: bool, no_publish: bool, platforms: &[Platform]) -> PlanFlags {
+    PlanFlags {
+        registry: RegistryArgs {
+            registry: DEFAULT_NPM_REGISTRY.into(),
+            now: None,
+        },
+        force,
+        no_publish,
+        previous_receipts: ".xtask/releases".into(),
+        platforms: platforms.to_vec(),
+        target: OciTargetArgs {
+            oci_registry: "ghcr.io".into(),
+            repository: "sandbox0/coding-agent".into(),
+        },
+    }
+}
+
+const NOW: &str = "2026-11-30T04:37:00Z";
+const TAG: &str = "2026.11.30-0123456789ab";
+const IMAGE: &str = "coding-agent:0123456789ab";
+
+/// Each platform alone (a maintainer's partial release) and both (the workflow's).
+fn platform_sets() -> [Vec<Platform>; 3] {
+    [
+        vec![Platform::LinuxAmd64],
+        vec![Platform::LinuxArm64],
+        Platform::ALL.to_vec(),
+    ]
+}
+
+fn plan_phase() -> Vec<Emitted> {
+    let out = Path::new("/run/plan");
+    let mut all = Vec::new();
+    for force in [false, true] {
+        for previous in [None, Some(Path::new("/releases/receipt-a.json"))] {
+            let flags = plan_flags(force, false, &[]);
+            all.extend(emitted(
+                format!("plan, force {force}, previous receipt {previous:?}"),
+                [plan::gate_step(&flags, NOW, previous, out)],
+            ));
+        }
+    }
+    all.extend(emitted(
+        "plan, due",
+        plan::resolve_and_lock_steps(&plan_flags(false, false, &[]), NOW, out),
+    ));
+    all
+}
+
+fn platform_phase() -> Vec<Emitted> {
+    let target = Target {
+        registry: "ghcr.io".into(),
+        repository: "sandbox0/coding-agent".into(),
+    };
+    let out = Path::new("/run/out");
+    let ca = Path::new("/etc/ssl/proxy-ca.pem");
+    let mut all = Vec::new();
+    for p in Platform::ALL {
+        let work = platform::work_dir(out, p);
+        for publish in [None, Some(&target)] {
+            for ca_bundle in [None, Some(ca)] {
+                let steps = platform::PlatformSteps {
+                    publish,
+                    platform: p,
+                    work: &work,
+                    out,
+                    ca_bundle,
+                    now: NOW,
+                };
+                all.extend(emitted(
+                    format!(
+                        "build {p}, publish {}, ca bundle {ca_bundle:?}",
+                        publish.is_some()
+                    ),
+                    steps.all(IMAGE),
+                ));
+            }
+        }
+    }
+    all
+}
+
+fn ship_phase() -> Vec<Emitted> {
+    let target = Target {
+        registry: "ghcr.io".into(),
+        repository: "sandbox0/coding-agent".into(),
+    };
+    let (plan_dir, work, assets) = (
+        Path::new("/run/plan"),
+        Path::new("/state/ship"),
+        Path::new("/run/assets"),
+    );
+    let mut all = Vec::new();
+    for platforms in platform_sets() {
+        let files = ship::StageFiles::in_dir(work, &platforms);
+        let sboms: Vec<PathBuf> = platforms
+            .iter()
+            .map(|p| plan_dir.join(crate::image::sbom::sbom_file_name(*p)))
+            .collect();
+        let verifier_binaries: Vec<PathBuf> = Platform::ALL
+            .iter()
+            .map(|p| Path::new("/verifiers").join(crate::release::verifier::verifier_file_name(*p)))
+            .collect();
+        for verifiers in [&[][..], &verifier_binaries[..]] {
+            for defer_tag in [false, true] {
+                let partial = ship::is_partial(&Platform::ALL, &platforms);
+                let steps = ship::ShipSteps::new(&ship::ShipContext {
+                    plan_dir,
+                    target: &target,
+                    now: NOW,
+                    assets,
+                    tag: TAG,
+                    work,
+                    partial,
+                    files: &files,
+                    receipt_sboms: &sboms,
+                    verifiers,
+                    defer_tag,
+                });
+                all.extend(emitted(
+                    format!(
+                        "ship {platforms:?}, partial {partial}, {} verifiers, defer tag \
+                         {defer_tag}",
+                        verifiers.len()
+                    ),
+                    steps.all(&assets.join("receipt-x.json")),
+                ));
+            }
+        }
+    }
+    all
+}
+
+fn dry_runs() -> Vec<Emitted> {
+    let mut all = Vec::new();
+    for platforms in platform_sets() {
+        for no_publish in [false, true] {
+            for ca in [None, Some(Path::new("/etc/ssl/proxy-ca.pem"))] {
+                for force in [false, true] {
+                    let flags = plan_flags(force, no_publish, &platforms);
+                    let listing = super::dry_run(&flags, &platforms, &Platform::ALL, ca);
+                    for phase in listing.phases {
+                        all.extend(emitted(
+                            format!(
+                                "dry run {platforms:?}, no publish {no_publish}, ca bundle \
+                                 {ca:?}, force {force}, phase {}",
+                                phase.phase
+                            ),
+                            phase.steps,
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    all
+}
+
+fn benches() -> Vec<Emitted> {
+    let dir = Path::new("/state/bench");
+    let mut all = Vec::new();
+    for p in Platform::ALL {
+        for round in 1..=2 {
+            all.extend(emitted(
+                format!("bench reproduce {p}, round {round}"),
+                bench_reproduce::round_steps(p, round, dir),
+            ));
+        }
+        let scratch = Path::new("/state/bench/bumped");
+        all.extend(emitted(
+            format!("bench rebuild {p}"),
+            std::iter::once(bench_rebuild::dry_build_step(
+                p,
+                scratch,
+                &dir.join("plan.json"),
+            ))
+            .chain(bench_rebuild::timed_steps(
+                p,
+                ("@openai/codex", "0.171.0"),
+                scratch,
+                Path::new("/state/layers"),
+                dir,
+            )),
+        ));
+    }
+    all
+}
+
+/// What is wrong with a step's command line, if anything: clap's own error, rendered.
+fn parse_error(step: &Step) -> Option<String> {
+    let argv = std::iter::once("xtask").chain(step.args.iter().map(String::as_str));
+    Cli::try_parse_from(argv)
+        .err()
+        .map(|e| e.render().to_string().trim_end().to_string())
+}
+
+#[test]
+fn every_step_a_release_can_run_parses_with_the_real_command_line() {
+    let all: Vec<Emitted> = [
+        plan_phase(),
+        platform_phase(),
+        ship_phase(),
+        dry_runs(),
+        benches(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+
+    // The options' branches were all taken: each flag only a branch adds is in some step, so
+    // a combination dropped from the loops above cannot hide a step that no longer parses.
+    let used: std::collections::BTreeSet<&str> = all
+        .iter()
+        .flat_map(|e| e.step.args.iter().map(String::as_str))
+        .collect();
+    for branch_flag in [
+        "--force",
+        "--previous-receipt",
+        "--ca-bundle",
+        "--partial",
+        "--defer-tag",
+        "--verifier",
+        "--pushed",
+        "--rebuild",
+        "--no-cache",
+        "--dry-run",
+    ] {
+        assert!(used.contains(branch_flag), "no step uses {branch_flag}");
+    }
+    let names: std::collections::BTreeSet<&str> =
+        all.iter().map(|e| e.step.name.as_str()).collect();
+    for name in ["push linux/arm64 by digest", "tag", "receipt verify"] {
+        assert!(names.contains(name), "no step is named {name:?}");
+    }
+
+    let failures: Vec<String> = all
+        .iter()
+        .filter_map(|e| {
+            parse_error(&e.step).map(|error| {
+                format!(
+                    "step `{}` ({}): `{}`\n{error}",
+                    e.step.name,
+                    e.variant,
+                    e.step.command_line()
+                )
+            })
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} steps do not parse with flags.rs:\n\n{}",
+        failures.len(),
+        all.len(),
+        failures.join("\n\n")
+    );
+}
