@@ -82,11 +82,17 @@ impl PlatformSteps<'_> {
             .output(self.output("sbom"))
     }
 
+    /// The smoke test gets the build's CA bundle too: its scan looks for that bundle's
+    /// certificates in every layer, and without it would only find the environment's.
     pub(crate) fn smoke(&self, image: &str) -> Step {
-        Step::new(format!("smoke {}", self.platform), &["smoke", "--json"])
+        let mut smoke = Step::new(format!("smoke {}", self.platform), &["smoke", "--json"])
             .arg("--platform", self.platform.to_string())
             .arg("--image", image)
-            .output(self.output("smoke"))
+            .output(self.output("smoke"));
+        if let Some(ca) = self.ca_bundle {
+            smoke = smoke.arg("--ca-bundle", ca);
+        }
+        smoke
     }
 
     /// The push by digest, only when the plan publishes.
@@ -222,6 +228,28 @@ pub(crate) async fn run(request: BuildRequest<'_>) -> Result<(PlatformResults, P
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_build_s_ca_bundle_reaches_the_smoke_test_s_scan() {
+        let ca = Path::new("/etc/ssl/proxy-ca.pem");
+        let steps = PlatformSteps {
+            publish: None,
+            platform: Platform::LinuxAmd64,
+            work: Path::new("/w"),
+            out: Path::new("/o"),
+            ca_bundle: Some(ca),
+            now: "2026-11-30T04:37:00Z",
+        };
+        for step in [steps.build(), steps.smoke("coding-agent:x")] {
+            let at = step.args.iter().position(|a| a == "--ca-bundle");
+            assert_eq!(
+                at.map(|i| step.args[i + 1].as_str()),
+                Some("/etc/ssl/proxy-ca.pem"),
+                "{}",
+                step.command_line()
+            );
+        }
+    }
 
     #[test]
     fn results_are_named_by_platform() {
