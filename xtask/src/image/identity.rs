@@ -86,6 +86,93 @@ impl ManifestRecords {
     }
 }
 
+/// The record of the manifest `engine_id` in `export` (`docker save` of that image on a
+/// containerd store: an OCI layout whose blobs are the manifest and config the store holds,
+/// and `manifest.json`): the manifest's bytes, checked to hash to `engine_id` and to name a
+/// config the export holds. Pure.
+pub(crate) fn record_from_export(
+    export: &crate::oci::archive::SavedArchive,
+    reference: &str,
+    engine_id: &Digest,
+) -> Result<Vec<u8>> {
+    let manifest = export
+        .small(&format!("blobs/sha256/{}", engine_id.hex()))
+        .with_context(|| {
+            format!("the engine's export of {reference} lacks its manifest {engine_id}")
+        })?;
+    if &Digest::of(manifest) != engine_id {
+        bail!("the engine's export of {reference} holds other bytes under {engine_id}");
+    }
+    let parsed: serde_json::Value = serde_json::from_slice(manifest)
+        .with_context(|| format!("the manifest {engine_id} of {reference} is not JSON"))?;
+    let config: Digest = parsed["config"]["digest"]
+        .as_str()
+        .and_then(|d| d.parse().ok())
+        .with_context(|| format!("the manifest {engine_id} of {reference} names no config"))?;
+    let config_bytes = export
+        .small(&format!("blobs/sha256/{}", config.hex()))
+        .with_context(|| format!("the engine's export of {reference} lacks its config {config}"))?;
+    if Digest::of(config_bytes) != config {
+        bail!("the engine's export of {reference} holds other bytes under its config {config}");
+    }
+    Ok(manifest.to_vec())
+}
+
+/// Makes the record of `engine_id` from the engine's own export of `reference`, for an image
+/// that another checkout, user or state directory loaded: the store keeps the manifest the
+/// image was loaded with, so the export holds the very bytes a record would. Layers are read
+/// and dropped (the whole image passes once: seconds for a base, about half a minute for the
+/// template).
+async fn recover_record(
+    docker: &Docker,
+    engine: &EngineInfo,
+    reference: &str,
+    engine_id: &Digest,
+    records: &ManifestRecords,
+) -> Result<Digest> {
+    let export = engine::blocking_reader(docker.export_image(reference));
+    let reference_owned = reference.to_string();
+    let saved = tokio::task::spawn_blocking(move || {
+        crate::oci::archive::SavedArchive::read(export, 1 << 20, |_, _, _, data| {
+            std::io::copy(data, &mut std::io::sink())?;
+            Ok(true)
+        })
+        .with_context(|| format!("cannot read the engine's export of {reference_owned}"))
+    })
+    .await
+    .context("the export-reading thread panicked")??;
+    let manifest =
+        record_from_export(&saved, reference, engine_id).with_context(|| format!("on {engine}"))?;
+    records.keep(&manifest)?;
+    records.config_of(engine_id).with_context(|| {
+        format!(
+            "the record of {engine_id} in {} does not read back",
+            records.dir.display()
+        )
+    })
+}
+
+/// The tool's config digest of the engine's image `engine_id`, from the records; on a
+/// containerd store without a record, from the engine's export of the image (which then
+/// becomes a record).
+async fn config_digest_or_recover(
+    docker: &Docker,
+    engine: &EngineInfo,
+    reference: &str,
+    engine_id: &Digest,
+    records: &ManifestRecords,
+) -> Result<Digest> {
+    match config_digest(engine, reference, engine_id, records) {
+        Ok(digest) => Ok(digest),
+        Err(no_record) if engine.store == ImageStore::Containerd => {
+            recover_record(docker, engine, reference, engine_id, records)
+                .await
+                .with_context(|| format!("{no_record:#}; reading it from the engine failed too"))
+        }
+        Err(err) => Err(err),
+    }
+}
+
 /// The tool's config digest of the engine's image `engine_id`.
 pub(crate) fn config_digest(
     engine: &EngineInfo,
@@ -132,7 +219,8 @@ pub(crate) async fn inspect(
         .with_context(|| format!("{engine} reports no id for {reference}"))?
         .parse()
         .with_context(|| format!("{engine}'s id of {reference} is not a sha256 digest"))?;
-    let config_digest = config_digest(engine, reference, &engine_id, records)?;
+    let config_digest =
+        config_digest_or_recover(docker, engine, reference, &engine_id, records).await?;
     Ok(Some(EngineImage {
         inspect,
         config_digest,
@@ -160,7 +248,11 @@ pub(crate) async fn tool_image_id(
         .parse()
         .with_context(|| format!("{engine}'s id of {reference} is not a sha256 digest"))?;
     let records = ManifestRecords::new(&records_dir(root));
-    Ok(config_digest(&engine, reference, &engine_id, &records)?.to_string())
+    Ok(
+        config_digest_or_recover(docker, &engine, reference, &engine_id, &records)
+            .await?
+            .to_string(),
+    )
 }
 
 /// Checks a loaded image against what was loaded: the engine's id (the config, through the
@@ -231,6 +323,45 @@ mod tests {
             driver: "overlayfs".into(),
             store,
         }
+    }
+
+    /// A containerd store's `docker save` of one image: blobs by digest (`extra` as well).
+    fn export(blobs: &[&[u8]], extra: &[(&str, &[u8])]) -> crate::oci::archive::SavedArchive {
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut add = |name: &str, bytes: &[u8]| {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(bytes.len() as u64);
+            header.set_mode(0o644);
+            tar.append_data(&mut header, name, bytes).unwrap();
+        };
+        for blob in blobs {
+            add(&format!("blobs/sha256/{}", Digest::of(blob).hex()), blob);
+        }
+        for (name, bytes) in extra {
+            add(name, bytes);
+        }
+        let bytes = tar.into_inner().unwrap();
+        crate::oci::archive::SavedArchive::read(&bytes[..], 1 << 20, |_, _, _, _| Ok(true)).unwrap()
+    }
+
+    #[test]
+    fn a_record_another_checkout_made_is_recovered_from_the_engine_s_export() {
+        let config = br#"{"rootfs":{"diff_ids":[]}}"#;
+        let manifest = load_manifest(config, &[layer(b"a")]);
+        let id = Digest::of(&manifest);
+        let recovered = record_from_export(&export(&[&manifest, config], &[]), "x:y", &id);
+        assert_eq!(recovered.unwrap(), manifest);
+        // The export of another image, or one without the config, proves nothing.
+        let other = load_manifest(br#"{"other":1}"#, &[]);
+        let err = record_from_export(&export(&[&other, config], &[]), "x:y", &id).unwrap_err();
+        assert!(format!("{err:#}").contains("lacks its manifest"), "{err:#}");
+        let err = record_from_export(&export(&[&manifest], &[]), "x:y", &id).unwrap_err();
+        assert!(format!("{err:#}").contains("lacks its config"), "{err:#}");
+        // Bytes under a name they do not hash to.
+        let name = format!("blobs/sha256/{}", id.hex());
+        let err =
+            record_from_export(&export(&[config], &[(&name, b"{}")]), "x:y", &id).unwrap_err();
+        assert!(format!("{err:#}").contains("other bytes"), "{err:#}");
     }
 
     #[test]
