@@ -286,6 +286,14 @@ fn container_checks(
         let harness = harness.clone();
         checks.push(timed(async move { container::harness_check(&ctx, &harness).await }).boxed());
     }
+    // Natively only: the harnesses start large native binaries twice each, and a turn check
+    // under qemu would time the emulator.
+    if !emulated {
+        for check in scripts::harness_turns_checks(manifest, ctx.limits.harness) {
+            let ctx = ctx.clone();
+            checks.push(timed(async move { container::turns_check(&ctx, &check).await }).boxed());
+        }
+    }
     let script_checks = scripts::browser_scripts(manifest, emulated)
         .into_iter()
         .chain(scripts::linked_build_scripts(manifest, ctx.platform));
@@ -299,6 +307,7 @@ fn container_checks(
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
+    use std::time::Duration;
 
     use super::*;
     use crate::image::build::locked_versions;
@@ -329,6 +338,11 @@ mod tests {
                             .map(|check| check.name),
                     );
                     run.insert(scripts::relaunch_check(&manifest, "{}").name);
+                    run.extend(
+                        scripts::harness_turns_checks(&manifest, Duration::from_secs(1))
+                            .into_iter()
+                            .map(|check| check.name),
+                    );
                 }
                 run.extend(
                     scripts::browser_scripts(&manifest, emulated)
