@@ -664,6 +664,28 @@ mod tests {
         }
     }
 
+    /// A harness name is pasted into the turn check's script as a shell word and a JavaScript
+    /// string: only lowercase letters, digits and `-` get through.
+    #[test]
+    fn harness_names_are_plain_words() {
+        for bad in ["Pi", "pi agent", "pi'", "pi\"", ""] {
+            let text = committed().replacen(
+                "  - name: pi\n",
+                &format!("  - name: \"{}\"\n", bad.replace('"', "\\\"")),
+                1,
+            );
+            assert_ne!(text, committed(), "{bad}");
+            let msg = format!(
+                "{:#}",
+                Manifest::parse(&text, Path::new("m.yaml")).unwrap_err()
+            );
+            assert!(
+                msg.contains("must be lowercase letters, digits and `-`"),
+                "{bad}: {msg}"
+            );
+        }
+    }
+
     #[test]
     fn image_browser_and_linked_builds_come_from_the_committed_manifest() {
         let m = Manifest::parse(&committed(), Path::new(MANIFEST_PATH)).unwrap();

@@ -535,6 +535,71 @@ mod tests {
         }
     }
 
+    /// The fake model, run by the host's node where there is one: on each of the three wire
+    /// protocols it answers turn one with its code word, and turn two with that code word only
+    /// when the request carries turn one and the code word it answered.
+    #[tokio::test]
+    async fn the_fake_model_answers_turn_two_only_with_the_first_turn_in_the_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("requests.log");
+        let js = render(
+            FAKE_MODEL_JS,
+            &[("TOKEN", "t0k3n"), ("LOG", log.to_str().unwrap())],
+        );
+        let Ok(mut server) = tokio::process::Command::new("node")
+            .args(["-e", &js])
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+        else {
+            return;
+        };
+        let mut port = String::new();
+        tokio::io::AsyncBufReadExt::read_line(
+            &mut tokio::io::BufReader::new(server.stdout.take().unwrap()),
+            &mut port,
+        )
+        .await
+        .unwrap();
+        let base = format!("http://127.0.0.1:{}", port.trim());
+        let client = reqwest::Client::new();
+        let ask = |path: &str, conversation: Vec<String>| {
+            let body = serde_json::json!({
+                "model": "fake-model",
+                "stream": true,
+                "messages": conversation
+                    .iter()
+                    .map(|text| serde_json::json!({"role": "user", "content": text}))
+                    .collect::<Vec<_>>(),
+            });
+            let request = client.post(format!("{base}{path}")).json(&body).send();
+            async move { request.await.unwrap().text().await.unwrap() }
+        };
+        let turn_one = "turn one t0k3n: answer with the code word.".to_string();
+        let turn_two = "turn two t0k3n: repeat it.".to_string();
+        for path in ["/v1/responses", "/v1/messages", "/v1/chat/completions"] {
+            let first = ask(path, vec![turn_one.clone()]).await;
+            let at = first.find("code word ").expect(&first) + "code word ".len();
+            let code = first[at..at + 12].to_string();
+            let alone = ask(path, vec![turn_two.clone()]).await;
+            assert!(alone.contains("history missing"), "{path}: {alone}");
+            let forgot_the_answer = ask(path, vec![turn_one.clone(), turn_two.clone()]).await;
+            assert!(
+                forgot_the_answer.contains("history missing"),
+                "{path}: {forgot_the_answer}"
+            );
+            let answered = format!("code word {code}");
+            let carried = ask(path, vec![turn_one.clone(), answered, turn_two.clone()]).await;
+            assert!(
+                carried.contains(&format!("history seen {code}")),
+                "{path}: {carried}"
+            );
+        }
+        let logged = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(logged.matches("\"carried\":true").count(), 3, "{logged}");
+        assert_eq!(logged.matches("\"carried\":false").count(), 6, "{logged}");
+    }
+
     #[test]
     fn linked_builds_run_only_on_their_platform() {
         let manifest = manifest();
