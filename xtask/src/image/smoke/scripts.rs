@@ -29,8 +29,9 @@ const RELAUNCH_SECOND_SH: &str = include_str!("scripts/relaunch-second.sh");
 const HARNESS_TURNS_SH: &str = include_str!("scripts/harness-turns.sh");
 const HARNESS_TURNS_JS: &str = include_str!("scripts/harness-turns.js");
 const FAKE_MODEL_JS: &str = include_str!("scripts/fake-model.js");
-/// Where the fake model logs each request it is sent (inside the check's tmpfs /tmp).
-const FAKE_MODEL_LOG: &str = "/tmp/turns/requests.log";
+/// The turn check's own files, in its tmpfs /tmp: the one entry there that is kept when /tmp
+/// is emptied between the two harness processes (harness-turns.sh creates it).
+const TURNS_DIR: &str = "/tmp/turns";
 
 /// The image's launcher of the shared browser and the defaults it documents (Dockerfile).
 pub(crate) const LAUNCHER: &str = "/usr/local/bin/shared-browser";
@@ -260,6 +261,8 @@ pub(crate) fn harness_turns_checks(
                 .expect("strings serialise")
                 .replace('\'', "\\u0027");
             let step_limit_ms = step_limit.as_millis().to_string();
+            // harness-turns.sh reads the fake model's log from there.
+            let log = format!("{TURNS_DIR}/requests.log");
             let name = harness.name.as_str();
             TurnsCheck {
                 name: crate::manifest::harness_turns_check_name(name),
@@ -272,7 +275,8 @@ pub(crate) fn harness_turns_checks(
                         ("DRIVER_JS", HARNESS_TURNS_JS),
                         ("TOKEN", &token),
                         ("STEP_LIMIT_MS", &step_limit_ms),
-                        ("LOG", FAKE_MODEL_LOG),
+                        ("LOG", &log),
+                        ("OWN_DIR", TURNS_DIR),
                         ("HARNESS", name),
                         ("COMMAND", &command),
                     ],
@@ -282,6 +286,7 @@ pub(crate) fn harness_turns_checks(
                     "rootfs is read-only".into(),
                     format!("{name}: turn one answered \"code word "),
                     format!("{name}: killed the first process"),
+                    format!("{name}: emptied /tmp of "),
                     format!("{name}: resumed session "),
                     ", turn two answered \"history seen ".into(),
                     "the fake model saw turn two carry turn one".into(),

@@ -2,21 +2,27 @@
 // kill and a resume: turn one is answered by the fake model with a code word only it knows;
 // the process is killed; a new one resumes the saved native id and sends turn two alone, which
 // the fake model answers "history seen <code word>" only if the resumed conversation carried
-// turn one. Exits non-zero, naming the harness and the step, on anything else.
+// turn one. Between the two, /tmp is emptied but for the own files of this check, as a new
+// container would find it: only /workspace can carry the session over. Exits non-zero,
+// naming the harness and the step, on anything else.
 // Written without single quotes: the script inlines it as a `node -e` program.
 const { spawn } = require("child_process");
+const fs = require("fs");
+const path = require("path");
 
 const harness = "@HARNESS@";
 const command = @COMMAND@;
 const token = "@TOKEN@";
 const stepLimitMs = @STEP_LIMIT_MS@;
+const ownDir = "@OWN_DIR@";
 const turnOne = "turn one " + token + ": answer with the code word.";
 const turnTwo = "turn two " + token + ": repeat the code word you answered before.";
 
 // One harness process over pipes: JSON records on stdout, one per line.
 function start(extraArgs) {
   const argv = command.concat(extraArgs);
-  const child = spawn(argv[0], argv.slice(1), { stdio: ["pipe", "pipe", "pipe"] });
+  // A process group of its own, so that a kill ends whatever the harness started too.
+  const child = spawn(argv[0], argv.slice(1), { stdio: ["pipe", "pipe", "pipe"], detached: true });
   const proc = { child, argv, records: [], stderr: "", waiters: [], exited: null };
   let buffered = "";
   child.stdout.on("data", (chunk) => {
@@ -57,7 +63,7 @@ function start(extraArgs) {
   proc.kill = () => new Promise((resolve) => {
     if (proc.exited) return resolve();
     child.on("exit", () => resolve());
-    child.kill("SIGKILL");
+    process.kill(-child.pid, "SIGKILL");
   });
   return proc;
 }
@@ -198,6 +204,9 @@ async function main() {
   console.log(harness + ": turn one answered \"" + one.reply.trim() + "\" in session " + one.id);
   await first.kill();
   console.log(harness + ": killed the first process (" + first.exited + ")");
+  const cleared = fs.readdirSync("/tmp").filter((entry) => path.join("/tmp", entry) !== ownDir);
+  for (const entry of cleared) fs.rmSync(path.join("/tmp", entry), { recursive: true, force: true });
+  console.log(harness + ": emptied /tmp of " + (cleared.length ? cleared.join(", ") : "nothing"));
 
   const second = start(driver.args ? driver.args(one.id) : []);
   const two = await driver.resume(second, one.id);

@@ -2,7 +2,7 @@
 # One harness, one real turn and a resume, against a fake model on loopback: fake-model.js and harness-turns.js are inlined as node -e programs. Runs on a read-only rootfs with a /workspace volume and a tmpfs /tmp.
 set -eu
 harness=@HARNESS@
-work=/tmp/turns
+work=@OWN_DIR@
 mkdir -p "$work"
 : > "$work/requests.log"
 if touch /opt/.rootfs-probe 2> /dev/null; then
