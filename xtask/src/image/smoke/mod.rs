@@ -6,6 +6,12 @@
 //! - each harness command of the manifest, started over pipes (no TTY), answers its native
 //!   handshake with a stdout record matching the manifest's `expect` pointers, with no
 //!   credentials and within a time limit;
+//! - natively: each harness, with its manifest command over pipes on a read-only rootfs with a
+//!   /workspace volume and a tmpfs /tmp, runs a real turn against a fake model on loopback
+//!   (reached through the CLI's own base-URL setting), is killed, and a new process resumes
+//!   the saved native session id; the fake model answers the next turn with the first turn's
+//!   code word only if the request carries the first turn, and the session's files are under
+//!   /workspace only;
 //! - playwright-cli drives Chromium headless to a page served inside the container and reads
 //!   it back; Xtigervnc (speaking RFB) and openbox start as the browser user; `ws` echoes a
 //!   message over a real WebSocket; the browser user exists;
