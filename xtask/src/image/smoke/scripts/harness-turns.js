@@ -195,6 +195,9 @@ async function piTurn(proc, text) {
 
 async function main() {
   const driver = harnesses[harness];
+  if (!driver) {
+    throw new Error(harness + ": harness-turns.js has no driver for this harness; add its native protocol there");
+  }
   const first = start([]);
   const one = await driver.first(first);
   const code = (/code word ([0-9a-f]{12})/.exec(one.reply) || [])[1];

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # One harness, one real turn and a resume, against a fake model on loopback: fake-model.js and harness-turns.js are inlined as node -e programs. Runs on a read-only rootfs with a /workspace volume and a tmpfs /tmp.
-set -eu
+set -euo pipefail
 harness=@HARNESS@
 work=@OWN_DIR@
 mkdir -p "$work"
