@@ -121,6 +121,13 @@ pub fn harness_check_name(harness: &str) -> String {
     format!("harness {harness}")
 }
 
+/// The smoke check of a harness's real turn, kill and resume against a fake model
+/// (`cargo xtask smoke` names it so; natively built images only, so `smoke_checks.native`
+/// requires it by name).
+pub fn harness_turns_check_name(harness: &str) -> String {
+    format!("harness {harness} turn and resume")
+}
+
 /// The names of the smoke checks every release must pass, besides the derived `version
 /// <package>` and `harness <name>` checks.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -272,6 +279,18 @@ impl Manifest {
             bail!("`{both}` is in both install_scripts_allowed and install_scripts_skipped");
         }
         for h in &self.harnesses {
+            // The name goes into the turn check's script as a shell word and a JS string.
+            if h.name.is_empty()
+                || !h
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            {
+                bail!(
+                    "harness name `{}` must be lowercase letters, digits and `-`",
+                    h.name
+                );
+            }
             if h.command.is_empty() || h.handshake.is_empty() || h.expect.is_empty() {
                 bail!(
                     "harness `{}` needs a command, a handshake and an expect map",
@@ -612,7 +631,14 @@ mod tests {
                 "{shared}"
             );
         }
-        assert_eq!(native.len(), 10 + 4 + 1 + 6 + 4);
+        for harness in &m.harnesses {
+            let turns = harness_turns_check_name(&harness.name);
+            assert!(
+                native.contains(&turns) && !emulated.contains(&turns),
+                "{turns}"
+            );
+        }
+        assert_eq!(native.len(), 10 + 4 + 1 + 6 + 4 + 4);
     }
 
     #[test]
@@ -635,6 +661,28 @@ mod tests {
                 Manifest::parse(&text, Path::new("m.yaml")).unwrap_err()
             );
             assert!(msg.contains(expect), "{from} -> {to}: {msg}");
+        }
+    }
+
+    /// A harness name is pasted into the turn check's script as a shell word and a JavaScript
+    /// string: only lowercase letters, digits and `-` get through.
+    #[test]
+    fn harness_names_are_plain_words() {
+        for bad in ["Pi", "pi agent", "pi'", "pi\"", ""] {
+            let text = committed().replacen(
+                "  - name: pi\n",
+                &format!("  - name: \"{}\"\n", bad.replace('"', "\\\"")),
+                1,
+            );
+            assert_ne!(text, committed(), "{bad}");
+            let msg = format!(
+                "{:#}",
+                Manifest::parse(&text, Path::new("m.yaml")).unwrap_err()
+            );
+            assert!(
+                msg.contains("must be lowercase letters, digits and `-`"),
+                "{bad}: {msg}"
+            );
         }
     }
 

@@ -188,6 +188,10 @@ pub(crate) struct ContainerSpec {
     pub hostname: Option<String>,
     /// Volumes to mount, `volume:/path` (the volume must exist).
     pub binds: Vec<String>,
+    /// `--read-only`: the image's filesystem cannot be written, only `binds` and `tmpfs`.
+    pub read_only_rootfs: bool,
+    /// `--tmpfs PATH` mounts, with the engine's default options.
+    pub tmpfs: Vec<String>,
 }
 
 impl ContainerSpec {
@@ -203,6 +207,8 @@ impl ContainerSpec {
             security_opt: Vec::new(),
             hostname: None,
             binds: Vec::new(),
+            read_only_rootfs: false,
+            tmpfs: Vec::new(),
         }
     }
 }
@@ -346,6 +352,13 @@ async fn create(docker: &Docker, spec: &ContainerSpec) -> Result<ContainerGuard>
             init: Some(true),
             security_opt: (!spec.security_opt.is_empty()).then(|| spec.security_opt.clone()),
             binds: (!spec.binds.is_empty()).then(|| spec.binds.clone()),
+            readonly_rootfs: spec.read_only_rootfs.then_some(true),
+            tmpfs: (!spec.tmpfs.is_empty()).then(|| {
+                spec.tmpfs
+                    .iter()
+                    .map(|path| (path.clone(), String::new()))
+                    .collect()
+            }),
             ..Default::default()
         }),
         ..Default::default()

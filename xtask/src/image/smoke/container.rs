@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
 use super::checks::{clip, node_version_verdict, record_matches, LineSplitter, NODE_CHECK};
-use super::scripts::{RelaunchCheck, ScriptCheck};
+use super::scripts::{RelaunchCheck, ScriptCheck, TurnsCheck};
 use super::Check;
 use crate::image::engine::{self, ContainerSpec, OutputStream};
 use crate::manifest::{Harness, NodeSpec, Platform};
@@ -270,6 +270,40 @@ pub(super) async fn relaunch_check(ctx: &Ctx, check: &RelaunchCheck) -> Check {
         (Ok((_, text)), Err(err)) => {
             Check::new(name, false, format!("{text}\ncleanup failed: {err:#}"))
         }
+        (Err(err), _) => Check::new(name, false, format!("{err:#}")),
+    }
+}
+
+/// The harness's turn and resume, on a read-only rootfs with a tmpfs /tmp and a fresh volume
+/// at the workspace, as a sandbox runs it; the volume is removed after.
+pub(super) async fn turns_check(ctx: &Ctx, check: &TurnsCheck) -> Check {
+    let name = check.name.as_str();
+    let volume = format!(
+        "{}-{}",
+        ctx.run_id,
+        name.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
+    );
+    if let Err(err) = engine::create_volume(&ctx.docker, &ctx.run_id, &volume).await {
+        return Check::new(name, false, format!("{err:#}"));
+    }
+    let mut spec = ctx.spec(&["bash".into(), "-c".into(), check.script.clone()]);
+    spec.read_only_rootfs = true;
+    spec.tmpfs = vec!["/tmp".into()];
+    spec.binds = vec![format!("{volume}:{}", check.workspace)];
+    // Two harness starts, two turns and the setup around them.
+    let limit = ctx.limits.harness * 3;
+    let outcome = engine::run(&ctx.docker, &spec, limit).await;
+    let removed = engine::remove_volume(&ctx.docker, &volume).await;
+    match (outcome, removed) {
+        (Ok(out), Ok(())) => {
+            let (passed, text) = script_verdict(&out, &check.expect);
+            Check::new(name, passed, text)
+        }
+        (Ok(out), Err(err)) => Check::new(
+            name,
+            false,
+            format!("{}\ncleanup failed: {err:#}", clip(&out.combined(), 2500)),
+        ),
         (Err(err), _) => Check::new(name, false, format!("{err:#}")),
     }
 }

@@ -6,6 +6,12 @@
 //! - each harness command of the manifest, started over pipes (no TTY), answers its native
 //!   handshake with a stdout record matching the manifest's `expect` pointers, with no
 //!   credentials and within a time limit;
+//! - natively: each harness, with its manifest command over pipes on a read-only rootfs with a
+//!   /workspace volume and a tmpfs /tmp, runs a real turn against a fake model on loopback
+//!   (reached through the CLI's own base-URL setting), is killed, and a new process resumes
+//!   the saved native session id; the fake model answers the next turn with the first turn's
+//!   code word only if the request carries the first turn, and the session's files are under
+//!   /workspace only;
 //! - playwright-cli drives Chromium headless to a page served inside the container and reads
 //!   it back; Xtigervnc (speaking RFB) and openbox start as the browser user; `ws` echoes a
 //!   message over a real WebSocket; the browser user exists;
@@ -286,6 +292,14 @@ fn container_checks(
         let harness = harness.clone();
         checks.push(timed(async move { container::harness_check(&ctx, &harness).await }).boxed());
     }
+    // Natively only: the harnesses start large native binaries twice each, and a turn check
+    // under qemu would time the emulator.
+    if !emulated {
+        for check in scripts::harness_turns_checks(manifest, ctx.limits.harness) {
+            let ctx = ctx.clone();
+            checks.push(timed(async move { container::turns_check(&ctx, &check).await }).boxed());
+        }
+    }
     let script_checks = scripts::browser_scripts(manifest, emulated)
         .into_iter()
         .chain(scripts::linked_build_scripts(manifest, ctx.platform));
@@ -299,6 +313,7 @@ fn container_checks(
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
+    use std::time::Duration;
 
     use super::*;
     use crate::image::build::locked_versions;
@@ -329,6 +344,11 @@ mod tests {
                             .map(|check| check.name),
                     );
                     run.insert(scripts::relaunch_check(&manifest, "{}").name);
+                    run.extend(
+                        scripts::harness_turns_checks(&manifest, Duration::from_secs(1))
+                            .into_iter()
+                            .map(|check| check.name),
+                    );
                 }
                 run.extend(
                     scripts::browser_scripts(&manifest, emulated)

@@ -26,6 +26,12 @@ const RFB_VIEWER_JS: &str = include_str!("scripts/rfb-viewer.js");
 const SHARED_BROWSER_REFUSED_SH: &str = include_str!("scripts/shared-browser-refused.sh");
 const RELAUNCH_FIRST_SH: &str = include_str!("scripts/relaunch-first.sh");
 const RELAUNCH_SECOND_SH: &str = include_str!("scripts/relaunch-second.sh");
+const HARNESS_TURNS_SH: &str = include_str!("scripts/harness-turns.sh");
+const HARNESS_TURNS_JS: &str = include_str!("scripts/harness-turns.js");
+const FAKE_MODEL_JS: &str = include_str!("scripts/fake-model.js");
+/// The turn check's own files, in its tmpfs /tmp: the one entry there that is kept when /tmp
+/// is emptied between the two harness processes (harness-turns.sh creates it).
+const TURNS_DIR: &str = "/tmp/turns";
 
 /// The image's launcher of the shared browser and the defaults it documents (Dockerfile).
 pub(crate) const LAUNCHER: &str = "/usr/local/bin/shared-browser";
@@ -59,6 +65,17 @@ pub(crate) struct RelaunchCheck {
     pub mount: String,
     pub security_opt: Vec<String>,
     /// Strings the second container's stdout must contain.
+    pub expect: Vec<String>,
+}
+
+/// One harness's turn, kill and resume, in a container as a sandbox runs it: read-only
+/// rootfs, a tmpfs /tmp and a fresh volume at `workspace` (the image's home).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TurnsCheck {
+    pub name: String,
+    pub script: String,
+    pub workspace: String,
+    /// Strings stdout must contain.
     pub expect: Vec<String>,
 }
 
@@ -225,6 +242,61 @@ pub(crate) fn relaunch_check(manifest: &Manifest, seccomp_profile: &str) -> Rela
     }
 }
 
+/// Every harness of the manifest, its command run over pipes for a real turn against a fake
+/// model on loopback, killed, and resumed by a new process on the saved native id; each step
+/// of the driver may take up to `step_limit`.
+pub(crate) fn harness_turns_checks(
+    manifest: &Manifest,
+    step_limit: std::time::Duration,
+) -> Vec<TurnsCheck> {
+    manifest
+        .harnesses
+        .iter()
+        .map(|harness| {
+            let token = token();
+            let home = manifest.image.home.as_str();
+            // JSON is a JavaScript expression; a `'` would end the shell's quoting of the
+            // program, and `\u0027` is the same character to JavaScript.
+            let command = serde_json::to_string(&harness.command)
+                .expect("strings serialise")
+                .replace('\'', "\\u0027");
+            let step_limit_ms = step_limit.as_millis().to_string();
+            // harness-turns.sh reads the fake model's log from there.
+            let log = format!("{TURNS_DIR}/requests.log");
+            let name = harness.name.as_str();
+            TurnsCheck {
+                name: crate::manifest::harness_turns_check_name(name),
+                // In this order: the inlined programs' placeholders are filled after them,
+                // and the command last, so nothing in it is taken for a placeholder.
+                script: render(
+                    HARNESS_TURNS_SH,
+                    &[
+                        ("FAKE_MODEL_JS", FAKE_MODEL_JS),
+                        ("DRIVER_JS", HARNESS_TURNS_JS),
+                        ("TOKEN", &token),
+                        ("STEP_LIMIT_MS", &step_limit_ms),
+                        ("LOG", &log),
+                        ("OWN_DIR", TURNS_DIR),
+                        ("HARNESS", name),
+                        ("COMMAND", &command),
+                    ],
+                ),
+                workspace: home.to_string(),
+                expect: vec![
+                    "rootfs is read-only".into(),
+                    format!("{name}: turn one answered \"code word "),
+                    format!("{name}: killed the first process"),
+                    format!("{name}: emptied /tmp of "),
+                    format!("{name}: resumed session "),
+                    ", turn two answered \"history seen ".into(),
+                    "the fake model saw turn two carry turn one".into(),
+                    format!("stored under {home} only"),
+                ],
+            }
+        })
+        .collect()
+}
+
 /// The checks of the manifest's `linked_builds` for `platform`: the linked file is the
 /// chosen build and the default build is gone.
 pub(crate) fn linked_build_scripts(
@@ -281,6 +353,15 @@ mod tests {
                 user: None,
                 expect: relaunch.expect.clone(),
                 security_opt: relaunch.security_opt.clone(),
+            });
+        }
+        for turns in harness_turns_checks(manifest, std::time::Duration::from_secs(90)) {
+            all.push(ScriptCheck {
+                name: turns.name,
+                script: turns.script,
+                user: None,
+                expect: turns.expect,
+                security_opt: Vec::new(),
             });
         }
         all.push(ScriptCheck {
@@ -342,7 +423,10 @@ mod tests {
     fn every_rendered_script_is_complete_and_parses_as_bash() {
         let manifest = manifest();
         let all = every_script(&manifest);
-        assert_eq!(all.len(), 4 + 4 + manifest.linked_builds.len() + 2 + 2 + 1);
+        assert_eq!(
+            all.len(),
+            4 + 4 + manifest.linked_builds.len() + 2 + 2 + manifest.harnesses.len() + 1
+        );
         for check in &all {
             let script = &check.script;
             assert!(script.starts_with("set -"), "{}: {script}", check.name);
@@ -430,8 +514,12 @@ mod tests {
         for (file, js) in [
             ("page-server.js", PAGE_SERVER_JS),
             ("ws-echo.js", WS_ECHO_JS),
+            ("fake-model.js", FAKE_MODEL_JS),
+            ("harness-turns.js", HARNESS_TURNS_JS),
         ] {
             assert!(!js.contains('\''), "{file}");
+            // The driver's command and limit are JavaScript expressions once rendered.
+            let js = render(js, &[("COMMAND", "[\"true\"]"), ("STEP_LIMIT_MS", "1")]);
             let Ok(child) = std::process::Command::new("node")
                 .arg("--check")
                 .stdin(std::process::Stdio::piped())
@@ -450,6 +538,71 @@ mod tests {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+    }
+
+    /// The fake model, run by the host's node where there is one: on each of the three wire
+    /// protocols it answers turn one with its code word, and turn two with that code word only
+    /// when the request carries turn one and the code word it answered.
+    #[tokio::test]
+    async fn the_fake_model_answers_turn_two_only_with_the_first_turn_in_the_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("requests.log");
+        let js = render(
+            FAKE_MODEL_JS,
+            &[("TOKEN", "t0k3n"), ("LOG", log.to_str().unwrap())],
+        );
+        let Ok(mut server) = tokio::process::Command::new("node")
+            .args(["-e", &js])
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+        else {
+            return;
+        };
+        let mut port = String::new();
+        tokio::io::AsyncBufReadExt::read_line(
+            &mut tokio::io::BufReader::new(server.stdout.take().unwrap()),
+            &mut port,
+        )
+        .await
+        .unwrap();
+        let base = format!("http://127.0.0.1:{}", port.trim());
+        let client = reqwest::Client::new();
+        let ask = |path: &str, conversation: Vec<String>| {
+            let body = serde_json::json!({
+                "model": "fake-model",
+                "stream": true,
+                "messages": conversation
+                    .iter()
+                    .map(|text| serde_json::json!({"role": "user", "content": text}))
+                    .collect::<Vec<_>>(),
+            });
+            let request = client.post(format!("{base}{path}")).json(&body).send();
+            async move { request.await.unwrap().text().await.unwrap() }
+        };
+        let turn_one = "turn one t0k3n: answer with the code word.".to_string();
+        let turn_two = "turn two t0k3n: repeat it.".to_string();
+        for path in ["/v1/responses", "/v1/messages", "/v1/chat/completions"] {
+            let first = ask(path, vec![turn_one.clone()]).await;
+            let at = first.find("code word ").expect(&first) + "code word ".len();
+            let code = first[at..at + 12].to_string();
+            let alone = ask(path, vec![turn_two.clone()]).await;
+            assert!(alone.contains("history missing"), "{path}: {alone}");
+            let forgot_the_answer = ask(path, vec![turn_one.clone(), turn_two.clone()]).await;
+            assert!(
+                forgot_the_answer.contains("history missing"),
+                "{path}: {forgot_the_answer}"
+            );
+            let answered = format!("code word {code}");
+            let carried = ask(path, vec![turn_one.clone(), answered, turn_two.clone()]).await;
+            assert!(
+                carried.contains(&format!("history seen {code}")),
+                "{path}: {carried}"
+            );
+        }
+        let logged = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(logged.matches("\"carried\":true").count(), 3, "{logged}");
+        assert_eq!(logged.matches("\"carried\":false").count(), 6, "{logged}");
     }
 
     #[test]
