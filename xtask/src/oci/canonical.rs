@@ -226,6 +226,18 @@ fn rewrite(
             .mtime()
             .with_context(|| format!("{shown}: no mtime"))?;
         header.set_mtime(mtime.min(epoch));
+        // A whiteout is a name, nothing else: overlay2 writes it 0600 at the build's time, the
+        // containerd store 0000 at time 0; one form for both (containerd's).
+        let name = path
+            .rsplit(|&b| b == b'/')
+            .find(|n| !n.is_empty())
+            .unwrap_or(&[]);
+        if name.starts_with(b".wh.") {
+            header.set_mode(0);
+            header.set_uid(0);
+            header.set_gid(0);
+            header.set_mtime(0);
+        }
         let (mut device_major, mut device_minor) = (0u32, 0u32);
         if kind.is_character_special() || kind.is_block_special() {
             device_major = source.device_major()?.unwrap_or(0);
@@ -249,11 +261,13 @@ fn rewrite(
         // The entry's identity (oci::unchanged): its canonical header fields, then its content.
         let mut identity = Sha256::new();
         identity.update([kind.as_byte()]);
+        let is_dir = kind == tar::EntryType::Directory;
         for field in [
             header.mode()?.into(),
             header.uid()?,
             header.gid()?,
-            header.mtime()?,
+            // A directory's time is not part of what it is (oci::unchanged).
+            if is_dir { 0 } else { header.mtime()? },
             device_major.into(),
             device_minor.into(),
             entry.size(),
