@@ -17,7 +17,7 @@
 //! | `replay` | `heavy_docker` | whole workflow runs; share /home/runner and the registry |
 //! | `release`, `receipt_adversarial`, `registry_auth` | `light_docker` (shared) | tiny images |
 //! | `registry_auth` (peak memory, ignored) | `heavy_docker` | a multi-GB push, measured |
-//! | `consume` | `light_docker` (shared) | tiny images; replays of a consumer's workflow |
+//! | `pin_consumer` | `light_docker` (shared) | tiny images; replays of a consumer's workflow; its verifier builds beside the arm64 image test (`support/verifier.rs`) |
 //! | `replay_engine` | `light_docker` | no engine, but timed jobs on the scenarios' workspace |
 //! | `resolve`, `lock`, `workflows`, a release's dry run | none | no engine |
 //!
@@ -29,9 +29,9 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-mod consume;
 mod image;
 mod lock;
+mod pin_consumer;
 mod receipt_adversarial;
 mod registry_auth;
 mod release;

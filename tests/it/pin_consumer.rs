@@ -10,7 +10,7 @@
 
 use std::io::ErrorKind;
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -27,6 +27,7 @@ use crate::support::replay::{
 use crate::support::replay::{
     record_attestation_from, set_default_branch, SignedFrom, RUNNER_USER,
 };
+use crate::support::verifier::verifier;
 use crate::support::xtask::xtask;
 use crate::support::{committed_repo, repo_root, scratch_repo, sha256_hex, unique};
 
@@ -37,48 +38,6 @@ const TEMPLATE_FILE: &str = "templates/coding-agent.yaml";
 const PR_ACTION: &str = "peter-evans/create-pull-request";
 /// How the release workflow's runs sign: from the default branch, on GitHub-hosted runners.
 const MAIN: SignedFrom<'static> = MAIN_ON_GITHUB_HOSTED;
-
-/// The static amd64 verifier, built once per test process the way the release workflow
-/// builds it, in a scratch copy of this repository that is deleted before anything runs it:
-/// a verifier that read its build tree would find nothing there, as on a consumer's machine.
-/// (Its target directory is a cache of its own below this checkout's: `cargo test` holds the
-/// main one, and the dependencies are built once.) The binary is left in a directory of its
-/// own, readable by the runner user.
-fn verifier() -> &'static Path {
-    static VERIFIER: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &VERIFIER
-        .get_or_init(|| {
-            use std::os::unix::fs::PermissionsExt as _;
-            let build_tree = scratch_repo("consume-verifier-build-");
-            let out = tempfile::Builder::new()
-                .prefix("consume-verifier-")
-                .tempdir_in(crate::support::run_dir())
-                .unwrap();
-            let status = Command::new("bash")
-                .arg(build_tree.path().join("scripts/build-verifiers.sh"))
-                .arg(out.path())
-                .arg("linux/amd64")
-                .env(
-                    "CARGO_TARGET_DIR",
-                    repo_root().join("target/consume-verifier"),
-                )
-                .env("XTASK_ZIG_VENV", repo_root().join(".xtask/venv-zig"))
-                .status()
-                .unwrap();
-            assert!(status.success(), "scripts/build-verifiers.sh failed");
-            let gone = build_tree.path().to_path_buf();
-            drop(build_tree);
-            assert!(
-                !gone.exists(),
-                "the build tree {} is deleted",
-                gone.display()
-            );
-            std::fs::set_permissions(out.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-            let binary = out.path().join("template-verify-linux-amd64");
-            (out, binary)
-        })
-        .1
-}
 
 /// The `runner` user the replay's steps run as (scripts/setup-runner-user.sh, idempotent).
 fn runner_user() {

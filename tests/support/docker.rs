@@ -68,6 +68,11 @@ pub fn use_engine(engine: Engine) -> Option<String> {
     docker_host()
 }
 
+/// The engine this thread's helpers use ([`use_engine`]).
+pub fn current_engine() -> Engine {
+    CURRENT.with(|c| c.get())
+}
+
 /// The DOCKER_HOST of this thread's engine; `None` for the host's own.
 pub fn docker_host() -> Option<String> {
     let engine = CURRENT.with(|c| c.get());

@@ -8,6 +8,7 @@ pub mod genuine_release;
 pub mod npm_fixture;
 pub mod registry;
 pub mod replay;
+pub mod verifier;
 pub mod xtask;
 
 use std::path::{Path, PathBuf};
