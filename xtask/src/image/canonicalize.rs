@@ -220,14 +220,9 @@ fn write_load_archive(
     append(&mut tar, "manifest.json", &manifest)?;
     append(&mut tar, &config_name, config)?;
     for ((path, layer), name) in layers.iter().zip(&layer_names) {
-        let Some(path) = path else { continue };
-        let mut header = tar::Header::new_gnu();
-        header.set_size(layer.size);
-        header.set_mode(0o644);
-        let file =
-            std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-        tar.append_data(&mut header, name, file)
-            .with_context(|| format!("cannot send {} to the engine", path.display()))?;
+        if let Some(path) = path {
+            append_layer_file(&mut tar, name, path, layer)?;
+        }
     }
     tar.finish()?;
     Ok(())
@@ -264,14 +259,9 @@ fn write_oci_layout(
     append(&mut tar, &blob(&Digest::of(manifest)), manifest)?;
     append(&mut tar, &blob(&Digest::of(config)), config)?;
     for (path, layer) in layers {
-        let Some(path) = path else { continue };
-        let mut header = tar::Header::new_gnu();
-        header.set_size(layer.size);
-        header.set_mode(0o644);
-        let file =
-            std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-        tar.append_data(&mut header, blob(&layer.diff_id), file)
-            .with_context(|| format!("cannot send {} to the engine", path.display()))?;
+        if let Some(path) = path {
+            append_layer_file(&mut tar, &blob(&layer.diff_id), path, layer)?;
+        }
     }
     tar.finish()?;
     Ok(())
@@ -323,6 +313,22 @@ fn write_layer(
     ));
     written.insert(name.to_string(), (path, layer, index));
     Ok(())
+}
+
+/// Adds the layer file `path` (of `layer`'s size) to the archive to load as `name`.
+fn append_layer_file<W: Write>(
+    tar: &mut tar::Builder<W>,
+    name: &str,
+    path: &Path,
+    layer: &CanonicalLayer,
+) -> Result<()> {
+    let mut header = tar::Header::new_gnu();
+    header.set_size(layer.size);
+    header.set_mode(0o644);
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    tar.append_data(&mut header, name, file)
+        .with_context(|| format!("cannot send {} to the engine", path.display()))
 }
 
 fn append<W: Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> Result<()> {

@@ -193,6 +193,16 @@ pub(crate) fn config_digest(
     }
 }
 
+/// The engine's id of `reference`, as its `inspect` reports it.
+fn engine_id_of(engine: &EngineInfo, reference: &str, inspect: &ImageInspect) -> Result<Digest> {
+    inspect
+        .id
+        .as_deref()
+        .with_context(|| format!("{engine} reports no id for {reference}"))?
+        .parse()
+        .with_context(|| format!("{engine}'s id of {reference} is not a sha256 digest"))
+}
+
 /// An image in the engine and what it is: the engine's handle and the tool's config digest.
 pub(crate) struct EngineImage {
     pub inspect: ImageInspect,
@@ -213,12 +223,7 @@ pub(crate) async fn inspect(
     else {
         return Ok(None);
     };
-    let engine_id: Digest = inspect
-        .id
-        .as_deref()
-        .with_context(|| format!("{engine} reports no id for {reference}"))?
-        .parse()
-        .with_context(|| format!("{engine}'s id of {reference} is not a sha256 digest"))?;
+    let engine_id = engine_id_of(engine, reference, &inspect)?;
     let config_digest =
         config_digest_or_recover(docker, engine, reference, &engine_id, records).await?;
     Ok(Some(EngineImage {
@@ -241,12 +246,7 @@ pub(crate) async fn tool_image_id(
     inspect: &ImageInspect,
 ) -> Result<String> {
     let engine = engine::engine_info(docker).await?;
-    let engine_id: Digest = inspect
-        .id
-        .as_deref()
-        .with_context(|| format!("{engine} reports no id for {reference}"))?
-        .parse()
-        .with_context(|| format!("{engine}'s id of {reference} is not a sha256 digest"))?;
+    let engine_id = engine_id_of(&engine, reference, inspect)?;
     let records = ManifestRecords::new(&records_dir(root));
     Ok(
         config_digest_or_recover(docker, &engine, reference, &engine_id, &records)
