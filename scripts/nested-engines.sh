@@ -2,7 +2,7 @@
 # The engines GitHub's runners have, run on this machine as containers of the host's engine:
 # Debian sid's docker.io (28.5.2 when written) twice, once with the classic store (as
 # ubuntu-24.04's Docker 28.0.4) and once with the containerd image store (as ubuntu-26.04's
-# Docker 29 and Docker Desktop). The image tests run against each (tests/it/engines.rs).
+# Docker 29 and Docker Desktop). The image tests run against each (tests/it/image.rs).
 #
 #   scripts/nested-engines.sh [start|stop|env|status]
 #

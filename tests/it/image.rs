@@ -174,18 +174,11 @@ fn amd64_image_builds_from_the_lockfile_and_passes_every_smoke_check() {
 
 /// Publishes `image` to the local registry by digest; returns (manifest digest, config digest).
 fn publish_by_digest(image: &str, repository: &str) -> (String, String) {
-    let registry = crate::support::docker::local_registry();
     let platform_image = format!("linux/amd64={image}");
-    let published = xtask_json(&[
-        "publish",
-        "--json",
-        "--oci-registry",
-        registry,
-        "--repository",
-        repository,
-        "--image",
-        &platform_image,
-    ]);
+    let published =
+        crate::support::genuine_release::publish(repository, &["--image", &platform_image])
+            .assert_success()
+            .json();
     let platform = &published["platforms"][0];
     assert_eq!(platform["read_back"], true, "{published}");
     (

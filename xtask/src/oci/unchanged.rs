@@ -115,29 +115,38 @@ pub(crate) struct LowerFiles {
 }
 
 /// The paths of `map` below `prefix` (and `prefix` itself unless `strictly`).
-fn paths_below<V>(map: &BTreeMap<Vec<u8>, V>, prefix: &[u8], strictly: bool) -> Vec<Vec<u8>> {
+fn paths_below<'a, V>(
+    map: &'a BTreeMap<Vec<u8>, V>,
+    prefix: &'a [u8],
+    strictly: bool,
+) -> impl Iterator<Item = &'a Vec<u8>> + 'a {
     map.range(prefix.to_vec()..)
-        .take_while(|(p, _)| p.starts_with(prefix))
-        .map(|(p, _)| p.clone())
-        .filter(|p| at_or_below(p, prefix) && !(strictly && p == prefix))
-        .collect()
+        .take_while(move |(p, _)| p.starts_with(prefix))
+        .map(|(p, _)| p)
+        .filter(move |p| at_or_below(p, prefix) && !(strictly && p.as_slice() == prefix))
 }
 
 impl LowerFiles {
     /// Removes `prefix` and everything below it (`keep_prefix`: only what is below).
     fn remove(&mut self, prefix: &[u8], keep_prefix: bool) {
-        for path in paths_below(&self.files, prefix, keep_prefix) {
+        let files: Vec<Vec<u8>> = paths_below(&self.files, prefix, keep_prefix)
+            .cloned()
+            .collect();
+        for path in files {
             self.files.remove(&path);
         }
-        for path in paths_below(&self.dirs, prefix, keep_prefix) {
+        let dirs: Vec<Vec<u8>> = paths_below(&self.dirs, prefix, keep_prefix)
+            .cloned()
+            .collect();
+        for path in dirs {
             self.dirs.remove(&path);
         }
     }
 
     /// Anything below the directory `dir` (not `dir` itself).
     fn holds_anything_below(&self, dir: &[u8]) -> bool {
-        !paths_below(&self.files, dir, true).is_empty()
-            || !paths_below(&self.dirs, dir, true).is_empty()
+        paths_below(&self.files, dir, true).next().is_some()
+            || paths_below(&self.dirs, dir, true).next().is_some()
     }
 
     /// The filesystem after `layer` is applied on top.
