@@ -23,6 +23,7 @@ use crate::model::Digest;
 use crate::oci::blob_upload::{CountingReader, TransferProgress};
 use crate::oci::canonical::Compression;
 use crate::oci::index::{OCI_CONFIG, OCI_LAYER_GZIP, OCI_LAYER_ZSTD};
+use crate::oci::reuse::{KnownBlob, COMPRESSOR, COMPRESSOR_ANNOTATION};
 
 /// A content-addressed blob on local disk, ready to upload.
 #[derive(Debug, Clone)]
@@ -31,6 +32,9 @@ pub(crate) struct Blob {
     pub size: u64,
     pub media_type: String,
     pub path: PathBuf,
+    /// [`crate::oci::reuse::COMPRESSOR`] when this tool compressed the layer (its manifest
+    /// descriptor then says so); `None` for a config and a layer kept as the export gave it.
+    pub compressor: Option<&'static str>,
 }
 
 /// An image made ready for the registry from its `docker save` archive.
@@ -109,17 +113,17 @@ fn store_layer(mut source: impl Read, path: PathBuf) -> Result<Blob> {
         hasher: Sha256::new(),
         written: 0,
     };
-    let media_type = match media_type {
+    let (media_type, compressor) = match media_type {
         Some(kept) => {
             io::copy(&mut source, &mut out)?;
-            kept
+            (kept, None)
         }
         None => {
             let mut gz =
                 flate2::write::GzEncoder::new(&mut out, flate2::Compression::new(LAYER_LEVEL));
             io::copy(&mut source, &mut gz)?;
             gz.finish()?;
-            OCI_LAYER_GZIP
+            (OCI_LAYER_GZIP, Some(COMPRESSOR))
         }
     };
     out.flush()?;
@@ -128,6 +132,7 @@ fn store_layer(mut source: impl Read, path: PathBuf) -> Result<Blob> {
         size: out.written,
         media_type: media_type.to_string(),
         path,
+        compressor,
     })
 }
 
@@ -138,6 +143,7 @@ fn store_bytes(bytes: &[u8], media_type: &str, path: PathBuf) -> Result<Blob> {
         size: bytes.len() as u64,
         media_type: media_type.to_string(),
         path,
+        compressor: None,
     })
 }
 
@@ -453,15 +459,7 @@ fn prepare_with_limit(
     let saved = read?;
     let large = state.done;
     let image = saved.image()?;
-    #[derive(Deserialize)]
-    struct ConfigPlatform {
-        architecture: String,
-        os: String,
-        #[serde(default)]
-        variant: Option<String>,
-    }
-    let platform: ConfigPlatform =
-        serde_json::from_slice(image.config).context("the image config has no architecture/os")?;
+    let platform = config_platform(image.config)?;
     let config = store_bytes(image.config, OCI_CONFIG, dir.join("config"))?;
 
     let mut layers = Vec::new();
@@ -476,20 +474,7 @@ fn prepare_with_limit(
         layers.push(blob);
     }
 
-    let descriptor = |blob: &Blob| -> Result<oci_spec::image::Descriptor> {
-        Ok(DescriptorBuilder::default()
-            .media_type(MediaType::from(blob.media_type.as_str()))
-            .digest(OciDigest::from_str(&blob.digest)?)
-            .size(blob.size)
-            .build()?)
-    };
-    let manifest = ImageManifestBuilder::default()
-        .schema_version(2u32)
-        .media_type(MediaType::ImageManifest)
-        .config(descriptor(&config)?)
-        .layers(layers.iter().map(descriptor).collect::<Result<Vec<_>>>()?)
-        .build()?;
-    let manifest = serde_json::to_vec(&manifest)?;
+    let manifest = image_manifest(&config, &layers)?;
     Ok(PreparedImage {
         manifest_digest: Digest::of(&manifest).to_string(),
         manifest,
@@ -499,6 +484,177 @@ fn prepare_with_limit(
         architecture: platform.architecture,
         variant: platform.variant,
     })
+}
+
+#[derive(Deserialize)]
+struct ConfigPlatform {
+    architecture: String,
+    os: String,
+    #[serde(default)]
+    variant: Option<String>,
+}
+
+fn config_platform(config: &[u8]) -> Result<ConfigPlatform> {
+    serde_json::from_slice(config).context("the image config has no architecture/os")
+}
+
+/// A canonical layer on disk (the assembly's layer cache), named by its diff id; opened, so a
+/// later assembly that prunes the cache cannot take it away.
+#[derive(Debug)]
+pub(crate) struct LayerFile {
+    pub diff_id: String,
+    pub path: PathBuf,
+    pub file: std::fs::File,
+}
+
+/// The blobs of an image whose canonical `config` and uncompressed `layers` (in the config's
+/// order) are already on disk, without an export: a layer in `reused` is described by the
+/// blob the registry holds (nothing is read); every other one is compressed from its file,
+/// largest first, one per core, its input checked against its diff id as it streams by, and
+/// handed to `on_blob` when done (from a compressing thread). Layers compress into `dir`.
+pub(crate) fn prepare_from_layers(
+    config: &[u8],
+    layers: &[LayerFile],
+    reused: &BTreeMap<String, KnownBlob>,
+    dir: &Path,
+    on_blob: &(dyn Fn(&Blob) + Sync),
+) -> Result<PreparedImage> {
+    let platform = config_platform(config)?;
+    let config = store_bytes(config, OCI_CONFIG, dir.join("config"))?;
+    // One job per distinct layer the registry lacks (an image may repeat a layer).
+    let mut jobs: Vec<(u64, usize)> = Vec::new();
+    for (i, layer) in layers.iter().enumerate() {
+        if reused.contains_key(&layer.diff_id)
+            || layers[..i].iter().any(|l| l.diff_id == layer.diff_id)
+        {
+            continue;
+        }
+        let size = layer
+            .file
+            .metadata()
+            .with_context(|| format!("cannot read {}", layer.path.display()))?
+            .len();
+        jobs.push((size, i));
+    }
+    // Smallest first in the vector: `pop` hands out the largest.
+    jobs.sort();
+    let jobs = Mutex::new(jobs);
+    let done: Mutex<BTreeMap<String, Result<Blob>>> = Mutex::new(BTreeMap::new());
+    std::thread::scope(|scope| {
+        for _ in 0..compressors().min(layers.len().max(1)) {
+            scope.spawn(|| loop {
+                let Some((size, i)) = jobs.lock().expect("jobs lock").pop() else {
+                    return;
+                };
+                let layer = &layers[i];
+                let result = compress_layer_file(layer, size, &dir.join(format!("layer-{i}")));
+                if let Ok(blob) = &result {
+                    on_blob(blob);
+                } else {
+                    // The result is an error anyway: leave the other layers.
+                    jobs.lock().expect("jobs lock").clear();
+                }
+                done.lock()
+                    .expect("done lock")
+                    .insert(layer.diff_id.clone(), result);
+            });
+        }
+    });
+    let mut done = done.into_inner().expect("done lock");
+    let mut compressed: BTreeMap<String, Blob> = BTreeMap::new();
+    for (diff_id, result) in std::mem::take(&mut done) {
+        compressed.insert(diff_id, result?);
+    }
+    let layers = layers
+        .iter()
+        .map(|layer| match reused.get(&layer.diff_id) {
+            Some(known) => Ok(Blob::reused(known)),
+            None => compressed
+                .get(&layer.diff_id)
+                .cloned()
+                .with_context(|| format!("the layer {} was not compressed", layer.diff_id)),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let manifest = image_manifest(&config, &layers)?;
+    Ok(PreparedImage {
+        manifest_digest: Digest::of(&manifest).to_string(),
+        manifest,
+        config,
+        layers,
+        os: platform.os,
+        architecture: platform.architecture,
+        variant: platform.variant,
+    })
+}
+
+/// Compresses the canonical layer `layer` (`size` bytes) into `out`; its bytes must hash to
+/// its diff id (a damaged layer cache is an error that says how to rebuild it).
+fn compress_layer_file(layer: &LayerFile, size: u64, out: &Path) -> Result<Blob> {
+    // From its start, whoever read the open file before.
+    io::Seek::seek(&mut &layer.file, io::SeekFrom::Start(0))
+        .with_context(|| format!("cannot read {}", layer.path.display()))?;
+    let progress = TransferProgress::new(&format!("compress {}", layer.diff_id), size);
+    let mut hashing = crate::oci::read_back::Hashing::new(CountingReader {
+        inner: io::BufReader::with_capacity(1 << 20, &layer.file),
+        progress: &progress,
+    });
+    let blob = store_layer(&mut hashing, out.to_path_buf())
+        .with_context(|| format!("cannot compress the layer {}", layer.path.display()))?;
+    let (read, _) = hashing.finish();
+    if read != layer.diff_id {
+        let _ = std::fs::remove_file(&blob.path);
+        bail!(
+            "{} hashes to {read}, not to its diff id {}: the layer cache is damaged; remove \
+             {} and run `cargo xtask build` again to rebuild it",
+            layer.path.display(),
+            layer.diff_id,
+            layer
+                .path
+                .parent()
+                .map_or(String::new(), |d| d.display().to_string())
+        );
+    }
+    Ok(blob)
+}
+
+/// The canonical OCI image manifest over `config` and `layers`: each layer this tool
+/// compressed carries [`COMPRESSOR_ANNOTATION`], so a later publish knows which blobs it may
+/// reuse (`oci/reuse.rs`). Pure; a reused [`KnownBlob`] gives the same descriptor as the blob
+/// compressed again ([`Blob::reused`]).
+pub(crate) fn image_manifest(config: &Blob, layers: &[Blob]) -> Result<Vec<u8>> {
+    let descriptor = |blob: &Blob| -> Result<oci_spec::image::Descriptor> {
+        let mut builder = DescriptorBuilder::default()
+            .media_type(MediaType::from(blob.media_type.as_str()))
+            .digest(OciDigest::from_str(&blob.digest)?)
+            .size(blob.size);
+        if let Some(compressor) = blob.compressor {
+            builder = builder.annotations(std::collections::HashMap::from([(
+                COMPRESSOR_ANNOTATION.to_string(),
+                compressor.to_string(),
+            )]));
+        }
+        Ok(builder.build()?)
+    };
+    let manifest = ImageManifestBuilder::default()
+        .schema_version(2u32)
+        .media_type(MediaType::ImageManifest)
+        .config(descriptor(config)?)
+        .layers(layers.iter().map(descriptor).collect::<Result<Vec<_>>>()?)
+        .build()?;
+    Ok(serde_json::to_vec(&manifest)?)
+}
+
+impl Blob {
+    /// A layer blob the registry already holds, made by [`COMPRESSOR`]: nothing on disk.
+    pub(crate) fn reused(known: &KnownBlob) -> Blob {
+        Blob {
+            digest: known.digest.clone(),
+            size: known.size,
+            media_type: OCI_LAYER_GZIP.to_string(),
+            path: PathBuf::new(),
+            compressor: Some(COMPRESSOR),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -637,6 +793,137 @@ mod tests {
         assert!(left.is_empty(), "{left:?}");
         // A truncated export is an error, also on this path.
         assert!(prepare_with_limit(&whole[..whole.len() / 2], dir2.path(), 4096, &|_| {}).is_err());
+    }
+
+    /// A `docker save`-shaped archive of `layers` under `config`, and the same layers as
+    /// canonical layer files in `dir` (as the layer cache holds them).
+    fn image_both_ways(layers: &[Vec<u8>], dir: &Path) -> (Vec<u8>, Vec<u8>, Vec<LayerFile>) {
+        let diff_ids: Vec<String> = layers.iter().map(|l| Digest::of(l).to_string()).collect();
+        let config = serde_json::to_vec(&serde_json::json!({"architecture": "amd64",
+            "os": "linux", "config": {}, "rootfs": {"type": "layers", "diff_ids": diff_ids}}))
+        .unwrap();
+        let config_name = format!("{}.json", Digest::of(&config).hex());
+        let names: Vec<String> = (0..layers.len())
+            .map(|i| format!("l{i}/layer.tar"))
+            .collect();
+        let manifest = serde_json::to_vec(&serde_json::json!([
+            {"Config": config_name, "RepoTags": null, "Layers": names}
+        ]))
+        .unwrap();
+        let mut out = tar::Builder::new(Vec::new());
+        let mut add = |name: &str, data: &[u8]| {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(data.len() as u64);
+            h.set_mode(0o644);
+            out.append_data(&mut h, name, data).unwrap();
+        };
+        let mut files = Vec::new();
+        for ((layer, name), diff_id) in layers.iter().zip(&names).zip(&diff_ids) {
+            add(name, layer);
+            let path = dir.join(format!("{}.tar", &diff_id[7..]));
+            std::fs::write(&path, layer).unwrap();
+            files.push(LayerFile {
+                diff_id: diff_id.clone(),
+                file: std::fs::File::open(&path).unwrap(),
+                path,
+            });
+        }
+        add(&config_name, &config);
+        add("manifest.json", &manifest);
+        (out.into_inner().unwrap(), config, files)
+    }
+
+    #[test]
+    fn layers_from_the_cache_give_the_exports_manifest_with_or_without_a_previous_release() {
+        let cache = tempfile::tempdir().unwrap();
+        let layers = [layer_tar(4), layer_tar(2), layer_tar(3)];
+        let (saved, config, files) = image_both_ways(&layers, cache.path());
+        let out = tempfile::tempdir().unwrap();
+        let exported = prepare_from_archive(saved.as_slice(), out.path()).unwrap();
+        let none = BTreeMap::new();
+        let handed = Mutex::new(Vec::new());
+        let fresh = prepare_from_layers(&config, &files, &none, out.path(), &|b: &Blob| {
+            handed.lock().unwrap().push(b.digest.clone())
+        })
+        .unwrap();
+        // The cache path and the export path make the same image.
+        assert_eq!(fresh.manifest_digest, exported.manifest_digest);
+        assert_eq!(handed.into_inner().unwrap().len(), 3);
+        let text = String::from_utf8(fresh.manifest.clone()).unwrap();
+        assert_eq!(text.matches(COMPRESSOR).count(), 3, "{text}");
+        // The cache files are inputs: left where they are.
+        assert!(files.iter().all(|f| f.path.exists()));
+
+        // A previous release this tool made: its blobs are reused, nothing is compressed,
+        // and the manifest is the one a publish without it makes.
+        let previous =
+            crate::oci::reuse::reusable_layers("prev", &fresh.manifest, &config).unwrap();
+        assert_eq!(previous.by_diff_id.len(), 3);
+        let handed = Mutex::new(0);
+        let reused =
+            prepare_from_layers(&config, &files, &previous.by_diff_id, out.path(), &|_| {
+                *handed.lock().unwrap() += 1
+            })
+            .unwrap();
+        assert_eq!(*handed.lock().unwrap(), 0);
+        assert_eq!(reused.manifest, fresh.manifest);
+        // One CLI changed: only its layer is compressed; the manifest is again the fresh one.
+        let changed = [layers[0].clone(), layer_tar(5), layers[2].clone()];
+        let cache2 = tempfile::tempdir().unwrap();
+        let (_, config2, files2) = image_both_ways(&changed, cache2.path());
+        let handed = Mutex::new(0);
+        let update =
+            prepare_from_layers(&config2, &files2, &previous.by_diff_id, out.path(), &|_| {
+                *handed.lock().unwrap() += 1
+            })
+            .unwrap();
+        assert_eq!(*handed.lock().unwrap(), 1);
+        let update_fresh =
+            prepare_from_layers(&config2, &files2, &none, out.path(), &|_| {}).unwrap();
+        assert_eq!(update.manifest_digest, update_fresh.manifest_digest);
+
+        // A previous release whose blobs another compressor made (level 1, no annotation):
+        // equally valid gzip of the same layers, but reusing them would change the digest.
+        let mut foreign_layers = Vec::new();
+        for layer in &layers {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(1));
+            gz.write_all(layer).unwrap();
+            let bytes = gz.finish().unwrap();
+            foreign_layers.push(serde_json::json!({"mediaType": OCI_LAYER_GZIP,
+                "digest": Digest::of(&bytes).to_string(), "size": bytes.len()}));
+        }
+        let foreign_manifest = serde_json::to_vec(&serde_json::json!({"schemaVersion": 2,
+            "mediaType": crate::oci::index::OCI_MANIFEST,
+            "config": {"mediaType": OCI_CONFIG, "digest": Digest::of(&config).to_string(),
+                       "size": config.len()},
+            "layers": foreign_layers}))
+        .unwrap();
+        let foreign =
+            crate::oci::reuse::reusable_layers("prev", &foreign_manifest, &config).unwrap();
+        let after_foreign =
+            prepare_from_layers(&config, &files, &foreign.by_diff_id, out.path(), &|_| {}).unwrap();
+        assert_eq!(after_foreign.manifest_digest, fresh.manifest_digest);
+        assert_eq!(foreign.foreign, 3);
+    }
+
+    #[test]
+    fn a_damaged_cached_layer_is_an_error_naming_the_file() {
+        let cache = tempfile::tempdir().unwrap();
+        let (_, config, files) = image_both_ways(&[layer_tar(2)], cache.path());
+        std::fs::write(&files[0].path, layer_tar(3)).unwrap();
+        let files = vec![LayerFile {
+            file: std::fs::File::open(&files[0].path).unwrap(),
+            ..files.into_iter().next().unwrap()
+        }];
+        let out = tempfile::tempdir().unwrap();
+        let err = prepare_from_layers(&config, &files, &BTreeMap::new(), out.path(), &|_| {})
+            .unwrap_err();
+        let text = format!("{err:#}");
+        assert!(text.contains("not to its diff id"), "{text}");
+        assert!(
+            text.contains(&files[0].path.display().to_string()),
+            "{text}"
+        );
     }
 
     #[test]

@@ -12,4 +12,5 @@ pub(crate) mod credentials;
 pub(crate) mod index;
 pub(crate) mod read_back;
 pub(crate) mod reference;
+pub(crate) mod reuse;
 pub(crate) mod unchanged;

@@ -22,10 +22,25 @@ pub(crate) struct ReadBack {
 }
 
 /// A reader that hashes what passes through it.
-struct Hashing<R> {
+pub(crate) struct Hashing<R> {
     inner: R,
     hash: Sha256,
     count: u64,
+}
+
+impl<R> Hashing<R> {
+    pub(crate) fn new(inner: R) -> Hashing<R> {
+        Hashing {
+            inner,
+            hash: Sha256::new(),
+            count: 0,
+        }
+    }
+
+    /// `sha256:<hex>` of what was read, and how many bytes.
+    pub(crate) fn finish(self) -> (String, u64) {
+        (hex_digest(self.hash), self.count)
+    }
 }
 
 impl<R: Read> Read for Hashing<R> {
