@@ -306,6 +306,12 @@ pub struct PublishArgs {
     /// index), but do not write the tag. `release ship` writes it after the receipt verified.
     #[arg(long, requires = "tag")]
     pub defer_tag: bool,
+    /// The previous release, `host/repository@digest` of its index (or of one platform's
+    /// manifest), in the same registry: its layers that this tool compressed are checked
+    /// with a HEAD (or mounted from its repository) and neither compressed nor uploaded.
+    /// The digests published are the same with or without it.
+    #[arg(long, value_name = "REPOSITORY@DIGEST")]
+    pub previous: Option<String>,
     /// Export and digest everything, read the registry, write nothing to it.
     #[arg(long)]
     pub dry_run: bool,

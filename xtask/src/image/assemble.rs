@@ -505,6 +505,10 @@ impl LayerCache {
         self.dir.join(format!("{}.tar", layer.diff_id.hex()))
     }
 
+    fn config_file(&self, image_id: &Digest) -> PathBuf {
+        self.dir.join(format!("{}.config.json", image_id.hex()))
+    }
+
     fn has(&self, layer: &CanonicalLayer) -> bool {
         std::fs::metadata(self.layer_file(layer)).is_ok_and(|m| m.len() == layer.size)
     }
@@ -549,6 +553,58 @@ impl LayerCache {
             }
         }
     }
+}
+
+/// The image `image_id` as the layer cache in `dir` holds it (the last one assembled there):
+/// its canonical config and each layer's file, opened under the cache's lock so a later
+/// assembly's pruning cannot take them; `None` when the cache holds another image or lacks a
+/// layer (`publish` then exports the image from the engine).
+pub(crate) fn cached_image(
+    dir: &Path,
+    image_id: &str,
+) -> Result<Option<(Vec<u8>, Vec<crate::oci::archive::LayerFile>)>> {
+    let Ok(id) = image_id.parse::<Digest>() else {
+        return Ok(None);
+    };
+    let cache = LayerCache {
+        dir: dir.to_path_buf(),
+    };
+    let lock_path = dir.join(LOCK_FILE);
+    let Ok(lock) = std::fs::File::open(&lock_path) else {
+        return Ok(None);
+    };
+    // Shared: publishers read side by side; an assembly (exclusive) waits for them.
+    lock.lock_shared()
+        .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+    let Ok(config) = std::fs::read(cache.config_file(&id)) else {
+        return Ok(None);
+    };
+    if Digest::of(&config) != id {
+        return Ok(None);
+    }
+    #[derive(Deserialize)]
+    struct Rootfs {
+        diff_ids: Vec<Digest>,
+    }
+    #[derive(Deserialize)]
+    struct Config {
+        rootfs: Rootfs,
+    }
+    let parsed: Config = serde_json::from_slice(&config)
+        .with_context(|| format!("{}: not an image config", cache.config_file(&id).display()))?;
+    let mut files = Vec::new();
+    for diff_id in parsed.rootfs.diff_ids {
+        let path = dir.join(format!("{}.tar", diff_id.hex()));
+        let Ok(file) = std::fs::File::open(&path) else {
+            return Ok(None);
+        };
+        files.push(crate::oci::archive::LayerFile {
+            diff_id: diff_id.to_string(),
+            path,
+            file,
+        });
+    }
+    Ok(Some((config, files)))
 }
 
 /// What to assemble: the final stage read from the Dockerfile, the builder's stage images, and
@@ -658,6 +714,10 @@ pub(crate) async fn assemble(
         assembly.extra_labels,
         epoch,
     )?;
+    // The config too, so `publish` compresses from this cache instead of an export.
+    let config_file = cache.config_file(&Digest::of(&config));
+    atomic_write(&config_file, &config)?;
+    entries.push(config_file);
     let layers: Vec<CanonicalLayer> = system.layers.iter().chain(&copied).cloned().collect();
     let held = held_chains(docker).await?;
     let diff_ids: Vec<Digest> = layers.iter().map(|l| l.diff_id.clone()).collect();

@@ -291,6 +291,47 @@ impl RegistryClient {
         }
     }
 
+    /// Mounts the blob `digest` from `source`, another repository of this registry, without a
+    /// body (distribution spec, "Mounting a blob from another repository"; distribution's
+    /// `registry/handlers/blobupload.go` answers 201 Created when mounted and 202 Accepted
+    /// with a new upload session when it cannot, e.g. the source lacks the blob or denies
+    /// pull). Returns whether it was mounted; a session it started instead is cancelled.
+    pub(crate) async fn mount_blob(&self, digest: &str, source: &str) -> Result<bool> {
+        self.auth.want_pull_from(source).await;
+        let mut start = self.target.url("blobs/uploads/");
+        start
+            .query_pairs_mut()
+            .append_pair("mount", digest)
+            .append_pair("from", source);
+        let response = self
+            .send(&start, |http| {
+                Ok(http.post(start.clone()).header(header::CONTENT_LENGTH, "0"))
+            })
+            .await?;
+        if response.status() == StatusCode::CREATED {
+            return Ok(true);
+        }
+        let response = self
+            .expect_ok(
+                &format!("mount blob {digest} from {source}"),
+                &start,
+                response,
+            )
+            .await?;
+        let session = response
+            .headers()
+            .get(header::LOCATION)
+            .and_then(|l| l.to_str().ok())
+            .and_then(|l| start.join(l).ok());
+        if let Some(session) = session {
+            // Best effort: an abandoned session expires on the registry's own schedule.
+            let _ = self
+                .send(&session, |http| Ok(http.delete(session.clone())))
+                .await;
+        }
+        Ok(false)
+    }
+
     /// GET a blob: the successful response, whose body streams (registries redirect blob
     /// reads to storage; reqwest follows).
     pub(crate) async fn get_blob(&self, digest: &str) -> Result<Response> {

@@ -226,6 +226,7 @@ pub async fn run(args: BenchPublishArgs) -> Result<ExitCode> {
         tag: None,
         required_platforms: Vec::new(),
         defer_tag: false,
+        previous: None,
         dry_run: false,
     };
     let start = Instant::now();

@@ -105,6 +105,7 @@ pub async fn run(args: BenchUpdateArgs) -> Result<ExitCode> {
         tag: None,
         required_platforms: Vec::new(),
         defer_tag: false,
+        previous: None,
         dry_run: false,
     };
     progress.step(format!(

@@ -91,23 +91,28 @@ fn platform_phase() -> Vec<Emitted> {
     let mut all = Vec::new();
     for p in Platform::ALL {
         let work = platform::work_dir(out, p);
+        let previous = format!("ghcr.io/sandbox0/coding-agent@sha256:{}", "c".repeat(64));
         for publish in [None, Some(&target)] {
             for ca_bundle in [None, Some(ca)] {
-                let steps = platform::PlatformSteps {
-                    publish,
-                    platform: p,
-                    work: &work,
-                    out,
-                    ca_bundle,
-                    now: NOW,
-                };
-                all.extend(emitted(
-                    format!(
-                        "build {p}, publish {}, ca bundle {ca_bundle:?}",
-                        publish.is_some()
-                    ),
-                    steps.all(IMAGE),
-                ));
+                for previous in [None, Some(previous.as_str())] {
+                    let steps = platform::PlatformSteps {
+                        publish,
+                        platform: p,
+                        work: &work,
+                        out,
+                        ca_bundle,
+                        now: NOW,
+                        previous,
+                    };
+                    all.extend(emitted(
+                        format!(
+                            "build {p}, publish {}, ca bundle {ca_bundle:?}, previous {}",
+                            publish.is_some(),
+                            previous.is_some()
+                        ),
+                        steps.all(IMAGE),
+                    ));
+                }
             }
         }
     }

@@ -201,6 +201,9 @@ fn dry_run(
             out: run_dir,
             ca_bundle: ca,
             now: PLAN_CLOCK,
+            // Known once the plan ran (its previous receipt's index); the push then gains
+            // `--previous`.
+            previous: None,
         };
         phases.push(DryRunPhase {
             phase: format!("build {p}"),

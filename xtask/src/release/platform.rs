@@ -46,6 +46,21 @@ pub(crate) struct PlatformSteps<'a> {
     pub ca_bundle: Option<&'a Path>,
     /// The plan's clock (RFC 3339): the SBOM's creation time.
     pub now: &'a str,
+    /// The previous release's index reference (the plan's), for the push to reuse its blobs.
+    pub previous: Option<&'a str>,
+}
+
+/// The previous release the push may reuse blobs from: the plan's, when it is in the
+/// target's registry (blobs move only within one registry; a release after a move of
+/// registry publishes every layer, with the same digests). Pure.
+pub(crate) fn previous_for<'a>(target: &Target, previous: Option<&'a str>) -> Option<&'a str> {
+    let host = crate::oci::client::RegistryTarget::parse(&target.registry, &target.repository)
+        .ok()?
+        .host;
+    previous.filter(|reference| {
+        crate::oci::reference::parse_pinned_reference(reference)
+            .is_ok_and(|r| r.name.domain == host && r.digest.is_some())
+    })
 }
 
 /// The platform's steps as pure functions of the plan, so that the phase, `release --dry-run`
@@ -98,16 +113,17 @@ impl PlatformSteps<'_> {
     /// The push by digest, only when the plan publishes.
     pub(crate) fn push(&self, image: &str) -> Option<Step> {
         let target = self.publish?;
-        Some(
-            Step::new(
-                format!("push {} by digest", self.platform),
-                &["publish", "--json"],
-            )
-            .arg("--oci-registry", &target.registry)
-            .arg("--repository", &target.repository)
-            .arg("--image", format!("{}={image}", self.platform))
-            .output(self.output("pushed")),
+        let mut push = Step::new(
+            format!("push {} by digest", self.platform),
+            &["publish", "--json"],
         )
+        .arg("--oci-registry", &target.registry)
+        .arg("--repository", &target.repository)
+        .arg("--image", format!("{}={image}", self.platform));
+        if let Some(previous) = previous_for(target, self.previous) {
+            push = push.arg("--previous", previous);
+        }
+        Some(push.output(self.output("pushed")))
     }
 
     /// Every step, in order, with `image` for the one the build makes.
@@ -166,6 +182,7 @@ pub(crate) async fn run(request: BuildRequest<'_>) -> Result<(PlatformResults, P
         out,
         ca_bundle,
         now: &now,
+        previous: plan.previous.as_ref().map(|p| p.reference.as_str()),
     };
     // The image only fills in arguments; it does not change how many steps there are.
     let mut runner = StepRunner::new(root, planned.all("").len())?;
@@ -239,6 +256,7 @@ mod tests {
             out: Path::new("/o"),
             ca_bundle: Some(ca),
             now: "2026-11-30T04:37:00Z",
+            previous: None,
         };
         for step in [steps.build(), steps.smoke("coding-agent:x")] {
             let at = step.args.iter().position(|a| a == "--ca-bundle");
@@ -249,6 +267,39 @@ mod tests {
                 step.command_line()
             );
         }
+    }
+
+    #[test]
+    fn the_push_reuses_the_previous_release_only_in_the_same_registry() {
+        let target = Target {
+            registry: "ghcr.io".into(),
+            repository: "sandbox0/coding-agent".into(),
+        };
+        let d = format!("sha256:{}", "a".repeat(64));
+        let here = format!("ghcr.io/sandbox0/coding-agent@{d}");
+        let moved = format!("ghcr.io/other/coding-agent@{d}");
+        let elsewhere = format!("registry.example/sandbox0/coding-agent@{d}");
+        assert_eq!(previous_for(&target, Some(&here)), Some(here.as_str()));
+        // Another repository of the registry: its blobs are mounted.
+        assert_eq!(previous_for(&target, Some(&moved)), Some(moved.as_str()));
+        assert_eq!(previous_for(&target, Some(&elsewhere)), None);
+        assert_eq!(
+            previous_for(&target, Some("ghcr.io/sandbox0/coding-agent:tag")),
+            None
+        );
+        assert_eq!(previous_for(&target, None), None);
+        let steps = PlatformSteps {
+            publish: Some(&target),
+            platform: Platform::LinuxAmd64,
+            work: Path::new("/w"),
+            out: Path::new("/o"),
+            ca_bundle: None,
+            now: "2026-11-30T04:37:00Z",
+            previous: Some(&here),
+        };
+        let push = steps.push("coding-agent:x").unwrap();
+        let at = push.args.iter().position(|a| a == "--previous").unwrap();
+        assert_eq!(push.args[at + 1], here);
     }
 
     #[test]

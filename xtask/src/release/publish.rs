@@ -40,11 +40,12 @@ use crate::model::publish::{IndexEntry, PublishReport, PublishedIndex, PushedIma
 use crate::model::tag::is_valid_tag;
 use crate::model::Digest;
 use crate::oci;
-use crate::oci::archive::{prepare_streaming, Blob};
+use crate::oci::archive::{prepare_from_layers, prepare_streaming, Blob, PreparedImage};
 use crate::oci::blob_upload::BlobLocations;
 use crate::oci::client::{BlobPush, RegistryClient, RegistryTarget};
 use crate::oci::credentials::{credentials_for, EnvCredentialsHost};
 use crate::oci::index::{PlatformManifest, OCI_INDEX, OCI_MANIFEST};
+use crate::oci::reuse::{platform_manifest, reusable_layers, KnownBlob, Reusable};
 use crate::util::{atomic_write, print_json, sha256_hex, state_dir, Progress};
 
 // ---------------------------------------------------------------------------------------------
@@ -87,7 +88,66 @@ pub(crate) struct PublishOptions {
     /// index; the tag is written by a later run without this option (after the receipt
     /// verified), so a failure in between burns no tag.
     pub defer_tag: bool,
+    /// The previous release (`host/repository@digest` of its index or of one platform's
+    /// manifest, in the same registry): layers it holds that this tool's compressor made are
+    /// neither compressed nor uploaded (`oci/reuse.rs`).
+    pub previous: Option<String>,
     pub dry_run: bool,
+}
+
+/// The previous release a publish reuses blobs from: a client for its repository (which may
+/// be the target's) and the digest `--previous` names.
+struct Previous {
+    client: RegistryClient,
+    digest: String,
+}
+
+/// Manifests and configs of a previous release are small; more is not one of ours.
+const PREVIOUS_LIMIT: usize = 4 << 20;
+
+impl Previous {
+    /// The blobs the previous release offers for `platform`'s layers.
+    async fn reusable(&self, platform: Platform) -> Result<Reusable> {
+        let client = &self.client;
+        let what = client.target.reference(&self.digest);
+        let fetch = |digest: String| async move {
+            let bytes = client
+                .get_manifest_bounded(&digest, PREVIOUS_LIMIT)
+                .await?
+                .with_context(|| {
+                    format!(
+                        "{} is not in the registry",
+                        client.target.reference(&digest)
+                    )
+                })?;
+            if Digest::of(&bytes).as_str() != digest {
+                bail!(
+                    "{} does not hash to its digest",
+                    client.target.reference(&digest)
+                );
+            }
+            Ok(bytes)
+        };
+        let document = fetch(self.digest.clone()).await?;
+        let manifest_digest = platform_manifest(&what, &self.digest, &document, platform)?;
+        let manifest = if manifest_digest == self.digest {
+            document
+        } else {
+            fetch(manifest_digest.clone()).await?
+        };
+        let parsed: oci_spec::image::ImageManifest = serde_json::from_slice(&manifest)
+            .with_context(|| format!("{what}: {manifest_digest} is not an OCI image manifest"))?;
+        let config_digest = parsed.config().digest().to_string();
+        let config = client
+            .get_blob_bounded(&config_digest, PREVIOUS_LIMIT)
+            .await?
+            .with_context(|| format!("{what}: the registry lacks its config {config_digest}"))?;
+        reusable_layers(
+            &client.target.reference(&manifest_digest),
+            &manifest,
+            &config,
+        )
+    }
 }
 
 async fn push_image(
@@ -95,6 +155,7 @@ async fn push_image(
     client: &RegistryClient,
     platform: Platform,
     image: &str,
+    previous: Option<&Previous>,
     dry_run: bool,
     progress: &Progress,
 ) -> Result<PushedImage> {
@@ -143,61 +204,92 @@ async fn push_image(
         }
     }
 
-    progress.step(format!(
-        "{platform}: exporting {image}, compressing its layers (one per core) and uploading \
-         each as soon as it is compressed"
-    ));
     let dir = tempfile::Builder::new()
         .prefix("xtask-publish-")
         .tempdir()
         .context("cannot create a temporary directory for the image's blobs")?;
-    let archive = crate::image::engine::blocking_reader(docker.export_image(&handle));
     let dir_path = dir.path().to_path_buf();
-    let (ready_tx, mut ready) = tokio::sync::mpsc::unbounded_channel::<Blob>();
-    let preparing = tokio::task::spawn_blocking(move || {
-        prepare_streaming(archive, &dir_path, &move |blob: &Blob| {
-            // The receiver only goes away when an upload failed: that error is reported.
-            let _ = ready_tx.send(blob.clone());
-        })
-    });
-
-    let mut uploaded = 0;
     let locations_path = BlobLocations::path(
         &state_dir(&repo_root(), "blob-locations"),
         &client.target.host,
     );
     let mut locations = BlobLocations::load(&locations_path);
-    let mut pushed_blobs = BTreeSet::new();
     let push = BlobPushing {
         client,
         platform,
         dry_run,
         progress,
     };
-    // Layers arrive here as they are compressed (the channel closes when the export is done).
-    while let Some(blob) = ready.recv().await {
-        if pushed_blobs.insert(blob.digest.clone()) {
-            uploaded += push.blob(&blob, &mut locations).await?;
+    let (ready_tx, ready) = tokio::sync::mpsc::unbounded_channel::<Blob>();
+    // The receiver only goes away when an upload failed: that error is reported.
+    let on_blob = move |blob: &Blob| {
+        let _ = ready_tx.send(blob.clone());
+    };
+    // Blobs already in the registry: neither compressed nor uploaded.
+    let mut pushed_blobs = BTreeSet::new();
+    let cache_dir = crate::image::assemble::cache_dir(&repo_root(), platform);
+    let preparing = match crate::image::assemble::cached_image(&cache_dir, &image_id)? {
+        Some((config, files)) => {
+            let reusable = match previous {
+                None => Reusable::default(),
+                Some(previous) => previous.reusable(platform).await.unwrap_or_else(|e| {
+                    // Reuse only saves work; the image's digest is the same without it.
+                    progress.step(format!(
+                        "{platform}: the previous release {} offers no blobs ({e:#}); \
+                         compressing every layer",
+                        previous.client.target.reference(&previous.digest)
+                    ));
+                    Reusable::default()
+                }),
+            };
+            let source = previous.map(|p| p.client.target.repository.as_str());
+            let mut reused = std::collections::BTreeMap::new();
+            for file in &files {
+                if let Some(known) = reusable.by_diff_id.get(&file.diff_id) {
+                    if !reused.contains_key(&file.diff_id)
+                        && push.known(known, source, &mut locations).await?
+                    {
+                        pushed_blobs.insert(known.digest.clone());
+                        reused.insert(file.diff_id.clone(), known.clone());
+                    }
+                }
+            }
+            progress.step(format!(
+                "{platform}: {image}'s canonical layers are in the layer cache {}: {} of {} \
+                 layers are in the registry from the previous release ({} made by another \
+                 compressor), compressing the others from the cache (one per core) and \
+                 uploading each as soon as it is compressed",
+                cache_dir.display(),
+                reused.len(),
+                files.len(),
+                reusable.foreign
+            ));
+            tokio::task::spawn_blocking(move || {
+                prepare_from_layers(&config, &files, &reused, &dir_path, &on_blob)
+            })
         }
-        // In the registry now: the disk holds only the layers still on their way.
-        let _ = std::fs::remove_file(&blob.path);
-    }
-    let prepared = preparing
-        .await
-        .context("the export task panicked")?
-        .with_context(|| format!("cannot read the export of `{image}` from the engine"))?;
+        None => {
+            progress.step(format!(
+                "{platform}: exporting {image} (the layer cache {} does not hold it), \
+                 compressing its layers (one per core) and uploading each as soon as it is \
+                 compressed",
+                cache_dir.display()
+            ));
+            let archive = crate::image::engine::blocking_reader(docker.export_image(&handle));
+            tokio::task::spawn_blocking(move || prepare_streaming(archive, &dir_path, &on_blob))
+        }
+    };
+    let (prepared, uploaded) =
+        upload_as_prepared(&push, preparing, ready, &mut pushed_blobs, &mut locations)
+            .await
+            .with_context(|| format!("cannot prepare the blobs of `{image}`"))?;
+    drop(dir);
     if prepared.os != "linux" || prepared.architecture != platform.arch() {
         bail!(
             "the config of `{image}` says {}/{}, not {platform}",
             prepared.os,
             prepared.architecture
         );
-    }
-    // The config and small layers, which the export hands over only at its end.
-    for blob in std::iter::once(&prepared.config).chain(&prepared.layers) {
-        if pushed_blobs.insert(blob.digest.clone()) {
-            uploaded += push.blob(blob, &mut locations).await?;
-        }
     }
     if !dry_run {
         locations.save(&locations_path);
@@ -267,6 +359,35 @@ async fn read_back_step(
     Ok(true)
 }
 
+/// Uploads each blob `preparing` hands over (`ready`) as it comes, then the config and the
+/// small layers it returns; blobs in `pushed_blobs` are skipped. Returns the image and the
+/// bytes uploaded.
+async fn upload_as_prepared(
+    push: &BlobPushing<'_>,
+    preparing: tokio::task::JoinHandle<Result<PreparedImage>>,
+    mut ready: tokio::sync::mpsc::UnboundedReceiver<Blob>,
+    pushed_blobs: &mut BTreeSet<String>,
+    locations: &mut BlobLocations,
+) -> Result<(PreparedImage, u64)> {
+    let mut uploaded = 0;
+    // Layers arrive here as they are compressed (the channel closes when preparing is done).
+    while let Some(blob) = ready.recv().await {
+        if pushed_blobs.insert(blob.digest.clone()) {
+            uploaded += push.blob(&blob, locations).await?;
+        }
+        // In the registry now: the disk holds only the layers still on their way.
+        let _ = std::fs::remove_file(&blob.path);
+    }
+    let prepared = preparing.await.context("the preparing task panicked")??;
+    // The config and small layers, which the export hands over only at its end.
+    for blob in std::iter::once(&prepared.config).chain(&prepared.layers) {
+        if pushed_blobs.insert(blob.digest.clone()) {
+            uploaded += push.blob(blob, locations).await?;
+        }
+    }
+    Ok((prepared, uploaded))
+}
+
 /// Gets blobs of one platform's image into the registry.
 struct BlobPushing<'a> {
     client: &'a RegistryClient,
@@ -276,6 +397,44 @@ struct BlobPushing<'a> {
 }
 
 impl BlobPushing<'_> {
+    /// Whether `known` (a previous release's blob) is in the target repository: it is (HEAD),
+    /// or it is mounted from `source`, the previous release's repository, when that differs
+    /// (distribution's "mount a blob from another repository": 201 mounted, 202 an upload
+    /// session instead; the session is then abandoned and the layer compressed). A dry run
+    /// only asks whether `source` has it.
+    async fn known(
+        &self,
+        known: &KnownBlob,
+        source: Option<&str>,
+        locations: &mut BlobLocations,
+    ) -> Result<bool> {
+        let (client, platform, progress) = (self.client, self.platform, self.progress);
+        let repository = client.target.repository.as_str();
+        if client.blob_exists(&known.digest).await? {
+            locations.record(&known.digest, repository);
+            return Ok(true);
+        }
+        let Some(source) = source.filter(|s| *s != repository) else {
+            return Ok(false);
+        };
+        if self.dry_run {
+            progress.step(format!(
+                "{platform}: would mount {} from {source}",
+                known.digest
+            ));
+            return Ok(true);
+        }
+        let mounted = client.mount_blob(&known.digest, source).await?;
+        if mounted {
+            progress.step(format!(
+                "{platform}: mounted {} ({} bytes) from {source}",
+                known.digest, known.size
+            ));
+            locations.record(&known.digest, repository);
+        }
+        Ok(mounted)
+    }
+
     /// Skips `blob` when the registry has it (HEAD), mounts it from another repository of the
     /// registry known to hold it, or uploads it. Returns the bytes uploaded.
     async fn blob(&self, blob: &Blob, locations: &mut BlobLocations) -> Result<u64> {
@@ -321,7 +480,17 @@ impl BlobPushing<'_> {
 
 /// Where the record of pushing `image_id` to `target` is kept between runs.
 fn push_cache_path(target: &RegistryTarget, image_id: &str) -> PathBuf {
-    let key = sha256_hex(format!("{}\n{}\n{image_id}", target.host, target.repository).as_bytes());
+    // The compressor is part of the key: a record from a tool that described (or compressed)
+    // layers otherwise names another manifest than this tool makes.
+    let key = sha256_hex(
+        format!(
+            "{}\n{}\n{image_id}\n{}",
+            target.host,
+            target.repository,
+            crate::oci::reuse::COMPRESSOR
+        )
+        .as_bytes(),
+    );
     state_dir(&repo_root(), "pushed").join(format!("{key}.json"))
 }
 
@@ -389,6 +558,10 @@ pub(crate) async fn publish(
     )?;
     client.ping().await?;
 
+    let previous = match &options.previous {
+        None => None,
+        Some(reference) => Some(previous_of(reference, &target).await?),
+    };
     let mut pushed = Vec::new();
     if !options.images.is_empty() {
         let docker = crate::image::engine::connect().await?;
@@ -399,6 +572,7 @@ pub(crate) async fn publish(
                     &client,
                     *platform,
                     image,
+                    previous.as_ref(),
                     options.dry_run,
                     progress,
                 )
@@ -501,6 +675,35 @@ pub(crate) async fn publish(
     })
 }
 
+/// The previous release `reference` names (`host/repository@digest`): it must be in the
+/// target's registry, since blobs move between repositories of one registry only.
+async fn previous_of(reference: &str, target: &RegistryTarget) -> Result<Previous> {
+    let (host, repository, digest) = parse_previous(reference, &target.host)?;
+    let previous_target = RegistryTarget::parse(&host, &repository)?;
+    let client = RegistryClient::new(
+        previous_target,
+        credentials_for(&host, &EnvCredentialsHost::named(&host)).await?,
+    )?;
+    Ok(Previous { client, digest })
+}
+
+/// `host/repository@sha256:...` -> (host, repository, digest), with `host` the target's.
+fn parse_previous(reference: &str, target_host: &str) -> Result<(String, String, String)> {
+    let parsed = oci::reference::parse_pinned_reference(reference)
+        .map_err(|e| anyhow!("--previous `{reference}`: {e}"))?;
+    if parsed.name.domain != target_host {
+        bail!(
+            "--previous `{reference}` is in {}, not in {target_host}: blobs can only be reused \
+             within one registry; leave --previous out to publish every layer",
+            parsed.name.domain
+        );
+    }
+    let digest = parsed
+        .digest
+        .with_context(|| format!("--previous `{reference}` names no digest"))?;
+    Ok((parsed.name.domain, parsed.name.path, digest))
+}
+
 fn parse_image_flag(flag: &str) -> Result<(Platform, String)> {
     let (platform, image) = flag
         .split_once('=')
@@ -555,6 +758,7 @@ pub async fn run(args: PublishArgs) -> Result<ExitCode> {
         required_platforms,
         dry_run: args.dry_run,
         defer_tag: args.defer_tag,
+        previous: args.previous,
     };
     let progress = Progress::default();
     let report = publish(&options, &progress).await?;
@@ -617,6 +821,18 @@ mod tests {
         changed.digest = format!("sha256:{}", "c".repeat(64));
         assert_ne!(index_bytes(&[a.clone(), changed]).unwrap(), one);
         assert!(index_bytes(&[a.clone(), a]).is_err());
+    }
+
+    #[test]
+    fn previous_flags() {
+        let d = format!("sha256:{}", "a".repeat(64));
+        assert_eq!(
+            parse_previous(&format!("127.0.0.1:5000/a/b@{d}"), "127.0.0.1:5000").unwrap(),
+            ("127.0.0.1:5000".into(), "a/b".into(), d.clone())
+        );
+        let err = parse_previous(&format!("ghcr.io/a/b@{d}"), "127.0.0.1:5000").unwrap_err();
+        assert!(err.to_string().contains("within one registry"), "{err}");
+        assert!(parse_previous("127.0.0.1:5000/a/b:tag", "127.0.0.1:5000").is_err());
     }
 
     #[test]
