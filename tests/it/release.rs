@@ -10,7 +10,9 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use crate::support::docker::{light_docker, load_tiny_image, local_registry, on_engine};
+use crate::support::docker::{
+    light_docker, load_layered_image, load_tiny_image, local_registry, on_engine, remove_images,
+};
 use crate::support::genuine_release::*;
 use crate::support::registry::Registry;
 use crate::support::xtask::xtask;
@@ -217,6 +219,173 @@ fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
 }
 
 // ---------------------------------------------------------------------------------------------
+/// A layer cache (`XTASK_LAYER_CACHE`) holding `image` as the assembly leaves it: its config
+/// and each layer by diff id, and the lock file.
+fn layer_cache_of(image: &crate::support::docker::LoadedImage) -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("linux-amd64");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(".lock"), b"").unwrap();
+    std::fs::write(
+        dir.join(format!("{}.config.json", sha256_hex(&image.config))),
+        &image.config,
+    )
+    .unwrap();
+    for layer in &image.layers {
+        std::fs::write(dir.join(format!("{}.tar", sha256_hex(layer))), layer).unwrap();
+    }
+    root
+}
+
+fn publish_with_cache(
+    repository: &str,
+    cache: &std::path::Path,
+    args: &[&str],
+) -> crate::support::xtask::Run {
+    xtask()
+        .arg("publish")
+        .args([
+            "--oci-registry",
+            local_registry(),
+            "--repository",
+            repository,
+            "--json",
+        ])
+        .args(args)
+        .env("XTASK_LAYER_CACHE", cache)
+        .run()
+}
+
+#[test]
+fn a_publish_after_the_previous_release_reuses_its_blobs_and_makes_the_same_digest() {
+    let _docker = light_docker();
+    let salt = unique("delta");
+    let pid = std::process::id();
+    let (old_tag, new_tag) = (
+        format!("xtask-test-delta:old-{pid}"),
+        format!("xtask-test-delta:new-{pid}"),
+    );
+    // Two layers each; one CLI changed: the second layer.
+    let base = format!("base {salt}\n").repeat(2000);
+    load_layered_image(&old_tag, "amd64", &[&base, &format!("cli 1 {salt}")]);
+    let new = load_layered_image(&new_tag, "amd64", &[&base, &format!("cli 2 {salt}")]);
+    let empty = tempfile::tempdir().unwrap();
+    let cache = layer_cache_of(&new);
+    let (previous_repo, delta_repo, fresh_repo) = (
+        unique("xtask-test/delta-previous").to_lowercase(),
+        unique("xtask-test/delta-new").to_lowercase(),
+        unique("xtask-test/delta-fresh").to_lowercase(),
+    );
+
+    // The previous release, from an export (no cache holds it).
+    let first = publish_with_cache(
+        &previous_repo,
+        empty.path(),
+        &["--image", &format!("linux/amd64={old_tag}")],
+    );
+    assert!(first.status.success(), "{}", first.stderr_text());
+    let previous = first.json()["platforms"][0]["reference"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The new release into another repository with --previous: the base layer is mounted,
+    // only the changed layer is compressed (from the cache) and uploaded.
+    let delta = publish_with_cache(
+        &delta_repo,
+        cache.path(),
+        &[
+            "--image",
+            &format!("linux/amd64={new_tag}"),
+            "--previous",
+            &previous,
+        ],
+    );
+    assert!(delta.status.success(), "{}", delta.stderr_text());
+    let log = delta.stderr_text();
+    assert!(
+        log.contains("1 of 2 layers are in the registry from the previous release"),
+        "{log}"
+    );
+    assert!(log.contains("mounted sha256:"), "{log}");
+    assert!(!log.contains("exporting"), "{log}");
+    let delta = delta.json();
+
+    // Uploaded: the config and the changed layer, not the base layer (the whole image's size).
+    let uploaded = delta["platforms"][0]["uploaded_bytes"].as_u64().unwrap();
+    let size = delta["platforms"][0]["size"].as_u64().unwrap();
+    assert!(uploaded > new.config.len() as u64, "{delta}");
+    assert!(uploaded < size, "{delta}");
+
+    // The same image without a previous release and without a cache (an export): the same
+    // manifest digest. (Its blobs are mounted from the repository above, which this machine's
+    // blob locations remember, so its bytes say nothing here.)
+    let fresh = publish_with_cache(
+        &fresh_repo,
+        empty.path(),
+        &["--image", &format!("linux/amd64={new_tag}")],
+    );
+    assert!(fresh.status.success(), "{}", fresh.stderr_text());
+    assert!(
+        fresh.stderr_text().contains("exporting"),
+        "{}",
+        fresh.stderr_text()
+    );
+    let fresh = fresh.json();
+    assert_eq!(
+        delta["platforms"][0]["digest"],
+        fresh["platforms"][0]["digest"]
+    );
+    assert_eq!(delta["platforms"][0]["read_back"], true);
+
+    // A previous release this tool did not compress (docker push's blobs): nothing is
+    // reused and the digest is still the same.
+    let docker_repo = unique("xtask-test/delta-docker").to_lowercase();
+    let docker_tag = format!("{}/{docker_repo}:old", local_registry());
+    let status = std::process::Command::new("docker")
+        .args(["tag", &old_tag, &docker_tag])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let status = std::process::Command::new("docker")
+        .args(["push", "--quiet", &docker_tag])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let inspect = std::process::Command::new("docker")
+        .args(["inspect", "--format", "{{json .RepoDigests}}", &docker_tag])
+        .output()
+        .unwrap();
+    let digests: Vec<String> = serde_json::from_slice(&inspect.stdout).unwrap();
+    let pushed_as = format!("{}/{docker_repo}@", local_registry());
+    let docker_reference = digests
+        .into_iter()
+        .find(|d| d.starts_with(&pushed_as))
+        .expect("docker push records the digest it pushed");
+    let foreign_repo = unique("xtask-test/delta-foreign").to_lowercase();
+    let foreign = publish_with_cache(
+        &foreign_repo,
+        cache.path(),
+        &[
+            "--image",
+            &format!("linux/amd64={new_tag}"),
+            "--previous",
+            &docker_reference,
+        ],
+    );
+    assert!(foreign.status.success(), "{}", foreign.stderr_text());
+    assert!(
+        foreign.stderr_text().contains("0 of 2 layers"),
+        "{}",
+        foreign.stderr_text()
+    );
+    assert_eq!(
+        foreign.json()["platforms"][0]["digest"],
+        fresh["platforms"][0]["digest"]
+    );
+    remove_images(&[old_tag, new_tag, docker_tag]);
+}
+
 // Receipts and the pin, on a real publish.
 
 #[test]

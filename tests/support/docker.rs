@@ -139,36 +139,69 @@ where
 /// engine as `tag` (a `docker load` of a hand-made archive: `docker import` cannot record a
 /// foreign architecture). Returns the engine's image id.
 pub fn load_tiny_image(tag: &str, arch: &str, content: &str) -> String {
-    let mut layer = tar::Builder::new(Vec::new());
-    let mut header = tar::Header::new_gnu();
-    header.set_size(content.len() as u64);
-    header.set_mode(0o644);
-    header.set_mtime(0);
-    layer
-        .append_data(&mut header, "hello.txt", content.as_bytes())
-        .unwrap();
-    let layer = layer.into_inner().unwrap();
+    load_layered_image(tag, arch, &[content]).id
+}
+
+/// An image [`load_layered_image`] loaded: the engine's id, its config, its layer tars.
+pub struct LoadedImage {
+    pub id: String,
+    pub config: Vec<u8>,
+    pub layers: Vec<Vec<u8>>,
+}
+
+/// [`load_tiny_image`] with one layer per entry of `contents`, each a `/hello-<n>.txt`.
+pub fn load_layered_image(tag: &str, arch: &str, contents: &[&str]) -> LoadedImage {
+    let layers: Vec<Vec<u8>> = contents
+        .iter()
+        .enumerate()
+        .map(|(n, content)| {
+            let mut layer = tar::Builder::new(Vec::new());
+            let mut header = tar::Header::new_gnu();
+            header.set_size(content.len() as u64);
+            header.set_mode(0o644);
+            header.set_mtime(0);
+            let name = if n == 0 {
+                "hello.txt".to_string()
+            } else {
+                format!("hello-{n}.txt")
+            };
+            layer
+                .append_data(&mut header, name, content.as_bytes())
+                .unwrap();
+            layer.into_inner().unwrap()
+        })
+        .collect();
+    let diff_ids: Vec<String> = layers
+        .iter()
+        .map(|l| format!("sha256:{}", sha256_hex(l)))
+        .collect();
     let config = json!({
         "architecture": arch,
         "os": "linux",
         "config": {"Env": ["HOME=/workspace"], "WorkingDir": "/workspace"},
-        "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{}", sha256_hex(&layer))]},
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
         "history": [{"created_by": "tests/support/docker.rs"}],
     })
     .to_string();
     let config_hex = sha256_hex(config.as_bytes());
+    let names: Vec<String> = (0..layers.len())
+        .map(|n| format!("{}/layer.tar", &diff_ids[n][7..]))
+        .collect();
     let manifest = json!([{
         "Config": format!("{config_hex}.json"),
         "RepoTags": [tag],
-        "Layers": [format!("{config_hex}/layer.tar")],
+        "Layers": names,
     }])
     .to_string();
     let mut archive = tar::Builder::new(Vec::new());
-    for (name, data) in [
-        (format!("{config_hex}/layer.tar"), layer.as_slice()),
-        (format!("{config_hex}.json"), config.as_bytes()),
-        ("manifest.json".to_string(), manifest.as_bytes()),
-    ] {
+    let mut files: Vec<(String, &[u8])> = names
+        .iter()
+        .cloned()
+        .zip(layers.iter().map(Vec::as_slice))
+        .collect();
+    files.push((format!("{config_hex}.json"), config.as_bytes()));
+    files.push(("manifest.json".to_string(), manifest.as_bytes()));
+    for (name, data) in files {
         let mut h = tar::Header::new_gnu();
         h.set_size(data.len() as u64);
         h.set_mode(0o644);
@@ -191,7 +224,11 @@ pub fn load_tiny_image(tag: &str, arch: &str, content: &str) -> String {
         }
         let inspect = docker.inspect_image(tag).await.expect("loaded image");
         assert_eq!(inspect.architecture.as_deref(), Some(arch));
-        inspect.id.unwrap()
+        LoadedImage {
+            id: inspect.id.unwrap(),
+            config: config.into_bytes(),
+            layers,
+        }
     })
 }
 

@@ -142,6 +142,29 @@ impl Registry {
     }
 }
 
+/// `docker push` of the local `image` into `repository` of `registry` (through a tag that is
+/// removed again): its seconds.
+pub(crate) async fn docker_push(
+    registry: &Registry,
+    image: &str,
+    repository: &str,
+    progress: &Progress,
+) -> Result<f64> {
+    let tagged = format!("{}/{repository}:bench", registry.addr);
+    docker(
+        &["tag", image, &tagged],
+        "tagging the image for docker push",
+    )
+    .await?;
+    progress.step(format!("docker push {tagged}"));
+    let start = Instant::now();
+    let pushed = docker(&["push", "--quiet", &tagged], "docker push").await;
+    let secs = start.elapsed().as_secs_f64();
+    let _ = docker(&["rmi", &tagged], "untagging").await;
+    pushed?;
+    Ok(secs)
+}
+
 async fn docker(args: &[&str], what: &str) -> Result<()> {
     let output = tokio::process::Command::new("docker")
         .args(args)
@@ -194,18 +217,7 @@ pub async fn run(args: BenchPublishArgs) -> Result<ExitCode> {
         theirs.addr, ours.addr
     ));
 
-    let tagged = format!("{}/{REPOSITORY}:bench", theirs.addr);
-    docker(
-        &["tag", &args.image, &tagged],
-        "tagging the image for docker push",
-    )
-    .await?;
-    progress.step(format!("docker push {tagged}"));
-    let start = Instant::now();
-    let pushed = docker(&["push", "--quiet", &tagged], "docker push").await;
-    let docker_secs = start.elapsed().as_secs_f64();
-    let _ = docker(&["rmi", &tagged], "untagging").await;
-    pushed?;
+    let docker_secs = docker_push(&theirs, &args.image, REPOSITORY, &progress).await?;
     let docker_bytes = theirs.stored_bytes()?;
     progress.step(format!(
         "docker push: {docker_secs:.1} s, {docker_bytes} bytes stored"
