@@ -266,6 +266,10 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
+    // Two `base` runs of one platform on one machine share the cache (a build on each of two
+    // engines, say): the first makes the root filesystem and the archive, the other waits for
+    // it and then uses them, instead of both writing the same partial files.
+    let _cache_lock = lock_cache_entry(&plan, &progress).await?;
     if args.rebuild || !plan.rootfs.exists() {
         make_rootfs(&plan, &progress).await?;
     } else {
@@ -383,6 +387,29 @@ fn binfmt_runs_in_containers(entry: &str) -> bool {
         && entry
             .lines()
             .any(|l| l.starts_with("flags:") && l.contains('F'))
+}
+
+/// Holds `<stem>.lock` beside the cached root filesystem exclusively until dropped, waiting
+/// (and saying so) while another process holds it.
+async fn lock_cache_entry(plan: &BasePlan, progress: &Progress) -> Result<std::fs::File> {
+    let lock_path = plan.rootfs.with_extension("lock");
+    if let Some(dir) = lock_path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let lock = std::fs::File::create(&lock_path)
+        .with_context(|| format!("cannot create {}", lock_path.display()))?;
+    if lock.try_lock().is_err() {
+        progress.step(format!(
+            "waiting for another `base` run to finish with {}",
+            plan.rootfs.display()
+        ));
+        let locking = lock.try_clone()?;
+        tokio::task::spawn_blocking(move || locking.lock())
+            .await
+            .context("the locking thread panicked")?
+            .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+    }
+    Ok(lock)
 }
 
 async fn make_rootfs(plan: &BasePlan, progress: &Progress) -> Result<()> {
@@ -540,6 +567,39 @@ fn sha256_of_file(path: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A second `base` of one platform waits for the first to release the cache entry (the
+    /// two used to write one partial file, and the second rename failed).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_second_base_waits_for_the_cache_entry_the_first_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = plan(
+            dir.path(),
+            "bookworm",
+            Platform::LinuxAmd64,
+            Some(Platform::LinuxAmd64),
+            Privilege::Root,
+            1_767_225_600,
+        );
+        let progress = Progress::default();
+        let first = lock_cache_entry(&p, &progress).await.unwrap();
+        let second = {
+            let p = p.clone();
+            tokio::spawn(async move { lock_cache_entry(&p, &Progress::default()).await })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(
+            !second.is_finished(),
+            "the second took a lock the first holds"
+        );
+        drop(first);
+        let second = tokio::time::timeout(std::time::Duration::from_secs(10), second)
+            .await
+            .expect("the second still waits after the first let go")
+            .unwrap();
+        assert!(second.is_ok());
+        assert!(p.rootfs.with_extension("lock").exists());
+    }
 
     #[test]
     fn plan_names_image_cache_and_architecture() {
