@@ -4,7 +4,7 @@
 # needs first (idempotent), then runs `cargo xtask release` with any arguments given, e.g.
 #   scripts/release.sh --force                 # a manual run, whatever the cadence says
 #   scripts/release.sh --dry-run               # print the plan, change nothing
-#   scripts/release.sh --platform linux/amd64  # only this machine's native platform
+#   scripts/release.sh --platform linux/amd64 --no-publish  # only the native platform, no push
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-host.sh
