@@ -10,9 +10,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::docker::heavy_docker;
+use crate::support::docker::{heavy_docker, on_engine, use_engine, Engine};
 use crate::support::xtask::xtask;
-use crate::support::{committed_resolved_at, repo_root, scratch_repo, unique};
+use crate::support::{committed_resolved_at, repo_root, scratch_repo, tail, unique};
 
 fn copy_repo() -> tempfile::TempDir {
     scratch_repo("xtask-release-run-")
@@ -90,12 +90,30 @@ fn dry_run_prints_the_plan_and_changes_nothing() {
     );
 }
 
+/// The host's release of both platforms, made once per test process and shared by the tests
+/// that start from it (heavy tests hold the engine alone, so never two at once).
+struct HostRelease {
+    root: tempfile::TempDir,
+    report: Value,
+}
+
+fn host_release() -> &'static HostRelease {
+    static RELEASE: std::sync::OnceLock<HostRelease> = std::sync::OnceLock::new();
+    RELEASE.get_or_init(|| {
+        let root = copy_repo();
+        let (report, took) = release(root.path(), &[]);
+        eprintln!("first release: {:.1}s", took.as_secs_f64());
+        HostRelease { root, report }
+    })
+}
+
 #[test]
 fn a_release_then_a_rerun_with_nothing_changed() {
     let _docker = heavy_docker();
-    let root = copy_repo();
-    let (first, took) = release(root.path(), &[]);
-    eprintln!("first release: {:.1}s", took.as_secs_f64());
+    let HostRelease {
+        root,
+        report: first,
+    } = host_release();
     for step in first["steps"].as_array().unwrap() {
         eprintln!(
             "  {:<32} {:>7.1}s",
@@ -176,4 +194,187 @@ fn a_release_then_a_rerun_with_nothing_changed() {
         "",
         "an unchanged run leaves the checkout unchanged"
     );
+}
+
+/// The amd64 leg of the host's release, run again on `engine` from the same plan, as the
+/// workflow's amd64 job runs on a fresh runner: in a copy of the host's checkout without its
+/// `.xtask/` (no base root filesystem, no layer cache: nothing another engine made is
+/// reused), `release build` with a copy of the host's run directory less its amd64 results,
+/// then `release ship` with the host's arm64 results. Returns the amd64 results it wrote and
+/// the receipt's path.
+fn amd64_leg_on(engine: Engine, host: &HostRelease) -> (Value, std::path::PathBuf) {
+    use_engine(engine);
+    let host_run = Path::new(host.report["run_dir"].as_str().unwrap());
+    let scratch = tempfile::Builder::new()
+        .prefix(&format!("xtask-engine-leg-{engine:?}-"))
+        .tempdir_in(crate::support::run_dir())
+        .unwrap();
+    let run = scratch.keep();
+    let root = run.join("checkout");
+    std::fs::create_dir(&root).unwrap();
+    let copied = Command::new("sh")
+        .arg("-c")
+        .arg("tar -C \"$1\" --exclude=./.xtask -cf - . | tar -C \"$2\" -xf -")
+        .args([
+            "copy",
+            host.root.path().to_str().unwrap(),
+            root.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(copied.success(), "copying {}", host.root.path().display());
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", host_run.display()))
+        .arg(run.join("run"))
+        .status()
+        .unwrap();
+    assert!(copied.success(), "cp -a {}", host_run.display());
+    let run_dir = run.join("run");
+    // Whatever the host's amd64 leg left: its work directory, results and SBOM.
+    for entry in std::fs::read_dir(&run_dir).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.contains("amd64") {
+            let path = entry.path();
+            match path.is_dir() {
+                true => std::fs::remove_dir_all(&path).unwrap(),
+                false => std::fs::remove_file(&path).unwrap(),
+            }
+        }
+    }
+    let phase = |args: &[&str]| {
+        let out = xtask()
+            .args(["release"])
+            .args(args)
+            .arg("--json")
+            .env("XTASK_ROOT", &root)
+            .env("XTASK_OCI_REPOSITORY", repository())
+            .env("XTASK_CACHE_DIR", repo_root().join(".xtask/cache"))
+            .run();
+        assert!(
+            out.success(),
+            "{engine:?}: release {args:?} failed:\n{}\n{}",
+            out.stdout_text(),
+            tail(&out.stderr_text(), 6000)
+        );
+        eprintln!(
+            "{engine:?}: release {} in {:.0} s",
+            args[0],
+            out.elapsed.as_secs_f64()
+        );
+        out.json()
+    };
+    let run_arg = run_dir.to_str().unwrap();
+    phase(&[
+        "build",
+        "--plan",
+        run_arg,
+        "--platform",
+        "linux/amd64",
+        "--out",
+        run_arg,
+    ]);
+    let assets = run.join("assets");
+    let shipped = phase(&[
+        "ship",
+        "--plan",
+        run_arg,
+        "--results",
+        run_arg,
+        "--assets",
+        assets.to_str().unwrap(),
+    ]);
+    let results: Value = serde_json::from_slice(
+        &std::fs::read(run_dir.join("results-linux-amd64.json")).expect("amd64 results"),
+    )
+    .unwrap();
+    // The image the leg tested is on that engine (which starts empty in CI: `built` is then
+    // true, and every stage came from that engine).
+    let image = results["build"]["image"].as_str().unwrap().to_string();
+    eprintln!(
+        "{engine:?}: {image}, built there: {}",
+        results["build"]["built"]
+    );
+    let found =
+        on_engine(
+            |docker| async move { xtask::image::engine::inspect_image(&docker, &image).await },
+        )
+        .unwrap();
+    assert!(
+        found.is_some(),
+        "{engine:?} does not hold the image its leg tested"
+    );
+    let receipt = std::path::PathBuf::from(
+        shipped["receipt"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{engine:?}: ship names no receipt: {shipped}")),
+    );
+    (results, receipt)
+}
+
+/// The runners' engines release this machine's release (issue 24). The host (Docker 20.10)
+/// released both platforms; its amd64 leg then runs again, from the same plan, on Docker 28's
+/// classic store (as GitHub's `ubuntu-24.04`) and on the containerd image store (as Docker 29
+/// on `ubuntu-26.04`, where the workflow's amd64 job runs), and ships with the host's arm64
+/// leg. Each engine starts empty in CI, so its build is cold: every stage built by that
+/// engine and assembled from that engine's export. Each must give the host's platform
+/// manifest and config, so its ship finds the release's immutable tag already naming its
+/// index, and its receipt must verify against the registry. The two legs run side by side
+/// (a cold build waits on the network about as much as on the two cores).
+#[test]
+fn the_amd64_leg_on_docker_28_and_the_containerd_store_ships_the_host_s_release() {
+    let _docker = heavy_docker();
+    let host = host_release();
+    assert_eq!(host.report["status"], "released", "{}", host.report);
+    let host_receipt: Value =
+        serde_json::from_slice(&std::fs::read(host.report["receipt"].as_str().unwrap()).unwrap())
+            .unwrap();
+    let host_amd64 = host_receipt["platforms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["platform"] == "linux/amd64")
+        .expect("the host's receipt has linux/amd64")
+        .clone();
+    let legs: Vec<(Engine, (Value, std::path::PathBuf))> = std::thread::scope(|scope| {
+        [Engine::Classic28, Engine::Containerd28]
+            .map(|engine| (engine, scope.spawn(move || amd64_leg_on(engine, host))))
+            .into_iter()
+            .map(|(engine, leg)| {
+                (
+                    engine,
+                    leg.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                )
+            })
+            .collect()
+    });
+    for (engine, (results, receipt)) in &legs {
+        eprintln!("{engine:?}: amd64 results {results}");
+        let verdict = xtask()
+            .args(["receipt", "verify", "--check-registry", "--json"])
+            .arg(receipt)
+            .env("XTASK_ROOT", host.root.path())
+            .run();
+        assert!(
+            verdict.success(),
+            "{engine:?}: its receipt does not verify against the registry:\n{}\n{}",
+            verdict.stdout_text(),
+            verdict.stderr_text()
+        );
+        let receipt: Value = serde_json::from_slice(&std::fs::read(receipt).unwrap()).unwrap();
+        assert_eq!(receipt["release_tag"], host_receipt["release_tag"]);
+        assert_eq!(receipt["index"], host_receipt["index"], "{engine:?}");
+        let amd64 = receipt["platforms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["platform"] == "linux/amd64")
+            .unwrap();
+        for field in ["build_id", "digest", "config_digest", "manifest_size"] {
+            assert_eq!(
+                amd64[field], host_amd64[field],
+                "{engine:?}: the amd64 image's {field} differs from the host's"
+            );
+        }
+    }
 }
