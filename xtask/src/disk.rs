@@ -235,7 +235,10 @@ mod tests {
         // Each fits alone on the disk, both together do not.
         assert_eq!(judge("s", &[(export.clone(), disk)]), Ok(()));
         let err = judge("s", &[(export.clone(), disk), (blobs.clone(), disk)]).unwrap_err();
-        assert!(err.contains("the export") && err.contains("the blobs"), "{err}");
+        assert!(
+            err.contains("the export") && err.contains("the blobs"),
+            "{err}"
+        );
         assert!(err.contains("4000000000 bytes"), "{err}");
         // On another filesystem the blobs are judged against its own free space.
         let err = judge("s", &[(export, disk), (blobs, tmpfs)]).unwrap_err();
@@ -268,7 +271,12 @@ mod tests {
         let remote = engine_root(Some("tcp://10.0.0.2:2375"), Some("box"), "box", root);
         assert!(remote.unwrap_err().contains("tcp://10.0.0.2:2375"));
         // A nested engine: a local socket, but dockerd runs in a container of its own.
-        let nested = engine_root(Some("unix:///tmp/n/docker.sock"), Some("dind1"), "box", root);
+        let nested = engine_root(
+            Some("unix:///tmp/n/docker.sock"),
+            Some("dind1"),
+            "box",
+            root,
+        );
         assert!(nested.unwrap_err().contains("dind1"));
         assert!(engine_root(None, Some("box"), "box", None).is_err());
     }
