@@ -125,37 +125,12 @@ pub async fn remove_dead_runs(docker: &Docker, dry_run: bool) -> Result<usize> {
     let Some(here) = Owner::of_this_process() else {
         return Ok(0);
     };
-    let filters = HashMap::from([("label", vec![OWNER_LABEL.to_string()])]);
     let dead = |labels: Option<&HashMap<String, String>>| {
         labels
             .and_then(|l| l.get(OWNER_LABEL))
             .is_some_and(|owner| is_dead_run(owner, &here, start_time_of))
     };
-    let options = ListContainersOptionsBuilder::default()
-        .all(true)
-        .filters(&filters)
-        .build();
-    let containers: Vec<String> = docker
-        .list_containers(Some(options))
-        .await
-        .context("cannot list containers")?
-        .into_iter()
-        .filter(|c| dead(c.labels.as_ref()))
-        .filter_map(|c| c.id)
-        .collect();
-    let options = ListVolumesOptionsBuilder::default()
-        .filters(&filters)
-        .build();
-    let volumes: Vec<String> = docker
-        .list_volumes(Some(options))
-        .await
-        .context("cannot list volumes")?
-        .volumes
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|v| dead(Some(&v.labels)))
-        .map(|v| v.name)
-        .collect();
+    let (containers, volumes) = labelled(docker, OWNER_LABEL, dead).await?;
     if !dry_run {
         for id in &containers {
             remove_container(docker, id).await?;
@@ -403,9 +378,14 @@ async fn remove_container(docker: &Docker, id: &str) -> Result<()> {
     }
 }
 
-/// Ids of the containers, running or not, that carry `RUN_LABEL=run_id`.
-async fn labelled_containers(docker: &Docker, run_id: &str) -> Result<Vec<String>> {
-    let filters = HashMap::from([("label", vec![format!("{RUN_LABEL}={run_id}")])]);
+/// The containers (ids, running or not) and volumes (names) that match the label filter
+/// `filter` (`KEY` or `KEY=VALUE`) and whose labels `keep` accepts.
+async fn labelled(
+    docker: &Docker,
+    filter: &str,
+    keep: impl Fn(Option<&HashMap<String, String>>) -> bool,
+) -> Result<(Vec<String>, Vec<String>)> {
+    let filters = HashMap::from([("label", vec![filter.to_string()])]);
     let options = ListContainersOptionsBuilder::default()
         .all(true)
         .filters(&filters)
@@ -413,17 +393,11 @@ async fn labelled_containers(docker: &Docker, run_id: &str) -> Result<Vec<String
     let containers = docker
         .list_containers(Some(options))
         .await
-        .context("cannot list containers")?;
-    Ok(containers.into_iter().filter_map(|c| c.id).collect())
-}
-
-/// Removes every container of one run, then its volumes; returns how many there were.
-pub(crate) async fn remove_labelled(docker: &Docker, run_id: &str) -> Result<usize> {
-    let ids = labelled_containers(docker, run_id).await?;
-    for id in &ids {
-        remove_container(docker, id).await?;
-    }
-    let filters = HashMap::from([("label", vec![format!("{RUN_LABEL}={run_id}")])]);
+        .context("cannot list containers")?
+        .into_iter()
+        .filter(|c| keep(c.labels.as_ref()))
+        .filter_map(|c| c.id)
+        .collect();
     let options = ListVolumesOptionsBuilder::default()
         .filters(&filters)
         .build();
@@ -432,9 +406,22 @@ pub(crate) async fn remove_labelled(docker: &Docker, run_id: &str) -> Result<usi
         .await
         .context("cannot list volumes")?
         .volumes
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|v| keep(Some(&v.labels)))
+        .map(|v| v.name)
+        .collect();
+    Ok((containers, volumes))
+}
+
+/// Removes every container of one run, then its volumes; returns how many there were.
+pub(crate) async fn remove_labelled(docker: &Docker, run_id: &str) -> Result<usize> {
+    let (ids, volumes) = labelled(docker, &format!("{RUN_LABEL}={run_id}"), |_| true).await?;
+    for id in &ids {
+        remove_container(docker, id).await?;
+    }
     for volume in &volumes {
-        remove_volume(docker, &volume.name).await?;
+        remove_volume(docker, volume).await?;
     }
     Ok(ids.len() + volumes.len())
 }
