@@ -13,6 +13,7 @@
 //! | area | guard | why |
 //! | --- | --- | --- |
 //! | `image` | `heavy_docker` (alone) | builds and smoke runs keep both cores busy |
+//! | `image` (dead runs' containers) | `light_docker` | a tiny image, a smoke run that stops at its missing image |
 //! | `release_run` (the release) | `heavy_docker` | builds, smokes and pushes both platforms |
 //! | `replay` | `heavy_docker` | whole workflow runs; share /home/runner and the registry |
 //! | `release`, `receipt_adversarial`, `registry_auth` | `light_docker` (shared) | tiny images |

@@ -4,6 +4,7 @@
 // Shared ground: the manifest (the only policy), the command line, bounded and strict reading,
 // terminal escaping, the HTTP policy.
 pub(crate) mod bounded_read;
+pub(crate) mod disk;
 pub mod flags;
 pub(crate) mod http;
 pub mod manifest;

@@ -667,6 +667,29 @@ pub(crate) async fn assemble(
             system
         }
         _ => {
+            // The system's export passes through the engine's data root and its canonical
+            // layers stay in the cache: each about the system image's size.
+            let size = crate::image::engine::inspect_image(docker, assembly.system_image)
+                .await?
+                .and_then(|i| i.size)
+                .unwrap_or(0)
+                .max(0) as u64;
+            let system_image = assembly.system_image;
+            let mut needs = vec![crate::disk::Need {
+                dir: cache.dir.clone(),
+                bytes: size,
+                what: format!("the canonical layers of {system_image} in the layer cache"),
+            }];
+            needs.extend(
+                crate::disk::engine_need(
+                    docker,
+                    size,
+                    format!("the export of {system_image}"),
+                    progress,
+                )
+                .await,
+            );
+            crate::disk::ensure_space(&format!("assembling {system_image}'s layers"), needs)?;
             let work = tempfile::Builder::new()
                 .prefix("export-")
                 .tempdir_in(&cache.dir)

@@ -412,6 +412,12 @@ async fn lock_cache_entry(plan: &BasePlan, progress: &Progress) -> Result<std::f
     Ok(lock)
 }
 
+/// What a bootstrap writes, from known sizes: the bookworm rootfs tars here were 180 MB
+/// (amd64) and 204 MB (arm64); mmdebstrap's temp dir holds the unpacked tree and the packages
+/// (about as much again, plus about 60 MB). Rounded up, so a nearly full disk fails early.
+const ROOTFS_TAR_BYTES: u64 = 250_000_000;
+const ROOTFS_TEMP_BYTES: u64 = 500_000_000;
+
 async fn make_rootfs(plan: &BasePlan, progress: &Progress) -> Result<()> {
     if plan.emulated {
         ensure_emulation(plan.platform)?;
@@ -428,6 +434,21 @@ async fn make_rootfs(plan: &BasePlan, progress: &Progress) -> Result<()> {
     );
     let _ = std::fs::remove_file(&partial);
     ensure_bootstrap_prerequisites(plan).await?;
+    crate::disk::ensure_space(
+        &format!("the {} {} root filesystem", plan.suite, plan.platform),
+        vec![
+            crate::disk::Need {
+                dir: std::env::temp_dir(),
+                bytes: ROOTFS_TEMP_BYTES,
+                what: "mmdebstrap's unpacked tree and packages".into(),
+            },
+            crate::disk::Need {
+                dir: dir.to_path_buf(),
+                bytes: ROOTFS_TAR_BYTES,
+                what: "the rootfs tar".into(),
+            },
+        ],
+    )?;
     progress.step(format!(
         "running {}{}",
         plan.mmdebstrap.join(" "),

@@ -28,6 +28,120 @@ use crate::manifest::Platform;
 /// Label on every container this tool creates; the value identifies one command run.
 pub const RUN_LABEL: &str = "org.sandbox0.xtask.run";
 
+/// Label on every container and volume this tool creates: which process made it, as
+/// [`Owner`] writes it, so a later run can tell the leftovers of a killed run (its process is
+/// gone) from the containers of a live one.
+pub const OWNER_LABEL: &str = "org.sandbox0.xtask.owner";
+
+/// The process that made a container: the kernel's boot id and the pid namespace (together:
+/// which pid numbering the pid belongs to; a container of its own has another namespace, a
+/// reboot another boot id), the pid and the process's start time (clock ticks since boot,
+/// `/proc/<pid>/stat` field 22), so a reused pid is not taken for the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub boot_id: String,
+    pub pid_namespace: String,
+    pub pid: u32,
+    pub start_time: u64,
+}
+
+impl Owner {
+    /// `<boot id>/<pid namespace>/<pid>/<start time>`, the label's value.
+    pub fn label(&self) -> String {
+        format!(
+            "{}/{}/{}/{}",
+            self.boot_id, self.pid_namespace, self.pid, self.start_time
+        )
+    }
+
+    /// The label's value read back; `None` for anything else. Pure.
+    pub fn parse(label: &str) -> Option<Owner> {
+        let mut parts = label.split('/');
+        let owner = Owner {
+            boot_id: parts.next().filter(|s| !s.is_empty())?.to_string(),
+            pid_namespace: parts.next().filter(|s| !s.is_empty())?.to_string(),
+            pid: parts.next()?.parse().ok()?,
+            start_time: parts.next()?.parse().ok()?,
+        };
+        parts.next().is_none().then_some(owner)
+    }
+
+    /// This process, from /proc; `None` where /proc does not say (then nothing is labelled
+    /// with an owner, and nothing of ours is ever taken for dead).
+    pub fn of_this_process() -> Option<Owner> {
+        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let pid_namespace = std::fs::read_link("/proc/self/ns/pid").ok()?;
+        let pid = std::process::id();
+        Some(Owner {
+            boot_id: boot_id.trim().to_string(),
+            pid_namespace: pid_namespace.to_string_lossy().replace('/', "_"),
+            pid,
+            start_time: start_time_of(pid)?,
+        })
+    }
+}
+
+/// The start time of process `pid` in this pid namespace, `None` when there is no such
+/// process. The edge of [`is_dead_run`].
+pub fn start_time_of(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_start_time(&stat)
+}
+
+/// Field 22 of a `/proc/<pid>/stat` line; the command (field 2) may hold spaces and
+/// parentheses, so fields are counted after its last `)`. Pure.
+fn stat_start_time(stat: &str) -> Option<u64> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether a container labelled `owner` is the leftover of a run that ended: only when the
+/// label is ours to judge (this boot, this pid namespace) and no process with that pid and
+/// start time exists (`start_time_of`). A container of another host, another namespace (a
+/// run inside a container), or without a readable label is never taken for dead. Pure.
+pub fn is_dead_run(owner: &str, here: &Owner, start_time_of: impl Fn(u32) -> Option<u64>) -> bool {
+    let Some(owner) = Owner::parse(owner) else {
+        return false;
+    };
+    owner.boot_id == here.boot_id
+        && owner.pid_namespace == here.pid_namespace
+        && start_time_of(owner.pid) != Some(owner.start_time)
+}
+
+/// The labels of everything this run creates: its run id and, when known, its process.
+fn labels_of(run_id: &str) -> HashMap<String, String> {
+    let mut labels = HashMap::from([(RUN_LABEL.to_string(), run_id.to_string())]);
+    if let Some(owner) = Owner::of_this_process() {
+        labels.insert(OWNER_LABEL.to_string(), owner.label());
+    }
+    labels
+}
+
+/// Removes the containers and volumes that runs whose process is gone left behind (a release
+/// killed with SIGKILL cannot remove its own); returns how many. Never touches a live run's,
+/// another host's or anything without [`OWNER_LABEL`] ([`is_dead_run`]). With `dry_run`,
+/// only counts.
+pub async fn remove_dead_runs(docker: &Docker, dry_run: bool) -> Result<usize> {
+    let Some(here) = Owner::of_this_process() else {
+        return Ok(0);
+    };
+    let dead = |labels: Option<&HashMap<String, String>>| {
+        labels
+            .and_then(|l| l.get(OWNER_LABEL))
+            .is_some_and(|owner| is_dead_run(owner, &here, start_time_of))
+    };
+    let (containers, volumes) = labelled(docker, OWNER_LABEL, dead).await?;
+    if !dry_run {
+        for id in &containers {
+            remove_container(docker, id).await?;
+        }
+        for name in &volumes {
+            remove_volume(docker, name).await?;
+        }
+    }
+    Ok(containers.len() + volumes.len())
+}
+
 /// What to tell someone whose engine cannot be reached.
 const SETUP_HINT: &str = "run `bash scripts/setup-host.sh` (installs and starts dockerd)";
 
@@ -264,9 +378,14 @@ async fn remove_container(docker: &Docker, id: &str) -> Result<()> {
     }
 }
 
-/// Ids of the containers, running or not, that carry `RUN_LABEL=run_id`.
-async fn labelled_containers(docker: &Docker, run_id: &str) -> Result<Vec<String>> {
-    let filters = HashMap::from([("label", vec![format!("{RUN_LABEL}={run_id}")])]);
+/// The containers (ids, running or not) and volumes (names) that match the label filter
+/// `filter` (`KEY` or `KEY=VALUE`) and whose labels `keep` accepts.
+async fn labelled(
+    docker: &Docker,
+    filter: &str,
+    keep: impl Fn(Option<&HashMap<String, String>>) -> bool,
+) -> Result<(Vec<String>, Vec<String>)> {
+    let filters = HashMap::from([("label", vec![filter.to_string()])]);
     let options = ListContainersOptionsBuilder::default()
         .all(true)
         .filters(&filters)
@@ -274,17 +393,11 @@ async fn labelled_containers(docker: &Docker, run_id: &str) -> Result<Vec<String
     let containers = docker
         .list_containers(Some(options))
         .await
-        .context("cannot list containers")?;
-    Ok(containers.into_iter().filter_map(|c| c.id).collect())
-}
-
-/// Removes every container of one run, then its volumes; returns how many there were.
-pub(crate) async fn remove_labelled(docker: &Docker, run_id: &str) -> Result<usize> {
-    let ids = labelled_containers(docker, run_id).await?;
-    for id in &ids {
-        remove_container(docker, id).await?;
-    }
-    let filters = HashMap::from([("label", vec![format!("{RUN_LABEL}={run_id}")])]);
+        .context("cannot list containers")?
+        .into_iter()
+        .filter(|c| keep(c.labels.as_ref()))
+        .filter_map(|c| c.id)
+        .collect();
     let options = ListVolumesOptionsBuilder::default()
         .filters(&filters)
         .build();
@@ -293,9 +406,22 @@ pub(crate) async fn remove_labelled(docker: &Docker, run_id: &str) -> Result<usi
         .await
         .context("cannot list volumes")?
         .volumes
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|v| keep(Some(&v.labels)))
+        .map(|v| v.name)
+        .collect();
+    Ok((containers, volumes))
+}
+
+/// Removes every container of one run, then its volumes; returns how many there were.
+pub(crate) async fn remove_labelled(docker: &Docker, run_id: &str) -> Result<usize> {
+    let (ids, volumes) = labelled(docker, &format!("{RUN_LABEL}={run_id}"), |_| true).await?;
+    for id in &ids {
+        remove_container(docker, id).await?;
+    }
     for volume in &volumes {
-        remove_volume(docker, &volume.name).await?;
+        remove_volume(docker, volume).await?;
     }
     Ok(ids.len() + volumes.len())
 }
@@ -304,7 +430,7 @@ pub(crate) async fn remove_labelled(docker: &Docker, run_id: &str) -> Result<usi
 pub(crate) async fn create_volume(docker: &Docker, run_id: &str, name: &str) -> Result<()> {
     let request = VolumeCreateRequest {
         name: Some(name.to_string()),
-        labels: Some(HashMap::from([(RUN_LABEL.to_string(), run_id.to_string())])),
+        labels: Some(labels_of(run_id)),
         ..Default::default()
     };
     docker
@@ -342,10 +468,7 @@ async fn create(docker: &Docker, spec: &ContainerSpec) -> Result<ContainerGuard>
         attach_stdin: Some(spec.stdin),
         open_stdin: Some(spec.stdin),
         stdin_once: Some(spec.stdin),
-        labels: Some(HashMap::from([(
-            RUN_LABEL.to_string(),
-            spec.run_id.clone(),
-        )])),
+        labels: Some(labels_of(&spec.run_id)),
         host_config: Some(HostConfig {
             // Chromium needs more than Docker's default 64 MB of /dev/shm.
             shm_size: Some(512 * 1024 * 1024),
@@ -657,6 +780,63 @@ mod tests {
             info.to_string(),
             "Docker 28.5.2 (containerd image store, overlayfs)"
         );
+    }
+
+    fn here() -> Owner {
+        Owner {
+            boot_id: "b1".into(),
+            pid_namespace: "pid:[4026531836]".into(),
+            pid: 100,
+            start_time: 5000,
+        }
+    }
+
+    #[test]
+    fn only_runs_of_this_boot_and_namespace_whose_process_is_gone_are_dead() {
+        let here = here();
+        let run = |pid: u32, start: u64| {
+            Owner {
+                pid,
+                start_time: start,
+                ..here.clone()
+            }
+            .label()
+        };
+        // Process 200 runs, started at tick 7000.
+        let alive = |pid: u32| (pid == 200).then_some(7000);
+        assert!(!is_dead_run(&run(200, 7000), &here, alive), "a live run");
+        assert!(is_dead_run(&run(300, 7000), &here, alive), "pid gone");
+        assert!(is_dead_run(&run(200, 6000), &here, alive), "pid reused");
+        let other_boot = Owner {
+            boot_id: "b0".into(),
+            pid: 300,
+            ..here.clone()
+        };
+        assert!(!is_dead_run(&other_boot.label(), &here, alive));
+        let other_namespace = Owner {
+            pid_namespace: "pid:[4026532999]".into(),
+            pid: 300,
+            ..here.clone()
+        };
+        assert!(!is_dead_run(&other_namespace.label(), &here, alive));
+        for unreadable in ["", "smoke-300-1", "b1/pid:[4026531836]/300", "b1/x/300/1/2"] {
+            assert!(!is_dead_run(unreadable, &here, alive), "{unreadable}");
+        }
+    }
+
+    #[test]
+    fn owner_labels_round_trip_and_this_process_is_alive() {
+        assert_eq!(Owner::parse(&here().label()), Some(here()));
+        let me = Owner::of_this_process().expect("/proc says who we are");
+        assert!(!is_dead_run(&me.label(), &me, start_time_of));
+        assert_eq!(start_time_of(me.pid), Some(me.start_time));
+    }
+
+    #[test]
+    fn the_start_time_is_counted_after_the_command() {
+        let stat = "42 (a) b (c) S 1 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 98765 1 2";
+        assert_eq!(stat_start_time(stat), Some(98765));
+        assert_eq!(stat_start_time("42 (a) S 1"), None);
     }
 
     #[test]

@@ -228,7 +228,24 @@ async fn push_image(
     // Blobs already in the registry: neither compressed nor uploaded.
     let mut pushed_blobs = BTreeSet::new();
     let cache_dir = crate::image::assemble::cache_dir(&repo_root(), platform);
-    let preparing = match crate::image::assemble::cached_image(&cache_dir, &image_id)? {
+    let cached = crate::image::assemble::cached_image(&cache_dir, &image_id)?;
+    // Before anything is written: the blobs go to the temp dir (at most the image's size:
+    // gzip of these layers is smaller), and an export, when the layer cache lacks the image,
+    // goes through the engine's data root first (moby writes `docker save` to `<root>/tmp`).
+    let size = inspect.size.unwrap_or(0).max(0) as u64;
+    let mut needs = vec![crate::disk::Need {
+        dir: dir_path.clone(),
+        bytes: size,
+        what: format!("the compressed blobs of {image}, at most its size"),
+    }];
+    if cached.is_none() {
+        needs.extend(
+            crate::disk::engine_need(docker, size, format!("the export of {image}"), progress)
+                .await,
+        );
+    }
+    crate::disk::ensure_space(&format!("publishing {image} ({platform})"), needs)?;
+    let preparing = match cached {
         Some((config, files)) => {
             let reusable = match previous {
                 None => Reusable::default(),

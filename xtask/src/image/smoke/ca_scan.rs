@@ -308,6 +308,20 @@ async fn ca_bundle_absent_inner(ctx: &Ctx, inputs: CaScanInputs) -> Result<(bool
         .enumerate()
         .flat_map(|(i, der)| certificate_needles(der).into_iter().map(move |n| (i, n)))
         .collect();
+    // The export goes through the engine's data root (`<root>/tmp`) as large as the image.
+    let size = engine::inspect_image(&ctx.docker, &ctx.image)
+        .await?
+        .and_then(|i| i.size)
+        .unwrap_or(0)
+        .max(0) as u64;
+    let needs = crate::disk::engine_need(
+        &ctx.docker,
+        size,
+        format!("the export of {} for the scan", ctx.image),
+        &crate::util::Progress::default(),
+    )
+    .await;
+    crate::disk::ensure_space("the CA scan", needs)?;
     let export = ctx.docker.export_image(&ctx.image);
     let reader = engine::blocking_reader(export);
     let (findings, (layers, files, bytes)) = tokio::task::spawn_blocking(move || {

@@ -68,6 +68,14 @@ pub async fn run(args: SmokeArgs) -> Result<ExitCode> {
     let root = repo_root();
     let docker = engine::connect().await?;
     let run_id = engine::new_run_id("smoke");
+    // Containers of runs that were killed (their process is gone) have nobody else to
+    // remove them: a killed release left six of them.
+    let dead = engine::remove_dead_runs(&docker, false).await?;
+    if dead > 0 {
+        progress.step(format!(
+            "removed {dead} container(s) and volume(s) left by runs that no longer exist"
+        ));
+    }
     let ca_bundle = crate::image::build::host_ca_bundle(args.ca_bundle.as_deref());
     let target = SmokeTarget {
         image: &args.image,
