@@ -36,7 +36,8 @@ pub enum Command {
     Build(BuildArgs),
     /// Run every smoke check against a built image.
     Smoke(SmokeArgs),
-    /// Write the SPDX 2.3 SBOM of a built image (dpkg database, npm lockfile, Node, base).
+    /// Write the SPDX 2.3 SBOM of a built image (dpkg database, npm lockfile, Node, base),
+    /// and with --cyclonedx the same as CycloneDX 1.5.
     Sbom(SbomArgs),
     /// Decide whether a scheduled run is due (three-day cadence in UTC epoch days).
     Gate(GateArgs),
@@ -244,6 +245,9 @@ pub struct SbomArgs {
     /// Where to write the SBOM, e.g. sbom-linux-amd64.spdx.json.
     #[arg(long, value_name = "FILE")]
     pub output: PathBuf,
+    /// Where to write the same SBOM as CycloneDX 1.5 JSON too, e.g. sbom-linux-amd64.cdx.json.
+    #[arg(long, value_name = "FILE")]
+    pub cyclonedx: Option<PathBuf>,
     /// The document's creation time (RFC 3339); defaults to the image's creation time, so
     /// the wall clock never enters the file.
     #[arg(long, value_name = "RFC3339")]
