@@ -379,8 +379,9 @@ pub struct ReceiptWriteArgs {
     /// `cargo xtask smoke --image REF --json` output, one per platform.
     #[arg(long = "smoke", value_name = "FILE")]
     pub smokes: Vec<PathBuf>,
-    /// `cargo xtask sbom` output, one per platform, named `sbom-<os>-<arch>.spdx.json`; the
-    /// receipt records its name and sha256.
+    /// `cargo xtask sbom` output, one per platform, named `sbom-<os>-<arch>.spdx.json`, and
+    /// its CycloneDX form (`--cyclonedx`) named `sbom-<os>-<arch>.cdx.json`, checked to say
+    /// the same; the receipt records each one's name and sha256.
     #[arg(long = "sbom", value_name = "FILE")]
     pub sboms: Vec<PathBuf>,
     /// A static `template-verify` binary for consumers, named `template-verify-<os>-<arch>`

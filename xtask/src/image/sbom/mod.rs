@@ -38,8 +38,8 @@ use crate::manifest::Platform;
 use crate::model::inventory::Inventory;
 use crate::model::lockfile::Lockfile;
 use copyright::{declared_license, DocTree, Evidence};
-use dpkg::{dependency_edges, dpkg_packages, DebPackage, OsRelease};
 pub(crate) use cyclonedx::cyclonedx_file_name;
+use dpkg::{dependency_edges, dpkg_packages, DebPackage, OsRelease};
 pub(crate) use npm::{is_platform_specific, npm_candidates};
 use npm::{node_packages, npm_packages, NpmManifest};
 use purl::deb_purl;
@@ -61,6 +61,11 @@ const LOCKFILE_PATH: &str = "template/package-lock.json";
 /// looks up known names only.
 pub(crate) fn sbom_file_name(platform: Platform) -> String {
     format!("sbom-{}.spdx.json", platform.to_string().replace('/', "-"))
+}
+
+/// Both SBOM assets of a platform: the SPDX file, then its CycloneDX form.
+pub(crate) fn sbom_file_names(platform: Platform) -> [String; 2] {
+    [sbom_file_name(platform), cyclonedx_file_name(platform)]
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -933,7 +938,8 @@ pub(crate) mod tests {
     fn independent_validators_accept_the_document_and_reject_broken_ones() {
         let dir = tempfile::tempdir().unwrap();
         let doc = whole_checksums(make(Platform::LinuxAmd64, &[], "2026-11-30T06:17:00Z"));
-        let check = |name: &str, doc: &Document| check_sbom(&dir.path().join(name), &document_bytes(doc));
+        let check =
+            |name: &str, doc: &Document| check_sbom(&dir.path().join(name), &document_bytes(doc));
         let (ok, log) = check("good.spdx.json", &doc);
         assert!(ok, "{log}");
         let mut prose = doc.clone();
