@@ -59,8 +59,26 @@ if [ ${#want[@]} -gt 0 ]; then
 fi
 
 status=0
-check_cyclonedx() { # file
-  if "$python" - "$1" >/tmp/check-sbom.$$ 2>&1 <<'PY'
+# check VALID INVALID COMMAND...: runs one tool (its stdin is the caller's), prints VALID or
+# INVALID with the start of the tool's output, and marks the run failed on INVALID.
+check() {
+  local valid=$1 invalid=$2
+  shift 2
+  if "$@" >/tmp/check-sbom.$$ 2>&1; then
+    echo "  $valid" >&2
+  else
+    echo "  $invalid" >&2
+    sed 's/^/    /' /tmp/check-sbom.$$ | head -n 40 >&2
+    status=1
+  fi
+}
+
+for file in "$@"; do
+  echo "check-sbom: $file" >&2
+  if [[ "$file" == *.cdx.json ]]; then
+    check "cyclonedx-python-lib $CYCLONEDX_LIB_VERSION: valid CycloneDX 1.5 (strict JSON schema)" \
+      "cyclonedx-python-lib $CYCLONEDX_LIB_VERSION: INVALID CycloneDX 1.5" \
+      "$python" - "$file" <<'PY'
 import json, sys
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
@@ -76,29 +94,12 @@ for e in list(errors or [])[:20]:
     print(where, getattr(data, "message", e))
 sys.exit(1 if errors else 0)
 PY
-  then
-    echo "  cyclonedx-python-lib $CYCLONEDX_LIB_VERSION: valid CycloneDX 1.5 (strict JSON schema)" >&2
-  else
-    echo "  cyclonedx-python-lib $CYCLONEDX_LIB_VERSION: INVALID CycloneDX 1.5" >&2
-    sed 's/^/    /' /tmp/check-sbom.$$ | head -n 40 >&2
-    status=1
-  fi
-}
-
-for file in "$@"; do
-  echo "check-sbom: $file" >&2
-  if [[ "$file" == *.cdx.json ]]; then
-    check_cyclonedx "$file"
     continue
   fi
-  if "$venv/bin/pyspdxtools" --infile "$file" >/tmp/check-sbom.$$ 2>&1; then
-    echo "  pyspdxtools $SPDX_TOOLS_VERSION: valid SPDX" >&2
-  else
-    echo "  pyspdxtools $SPDX_TOOLS_VERSION: INVALID" >&2
-    sed 's/^/    /' /tmp/check-sbom.$$ | head -n 40 >&2
-    status=1
-  fi
-  if "$python" - "$here/spdx-2.3.schema.json" "$file" >/tmp/check-sbom.$$ 2>&1 <<'PY'
+  check "pyspdxtools $SPDX_TOOLS_VERSION: valid SPDX" "pyspdxtools $SPDX_TOOLS_VERSION: INVALID" \
+    "$venv/bin/pyspdxtools" --infile "$file"
+  check "SPDX 2.3 JSON schema: valid" "SPDX 2.3 JSON schema: INVALID" \
+    "$python" - "$here/spdx-2.3.schema.json" "$file" <<'PY'
 import json, sys
 import jsonschema
 schema = json.load(open(sys.argv[1]))
@@ -108,20 +109,9 @@ for e in errors[:20]:
     print("/".join(str(p) for p in e.path), e.message)
 sys.exit(1 if errors else 0)
 PY
-  then
-    echo "  SPDX 2.3 JSON schema: valid" >&2
-  else
-    echo "  SPDX 2.3 JSON schema: INVALID" >&2
-    sed 's/^/    /' /tmp/check-sbom.$$ | head -n 20 >&2
-    status=1
-  fi
-  if "$venv/bin/ntia-checker" --comply ntia --skip-validation "$file" >/tmp/check-sbom.$$ 2>&1; then
-    echo "  ntia-conformance-checker $NTIA_CHECKER_VERSION: NTIA minimum elements met" >&2
-  else
-    echo "  ntia-conformance-checker $NTIA_CHECKER_VERSION: NTIA minimum elements NOT met" >&2
-    sed 's/^/    /' /tmp/check-sbom.$$ | head -n 40 >&2
-    status=1
-  fi
+  check "ntia-conformance-checker $NTIA_CHECKER_VERSION: NTIA minimum elements met" \
+    "ntia-conformance-checker $NTIA_CHECKER_VERSION: NTIA minimum elements NOT met" \
+    "$venv/bin/ntia-checker" --comply ntia --skip-validation "$file"
 done
 rm -f /tmp/check-sbom.$$
 exit "$status"

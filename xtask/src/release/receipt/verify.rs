@@ -518,64 +518,53 @@ fn artifact_problems(
 ) -> Vec<Problem> {
     let mut out = Vec::new();
     for (i, a) in r.artifacts.iter().enumerate() {
-        match found.get(&a.name) {
-            None => out.push(problem(
-                format!("artifacts[{i}]"),
+        let field = format!("artifacts[{i}]");
+        if !found.contains_key(&a.name) {
+            out.push(problem(
+                field,
                 format!("`{}` is not an artifact of a release", a.name),
-            )),
-            Some(Err(why)) => out.push(problem(
-                format!("artifacts[{i}]"),
-                format!("`{}` is not among the artifact files: {}", a.name, why),
-            )),
-            Some(Ok(actual)) if *actual != a.sha256 => out.push(problem(
-                format!("artifacts[{i}].sha256"),
-                format!(
-                    "`{}` has sha256 {actual}, the receipt says {}",
-                    a.name, a.sha256
-                ),
-            )),
-            Some(Ok(_)) => {}
+            ));
+            continue;
         }
+        out.extend(digest_problem(found, &field, &a.name, &a.sha256));
     }
+    // A verifier or SBOM name this tool never makes is not looked up (`found` has no entry):
+    // it is a problem of the receipt's form.
     for (i, v) in r.verifiers.iter().enumerate() {
-        match found.get(&v.name) {
-            // A name this tool never makes is a problem of the receipt's form.
-            None => {}
-            Some(Err(why)) => out.push(problem(
-                format!("verifiers[{i}]"),
-                format!("`{}` is not among the artifact files: {why}", v.name),
-            )),
-            Some(Ok(actual)) if *actual != v.sha256 => out.push(problem(
-                format!("verifiers[{i}].sha256"),
-                format!(
-                    "`{}` has sha256 {actual}, the receipt says {}",
-                    v.name, v.sha256
-                ),
-            )),
-            Some(Ok(_)) => {}
-        }
+        out.extend(digest_problem(
+            found,
+            &format!("verifiers[{i}]"),
+            &v.name,
+            &v.sha256,
+        ));
     }
     for (i, p) in r.platforms.iter().enumerate() {
         for (field, sbom) in p.sbom_assets() {
-            match found.get(&sbom.name) {
-                // A name this tool never makes is a problem of the receipt's form.
-                None => {}
-                Some(Err(why)) => out.push(problem(
-                    format!("platforms[{i}].{field}"),
-                    format!("`{}` is not among the artifact files: {why}", sbom.name),
-                )),
-                Some(Ok(actual)) if *actual != sbom.sha256 => out.push(problem(
-                    format!("platforms[{i}].{field}.sha256"),
-                    format!(
-                        "`{}` has sha256 {actual}, the receipt says {}",
-                        sbom.name, sbom.sha256
-                    ),
-                )),
-                Some(Ok(_)) => {}
-            }
+            let field = format!("platforms[{i}].{field}");
+            out.extend(digest_problem(found, &field, &sbom.name, &sbom.sha256));
         }
     }
     out
+}
+
+/// The file found under `name` against the sha256 the receipt records for it at `field`.
+fn digest_problem(
+    found: &BTreeMap<String, Result<String, String>>,
+    field: &str,
+    name: &str,
+    sha256: &str,
+) -> Option<Problem> {
+    match found.get(name)? {
+        Err(why) => Some(problem(
+            field,
+            format!("`{name}` is not among the artifact files: {why}"),
+        )),
+        Ok(actual) if actual != sha256 => Some(problem(
+            format!("{field}.sha256"),
+            format!("`{name}` has sha256 {actual}, the receipt says {sha256}"),
+        )),
+        Ok(_) => None,
+    }
 }
 
 /// The fixed name of a platform's SBOM asset recorded under `field` (`sbom`, `cyclonedx`).
