@@ -376,29 +376,35 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
         provenance[1], published_assets,
         "the attested assets are the published ones"
     );
-    let sboms: Vec<&crate::support::replay::Attestation> = attested
-        .iter()
-        .filter(|a| a.predicate_type == "https://spdx.dev/Document/v2.3")
-        .collect();
+    // Both forms of each platform's SBOM: SPDX, and CycloneDX (`platforms[].cyclonedx`).
     let platforms = receipt["platforms"].as_array().unwrap();
-    assert_eq!(sboms.len(), platforms.len());
-    for (attestation, platform) in sboms.iter().zip(platforms) {
-        assert_eq!(
-            attestation.subjects,
-            vec![crate::support::replay::Subject {
-                name: index.0.clone(),
-                digest: platform["digest"].as_str().unwrap().to_string(),
-                path: None,
-            }]
-        );
-        assert_eq!(
-            attestation.sbom_sha256.as_deref(),
-            platform["sbom"]["sha256"].as_str(),
-            "the attested SBOM is the one the receipt hashes"
-        );
-        assert!(assets
+    for (predicate_type, field) in [
+        (crate::support::replay::SPDX_DOCUMENT_V2_3, "sbom"),
+        (crate::support::replay::CYCLONEDX_BOM, "cyclonedx"),
+    ] {
+        let sboms: Vec<&crate::support::replay::Attestation> = attested
             .iter()
-            .any(|a| Some(a.as_str()) == platform["sbom"]["name"].as_str()));
+            .filter(|a| a.predicate_type == predicate_type)
+            .collect();
+        assert_eq!(sboms.len(), platforms.len(), "{field}");
+        for (attestation, platform) in sboms.iter().zip(platforms) {
+            assert_eq!(
+                attestation.subjects,
+                vec![crate::support::replay::Subject {
+                    name: index.0.clone(),
+                    digest: platform["digest"].as_str().unwrap().to_string(),
+                    path: None,
+                }]
+            );
+            assert_eq!(
+                attestation.sbom_sha256.as_deref(),
+                platform[field]["sha256"].as_str(),
+                "the attested {field} is the one the receipt hashes"
+            );
+            assert!(assets
+                .iter()
+                .any(|a| Some(a.as_str()) == platform[field]["name"].as_str()));
+        }
     }
 
     // The same due day again: the previous release has exactly these inputs. The plan ends

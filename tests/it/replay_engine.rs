@@ -843,7 +843,11 @@ jobs:
           mkdir -p out
           printf 'receipt' > out/receipt.json
           printf '{{}}' > out/schema.json
-          printf '{{"spdxVersion": "SPDX-2.3"}}' > out/sbom.spdx.json
+          printf '{{"spdxVersion": "SPDX-2.3", "SPDXID": "SPDXRef-DOCUMENT"}}' > out/sbom.spdx.json
+          mkdir -p cdx
+          printf '{{"bomFormat": "CycloneDX", "specVersion": "1.5", "serialNumber": "urn:uuid:3e671687-395b-41f5-a30f-a58921a69b79", "version": 1}}' > cdx/good.cdx.json
+          printf '{{"bomFormat": "CycloneDX", "specVersion": "1.5", "version": 1}}' > cdx/unnumbered.cdx.json
+          printf '{{"spdxVersion": "SPDX-2.3"}}' > cdx/anonymous.spdx.json
       - name: docker login
         run: |
           mkdir -p ~/.docker
@@ -896,6 +900,27 @@ jobs:
         with:
           subject-path: out/receipt.json
           sbom-path: out/schema.json
+      - name: cyclonedx
+        if: always()
+        uses: actions/attest@59d89421af93a897026c735860bf21b6eb4f7b26 # v4.1.0
+        with:
+          subject-name: ghcr.io/owner/coding-agent
+          subject-digest: {digest}
+          sbom-path: cdx/good.cdx.json
+      - name: cyclonedx without a serial number
+        if: always()
+        uses: actions/attest@59d89421af93a897026c735860bf21b6eb4f7b26 # v4.1.0
+        with:
+          subject-name: ghcr.io/owner/coding-agent
+          subject-digest: {digest}
+          sbom-path: cdx/unnumbered.cdx.json
+      - name: spdx without an SPDXID
+        if: always()
+        uses: actions/attest@59d89421af93a897026c735860bf21b6eb4f7b26 # v4.1.0
+        with:
+          subject-name: ghcr.io/owner/coding-agent
+          subject-digest: {digest}
+          sbom-path: cdx/anonymous.spdx.json
   k:
     runs-on: ubuntu-latest
     permissions:
@@ -910,7 +935,7 @@ jobs:
     ));
     let run = run_workflow(r).unwrap_or_else(|e| panic!("{e:#}"));
     let job = run.job("j");
-    for ok in ["index", "assets", "sbom"] {
+    for ok in ["index", "assets", "sbom", "cyclonedx"] {
         assert_eq!(
             job.step(ok).outcome,
             Status::Success,
@@ -923,7 +948,13 @@ jobs:
         ("no subject", "must be provided"),
         ("nothing matches", "matches no file"),
         ("tag in the name", "not a registry repository"),
-        ("not an sbom", "neither SPDX nor CycloneDX"),
+        ("not an sbom", "Unsupported SBOM format"),
+        // actions/attest tells the formats apart by fields the schemas make optional.
+        (
+            "cyclonedx without a serial number",
+            "Unsupported SBOM format",
+        ),
+        ("spdx without an SPDXID", "Unsupported SBOM format"),
     ] {
         assert_eq!(job.step(bad).outcome, Status::Failure, "{bad}");
         assert!(job.log_of(bad).contains(why), "{bad}: {}", job.log_of(bad));
@@ -937,6 +968,7 @@ jobs:
         use sha2::Digest as _;
         format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
     };
+    const SPDX: &[u8] = br#"{"spdxVersion": "SPDX-2.3", "SPDXID": "SPDXRef-DOCUMENT"}"#;
     // Only the attestations that succeeded are recorded, each with its subjects.
     let recorded = job.attestations();
     type Recorded = (String, Vec<(String, String)>, bool);
@@ -966,20 +998,32 @@ jobs:
                 "attest-build-provenance".into(),
                 vec![
                     ("receipt.json".into(), sha(b"receipt")),
-                    (
-                        "sbom.spdx.json".into(),
-                        sha(br#"{"spdxVersion": "SPDX-2.3"}"#)
-                    ),
+                    ("sbom.spdx.json".into(), sha(SPDX)),
                     ("schema.json".into(), sha(b"{}")),
                 ],
                 false
             ),
-            ("attest-sbom".into(), vec![(repo, digest.clone())], true),
+            (
+                "attest-sbom".into(),
+                vec![(repo.clone(), digest.clone())],
+                true
+            ),
+            ("attest".into(), vec![(repo, digest.clone())], false),
         ]
     );
     assert_eq!(
         recorded[2].sbom_sha256.as_deref(),
-        Some(&sha(br#"{"spdxVersion": "SPDX-2.3"}"#)["sha256:".len()..])
+        Some(&sha(SPDX)["sha256:".len()..])
+    );
+    assert_eq!(
+        (
+            recorded[2].predicate_type.as_str(),
+            recorded[3].predicate_type.as_str()
+        ),
+        (
+            crate::support::replay::SPDX_DOCUMENT_V2_3,
+            crate::support::replay::CYCLONEDX_BOM
+        )
     );
 }
 
@@ -1014,7 +1058,7 @@ jobs:
 {logged_in}      - name: sbom
         if: always()
         run: |
-          printf '{{"spdxVersion": "SPDX-2.3"}}' > sbom.spdx.json
+          printf '{{"spdxVersion": "SPDX-2.3", "SPDXID": "SPDXRef-DOCUMENT"}}' > sbom.spdx.json
       - name: sbom attestation
         if: always()
         uses: actions/attest@59d89421af93a897026c735860bf21b6eb4f7b26 # v4.1.0

@@ -688,20 +688,29 @@ fn check_attestations(w: &Workflow) -> Vec<String> {
         let assets = attest.iter().any(|&i| {
             provenance(i) && with(steps[i], "subject-path").starts_with("release/assets/")
         });
-        let sboms = attest
-            .iter()
-            .filter(|&&i| with(steps[i], "sbom-path").contains("sbom-"))
-            .count();
+        // Each SBOM format of each platform: SPDX and CycloneDX.
+        let sboms = |ext: &str| {
+            attest
+                .iter()
+                .filter(|&&i| {
+                    let path = with(steps[i], "sbom-path");
+                    path.contains("sbom-") && path.ends_with(ext)
+                })
+                .count()
+        };
         if !index {
             problems.push(format!("job {job_id}: the index digest is not attested"));
         }
         if !assets {
             problems.push(format!("job {job_id}: the release assets are not attested"));
         }
-        if sboms < 2 {
-            problems.push(format!(
-                "job {job_id}: {sboms} SBOM attestation(s); one per platform"
-            ));
+        for (ext, format) in [(".spdx.json", "SPDX"), (".cdx.json", "CycloneDX")] {
+            let n = sboms(ext);
+            if n < 2 {
+                problems.push(format!(
+                    "job {job_id}: {n} {format} SBOM attestation(s); one per platform"
+                ));
+            }
         }
     }
     problems
@@ -1494,7 +1503,14 @@ mod rules {
                 "sbom-path: release/assets/sbom-linux-arm64.spdx.json",
                 "sbom-path: x.json",
             ))),
-            "one per platform",
+            "1 SPDX SBOM attestation(s); one per platform",
+        );
+        assert_flags(
+            check_attestations(&wf(&good.replace(
+                "sbom-path: release/assets/sbom-linux-amd64.cdx.json",
+                "sbom-path: release/assets/sbom-linux-amd64.spdx.json",
+            ))),
+            "1 CycloneDX SBOM attestation(s); one per platform",
         );
     }
 

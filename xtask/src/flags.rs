@@ -36,7 +36,8 @@ pub enum Command {
     Build(BuildArgs),
     /// Run every smoke check against a built image.
     Smoke(SmokeArgs),
-    /// Write the SPDX 2.3 SBOM of a built image (dpkg database, npm lockfile, Node, base).
+    /// Write the SPDX 2.3 SBOM of a built image (dpkg database, npm lockfile, Node, base),
+    /// and with --cyclonedx the same as CycloneDX 1.5.
     Sbom(SbomArgs),
     /// Decide whether a scheduled run is due (three-day cadence in UTC epoch days).
     Gate(GateArgs),
@@ -244,6 +245,9 @@ pub struct SbomArgs {
     /// Where to write the SBOM, e.g. sbom-linux-amd64.spdx.json.
     #[arg(long, value_name = "FILE")]
     pub output: PathBuf,
+    /// Where to write the same SBOM as CycloneDX 1.5 JSON too, e.g. sbom-linux-amd64.cdx.json.
+    #[arg(long, value_name = "FILE")]
+    pub cyclonedx: Option<PathBuf>,
     /// The document's creation time (RFC 3339); defaults to the image's creation time, so
     /// the wall clock never enters the file.
     #[arg(long, value_name = "RFC3339")]
@@ -381,8 +385,9 @@ pub struct ReceiptWriteArgs {
     /// `cargo xtask smoke --image REF --json` output, one per platform.
     #[arg(long = "smoke", value_name = "FILE")]
     pub smokes: Vec<PathBuf>,
-    /// `cargo xtask sbom` output, one per platform, named `sbom-<os>-<arch>.spdx.json`; the
-    /// receipt records its name and sha256.
+    /// `cargo xtask sbom` output, one per platform, named `sbom-<os>-<arch>.spdx.json`, and
+    /// its CycloneDX form (`--cyclonedx`) named `sbom-<os>-<arch>.cdx.json`, checked to say
+    /// the same; the receipt records each one's name and sha256.
     #[arg(long = "sbom", value_name = "FILE")]
     pub sboms: Vec<PathBuf>,
     /// A static `template-verify` binary for consumers, named `template-verify-<os>-<arch>`

@@ -780,6 +780,35 @@ fn is_sha256_digest(s: &str) -> bool {
     })
 }
 
+enum SbomKind {
+    Spdx,
+    CycloneDx,
+}
+
+/// How the real action tells the formats apart (actions/attest v4.1.0, src/helper/sbom.ts,
+/// `parseSBOMFromPath`): SPDX when `spdxVersion` and `SPDXID` are both truthy, else CycloneDX
+/// when `bomFormat`, `serialNumber` and `specVersion` all are, else `Unsupported SBOM format`.
+/// A CycloneDX document without the serial number the CycloneDX schema makes optional is
+/// refused.
+fn sbom_kind(doc: &serde_json::Value) -> Option<SbomKind> {
+    let truthy = |key: &str| match doc.get(key) {
+        None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => false,
+        Some(serde_json::Value::String(s)) => !s.is_empty(),
+        Some(serde_json::Value::Number(n)) => n.as_f64() != Some(0.0),
+        Some(_) => true,
+    };
+    if truthy("spdxVersion") && truthy("SPDXID") {
+        Some(SbomKind::Spdx)
+    } else if ["bomFormat", "serialNumber", "specVersion"]
+        .iter()
+        .all(|k| truthy(k))
+    {
+        Some(SbomKind::CycloneDx)
+    } else {
+        None
+    }
+}
+
 /// What the real actions check before they sign: the token may mint an OIDC token and write
 /// attestations (and packages, to push to a registry), the subject is given one way only and
 /// well formed, subject files exist, and an SBOM is an SPDX or CycloneDX JSON document of at
@@ -873,13 +902,14 @@ fn attest(
         }
         let doc: serde_json::Value = serde_json::from_slice(&bytes)
             .with_context(|| format!("{action}: {} is not JSON", file.display()))?;
-        if doc.get("spdxVersion").is_none() && doc.get("bomFormat").is_none() {
-            bail!("{action}: {} is neither SPDX nor CycloneDX", file.display());
-        }
-        predicate_type = if doc.get("spdxVersion").is_some() {
-            super::gh_state::SPDX_DOCUMENT_V2_3
-        } else {
-            super::gh_state::CYCLONEDX_BOM
+        predicate_type = match sbom_kind(&doc) {
+            Some(SbomKind::Spdx) => super::gh_state::SPDX_DOCUMENT_V2_3,
+            Some(SbomKind::CycloneDx) => super::gh_state::CYCLONEDX_BOM,
+            None => bail!(
+                "{action}: Unsupported SBOM format: {} is neither SPDX (spdxVersion and SPDXID) \
+                 nor CycloneDX (bomFormat, serialNumber and specVersion)",
+                file.display()
+            ),
         }
         .to_string();
         sbom_sha256 = Some(hex::encode(Sha256::digest(&bytes)));

@@ -169,14 +169,28 @@ pub(crate) struct PlatformRecord {
     pub debian_packages: Vec<String>,
     /// The platform's SBOM, a release asset.
     pub sbom: SbomRecord,
+    /// The same SBOM as CycloneDX 1.5 JSON (`sbom-<os>-<arch>.cdx.json`), a release asset;
+    /// null when `receipt write` was given none (`release ship` always gives it).
+    pub cyclonedx: Option<SbomRecord>,
     pub smoke: SmokeRecord,
+}
+
+impl PlatformRecord {
+    /// The platform's SBOM assets with the field each is recorded under: the SPDX one, and
+    /// the CycloneDX one when the receipt records it.
+    pub(crate) fn sbom_assets(&self) -> Vec<(&'static str, &SbomRecord)> {
+        let mut out = vec![("sbom", &self.sbom)];
+        out.extend(self.cyclonedx.as_ref().map(|c| ("cyclonedx", c)));
+        out
+    }
 }
 
 /// The SBOM `cargo xtask sbom` made from the platform's image (SPDX 2.3 JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SbomRecord {
-    /// Its name among the release assets: always `sbom-<os>-<arch>.spdx.json`.
+    /// Its name among the release assets: always `sbom-<os>-<arch>.spdx.json` (or
+    /// `.cdx.json` for the CycloneDX form).
     pub name: String,
     /// Lowercase hex, no prefix.
     pub sha256: String,

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::flags::{ConsumeArgs, PinArgs};
 use crate::model::receipt::Receipt;
+use crate::model::Platform;
 use crate::release::pin::{pin, PinOutcome};
 use crate::release::receipt::{verify_file, Verification};
 use crate::release::receipt_policy::{ReceiptPolicy, MANIFEST_ASSET};
@@ -32,8 +33,30 @@ use crate::util::append_to_github_file;
 pub(crate) const RELEASE_WORKFLOW: &str = ".github/workflows/update-template.yml";
 /// The predicate type `gh attestation verify` checks by default (build provenance).
 const PROVENANCE: &str = "https://slsa.dev/provenance/v1";
-/// The predicate type of an SPDX SBOM attestation (`actions/attest-sbom`).
+/// The predicate type of an SPDX SBOM attestation (`actions/attest` with an SPDX `sbom-path`).
 const SPDX_SBOM: &str = "https://spdx.dev/Document/v2.3";
+/// The predicate type of a CycloneDX SBOM attestation (`actions/attest` with a CycloneDX
+/// `sbom-path`; @actions/attest's `buildSBOMPredicate`).
+const CYCLONEDX_SBOM: &str = "https://cyclonedx.org/bom";
+
+/// The SBOM attestations a release must have, as (platform, manifest digest, predicate type):
+/// each platform manifest's SPDX SBOM, and its CycloneDX SBOM when the receipt records one.
+fn sbom_attestations(receipt: &Receipt) -> Vec<(Platform, &str, &'static str)> {
+    receipt
+        .platforms
+        .iter()
+        .flat_map(|p| {
+            p.sbom_assets().into_iter().map(|(field, _)| {
+                let predicate = if field == "cyclonedx" {
+                    CYCLONEDX_SBOM
+                } else {
+                    SPDX_SBOM
+                };
+                (p.platform, p.digest.as_str(), predicate)
+            })
+        })
+        .collect()
+}
 
 /// One entry of `gh release list --json tagName,isDraft,isPrerelease,createdAt,publishedAt`.
 #[derive(Debug, Clone, Deserialize)]
@@ -565,12 +588,11 @@ fn verify_attestations(gh: &Gh, tag: &str, dir: &Path, receipt: &Receipt) -> Res
         PROVENANCE,
     )
     .map_err(|why| anyhow::anyhow!("release {tag}: the image index has no provenance: {why}"))?;
-    for p in &receipt.platforms {
-        gh.verify_attestation(&image(&p.digest), &p.digest, SPDX_SBOM)
+    for (platform, digest, predicate) in sbom_attestations(receipt) {
+        gh.verify_attestation(&image(digest), digest, predicate)
             .map_err(|why| {
                 anyhow::anyhow!(
-                    "release {tag}: the {} image has no SBOM attestation: {why}",
-                    p.platform
+                    "release {tag}: the {platform} image has no {predicate} SBOM attestation: {why}"
                 )
             })?;
     }
@@ -874,6 +896,26 @@ mod tests {
             PROVENANCE
         )
         .is_err());
+    }
+
+    #[test]
+    fn each_platform_needs_the_sbom_attestations_of_each_form_its_receipt_records() {
+        let mut r = crate::release::receipt::tests_support::sample();
+        let wanted = |r: &Receipt| -> Vec<(Platform, String, &str)> {
+            sbom_attestations(r)
+                .into_iter()
+                .map(|(p, d, t)| (p, d.to_string(), t))
+                .collect()
+        };
+        let amd = r.platforms[0].clone();
+        let got = wanted(&r);
+        assert_eq!(got.len(), 2 * r.platforms.len(), "{got:?}");
+        assert!(got.contains(&(amd.platform, amd.digest.clone(), SPDX_SBOM)));
+        assert!(got.contains(&(amd.platform, amd.digest.clone(), CYCLONEDX_SBOM)));
+        // A release without the CycloneDX asset is asked for its SPDX attestations only.
+        r.platforms.iter_mut().for_each(|p| p.cyclonedx = None);
+        assert!(wanted(&r).iter().all(|(_, _, t)| *t == SPDX_SBOM));
+        assert_eq!(wanted(&r).len(), r.platforms.len());
     }
 
     #[test]

@@ -134,7 +134,8 @@ fn ship_phase() -> Vec<Emitted> {
         let files = ship::StageFiles::in_dir(work, &platforms);
         let sboms: Vec<PathBuf> = platforms
             .iter()
-            .map(|p| plan_dir.join(crate::image::sbom::sbom_file_name(*p)))
+            .flat_map(|p| crate::image::sbom::sbom_file_names(*p))
+            .map(|name| plan_dir.join(name))
             .collect();
         let verifier_binaries: Vec<PathBuf> = Platform::ALL
             .iter()

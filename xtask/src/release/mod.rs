@@ -215,7 +215,8 @@ fn dry_run(
         let work = Path::new("<ship dir>");
         let receipt_sboms: Vec<PathBuf> = platforms
             .iter()
-            .map(|p| run_dir.join(crate::image::sbom::sbom_file_name(*p)))
+            .flat_map(|p| crate::image::sbom::sbom_file_names(*p))
+            .map(|name| run_dir.join(name))
             .collect();
         let steps = ship::ShipSteps::new(&ship::ShipContext {
             plan_dir: run_dir,

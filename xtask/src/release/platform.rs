@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
-use crate::image::sbom::sbom_file_name;
+use crate::image::sbom::{cyclonedx_file_name, sbom_file_name};
 use crate::manifest::Platform;
 use crate::model::build::BuildReport;
 use crate::model::plan::{ReleasePlan, Target};
@@ -93,6 +93,10 @@ impl PlatformSteps<'_> {
             .arg("--platform", self.platform.to_string())
             .arg("--image", image)
             .arg("--output", self.out.join(sbom_file_name(self.platform)))
+            .arg(
+                "--cyclonedx",
+                self.out.join(cyclonedx_file_name(self.platform)),
+            )
             .arg("--now", self.now)
             .output(self.output("sbom"))
     }

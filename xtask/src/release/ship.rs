@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use crate::image::sbom::sbom_file_name;
+use crate::image::sbom::{cyclonedx_file_name, sbom_file_name};
 use crate::manifest::{Manifest, Platform, MANIFEST_PATH};
 use crate::model::plan::{ReleasePlan, Target};
 use crate::model::platform_results::PlatformResults;
@@ -240,6 +240,16 @@ fn read_results(
             );
         }
         receipt_sboms.push(sbom);
+        let cdx = results.join(cyclonedx_file_name(*p));
+        if !cdx.is_file() {
+            bail!(
+                "{} is missing: `release build --platform {p}` writes it beside {}; download \
+                 the results of this run (the workflow uploads sbom-*.cdx.json with them)",
+                cdx.display(),
+                file.display()
+            );
+        }
+        receipt_sboms.push(cdx);
         platforms.push(r);
     }
     Ok((platforms, receipt_sboms))

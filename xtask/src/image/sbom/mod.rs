@@ -6,10 +6,12 @@
 //! committed lockfile that the image holds, with Node and npm from the inventory. The image is
 //! read without being started, so another CPU's image needs no emulation.
 //!
-//! SPDX rather than CycloneDX 1.6: no maintained Rust crate writes CycloneDX 1.6
-//! (`cyclonedx-bom` stops at 1.5) and the SPDX crates are unmaintained or generated at build
-//! time, so the document is written here with serde types for exactly the fields it uses.
-//! GitHub's `attest-sbom` and `gh attestation verify` read SPDX JSON.
+//! SPDX is the primary form: the SPDX crates are unmaintained or generated at build time, so
+//! the document is written here with serde types for exactly the fields it uses. The same
+//! document is also written as CycloneDX 1.5 (`cyclonedx.rs`, through the CycloneDX project's
+//! `cyclonedx-bom` crate, whose newest version writes 1.5, not 1.6; ARCHITECTURE.md says why
+//! 1.5 is enough), for the tools that read only CycloneDX. GitHub's attest action and `gh
+//! attestation verify` read both.
 //!
 //! Deterministic: the same image, lockfile and clock give the same bytes. Every list is
 //! sorted, the creation time is the caller's clock (`--now`, the release plan's) or else the
@@ -18,6 +20,7 @@
 
 mod classify;
 mod copyright;
+pub(crate) mod cyclonedx;
 mod dpkg;
 mod npm;
 mod purl;
@@ -35,6 +38,7 @@ use crate::manifest::Platform;
 use crate::model::inventory::Inventory;
 use crate::model::lockfile::Lockfile;
 use copyright::{declared_license, DocTree, Evidence};
+pub(crate) use cyclonedx::cyclonedx_file_name;
 use dpkg::{dependency_edges, dpkg_packages, DebPackage, OsRelease};
 pub(crate) use npm::{is_platform_specific, npm_candidates};
 use npm::{node_packages, npm_packages, NpmManifest};
@@ -57,6 +61,11 @@ const LOCKFILE_PATH: &str = "template/package-lock.json";
 /// looks up known names only.
 pub(crate) fn sbom_file_name(platform: Platform) -> String {
     format!("sbom-{}.spdx.json", platform.to_string().replace('/', "-"))
+}
+
+/// Both SBOM assets of a platform: the SPDX file, then its CycloneDX form.
+pub(crate) fn sbom_file_names(platform: Platform) -> [String; 2] {
+    [sbom_file_name(platform), cyclonedx_file_name(platform)]
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -506,7 +515,7 @@ On Debian GNU/Linux systems, the complete text of the GNU General Public License
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::image::sbom::dpkg::os_release;
     use fixtures::*;
@@ -557,7 +566,7 @@ mod tests {
         serde_json::from_value(value).unwrap()
     }
 
-    fn make(platform: Platform, present: &[&str], created: &str) -> Document {
+    pub(crate) fn make(platform: Platform, present: &[&str], created: &str) -> Document {
         let docs = copyright::doc_tree(
             vec![
                 ("doc/libc6/copyright".into(), DEP5.as_bytes().to_vec()),
@@ -893,16 +902,9 @@ mod tests {
         assert!(err.to_string().contains("SPDXRef-npm-a"), "{err}");
     }
 
-    /// SPDX's validator, the official JSON schema and the NTIA checker (scripts/check-sbom.sh,
-    /// which installs them) accept the document, and reject it once broken the ways the issue
-    /// found it broken: the prose spelling of the OS purpose, a component without a supplier, a
-    /// LicenseRef used but not defined.
-    #[test]
-    fn independent_validators_accept_the_document_and_reject_broken_ones() {
-        let dir = tempfile::tempdir().unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/check-sbom.sh");
-        let mut doc = make(Platform::LinuxAmd64, &[], "2026-11-30T06:17:00Z");
-        // The fixture lockfile's integrities are shortened; SPDX wants a whole SHA-512.
+    /// The fixture lockfile's integrities are shortened; SPDX and CycloneDX want a whole
+    /// SHA-512.
+    pub(super) fn whole_checksums(mut doc: Document) -> Document {
         for p in &mut doc.packages {
             for c in &mut p.checksums {
                 if c.algorithm == "SHA512" {
@@ -910,19 +912,34 @@ mod tests {
                 }
             }
         }
-        let check = |name: &str, doc: &Document| {
-            let path = dir.path().join(name);
-            std::fs::write(&path, document_bytes(doc)).unwrap();
-            let out = std::process::Command::new("bash")
-                .arg(&script)
-                .arg(&path)
-                .output()
-                .unwrap();
-            (
-                out.status.success(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            )
-        };
+        doc
+    }
+
+    /// scripts/check-sbom.sh on `bytes` written to `path`: whether it passed, and its log.
+    pub(super) fn check_sbom(path: &Path, bytes: &[u8]) -> (bool, String) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/check-sbom.sh");
+        std::fs::write(path, bytes).unwrap();
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .arg(path)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// SPDX's validator, the official JSON schema and the NTIA checker (scripts/check-sbom.sh,
+    /// which installs them) accept the document, and reject it once broken the ways the issue
+    /// found it broken: the prose spelling of the OS purpose, a component without a supplier, a
+    /// LicenseRef used but not defined.
+    #[test]
+    fn independent_validators_accept_the_document_and_reject_broken_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let doc = whole_checksums(make(Platform::LinuxAmd64, &[], "2026-11-30T06:17:00Z"));
+        let check =
+            |name: &str, doc: &Document| check_sbom(&dir.path().join(name), &document_bytes(doc));
         let (ok, log) = check("good.spdx.json", &doc);
         assert!(ok, "{log}");
         let mut prose = doc.clone();

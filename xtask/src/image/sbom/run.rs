@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 
 use super::copyright::{doc_tree, DocTree};
+use super::cyclonedx::bom_bytes;
 use super::dpkg::{os_release, OsRelease};
 use super::npm::{is_platform_specific, npm_candidates, npm_manifest, package_dir, NpmManifest};
 use super::spdx::Document;
@@ -73,6 +74,9 @@ pub async fn run(args: SbomArgs) -> Result<ExitCode> {
     })?;
     let bytes = document_bytes(&doc);
     atomic_write(&args.output, &bytes)?;
+    if let Some(path) = &args.cyclonedx {
+        atomic_write(path, &bom_bytes(&doc)?)?;
+    }
     let report = sbom_report(&args, &doc, &bytes, image_id);
     let c = &report.coverage;
     eprintln!(

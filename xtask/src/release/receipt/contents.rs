@@ -386,7 +386,12 @@ pub(crate) fn unaccounted_files(r: &Receipt, names: &[String]) -> (Vec<Problem>,
         .iter()
         .map(|(name, _)| name.to_string())
         .collect();
-    accounted.extend(r.platforms.iter().map(|p| p.sbom.name.clone()));
+    accounted.extend(
+        r.platforms
+            .iter()
+            .flat_map(|p| p.sbom_assets())
+            .map(|(_, s)| s.name.clone()),
+    );
     accounted.extend(r.verifiers.iter().map(|v| v.name.clone()));
     let mut problems = Vec::new();
     let mut other = Vec::new();
@@ -396,6 +401,7 @@ pub(crate) fn unaccounted_files(r: &Receipt, names: &[String]) -> (Vec<Problem>,
         }
         let artifact_like = Platform::ALL.into_iter().find(|p| {
             *name == crate::image::sbom::sbom_file_name(*p)
+                || *name == crate::image::sbom::cyclonedx_file_name(*p)
                 || *name == crate::release::verifier::verifier_file_name(*p)
         });
         let receipt_or_schema = super::parse_receipt_file_name(name).is_some()

@@ -142,6 +142,10 @@ pub(crate) mod tests_support {
                     name: crate::image::sbom::sbom_file_name(platform),
                     sha256: sha256_hex(format!("sbom {platform}").as_bytes()),
                 },
+                cyclonedx: Some(SbomRecord {
+                    name: crate::image::sbom::cyclonedx_file_name(platform),
+                    sha256: sha256_hex(format!("cyclonedx {platform}").as_bytes()),
+                }),
                 smoke: SmokeRecord {
                     passed: true,
                     checks: manifest()

@@ -47,6 +47,9 @@ pub(crate) struct ArtifactEvidence {
     pub documents: ArtifactDocuments,
     /// Each platform's SBOM found under its fixed name, read as this tool's SPDX document.
     pub sboms: BTreeMap<Platform, super::contents::SbomReading>,
+    /// Each platform's CycloneDX SBOM found under its fixed name, checked to be the form of
+    /// its SPDX SBOM (only when that one was read), or why it is not.
+    pub cyclonedx: BTreeMap<Platform, Result<(), String>>,
     /// The first bytes of each platform's verifier binary found under its fixed name.
     pub verifier_heads: BTreeMap<Platform, Vec<u8>>,
     /// The names of the files in the folder.
@@ -265,6 +268,21 @@ fn contents_problems(
         verified.inventory.as_ref().and_then(|d| d.as_ref().ok()),
     );
     out.extend(super::contents::verifier_binary_problems(receipt, &heads));
+    // A CycloneDX file whose hash the receipt records, but which is not the SPDX one's form.
+    for (i, p) in receipt.platforms.iter().enumerate() {
+        let Some(c) = p.cyclonedx.as_ref().filter(|c| matches(&c.name, &c.sha256)) else {
+            continue;
+        };
+        if let Some(Err(why)) = evidence.cyclonedx.get(&p.platform) {
+            out.push(problem(
+                format!("platforms[{i}].cyclonedx"),
+                format!(
+                    "`{}` is not the CycloneDX form of `{}`: {why}",
+                    c.name, p.sbom.name
+                ),
+            ));
+        }
+    }
     let (problems, other) = super::contents::unaccounted_files(receipt, &evidence.folder);
     out.extend(problems);
     *unaccounted = other;
@@ -365,15 +383,17 @@ fn format_problems(r: &Receipt) -> Vec<Problem> {
         }
     }
     for (i, p) in r.platforms.iter().enumerate() {
-        let sbom_name = crate::image::sbom::sbom_file_name(p.platform);
-        if p.sbom.name != sbom_name {
-            out.push(problem(
-                format!("platforms[{i}].sbom.name"),
-                format!(
-                    "is `{}`; the SBOM of {} is named `{sbom_name}`",
-                    p.sbom.name, p.platform
-                ),
-            ));
+        for (field, sbom) in p.sbom_assets() {
+            let sbom_name = sbom_asset_name(field, p.platform);
+            if sbom.name != sbom_name {
+                out.push(problem(
+                    format!("platforms[{i}].{field}.name"),
+                    format!(
+                        "is `{}`; the SBOM of {} is named `{sbom_name}`",
+                        sbom.name, p.platform
+                    ),
+                ));
+            }
         }
         if p.architecture != p.platform.arch() || p.os != "linux" {
             out.push(problem(
@@ -498,62 +518,61 @@ fn artifact_problems(
 ) -> Vec<Problem> {
     let mut out = Vec::new();
     for (i, a) in r.artifacts.iter().enumerate() {
-        match found.get(&a.name) {
-            None => out.push(problem(
-                format!("artifacts[{i}]"),
+        let field = format!("artifacts[{i}]");
+        if !found.contains_key(&a.name) {
+            out.push(problem(
+                field,
                 format!("`{}` is not an artifact of a release", a.name),
-            )),
-            Some(Err(why)) => out.push(problem(
-                format!("artifacts[{i}]"),
-                format!("`{}` is not among the artifact files: {}", a.name, why),
-            )),
-            Some(Ok(actual)) if *actual != a.sha256 => out.push(problem(
-                format!("artifacts[{i}].sha256"),
-                format!(
-                    "`{}` has sha256 {actual}, the receipt says {}",
-                    a.name, a.sha256
-                ),
-            )),
-            Some(Ok(_)) => {}
+            ));
+            continue;
         }
+        out.extend(digest_problem(found, &field, &a.name, &a.sha256));
     }
+    // A verifier or SBOM name this tool never makes is not looked up (`found` has no entry):
+    // it is a problem of the receipt's form.
     for (i, v) in r.verifiers.iter().enumerate() {
-        match found.get(&v.name) {
-            // A name this tool never makes is a problem of the receipt's form.
-            None => {}
-            Some(Err(why)) => out.push(problem(
-                format!("verifiers[{i}]"),
-                format!("`{}` is not among the artifact files: {why}", v.name),
-            )),
-            Some(Ok(actual)) if *actual != v.sha256 => out.push(problem(
-                format!("verifiers[{i}].sha256"),
-                format!(
-                    "`{}` has sha256 {actual}, the receipt says {}",
-                    v.name, v.sha256
-                ),
-            )),
-            Some(Ok(_)) => {}
-        }
+        out.extend(digest_problem(
+            found,
+            &format!("verifiers[{i}]"),
+            &v.name,
+            &v.sha256,
+        ));
     }
     for (i, p) in r.platforms.iter().enumerate() {
-        match found.get(&p.sbom.name) {
-            // A name this tool never makes is a problem of the receipt's form.
-            None => {}
-            Some(Err(why)) => out.push(problem(
-                format!("platforms[{i}].sbom"),
-                format!("`{}` is not among the artifact files: {why}", p.sbom.name),
-            )),
-            Some(Ok(actual)) if *actual != p.sbom.sha256 => out.push(problem(
-                format!("platforms[{i}].sbom.sha256"),
-                format!(
-                    "`{}` has sha256 {actual}, the receipt says {}",
-                    p.sbom.name, p.sbom.sha256
-                ),
-            )),
-            Some(Ok(_)) => {}
+        for (field, sbom) in p.sbom_assets() {
+            let field = format!("platforms[{i}].{field}");
+            out.extend(digest_problem(found, &field, &sbom.name, &sbom.sha256));
         }
     }
     out
+}
+
+/// The file found under `name` against the sha256 the receipt records for it at `field`.
+fn digest_problem(
+    found: &BTreeMap<String, Result<String, String>>,
+    field: &str,
+    name: &str,
+    sha256: &str,
+) -> Option<Problem> {
+    match found.get(name)? {
+        Err(why) => Some(problem(
+            field,
+            format!("`{name}` is not among the artifact files: {why}"),
+        )),
+        Ok(actual) if actual != sha256 => Some(problem(
+            format!("{field}.sha256"),
+            format!("`{name}` has sha256 {actual}, the receipt says {sha256}"),
+        )),
+        Ok(_) => None,
+    }
+}
+
+/// The fixed name of a platform's SBOM asset recorded under `field` (`sbom`, `cyclonedx`).
+pub(crate) fn sbom_asset_name(field: &str, platform: Platform) -> String {
+    match field {
+        "cyclonedx" => crate::image::sbom::cyclonedx_file_name(platform),
+        _ => crate::image::sbom::sbom_file_name(platform),
+    }
 }
 
 /// Reads a release's artifact files from `dir`: the sha256 of each of [`ARTIFACTS`] (streamed,
@@ -590,6 +609,17 @@ pub(crate) fn read_artifacts(dir: &Path) -> ArtifactEvidence {
             let reading = crate::image::sbom::check_file(&dir.join(&name), platform)
                 .map_err(|e| format!("{e:#}"));
             evidence.sboms.insert(platform, reading);
+        }
+        evidence.digests.insert(name, digest);
+        // The CycloneDX form, judged against the SPDX document it must say the same as.
+        let name = crate::image::sbom::cyclonedx_file_name(platform);
+        let path = dir.join(&name);
+        let digest =
+            sha256_regular(&path, MAX_ARTIFACT_BYTES, "release SBOM").map_err(|e| format!("{e:#}"));
+        if let (Ok(_), Some(Ok(doc))) = (&digest, evidence.sboms.get(&platform)) {
+            let reading =
+                crate::image::sbom::cyclonedx::check_file(&path, doc).map_err(|e| format!("{e:#}"));
+            evidence.cyclonedx.insert(platform, reading);
         }
         evidence.digests.insert(name, digest);
         // The verifier binaries likewise; a release without them has none to check.
@@ -1069,10 +1099,8 @@ mod tests {
         for (n, _) in ARTIFACTS {
             found.digests.insert(n.into(), Ok(sha256_hex(n.as_bytes())));
         }
-        for p in &r.platforms {
-            found
-                .digests
-                .insert(p.sbom.name.clone(), Ok(p.sbom.sha256.clone()));
+        for (_, s) in r.platforms.iter().flat_map(|p| p.sbom_assets()) {
+            found.digests.insert(s.name.clone(), Ok(s.sha256.clone()));
         }
         for v in &r.verifiers {
             found.digests.insert(v.name.clone(), Ok(v.sha256.clone()));
@@ -1123,6 +1151,95 @@ mod tests {
         let mut t = sample();
         t.platforms[0].sbom.sha256 = "ABC".into();
         assert!(!verify_sample(&t).valid);
+    }
+
+    #[test]
+    fn cyclonedx_sboms_are_checked_by_name_hash_and_against_the_spdx_one() {
+        let r = sample();
+        let (name, bytes, mut found) = with_evidence(&r);
+        assert!(verify_bytes(&name, &bytes, Some(&found)).valid);
+        let cdx = r.platforms[0].cyclonedx.clone().unwrap();
+        // Another file under the name.
+        let mut other = found.clone();
+        other
+            .digests
+            .insert(cdx.name.clone(), Ok(sha256_hex(b"another BOM")));
+        let v = verify_bytes(&name, &bytes, Some(&other));
+        assert!(
+            fields(&v).contains(&"platforms[0].cyclonedx.sha256"),
+            "{:?}",
+            v.problems
+        );
+        // The file is missing.
+        let mut missing = found.clone();
+        missing
+            .digests
+            .insert(cdx.name.clone(), Err("no such file".into()));
+        let v = verify_bytes(&name, &bytes, Some(&missing));
+        assert!(
+            fields(&v).contains(&"platforms[0].cyclonedx"),
+            "{:?}",
+            v.problems
+        );
+        // The hash matches, but it does not say what the SPDX file says.
+        found.cyclonedx.insert(
+            r.platforms[0].platform,
+            Err("does not list the packages".into()),
+        );
+        let v = verify_bytes(&name, &bytes, Some(&found));
+        assert!(
+            v.problems
+                .iter()
+                .any(|p| p.field == "platforms[0].cyclonedx"
+                    && p.problem.contains("not the CycloneDX form")),
+            "{:?}",
+            v.problems
+        );
+        // A name the tool never makes.
+        let mut t = sample();
+        t.platforms[0].cyclonedx.as_mut().unwrap().name = "sbom-linux-amd64.spdx.json".into();
+        assert!(verify_sample(&t)
+            .problems
+            .iter()
+            .any(|p| p.field.starts_with("platforms[0].cyclonedx")));
+        // A receipt of a release without the CycloneDX asset (null) is still valid...
+        let mut old = sample();
+        old.platforms.iter_mut().for_each(|p| p.cyclonedx = None);
+        assert!(
+            verify_sample(&old).valid,
+            "{:?}",
+            verify_sample(&old).problems
+        );
+        // ...but a CycloneDX file it does not list is not part of its release.
+        let (problems, _) =
+            super::super::contents::unaccounted_files(&old, std::slice::from_ref(&cdx.name));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+    }
+
+    #[test]
+    fn read_artifacts_judges_the_cyclonedx_file_against_the_spdx_one_beside_it() {
+        use crate::image::sbom::{cyclonedx, cyclonedx_file_name, document_bytes, sbom_file_name};
+        let dir = tempfile::tempdir().unwrap();
+        let amd = Platform::LinuxAmd64;
+        let clock = "2026-11-30T06:17:00Z";
+        let doc = crate::image::sbom::tests::make(amd, &[], clock);
+        let cdx = dir.path().join(cyclonedx_file_name(amd));
+        std::fs::write(&cdx, cyclonedx::bom_bytes(&doc).unwrap()).unwrap();
+        // Without its SPDX file there is nothing to judge it against (the hash is still read).
+        let found = read_artifacts(dir.path());
+        assert!(found.cyclonedx.is_empty());
+        assert!(found.digests[&cyclonedx_file_name(amd)].is_ok());
+        std::fs::write(dir.path().join(sbom_file_name(amd)), document_bytes(&doc)).unwrap();
+        assert_eq!(
+            read_artifacts(dir.path()).cyclonedx.get(&amd),
+            Some(&Ok(()))
+        );
+        let arm = crate::image::sbom::tests::make(Platform::LinuxArm64, &[], clock);
+        std::fs::write(&cdx, cyclonedx::bom_bytes(&arm).unwrap()).unwrap();
+        let why = read_artifacts(dir.path()).cyclonedx[&amd]
+            .clone()
+            .unwrap_err();
+        assert!(why.contains("describes another image"), "{why}");
     }
 
     #[test]

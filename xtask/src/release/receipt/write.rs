@@ -39,6 +39,8 @@ pub(crate) struct ReceiptInputs {
     pub smokes: Vec<SmokeReport>,
     /// Each platform's SBOM, as recorded.
     pub sboms: BTreeMap<Platform, SbomRecord>,
+    /// Each platform's CycloneDX SBOM, when given.
+    pub cyclonedx: BTreeMap<Platform, SbomRecord>,
     /// The consumer's verifier binaries the release carries, by platform.
     pub verifiers: BTreeMap<Platform, VerifierRecord>,
     pub publish: PublishReport,
@@ -60,6 +62,7 @@ pub(crate) fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
         builds,
         smokes,
         sboms,
+        cyclonedx,
         verifiers,
         publish,
     } = inputs;
@@ -113,7 +116,9 @@ pub(crate) fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
                 crate::image::sbom::sbom_file_name(build.platform)
             )
         })?;
-        platforms.push(platform_record(build, pushed, &smokes, &manifest, sbom)?);
+        let mut record = platform_record(build, pushed, &smokes, &manifest, sbom)?;
+        record.cyclonedx = cyclonedx.get(&build.platform).cloned();
+        platforms.push(record);
     }
     for p in &publish.platforms {
         if !seen.contains(&p.platform) {
@@ -368,6 +373,7 @@ fn platform_record(
         pushed_size: pushed.size,
         debian_packages: build.debian_packages.clone(),
         sbom,
+        cyclonedx: None,
         smoke: SmokeRecord {
             passed: smoke.passed,
             checks: smoke
@@ -440,6 +446,67 @@ fn verifier_records(paths: &[PathBuf]) -> Result<BTreeMap<Platform, VerifierReco
     Ok(records)
 }
 
+/// The `--sbom` files by platform, SPDX and CycloneDX apart, each checked to be this tool's
+/// document of its platform, and a CycloneDX one the form of the SPDX one given with it.
+type SbomRecords = (
+    BTreeMap<Platform, SbomRecord>,
+    BTreeMap<Platform, SbomRecord>,
+);
+
+fn sbom_records(paths: &[PathBuf]) -> Result<SbomRecords> {
+    use crate::image::sbom::{cyclonedx, cyclonedx_file_name, sbom_file_name};
+    let named = |path: &Path, name: fn(Platform) -> String| {
+        let file_name = path.file_name().unwrap_or_default().to_string_lossy();
+        Platform::ALL.into_iter().find(|p| name(*p) == file_name)
+    };
+    let record = |path: &Path| -> Result<SbomRecord> {
+        Ok(SbomRecord {
+            name: path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+            sha256: sha256_file(path)?,
+        })
+    };
+    let (mut spdx, mut cdx) = (BTreeMap::new(), BTreeMap::new());
+    let mut documents = BTreeMap::new();
+    for path in paths {
+        if named(path, cyclonedx_file_name).is_some() {
+            continue;
+        }
+        let platform = named(path, sbom_file_name).with_context(|| {
+            format!(
+                "{} is not named as an SBOM of a platform (`sbom-<os>-<arch>.spdx.json` or \
+                 `sbom-<os>-<arch>.cdx.json`)",
+                path.display()
+            )
+        })?;
+        documents.insert(platform, crate::image::sbom::check_file(path, platform)?);
+        if spdx.insert(platform, record(path)?).is_some() {
+            bail!("two SBOMs were given for {platform}");
+        }
+    }
+    for path in paths {
+        let Some(platform) = named(path, cyclonedx_file_name) else {
+            continue;
+        };
+        let doc = documents.get(&platform).with_context(|| {
+            format!(
+                "{} was given without the SPDX SBOM of {platform} it is the form of; pass \
+                 {} with --sbom too",
+                path.display(),
+                sbom_file_name(platform)
+            )
+        })?;
+        cyclonedx::check_file(path, doc)?;
+        if cdx.insert(platform, record(path)?).is_some() {
+            bail!("two CycloneDX SBOMs were given for {platform}");
+        }
+    }
+    Ok((spdx, cdx))
+}
+
 pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
     let root = repo_root();
     let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
@@ -451,27 +518,7 @@ pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
             .with_context(|| format!("artifact `{name}` ({path}) is needed for the receipt"))?;
         artifacts.push((name.to_string(), path.to_string(), digest));
     }
-    let mut sboms = BTreeMap::new();
-    for path in &args.sboms {
-        let file_name = path.file_name().unwrap_or_default().to_string_lossy();
-        let platform = Platform::ALL
-            .into_iter()
-            .find(|p| crate::image::sbom::sbom_file_name(*p) == file_name)
-            .with_context(|| {
-                format!(
-                    "{} is not named as an SBOM of a platform (`sbom-<os>-<arch>.spdx.json`)",
-                    path.display()
-                )
-            })?;
-        crate::image::sbom::check_file(path, platform)?;
-        let record = SbomRecord {
-            name: file_name.into_owned(),
-            sha256: sha256_file(path)?,
-        };
-        if sboms.insert(platform, record).is_some() {
-            bail!("two SBOMs were given for {platform}");
-        }
-    }
+    let (sboms, cyclonedx) = sbom_records(&args.sboms)?;
     let inputs = ReceiptInputs {
         release_tag_override: args.tag.clone(),
         created_at: now_or(args.now.as_deref())?,
@@ -495,6 +542,7 @@ pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
             .map(|p| read_json(p, "`cargo xtask smoke --json` output"))
             .collect::<Result<_>>()?,
         sboms,
+        cyclonedx,
         verifiers: verifier_records(&args.verifiers)?,
         publish: read_json(&args.publish, "`cargo xtask publish --json` output")?,
     };
@@ -535,4 +583,39 @@ pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
         bail!("the receipt written to {} does not verify", report.path);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::sbom::tests::make;
+    use crate::image::sbom::{cyclonedx, cyclonedx_file_name, document_bytes, sbom_file_name};
+
+    #[test]
+    fn a_cyclonedx_sbom_is_recorded_only_beside_the_spdx_one_it_is_the_form_of() {
+        let dir = tempfile::tempdir().unwrap();
+        let (amd, arm) = (Platform::LinuxAmd64, Platform::LinuxArm64);
+        let clock = "2026-11-30T06:17:00Z";
+        let spdx = dir.path().join(sbom_file_name(amd));
+        let cdx = dir.path().join(cyclonedx_file_name(amd));
+        let doc = make(amd, &[], clock);
+        std::fs::write(&spdx, document_bytes(&doc)).unwrap();
+        std::fs::write(&cdx, cyclonedx::bom_bytes(&doc).unwrap()).unwrap();
+        let (s, c) = sbom_records(&[cdx.clone(), spdx.clone()]).unwrap();
+        assert_eq!(s[&amd].name, "sbom-linux-amd64.spdx.json");
+        assert_eq!(c[&amd].name, "sbom-linux-amd64.cdx.json");
+        assert_eq!(c[&amd].sha256, sha256_file(&cdx).unwrap());
+        let err = sbom_records(std::slice::from_ref(&cdx)).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("without the SPDX SBOM"),
+            "{err:#}"
+        );
+        // The arm64 BOM under the amd64 name: not the form of the amd64 document.
+        std::fs::write(&cdx, cyclonedx::bom_bytes(&make(arm, &[], clock)).unwrap()).unwrap();
+        let err = sbom_records(&[spdx, cdx]).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("describes another image"),
+            "{err:#}"
+        );
+    }
 }
