@@ -91,6 +91,27 @@ impl Progress {
     }
 }
 
+/// Holds `path` (created if missing) locked exclusively until the returned file is dropped;
+/// while another process holds it, says `waiting` once and waits.
+pub(crate) async fn lock_exclusive_waiting(
+    path: &std::path::Path,
+    waiting: &str,
+    progress: &Progress,
+) -> Result<std::fs::File> {
+    let lock =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    if lock.try_lock().is_err() {
+        progress.step(waiting);
+        let locking = lock.try_clone()?;
+        let shown = path.display().to_string();
+        tokio::task::spawn_blocking(move || locking.lock())
+            .await
+            .context("the locking thread panicked")?
+            .with_context(|| format!("cannot lock {shown}"))?;
+    }
+    Ok(lock)
+}
+
 /// Prints a value as pretty JSON on stdout.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);

@@ -640,19 +640,11 @@ pub(crate) async fn assemble(
         .with_context(|| format!("cannot create {}", cache.dir.display()))?;
     // One assembly per cache at a time: a second one's pruning would take this one's layers.
     let lock_path = cache.dir.join(LOCK_FILE);
-    let lock = std::fs::File::create(&lock_path)
-        .with_context(|| format!("cannot create {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
-        progress.step(format!(
-            "waiting for another build's assembly in {}",
-            cache.dir.display()
-        ));
-        let locking = lock.try_clone()?;
-        tokio::task::spawn_blocking(move || locking.lock())
-            .await
-            .context("the locking thread panicked")?
-            .with_context(|| format!("cannot lock {}", lock_path.display()))?;
-    }
+    let waiting = format!(
+        "waiting for another build's assembly in {}",
+        cache.dir.display()
+    );
+    let lock = crate::util::lock_exclusive_waiting(&lock_path, &waiting, progress).await?;
     let epoch = assembly.epoch;
     let mut entries = Vec::new();
 

@@ -396,20 +396,11 @@ async fn lock_cache_entry(plan: &BasePlan, progress: &Progress) -> Result<std::f
     if let Some(dir) = lock_path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let lock = std::fs::File::create(&lock_path)
-        .with_context(|| format!("cannot create {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
-        progress.step(format!(
-            "waiting for another `base` run to finish with {}",
-            plan.rootfs.display()
-        ));
-        let locking = lock.try_clone()?;
-        tokio::task::spawn_blocking(move || locking.lock())
-            .await
-            .context("the locking thread panicked")?
-            .with_context(|| format!("cannot lock {}", lock_path.display()))?;
-    }
-    Ok(lock)
+    let waiting = format!(
+        "waiting for another `base` run to finish with {}",
+        plan.rootfs.display()
+    );
+    crate::util::lock_exclusive_waiting(&lock_path, &waiting, progress).await
 }
 
 /// What a bootstrap writes, from known sizes: the bookworm rootfs tars here were 180 MB

@@ -51,6 +51,20 @@ pub(crate) struct PreparedImage {
 }
 
 impl PreparedImage {
+    /// The image of `config` and `layers` (in order), with its canonical manifest.
+    fn new(config: Blob, layers: Vec<Blob>, platform: ConfigPlatform) -> Result<PreparedImage> {
+        let manifest = image_manifest(&config, &layers)?;
+        Ok(PreparedImage {
+            manifest_digest: Digest::of(&manifest).to_string(),
+            manifest,
+            config,
+            layers,
+            os: platform.os,
+            architecture: platform.architecture,
+            variant: platform.variant,
+        })
+    }
+
     /// Config plus layers: what the registry stores for this image.
     pub(crate) fn size(&self) -> u64 {
         self.config.size + self.layers.iter().map(|l| l.size).sum::<u64>()
@@ -474,16 +488,7 @@ fn prepare_with_limit(
         layers.push(blob);
     }
 
-    let manifest = image_manifest(&config, &layers)?;
-    Ok(PreparedImage {
-        manifest_digest: Digest::of(&manifest).to_string(),
-        manifest,
-        config,
-        layers,
-        os: platform.os,
-        architecture: platform.architecture,
-        variant: platform.variant,
-    })
+    PreparedImage::new(config, layers, platform)
 }
 
 #[derive(Deserialize)]
@@ -575,16 +580,7 @@ pub(crate) fn prepare_from_layers(
                 .with_context(|| format!("the layer {} was not compressed", layer.diff_id)),
         })
         .collect::<Result<Vec<_>>>()?;
-    let manifest = image_manifest(&config, &layers)?;
-    Ok(PreparedImage {
-        manifest_digest: Digest::of(&manifest).to_string(),
-        manifest,
-        config,
-        layers,
-        os: platform.os,
-        architecture: platform.architecture,
-        variant: platform.variant,
-    })
+    PreparedImage::new(config, layers, platform)
 }
 
 /// Compresses the canonical layer `layer` (`size` bytes) into `out`; its bytes must hash to
