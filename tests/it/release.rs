@@ -242,16 +242,7 @@ fn publish_with_cache(
     cache: &std::path::Path,
     args: &[&str],
 ) -> crate::support::xtask::Run {
-    xtask()
-        .arg("publish")
-        .args([
-            "--oci-registry",
-            local_registry(),
-            "--repository",
-            repository,
-            "--json",
-        ])
-        .args(args)
+    crate::support::genuine_release::publish_command(repository, args)
         .env("XTASK_LAYER_CACHE", cache)
         .run()
 }

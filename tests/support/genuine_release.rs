@@ -14,9 +14,10 @@ use super::docker::{load_tiny_image, local_registry};
 use super::xtask::{xtask, Run, Xtask};
 use super::{repo_root, scratch_root_with, sha256_hex, unique};
 
-/// `publish --json` of `args` to `repository` in the local registry.
-pub fn publish(repository: &str, args: &[&str]) -> Run {
-    xtask()
+/// `publish --json` of `args` to `repository` in the local registry, to be run.
+pub fn publish_command(repository: &str, args: &[&str]) -> Xtask {
+    let mut command = xtask();
+    command
         .arg("publish")
         .args([
             "--oci-registry",
@@ -25,8 +26,13 @@ pub fn publish(repository: &str, args: &[&str]) -> Run {
             repository,
             "--json",
         ])
-        .args(args)
-        .run()
+        .args(args);
+    command
+}
+
+/// `publish --json` of `args` to `repository` in the local registry.
+pub fn publish(repository: &str, args: &[&str]) -> Run {
+    publish_command(repository, args).run()
 }
 
 /// The `build --json` output for a tiny image `tag` (engine id `id`) of `arch`.
