@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the consumer's verifier, `template-verify` (xtask/src/bin/template-verify.rs), as a
+# Builds the consumer's verifier, `template-verify` (the `verify/` crate), as a
 # statically linked binary for every platform the template ships, into OUT_DIR as
 # `template-verify-linux-amd64` and `template-verify-linux-arm64`. Releases carry them so that
 # another repository verifies and pins a release without Rust (README, "Consumers").
@@ -61,7 +61,7 @@ done
 rustup target add "${targets[@]}" >&2
 echo "build-verifiers: template-verify for ${targets[*]}" >&2
 # One cargo run for every target: the build scripts and proc macros (host code) compile once.
-PATH="$venv/bin:$PATH" cargo zigbuild --locked --profile verifier --package xtask \
+PATH="$venv/bin:$PATH" cargo zigbuild --locked --profile verifier --package template-verify \
   --bin template-verify "${targets[@]/#/--target=}"
 for slug in "${slugs[@]}"; do
   cp "$target_dir/${TARGETS[$slug]}/verifier/template-verify" "$out/template-verify-$slug"

@@ -44,6 +44,11 @@ installed() { # name version
   "$python" -c "import importlib.metadata as m, sys; sys.exit(m.version('$1') != '$2')" 2>/dev/null
 }
 
+# One install at a time: tests run this script from several threads at once, and two
+# `python3 -m venv` into one directory fail with EEXIST ("File exists: .xtask/venv").
+mkdir -p "$(dirname "$venv")"
+exec 9> "$venv.lock"
+flock 9
 want=()
 installed spdx-tools "$SPDX_TOOLS_VERSION" || want+=("spdx-tools==$SPDX_TOOLS_VERSION")
 installed ntia-conformance-checker "$NTIA_CHECKER_VERSION" || want+=("ntia-conformance-checker==$NTIA_CHECKER_VERSION")
@@ -57,6 +62,7 @@ if [ ${#want[@]} -gt 0 ]; then
   ensure_venv
   "$venv/bin/pip" install --quiet --disable-pip-version-check "${want[@]}"
 fi
+flock -u 9
 
 status=0
 # check VALID INVALID COMMAND...: runs one tool (its stdin is the caller's), prints VALID or

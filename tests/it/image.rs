@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use serde_json::Value;
+use template_formats::manifest::{Manifest, MANIFEST_PATH};
 use xtask::image::engine;
-use xtask::manifest::{Manifest, MANIFEST_PATH};
 
 use crate::support::docker::{containers_left_by, heavy_docker, on_engine, use_engine, Engine};
 use crate::support::xtask::Run;
@@ -69,7 +69,8 @@ fn base_and_build(platform: &str) -> String {
     assert_eq!(built["platform"], platform);
     assert_eq!(
         built["emulated"],
-        xtask::manifest::Platform::host().map(|p| p.to_string()) != Some(platform.to_string())
+        template_formats::manifest::Platform::host().map(|p| p.to_string())
+            != Some(platform.to_string())
     );
     assert!(built["size"].as_i64().unwrap() > 1_000_000_000, "{built}");
     // The budget is the classic store's size of the image. The containerd store counts its
@@ -391,7 +392,7 @@ fn build_stage(
 ) -> Result<(), String> {
     let root = repo_root();
     let inputs = xtask::image::build::BuildInputs::load(&root).unwrap();
-    let platform = xtask::manifest::Platform::LinuxAmd64;
+    let platform = template_formats::manifest::Platform::LinuxAmd64;
     let mut args = xtask::image::build::build_args(&inputs, platform).unwrap();
     args.insert(
         "BASE_IMAGE".into(),
@@ -600,7 +601,7 @@ fn build_assembled(
             context,
             dockerfile: &dockerfile,
             build_args: &args,
-            platform: xtask::manifest::Platform::LinuxAmd64,
+            platform: template_formats::manifest::Platform::LinuxAmd64,
             engine_tag: &system,
             tag: &tag,
             epoch,

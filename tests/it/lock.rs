@@ -17,7 +17,8 @@ use crate::support::xtask::{xtask, Run};
 /// (the tarball itself stays on the public registry and is verified by integrity).
 fn with_pinned_npm(registry: &FixtureRegistry) {
     let manifest =
-        xtask::manifest::Manifest::load(&repo_root().join("template/manifest.yaml")).unwrap();
+        template_formats::manifest::Manifest::load(&repo_root().join("template/manifest.yaml"))
+            .unwrap();
     let npm = manifest.node.npm_version.to_string();
     let meta: Value = reqwest_blocking(&format!("https://registry.npmjs.org/npm/{npm}"));
     registry.set_packument(

@@ -149,11 +149,11 @@ fn elf(machine: u16, ph_type: u32) -> Vec<u8> {
 /// Publishes the canonical index of `v`'s platform records under `v`'s release tag in the
 /// local registry (after [`recompute_index`]), so a consistent lie reaches the configs.
 fn publish_index(path: &str, v: &Value) {
-    let entries: Vec<xtask::model::publish::IndexEntry> = v["platforms"]
+    let entries: Vec<template_formats::model::publish::IndexEntry> = v["platforms"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| xtask::model::publish::IndexEntry {
+        .map(|p| template_formats::model::publish::IndexEntry {
             platform: p["platform"].as_str().unwrap().parse().unwrap(),
             os: p["os"].as_str().unwrap().into(),
             architecture: p["architecture"].as_str().unwrap().into(),
@@ -191,11 +191,11 @@ fn write_named(dir: &Path, tag: &str, bytes: &[u8]) -> PathBuf {
 /// Recomputes what depends on the platform records: the canonical index, its digest and
 /// size, and the reference.
 fn recompute_index(v: &mut Value) {
-    let entries: Vec<xtask::model::publish::IndexEntry> = v["platforms"]
+    let entries: Vec<template_formats::model::publish::IndexEntry> = v["platforms"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| xtask::model::publish::IndexEntry {
+        .map(|p| template_formats::model::publish::IndexEntry {
             platform: p["platform"].as_str().unwrap().parse().unwrap(),
             os: p["os"].as_str().unwrap().into(),
             architecture: p["architecture"].as_str().unwrap().into(),
@@ -251,7 +251,7 @@ fn cases(genuine: &Value) -> Vec<Case> {
     let elsewhere_tag = "2026.11.30-eeeeeeeeeeee";
     {
         let p = &genuine["platforms"][0];
-        let entry = xtask::model::publish::IndexEntry {
+        let entry = template_formats::model::publish::IndexEntry {
             platform: p["platform"].as_str().unwrap().parse().unwrap(),
             os: p["os"].as_str().unwrap().into(),
             architecture: p["architecture"].as_str().unwrap().into(),

@@ -168,7 +168,8 @@ pub const TAG: &str = "2026.11.30-0123456789ab";
 /// `platform` (native or emulated), all passed but `failing`.
 pub fn smoke(image: &str, platform: &str, emulated: bool, failing: Option<&str>) -> Value {
     let manifest =
-        xtask::manifest::Manifest::load(&repo_root().join("template/manifest.yaml")).unwrap();
+        template_formats::manifest::Manifest::load(&repo_root().join("template/manifest.yaml"))
+            .unwrap();
     let checks: Vec<Value> = manifest
         .required_smoke_checks(platform.parse().unwrap(), emulated)
         .into_iter()

@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::manifest::Platform;
+use template_formats::manifest::Platform;
+// The verifier's commands the xtask offers too, with the verifier's own arguments.
+pub use template_verify::cli::{PinArgs, ReceiptVerifyArgs};
 
 /// The npm registry used when `--registry` is not given.
 pub const DEFAULT_NPM_REGISTRY: &str = "https://registry.npmjs.org/";
@@ -334,40 +336,6 @@ pub enum ReceiptCommand {
     Write(Box<ReceiptWriteArgs>),
 }
 
-/// Exit status 0 only for a valid, complete receipt; every rejection names its field.
-#[derive(Debug, Args)]
-pub struct ReceiptVerifyArgs {
-    /// The receipt, named `receipt-<tag>-<sha256 of the file>.json`.
-    pub file: PathBuf,
-    /// Directory holding the release's artifact files (package.json, package-lock.json,
-    /// inventory.json, Dockerfile, manifest.yaml, and each platform's
-    /// sbom-<os>-<arch>.spdx.json), checked against the receipt's sha256s.
-    #[arg(long)]
-    pub artifacts: Option<PathBuf>,
-    /// The release's `manifest.yaml` asset to judge the receipt by; the receipt must record
-    /// its sha256. Default: `template-verify` takes `manifest.yaml` from `--artifacts DIR`
-    /// (it has no manifest of its own); `cargo xtask` takes the checkout's
-    /// template/manifest.yaml.
-    #[arg(long, value_name = "FILE")]
-    pub manifest: Option<PathBuf>,
-    /// Also ask the registry the receipt names (after every offline check passed): the index
-    /// fetched by digest must hash to it and list exactly the receipt's platform manifests,
-    /// each manifest's config digest must be the recorded one, and the release tag must
-    /// resolve to the index digest. Credentials: the docker config's entry for the
-    /// receipt's registry host; XTASK_OCI_USERNAME/XTASK_OCI_PASSWORD only when that host is
-    /// --credentials-registry (a receipt cannot pick where your password goes).
-    #[arg(long)]
-    pub check_registry: bool,
-    /// The registry host (`ghcr.io`, `127.0.0.1:5000`) that XTASK_OCI_USERNAME/
-    /// XTASK_OCI_PASSWORD are for; without it they are sent nowhere.
-    #[arg(long, env = "XTASK_OCI_REGISTRY", value_name = "HOST")]
-    pub credentials_registry: Option<String>,
-    /// Print `{"file", "valid", "sha256", "release_tag", "reference", "complete",
-    /// "problems": [{"field", "problem"}]}`.
-    #[arg(long)]
-    pub json: bool,
-}
-
 /// Writes `receipt-<tag>-<sha256>.json` atomically; the template files are read from the
 /// repository (or XTASK_ROOT). Exits non-zero when the receipt is incomplete (it is still
 /// written, for the record).
@@ -410,42 +378,6 @@ pub struct ReceiptWriteArgs {
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
     /// Print `{"path", "sha256", "release_tag", "reference", "complete", "problems"}`.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// Rewrites only the `image:` line of the template definition, and only from a valid,
-/// complete receipt that the registry confirms and that names the repository the template
-/// already names; otherwise the file stays byte-for-byte unchanged and the exit is non-zero.
-#[derive(Debug, Args)]
-pub struct PinArgs {
-    /// A release receipt (verified before anything is written).
-    #[arg(long)]
-    pub receipt: PathBuf,
-    /// Release artifact files to check against the receipt, as for `receipt verify`.
-    #[arg(long)]
-    pub artifacts: Option<PathBuf>,
-    /// The release's `manifest.yaml` asset, as for `receipt verify`.
-    #[arg(long, value_name = "FILE")]
-    pub manifest: Option<PathBuf>,
-    /// The Sandbox0 template definition to rewrite.
-    #[arg(long, default_value = "template/sandbox0-template.yaml")]
-    pub template: PathBuf,
-    /// Skip the registry check that pin runs by default (the one `receipt verify
-    /// --check-registry` runs: index, platform manifests, configs and tag as the receipt
-    /// says). Only for a machine without access to the registry, after that check passed
-    /// elsewhere on this same receipt file.
-    #[arg(long)]
-    pub offline: bool,
-    /// Pin a receipt whose registry or repository differs from the one the template's
-    /// `image:` already names. Without it such a receipt is refused: the template's current
-    /// repository is the trust anchor, and moving it is a decision, not a side effect.
-    #[arg(long)]
-    pub allow_repository_change: bool,
-    /// Show the change, write nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Print `{"template", "old", "new", "changed", "dry_run"}`.
     #[arg(long)]
     pub json: bool,
 }
@@ -563,81 +495,6 @@ pub struct ReleaseShipArgs {
     /// release assets and the receipt records their sha256.
     #[arg(long, value_name = "DIR")]
     pub verifiers: Option<PathBuf>,
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `template-verify`: the consumer's verifier, a static binary each release carries, so
-/// another repository verifies and pins a release without Rust or this repository.
-#[derive(Debug, Parser)]
-#[command(
-    name = "template-verify",
-    about = "Verify a coding-agent template release and pin its image by digest",
-    version
-)]
-pub struct VerifierCli {
-    #[command(subcommand)]
-    pub command: VerifierCommand,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum VerifierCommand {
-    /// Take the newest complete release of a template repository, verify its attestations,
-    /// receipt, assets and registry, and pin the template definition to it.
-    Consume(ConsumeArgs),
-    /// Verify a release receipt (as `cargo xtask receipt verify`).
-    #[command(subcommand)]
-    Receipt(VerifierReceiptCommand),
-    /// Pin the template definition to a verified receipt (as `cargo xtask pin`).
-    Pin(PinArgs),
-}
-
-#[derive(Debug, Subcommand)]
-pub enum VerifierReceiptCommand {
-    /// Check a receipt: schema, forms, completeness, and optionally its artifacts and registry.
-    Verify(ReceiptVerifyArgs),
-}
-
-/// Looks through the newest releases of `--repository` (through the GitHub CLI, `gh`, with
-/// its usual GH_TOKEN): a release without a receipt, or whose attested receipt says it is
-/// incomplete, is passed over; the first complete one is verified (every asset's attestation
-/// by the release workflow, the receipt with its assets, the registry, the image's provenance
-/// and SBOM attestations) and pinned. Anything wrong with that release stops the run, and the
-/// template stays byte-for-byte as it was. Under GitHub Actions the result also goes to
-/// $GITHUB_OUTPUT (changed, previous-image, image, release-tag, receipt, versions, summary)
-/// and $GITHUB_STEP_SUMMARY.
-#[derive(Debug, Args)]
-pub struct ConsumeArgs {
-    /// The template's GitHub repository, `owner/name`, whose releases are read.
-    #[arg(long)]
-    pub repository: String,
-    /// The Sandbox0 template definition to pin.
-    #[arg(long)]
-    pub template: PathBuf,
-    /// Where release assets are downloaded (created).
-    #[arg(long, value_name = "DIR")]
-    pub work_dir: PathBuf,
-    /// The workflow whose attestations are trusted; default
-    /// `<repository>/.github/workflows/update-template.yml`.
-    #[arg(long, value_name = "OWNER/REPO/PATH")]
-    pub signer_workflow: Option<String>,
-    /// The ref every attestation's run must have come from; default
-    /// `refs/heads/<default branch>`, the default branch as GitHub records it for
-    /// `--repository` (`gh api repos/<repository>`). Attestations from any other ref (a copy
-    /// of the workflow dispatched from a branch) or from a self-hosted runner are refused.
-    #[arg(long, value_name = "REF")]
-    pub source_ref: Option<String>,
-    /// How many of the newest releases to look through for a complete one.
-    #[arg(long, default_value_t = 20)]
-    pub max_releases: usize,
-    /// As for `pin`: allow a release whose repository differs from the template's current one.
-    #[arg(long)]
-    pub allow_repository_change: bool,
-    /// Verify everything, write nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Print `{"changed", "previous_image", "image", "release_tag", "receipt", "versions",
-    /// "passed_over"}`.
     #[arg(long)]
     pub json: bool,
 }

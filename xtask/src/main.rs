@@ -3,9 +3,10 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use template_formats::manifest::MANIFEST_PATH;
+use template_verify::receipt_policy::ReceiptPolicy;
 use xtask::flags::{BenchCommand, Cli, Command, ReceiptCommand};
-use xtask::manifest::{repo_root, MANIFEST_PATH};
-use xtask::release::receipt_policy::ReceiptPolicy;
+use xtask::util::repo_root;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -34,14 +35,14 @@ fn main() -> ExitCode {
             Command::Publish(args) => xtask::release::publish::run(args).await,
             Command::Receipt(ReceiptCommand::Verify(args)) => {
                 let policy = checkout_policy(args.manifest.as_deref())?;
-                xtask::release::receipt::verify_cmd(args, &policy)
+                template_verify::receipt::verify_cmd(args, &policy)
             }
             Command::Receipt(ReceiptCommand::Write(args)) => {
-                xtask::release::receipt::write_cmd(*args)
+                xtask::release::receipt_write::write_cmd(*args)
             }
             Command::Pin(args) => {
                 let policy = checkout_policy(args.manifest.as_deref())?;
-                xtask::release::pin::run(args, &policy)
+                template_verify::pin::run(args, &policy)
             }
             Command::Release(args) => xtask::release::run(*args).await,
         }

@@ -1,32 +1,14 @@
 //! Small IO helpers shared by the commands: the state directory, atomic writes, digests,
 //! progress lines, the clock.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use chrono::{DateTime, Utc};
-use sha2::{Digest, Sha256};
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so a
-/// reader (or an interrupted run) never sees a half-written file.
-pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create directory {}", dir.display()))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
-    tmp.write_all(bytes)
-        .and_then(|_| tmp.as_file().sync_all())
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("cannot replace {}", path.display()))?;
-    Ok(())
-}
+use chrono::{DateTime, Utc};
+pub(crate) use template_formats::hash::sha256_hex;
+pub(crate) use template_verify::fs::{append_to_github_file, atomic_write};
 
 /// The tool's own state below the repository root `root`: `.xtask/<name>` (caches, records
 /// of earlier pushes, receipts, run directories). One root, ignored by git, so `rm -rf
@@ -40,11 +22,6 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str)
     let bytes = std::fs::read(path)
         .with_context(|| format!("cannot read {what} from {}", path.display()))?;
     serde_json::from_slice(&bytes).with_context(|| format!("{} is not {what}", path.display()))
-}
-
-/// `sha256` of `bytes` as lowercase hex.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
 }
 
 /// `sha256` of a file's content as lowercase hex.
@@ -118,20 +95,14 @@ pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     Ok(())
 }
 
-/// Appends `text` to the file a GitHub variable names, when it is set.
-pub(crate) fn append_to_github_file(variable: &str, text: &str) -> Result<()> {
-    let Some(path) = std::env::var_os(variable).filter(|p| !p.is_empty()) else {
-        return Ok(());
-    };
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .with_context(|| {
-            format!(
-                "cannot append to ${variable} ({})",
-                Path::new(&path).display()
-            )
-        })
+/// The repository root: the parent of the xtask crate, or `XTASK_ROOT` when set (tests
+/// point it at a scratch copy of the repository).
+pub fn repo_root() -> PathBuf {
+    if let Some(root) = std::env::var_os("XTASK_ROOT") {
+        return PathBuf::from(root);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the repository root")
+        .to_path_buf()
 }

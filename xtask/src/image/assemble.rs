@@ -27,9 +27,9 @@ use serde_json::Value;
 use crate::image::canonicalize::{self, LoadLayer};
 use crate::image::engine::{self, EngineInfo};
 use crate::image::identity::ManifestRecords;
-use crate::model::Digest;
 use crate::oci::canonical::{canonical_layer_of_tree, epoch_time, CanonicalLayer};
 use crate::util::{atomic_write, sha256_hex, Progress};
+use template_formats::model::Digest;
 
 /// The assembled image as loaded: its id and each layer.
 #[derive(Debug)]
@@ -472,7 +472,7 @@ const LOCK_FILE: &str = ".lock";
 /// The layer cache of `platform`: `XTASK_LAYER_CACHE` when set (`bench rebuild` points its
 /// rebuild, which runs in a scratch root, at the cold build's cache, as one machine's releases
 /// share theirs), else `.xtask/layers` below the root; one directory per platform.
-pub(crate) fn cache_dir(root: &Path, platform: crate::manifest::Platform) -> PathBuf {
+pub(crate) fn cache_dir(root: &Path, platform: template_formats::manifest::Platform) -> PathBuf {
     cache_root(root).join(platform.to_string().replace('/', "-"))
 }
 
@@ -969,10 +969,13 @@ LABEL org.example.lock=\"${LOCKFILE_SHA256}\" \\
 
     #[test]
     fn the_committed_dockerfile_assembles() {
-        let root = crate::manifest::repo_root();
+        let root = crate::util::repo_root();
         let inputs = crate::image::build::BuildInputs::load(&root).unwrap();
-        let args = crate::image::build::build_args(&inputs, crate::manifest::Platform::LinuxAmd64)
-            .unwrap();
+        let args = crate::image::build::build_args(
+            &inputs,
+            template_formats::manifest::Platform::LinuxAmd64,
+        )
+        .unwrap();
         let stage = final_stage(std::str::from_utf8(&inputs.dockerfile).unwrap(), &args).unwrap();
         assert_eq!(stage.system, "system");
         let copies: Vec<&str> = stage

@@ -26,9 +26,10 @@ use crate::flags::BaseArgs;
 use crate::image::canonicalize::{self, LoadLayer};
 use crate::image::engine;
 use crate::image::identity::{self, ManifestRecords};
-use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
 use crate::oci::canonical::CanonicalLayer;
+use crate::util::repo_root;
 use crate::util::{atomic_write, print_json, Progress};
+use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
 
 /// Where root filesystems and archives are cached: the state directory `.xtask/base`.
 pub(crate) const CACHE_DIR: &str = "base";

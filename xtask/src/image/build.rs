@@ -31,13 +31,14 @@ use crate::image::assemble::{
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine::{self, EngineInfo};
 use crate::image::identity::{self, ManifestRecords};
-use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
-use crate::model::build::BuildReport;
-use crate::model::inventory::{Inventory, NodeRuntime};
-use crate::model::package_json::PackageJson;
-use crate::model::Digest;
 use crate::npm::inventory::INVENTORY_PATH;
+use crate::util::repo_root;
 use crate::util::{print_json, sha256_hex, state_dir, Progress};
+use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::model::build::BuildReport;
+use template_formats::model::inventory::{Inventory, NodeRuntime};
+use template_formats::model::package_json::PackageJson;
+use template_formats::model::Digest;
 
 pub(crate) const DOCKERFILE_PATH: &str = "Dockerfile";
 pub(crate) const PACKAGE_JSON_PATH: &str = "template/package.json";

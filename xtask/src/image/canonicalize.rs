@@ -16,13 +16,13 @@ use bollard::Docker;
 
 use crate::image::engine::{self, EngineInfo, ImageStore};
 use crate::image::identity::{self, ManifestRecords};
-use crate::model::Digest;
 use crate::oci::archive::SavedArchive;
 use crate::oci::canonical::{
     canonical_config, canonical_layer_without, indexed_canonical_layer, CanonicalLayer,
 };
 use crate::oci::unchanged::{self, IndexedEntry, LowerFiles};
 use crate::util::Progress;
+use template_formats::model::Digest;
 
 /// Repository of the engine's own images (the system stage as built), before anything is made
 /// canonical; the tag is the build id, like the canonical image's.
@@ -241,9 +241,9 @@ fn write_oci_layout(
     let mut tar = tar::Builder::new(out);
     let index = serde_json::to_vec(&serde_json::json!({
         "schemaVersion": 2,
-        "mediaType": crate::oci::index::OCI_INDEX,
+        "mediaType": template_formats::oci::index::OCI_INDEX,
         "manifests": [{
-            "mediaType": crate::oci::index::OCI_MANIFEST,
+            "mediaType": template_formats::oci::index::OCI_MANIFEST,
             "digest": Digest::of(manifest).as_str(),
             "size": manifest.len(),
             // As the containerd store's own `docker save` names an image (moby 28.5.2).

@@ -23,7 +23,7 @@ use bollard::Docker;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 
-use crate::manifest::Platform;
+use template_formats::manifest::Platform;
 
 /// Label on every container this tool creates; the value identifies one command run.
 pub const RUN_LABEL: &str = "org.sandbox0.xtask.run";
@@ -704,7 +704,7 @@ pub(crate) async fn read_image_tree<T: Send + 'static>(
 }
 
 // The one stream bridge lives with the HTTP policy; the export stream uses it too.
-pub(crate) use crate::http::blocking_reader;
+pub(crate) use template_verify::http::blocking_reader;
 
 /// Loads a `docker save`-shaped archive arriving as `chunks` (`docker load`); `what` names it
 /// in errors.

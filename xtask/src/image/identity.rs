@@ -16,10 +16,10 @@ use bollard::Docker;
 use serde_json::json;
 
 use crate::image::engine::{self, EngineInfo, ImageStore};
-use crate::model::Digest;
 use crate::oci::canonical::CanonicalLayer;
-use crate::oci::index::{OCI_CONFIG, OCI_MANIFEST};
 use crate::util::atomic_write;
+use template_formats::model::Digest;
+use template_formats::oci::index::{OCI_CONFIG, OCI_MANIFEST};
 
 /// An uncompressed layer (OCI image spec, media types).
 pub(crate) const OCI_LAYER_TAR: &str = "application/vnd.oci.image.layer.v1.tar";

@@ -8,8 +8,8 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde_json::{Map, Value};
 
-use crate::manifest::SeccompSpec;
 use crate::util::sha256_hex;
+use template_formats::manifest::SeccompSpec;
 
 /// How the added entry's `comment` starts; README.md's `jq` command selects it by this.
 pub(crate) const ADDED_ENTRY_COMMENT: &str = "coding-agent template";
@@ -108,7 +108,8 @@ fn canonical(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::{repo_root, Manifest, MANIFEST_PATH};
+    use crate::util::repo_root;
+    use template_formats::manifest::{Manifest, MANIFEST_PATH};
 
     fn spec() -> SeccompSpec {
         Manifest::load(&repo_root().join(MANIFEST_PATH))

@@ -16,11 +16,12 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::flags::BenchResolveArgs;
-use crate::manifest::{repo_root, Manifest, MANIFEST_PATH};
-use crate::model::resolution::Resolution;
 use crate::npm::registry::{packument_url, Registry};
 use crate::npm::resolve;
+use crate::util::repo_root;
 use crate::util::{now_or, print_json, Progress};
+use template_formats::manifest::{Manifest, MANIFEST_PATH};
+use template_formats::model::resolution::Resolution;
 
 #[derive(Serialize)]
 struct BenchReport {
@@ -91,9 +92,9 @@ pub async fn resolve(args: BenchResolveArgs) -> Result<ExitCode> {
 
 /// The raw bytes of each named packument upstream, keyed by the URL path the server answers.
 async fn snapshot(upstream: &Registry, names: &[String]) -> Result<BTreeMap<String, bytes::Bytes>> {
-    let http = crate::http::client_for_url(
+    let http = template_verify::http::client_for_url(
         upstream.base(),
-        crate::http::Timeout::Total(Duration::from_secs(60)),
+        template_verify::http::Timeout::Total(Duration::from_secs(60)),
     )?;
     let mut snapshot = BTreeMap::new();
     for name in names {

@@ -11,8 +11,8 @@ use std::process::Stdio;
 
 use anyhow::{bail, Context, Result};
 
-use crate::manifest::repo_root;
 use crate::npm::registry::{download_verified, Registry};
+use crate::util::repo_root;
 use crate::util::state_dir;
 
 /// A verified npm CLI on disk, run with the host's `node`.

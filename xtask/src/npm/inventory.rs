@@ -4,5 +4,5 @@
 //! `cargo xtask lock` writes it; `build` reads the Node tarball and its checksum from it;
 //! `release` copies it into the receipt. `INVENTORY.md` is rendered from it for people.
 
-pub(crate) const INVENTORY_PATH: &str = "template/inventory.json";
+pub(crate) use template_formats::model::inventory::INVENTORY_PATH;
 pub(crate) const INVENTORY_MD_PATH: &str = "template/INVENTORY.md";

@@ -6,19 +6,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::inventory::{InventoryPackage, License, Summary};
-use crate::model::lockfile::{LockEntry, Lockfile};
 use crate::npm::resolve::required_platform_binaries;
 use anyhow::{bail, Context, Result};
-
-/// The package name of a lockfile path: `node_modules/a/node_modules/@s/b` -> `@s/b`.
-pub(crate) fn name_of(path: &str, entry: &LockEntry) -> String {
-    if let Some(name) = &entry.name {
-        return name.clone();
-    }
-    let tail = path.rsplit("node_modules/").next().unwrap_or(path);
-    tail.to_owned()
-}
+use template_formats::model::inventory::{InventoryPackage, License, Summary};
+pub(crate) use template_formats::model::lockfile::name_of;
+use template_formats::model::lockfile::{LockEntry, Lockfile};
 
 /// What the checks need besides the lockfile.
 pub(crate) struct Policy<'a> {
@@ -42,7 +34,7 @@ pub(crate) fn check(lock: &Lockfile, policy: &Policy<'_>) -> Vec<String> {
     }
     let https_or_loopback = policy.registry.starts_with("https://")
         || (policy.registry.starts_with("http://")
-            && crate::http::is_loopback_url(policy.registry));
+            && template_verify::http::is_loopback_url(policy.registry));
     if !https_or_loopback {
         problems.push(format!("the registry {} is not https", policy.registry));
     }

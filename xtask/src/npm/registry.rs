@@ -2,7 +2,7 @@
 //!
 //! This is the network edge of `resolve`, `lock` and `bench`. It returns typed registry data
 //! and never decides anything: the rules live in `resolve`. Client, trust store and retries
-//! follow the tool's one HTTP policy (`crate::http`).
+//! follow the tool's one HTTP policy (`template_verify::http`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
-use crate::http::{self, Attempt, Retry, Timeout};
+use template_verify::http::{self, Attempt, Retry, Timeout};
 
 /// A full packument (`GET /<name>`), reduced to the fields the toolchain reads.
 #[derive(Debug, Clone, Deserialize)]

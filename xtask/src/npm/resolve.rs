@@ -21,12 +21,13 @@ use chrono::{DateTime, SubsecRound, Utc};
 use semver::Version;
 
 use crate::flags::ResolveArgs;
-use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
-use crate::model::package_json::PackageJson;
-use crate::model::resolution::{Rejection, Resolution, Resolved};
-use crate::model::rfc3339;
 use crate::npm::registry::{Packument, Registry};
+use crate::util::repo_root;
 use crate::util::{now_or, print_json, Progress};
+use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::model::package_json::PackageJson;
+use template_formats::model::resolution::{Rejection, Resolution, Resolved};
+use template_formats::model::rfc3339;
 
 /// The versions pinned in template/package.json, by package name.
 pub(crate) type Locked = BTreeMap<String, Version>;

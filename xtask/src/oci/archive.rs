@@ -19,23 +19,12 @@ use oci_spec::image::{DescriptorBuilder, Digest as OciDigest, ImageManifestBuild
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
-use crate::model::Digest;
-use crate::oci::blob_upload::{CountingReader, TransferProgress};
 use crate::oci::canonical::Compression;
-use crate::oci::index::{OCI_CONFIG, OCI_LAYER_GZIP, OCI_LAYER_ZSTD};
 use crate::oci::reuse::{KnownBlob, COMPRESSOR, COMPRESSOR_ANNOTATION};
-
-/// A content-addressed blob on local disk, ready to upload.
-#[derive(Debug, Clone)]
-pub(crate) struct Blob {
-    pub digest: String,
-    pub size: u64,
-    pub media_type: String,
-    pub path: PathBuf,
-    /// [`crate::oci::reuse::COMPRESSOR`] when this tool compressed the layer (its manifest
-    /// descriptor then says so); `None` for a config and a layer kept as the export gave it.
-    pub compressor: Option<&'static str>,
-}
+use template_formats::model::Digest;
+use template_formats::oci::index::{OCI_CONFIG, OCI_LAYER_GZIP, OCI_LAYER_ZSTD};
+use template_verify::oci::blob_upload::{CountingReader, TransferProgress};
+pub(crate) use template_verify::oci::client::Blob;
 
 /// An image made ready for the registry from its `docker save` archive.
 #[derive(Debug)]
@@ -573,7 +562,7 @@ pub(crate) fn prepare_from_layers(
     let layers = layers
         .iter()
         .map(|layer| match reused.get(&layer.diff_id) {
-            Some(known) => Ok(Blob::reused(known)),
+            Some(known) => Ok(reused_blob(known)),
             None => compressed
                 .get(&layer.diff_id)
                 .cloned()
@@ -640,23 +629,21 @@ pub(crate) fn image_manifest(config: &Blob, layers: &[Blob]) -> Result<Vec<u8>> 
     Ok(serde_json::to_vec(&manifest)?)
 }
 
-impl Blob {
-    /// A layer blob the registry already holds, made by [`COMPRESSOR`]: nothing on disk.
-    pub(crate) fn reused(known: &KnownBlob) -> Blob {
-        Blob {
-            digest: known.digest.clone(),
-            size: known.size,
-            media_type: OCI_LAYER_GZIP.to_string(),
-            path: PathBuf::new(),
-            compressor: Some(COMPRESSOR),
-        }
+/// A layer blob the registry already holds, made by [`COMPRESSOR`]: nothing on disk.
+pub(crate) fn reused_blob(known: &KnownBlob) -> Blob {
+    Blob {
+        digest: known.digest.clone(),
+        size: known.size,
+        media_type: OCI_LAYER_GZIP.to_string(),
+        path: PathBuf::new(),
+        compressor: Some(COMPRESSOR),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::oci::index::OCI_MANIFEST;
+    use template_formats::oci::index::OCI_MANIFEST;
 
     /// A `docker save`-shaped archive: one config, one layer (an inner tar), a symlinked
     /// duplicate, the manifest last (as the engine writes it).
@@ -889,7 +876,7 @@ mod tests {
                 "digest": Digest::of(&bytes).to_string(), "size": bytes.len()}));
         }
         let foreign_manifest = serde_json::to_vec(&serde_json::json!({"schemaVersion": 2,
-            "mediaType": crate::oci::index::OCI_MANIFEST,
+            "mediaType": template_formats::oci::index::OCI_MANIFEST,
             "config": {"mediaType": OCI_CONFIG, "digest": Digest::of(&config).to_string(),
                        "size": config.len()},
             "layers": foreign_layers}))

@@ -26,9 +26,9 @@ use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::model::Digest;
 use crate::oci::archive::HashingWriter;
 use crate::oci::unchanged::IndexedEntry;
+use template_formats::model::Digest;
 
 /// A canonical layer as written: its uncompressed digest (the config's `diff_id`) and size.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -1,16 +1,11 @@
-//! The OCI side: image references, the canonical index and media types, `docker save`
-//! archives to blobs, the registry client, reading a pushed image back, its authentication and credentials, blob uploads.
-//! Depends on nothing of ours but `model` and the HTTP policy (`crate::http`), so the release
-//! code and the consumer's verifier share it.
+//! The publisher's side of OCI: `docker save` archives and the layer cache to blobs, canonical
+//! layers, which blobs of a previous release may be reused, and reading a pushed image back.
+//! The registry client, its authentication and credentials are the verifier's
+//! (`template_verify::oci`), the reference grammar and index bytes the formats'
+//! (`template_formats::oci`): one client for the consumer and the publisher.
 
 pub(crate) mod archive;
-pub(crate) mod auth;
-pub(crate) mod blob_upload;
 pub(crate) mod canonical;
-pub(crate) mod client;
-pub(crate) mod credentials;
-pub(crate) mod index;
 pub(crate) mod read_back;
-pub(crate) mod reference;
 pub(crate) mod reuse;
 pub(crate) mod unchanged;

@@ -10,8 +10,8 @@ use std::io::{Read, Write};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest as _, Sha256};
 
-use crate::model::Digest;
-use crate::oci::client::RegistryClient;
+use template_formats::model::Digest;
+use template_verify::oci::client::RegistryClient;
 
 /// What was read back.
 #[derive(Debug, Clone, PartialEq)]
@@ -157,7 +157,7 @@ pub(crate) async fn read_back(
     let mut bytes = 0;
     for ((digest, size), diff_id) in layers.iter().zip(&diff_ids) {
         let response = client.get_blob(digest).await?;
-        let reader = crate::http::blocking_reader(response.bytes_stream());
+        let reader = template_verify::http::blocking_reader(response.bytes_stream());
         let (compressed, count, plain) = tokio::task::spawn_blocking(move || gzip_digests(reader))
             .await
             .context("the read-back task panicked")?
@@ -231,7 +231,8 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
-        let target = crate::oci::client::RegistryTarget::parse(&addr.to_string(), "s0/r").unwrap();
+        let target =
+            template_verify::oci::client::RegistryTarget::parse(&addr.to_string(), "s0/r").unwrap();
         RegistryClient::new(target, None).unwrap()
     }
 

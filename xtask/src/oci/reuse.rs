@@ -27,9 +27,9 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use crate::manifest::Platform;
-use crate::model::Digest;
-use crate::oci::index::{OCI_INDEX, OCI_LAYER_GZIP, OCI_MANIFEST};
+use template_formats::manifest::Platform;
+use template_formats::model::Digest;
+use template_formats::oci::index::{OCI_INDEX, OCI_LAYER_GZIP, OCI_MANIFEST};
 
 /// The layer descriptor annotation that names the compressor of a layer blob.
 pub(crate) const COMPRESSOR_ANNOTATION: &str = "dev.coding-agent.xtask.compressor";
@@ -181,7 +181,7 @@ mod tests {
 
     fn manifest(config: &[u8], layers: Vec<serde_json::Value>) -> Vec<u8> {
         serde_json::to_vec(&json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
-            "config": {"mediaType": crate::oci::index::OCI_CONFIG,
+            "config": {"mediaType": template_formats::oci::index::OCI_CONFIG,
                        "digest": digest_of(config), "size": config.len()},
             "layers": layers}))
         .unwrap()
@@ -202,7 +202,11 @@ mod tests {
                 // An older tool (no annotation), another compressor, another media type.
                 layer(&d('2'), None, OCI_LAYER_GZIP),
                 layer(&d('3'), Some("gzip level 6; flate2 1.0.0"), OCI_LAYER_GZIP),
-                layer(&d('4'), Some(COMPRESSOR), crate::oci::index::OCI_LAYER_ZSTD),
+                layer(
+                    &d('4'),
+                    Some(COMPRESSOR),
+                    template_formats::oci::index::OCI_LAYER_ZSTD,
+                ),
             ],
         );
         let reusable = reusable_layers("prev", &manifest, &config).unwrap();
@@ -272,14 +276,16 @@ mod tests {
 
     #[test]
     fn an_index_names_the_platforms_manifest() {
-        let index = crate::oci::index::index_bytes(&[crate::oci::index::PlatformManifest {
-            os: "linux",
-            architecture: "arm64",
-            variant: None,
-            digest: &d('7'),
-            media_type: OCI_MANIFEST,
-            size: 10,
-        }])
+        let index = template_formats::oci::index::index_bytes(&[
+            template_formats::oci::index::PlatformManifest {
+                os: "linux",
+                architecture: "arm64",
+                variant: None,
+                digest: &d('7'),
+                media_type: OCI_MANIFEST,
+                size: 10,
+            },
+        ])
         .unwrap();
         assert_eq!(
             platform_manifest("prev", "x", &index, Platform::LinuxArm64).unwrap(),

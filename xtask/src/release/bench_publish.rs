@@ -17,9 +17,9 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::flags::BenchPublishArgs;
-use crate::manifest::Platform;
 use crate::release::publish::{publish, PublishOptions};
 use crate::util::{print_json, Progress};
+use template_formats::manifest::Platform;
 
 const PORTS: std::ops::RangeInclusive<u16> = 5460..=5479;
 const REPOSITORY: &str = "bench/coding-agent";

@@ -26,13 +26,14 @@ use crate::image::assemble::{cache_root, CACHE_ENV};
 use crate::image::build::{DOCKERFILE_PATH, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine;
-use crate::manifest::{repo_root, Platform, MANIFEST_PATH};
-use crate::model::build::BuildReport;
 use crate::npm::bump::{bump, packuments_needed, parse_spec};
 use crate::npm::inventory::INVENTORY_PATH;
 use crate::npm::registry::{Packument, Registry};
 use crate::release::steps::{Step, StepRunner};
+use crate::util::repo_root;
 use crate::util::{print_json, read_json, state_dir};
+use template_formats::manifest::{Platform, MANIFEST_PATH};
+use template_formats::model::build::BuildReport;
 
 #[derive(Debug, Serialize)]
 struct Side {

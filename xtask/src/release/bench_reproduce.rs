@@ -18,11 +18,12 @@ use serde::Serialize;
 use crate::flags::BenchReproduceArgs;
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine;
-use crate::manifest::{repo_root, Platform};
-use crate::model::build::BuildReport;
 use crate::oci::archive::prepare_streaming;
 use crate::release::steps::{read_json, Step, StepRunner};
+use crate::util::repo_root;
 use crate::util::{print_json, state_dir};
+use template_formats::manifest::Platform;
+use template_formats::model::build::BuildReport;
 
 /// One round's digests.
 #[derive(Debug, Serialize)]

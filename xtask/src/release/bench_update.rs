@@ -22,10 +22,10 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::flags::BenchUpdateArgs;
-use crate::manifest::Platform;
 use crate::release::bench_publish::Registry;
 use crate::release::publish::{publish, PublishOptions};
 use crate::util::{print_json, Progress};
+use template_formats::manifest::Platform;
 
 const REPOSITORY: &str = "bench/coding-agent";
 const DOCKER_REPOSITORY: &str = "bench/docker-push";
@@ -175,7 +175,7 @@ pub async fn run(args: BenchUpdateArgs) -> Result<ExitCode> {
     )
     .await?;
     let docker_stored = registry.stored_bytes()?.saturating_sub(after);
-    let digest_of = |report: &crate::model::publish::PublishReport| {
+    let digest_of = |report: &template_formats::model::publish::PublishReport| {
         report
             .platforms
             .first()

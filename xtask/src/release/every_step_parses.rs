@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use clap::Parser;
 
 use crate::flags::{Cli, OciTargetArgs, PlanFlags, RegistryArgs, DEFAULT_NPM_REGISTRY};
-use crate::manifest::Platform;
-use crate::model::plan::Target;
 use crate::release::steps::Step;
 use crate::release::{bench_rebuild, bench_reproduce, plan, platform, ship};
+use template_formats::manifest::Platform;
+use template_formats::model::plan::Target;
 
 /// A step, and which combination of options made it (for the failure message).
 struct Emitted {
@@ -139,7 +139,9 @@ fn ship_phase() -> Vec<Emitted> {
             .collect();
         let verifier_binaries: Vec<PathBuf> = Platform::ALL
             .iter()
-            .map(|p| Path::new("/verifiers").join(crate::release::verifier::verifier_file_name(*p)))
+            .map(|p| {
+                Path::new("/verifiers").join(template_verify::verifier::verifier_file_name(*p))
+            })
             .collect();
         for verifiers in [&[][..], &verifier_binaries[..]] {
             for defer_tag in [false, true] {

@@ -18,10 +18,11 @@ use anyhow::{Context, Result};
 use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
 
 use crate::flags::GateArgs;
-use crate::manifest::{repo_root, Manifest, MANIFEST_PATH};
-use crate::model::gate::{GateDecision, Trigger};
-use crate::release::receipt_policy::ReceiptPolicy;
+use crate::util::repo_root;
 use crate::util::{now_or, print_json};
+use template_formats::manifest::{Manifest, MANIFEST_PATH};
+use template_formats::model::gate::{GateDecision, Trigger};
+use template_verify::receipt_policy::ReceiptPolicy;
 
 const SECONDS_PER_DAY: i64 = 86_400;
 

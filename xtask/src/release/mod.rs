@@ -18,20 +18,16 @@ pub mod bench_publish;
 pub mod bench_rebuild;
 pub mod bench_reproduce;
 pub mod bench_update;
-pub mod consume;
 #[cfg(test)]
 mod every_step_parses;
 pub mod gate;
-pub mod pin;
 pub(crate) mod plan;
 pub(crate) mod platform;
 pub(crate) mod previous;
 pub mod publish;
-pub mod receipt;
-pub mod receipt_policy;
+pub mod receipt_write;
 pub(crate) mod ship;
 pub(crate) mod steps;
-pub(crate) mod verifier;
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
@@ -42,11 +38,12 @@ use futures_util::future::join_all;
 use serde::Serialize;
 
 use crate::flags::{PlanFlags, ReleaseAllArgs, ReleaseArgs, ReleasePhase};
-use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
-use crate::model::plan::{Action, ReleasePlan, Target};
-use crate::model::platform_results::StepTime;
 use crate::release::steps::{render_times, Step, StepRunner};
 use crate::util::print_json;
+use crate::util::repo_root;
+use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::model::plan::{Action, ReleasePlan, Target};
+use template_formats::model::platform_results::StepTime;
 
 pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
     match args.phase {
@@ -82,7 +79,7 @@ pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
         Some(ReleasePhase::Build(a)) => {
             let root = repo_root();
             let plan_dir = absolute(&a.plan)?;
-            let plan = ReleasePlan::load(&plan_dir)?;
+            let plan = crate::release::plan::load_plan(&plan_dir)?;
             if plan.publish {
                 ensure_local_registry(&root, &plan.target).await?;
             }
@@ -107,7 +104,7 @@ pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
         Some(ReleasePhase::Ship(a)) => {
             let root = repo_root();
             let plan_dir = absolute(&a.plan)?;
-            let plan = ReleasePlan::load(&plan_dir)?;
+            let plan = crate::release::plan::load_plan(&plan_dir)?;
             ensure_local_registry(&root, &plan.target).await?;
             let shipped = ship::run(ship::ShipRequest {
                 root: &root,
@@ -461,8 +458,9 @@ fn finish(json: bool, outcome: &Outcome<'_>) -> Result<ExitCode> {
 /// Starts the local registry (scripts/local-registry.sh) when the target is on loopback, so
 /// the embedded default works on a bare machine.
 async fn ensure_local_registry(root: &Path, target: &Target) -> Result<()> {
-    let parsed = crate::oci::client::RegistryTarget::parse(&target.registry, &target.repository)?;
-    if !crate::http::is_loopback_host(&parsed.host) {
+    let parsed =
+        template_verify::oci::client::RegistryTarget::parse(&target.registry, &target.repository)?;
+    if !template_verify::http::is_loopback_host(&parsed.host) {
         return Ok(());
     }
     let port = parsed.base.port().unwrap_or(5000);

@@ -16,18 +16,18 @@ use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
 
 use crate::flags::PlanFlags;
-use crate::manifest::{Manifest, Platform, MANIFEST_PATH};
-use crate::model::gate::GateDecision;
-use crate::model::plan::{
-    Action, Change, InputDigest, PreviousSummary, ReleasePlan, Target, PLAN_SCHEMA_VERSION,
-};
-use crate::model::receipt::Receipt;
-use crate::model::resolution::Resolution;
-use crate::model::rfc3339;
 use crate::release::previous::{self, PreviousRelease};
-use crate::release::receipt_policy::ReceiptPolicy;
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 use crate::util::{sha256_file, sha256_hex};
+use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::model::gate::GateDecision;
+use template_formats::model::plan::{
+    Action, Change, InputDigest, PreviousSummary, ReleasePlan, Target, PLAN_SCHEMA_VERSION,
+};
+use template_formats::model::receipt::Receipt;
+use template_formats::model::resolution::Resolution;
+use template_formats::model::rfc3339;
+use template_verify::receipt_policy::ReceiptPolicy;
 
 pub(crate) const PLAN_FILE: &str = "plan.json";
 
@@ -44,19 +44,18 @@ pub(crate) const RELEASE_INPUTS: [&str; 4] = [
     MANIFEST_PATH,
 ];
 
-impl ReleasePlan {
-    pub(crate) fn load(dir: &Path) -> Result<ReleasePlan> {
-        let plan: ReleasePlan = read_json(&dir.join(PLAN_FILE), "a release plan")?;
-        if plan.schema_version != PLAN_SCHEMA_VERSION {
-            bail!(
-                "{} has schema_version {}, this tool reads {PLAN_SCHEMA_VERSION}: run \
-                 `cargo xtask release plan` again with this version of the tool",
-                dir.join(PLAN_FILE).display(),
-                plan.schema_version
-            );
-        }
-        Ok(plan)
+/// The plan `release plan` wrote into `dir`, of this tool's schema version.
+pub(crate) fn load_plan(dir: &Path) -> Result<ReleasePlan> {
+    let plan: ReleasePlan = read_json(&dir.join(PLAN_FILE), "a release plan")?;
+    if plan.schema_version != PLAN_SCHEMA_VERSION {
+        bail!(
+            "{} has schema_version {}, this tool reads {PLAN_SCHEMA_VERSION}: run \
+             `cargo xtask release plan` again with this version of the tool",
+            dir.join(PLAN_FILE).display(),
+            plan.schema_version
+        );
     }
+    Ok(plan)
 }
 
 /// The release tag: the day and a digest of what is released, so the same inputs on the same
@@ -754,8 +753,12 @@ mod tests {
         assert!(changes_since(Some(&previous), &same).is_empty());
     }
 
-    fn resolved(name: &str, version: &str, rollback: bool) -> crate::model::resolution::Resolved {
-        crate::model::resolution::Resolved {
+    fn resolved(
+        name: &str,
+        version: &str,
+        rollback: bool,
+    ) -> template_formats::model::resolution::Resolved {
+        template_formats::model::resolution::Resolved {
             name: name.into(),
             version: version.parse().unwrap(),
             latest: version.parse().unwrap(),

@@ -14,15 +14,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 
 use crate::image::sbom::{cyclonedx_file_name, sbom_file_name};
-use crate::manifest::Platform;
-use crate::model::build::BuildReport;
-use crate::model::plan::{ReleasePlan, Target};
-use crate::model::platform_results::{PlatformResults, RESULTS_SCHEMA_VERSION};
-use crate::model::publish::PublishReport;
-use crate::model::rfc3339;
-use crate::model::smoke::SmokeReport;
 use crate::release::plan::ensure_checkout_matches;
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
+use template_formats::manifest::Platform;
+use template_formats::model::build::BuildReport;
+use template_formats::model::plan::{ReleasePlan, Target};
+use template_formats::model::platform_results::{PlatformResults, RESULTS_SCHEMA_VERSION};
+use template_formats::model::publish::PublishReport;
+use template_formats::model::rfc3339;
+use template_formats::model::smoke::SmokeReport;
 
 /// `results-linux-amd64.json`.
 pub(crate) fn results_file_name(platform: Platform) -> String {
@@ -54,11 +54,12 @@ pub(crate) struct PlatformSteps<'a> {
 /// target's registry (blobs move only within one registry; a release after a move of
 /// registry publishes every layer, with the same digests). Pure.
 pub(crate) fn previous_for<'a>(target: &Target, previous: Option<&'a str>) -> Option<&'a str> {
-    let host = crate::oci::client::RegistryTarget::parse(&target.registry, &target.repository)
-        .ok()?
-        .host;
+    let host =
+        template_verify::oci::client::RegistryTarget::parse(&target.registry, &target.repository)
+            .ok()?
+            .host;
     previous.filter(|reference| {
-        crate::oci::reference::parse_pinned_reference(reference)
+        template_formats::oci::reference::parse_pinned_reference(reference)
             .is_ok_and(|r| r.name.domain == host && r.digest.is_some())
     })
 }

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::model::receipt::Receipt;
-use crate::release::receipt::verify_file;
-use crate::release::receipt_policy::ReceiptPolicy;
+use template_formats::model::receipt::Receipt;
+use template_verify::receipt::verify_file;
+use template_verify::receipt_policy::ReceiptPolicy;
 
 /// A receipt that verified, and where it was.
 #[derive(Debug, Clone)]

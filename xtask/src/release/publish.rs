@@ -35,38 +35,23 @@ use std::process::ExitCode;
 use anyhow::{anyhow, bail, Context, Result};
 
 use crate::flags::PublishArgs;
-use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
-use crate::model::publish::{IndexEntry, PublishReport, PublishedIndex, PushedImage};
-use crate::model::tag::is_valid_tag;
-use crate::model::Digest;
-use crate::oci;
 use crate::oci::archive::{prepare_from_layers, prepare_streaming, Blob, PreparedImage};
-use crate::oci::blob_upload::BlobLocations;
-use crate::oci::client::{BlobPush, RegistryClient, RegistryTarget};
-use crate::oci::credentials::{credentials_for, EnvCredentialsHost};
-use crate::oci::index::{PlatformManifest, OCI_INDEX, OCI_MANIFEST};
 use crate::oci::reuse::{platform_manifest, reusable_layers, KnownBlob, Reusable};
+use crate::util::repo_root;
 use crate::util::{atomic_write, print_json, sha256_hex, state_dir, Progress};
+use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::model::publish::{IndexEntry, PublishReport, PublishedIndex, PushedImage};
+use template_formats::model::tag::is_valid_tag;
+use template_formats::model::Digest;
+use template_formats::oci::index::{OCI_INDEX, OCI_MANIFEST};
+use template_verify::oci::blob_upload::BlobLocations;
+use template_verify::oci::client::{BlobPush, RegistryClient, RegistryTarget};
+use template_verify::oci::credentials::{credentials_for, EnvCredentialsHost};
 
 // ---------------------------------------------------------------------------------------------
 // The canonical index.
 
-/// The canonical bytes of the OCI image index over `entries`: sorted by platform, compact
-/// JSON, no annotations, no timestamps. Equal inputs in any order give equal bytes.
-pub fn index_bytes(entries: &[IndexEntry]) -> Result<Vec<u8>> {
-    let manifests: Vec<PlatformManifest> = entries
-        .iter()
-        .map(|e| PlatformManifest {
-            os: &e.os,
-            architecture: &e.architecture,
-            variant: e.variant.as_deref(),
-            digest: &e.digest,
-            media_type: &e.media_type,
-            size: e.size,
-        })
-        .collect();
-    oci::index::index_bytes(&manifests)
-}
+pub use template_formats::oci::index::index_bytes_of as index_bytes;
 
 // ---------------------------------------------------------------------------------------------
 // The command.
@@ -706,7 +691,7 @@ async fn previous_of(reference: &str, target: &RegistryTarget) -> Result<Previou
 
 /// `host/repository@sha256:...` -> (host, repository, digest), with `host` the target's.
 fn parse_previous(reference: &str, target_host: &str) -> Result<(String, String, String)> {
-    let parsed = oci::reference::parse_pinned_reference(reference)
+    let parsed = template_formats::oci::reference::parse_pinned_reference(reference)
         .map_err(|e| anyhow!("--previous `{reference}`: {e}"))?;
     if parsed.name.domain != target_host {
         bail!(

@@ -15,18 +15,18 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::image::sbom::{cyclonedx_file_name, sbom_file_name};
-use crate::manifest::{Manifest, Platform, MANIFEST_PATH};
-use crate::model::plan::{ReleasePlan, Target};
-use crate::model::platform_results::PlatformResults;
-use crate::model::platform_results::StepTime;
-use crate::model::publish::PublishReport;
-use crate::model::receipt::Receipt;
-use crate::model::rfc3339;
 use crate::release::plan::ensure_checkout_matches;
 use crate::release::platform::results_file_name;
-use crate::release::receipt::SCHEMA_PATH;
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 use crate::util::{append_to_github_file, atomic_write};
+use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::model::plan::{ReleasePlan, Target};
+use template_formats::model::platform_results::PlatformResults;
+use template_formats::model::platform_results::StepTime;
+use template_formats::model::publish::PublishReport;
+use template_formats::model::receipt::Receipt;
+use template_formats::model::rfc3339;
+use template_verify::receipt::SCHEMA_PATH;
 
 /// What `release ship --json` prints.
 #[derive(Debug, Clone, Serialize)]
@@ -410,7 +410,7 @@ fn verifier_files(dir: &Path, platforms: &[Platform]) -> Result<Vec<PathBuf>> {
     platforms
         .iter()
         .map(|p| {
-            let path = dir.join(crate::release::verifier::verifier_file_name(*p));
+            let path = dir.join(template_verify::verifier::verifier_file_name(*p));
             if path.is_file() {
                 Ok(path)
             } else {
@@ -575,7 +575,7 @@ mod tests {
 
     #[test]
     fn attestation_outputs_name_the_index_and_every_platform_manifest() {
-        let receipt = crate::release::receipt::tests_support::sample();
+        let receipt = template_verify::receipt::tests_support::sample();
         let out = attestation_outputs(&receipt);
         assert!(out.starts_with(&format!(
             "repository={}\nindex_digest={}\n",

@@ -75,7 +75,7 @@ impl Step {
     }
 }
 
-use crate::model::platform_results::{StepStatus, StepTime};
+use template_formats::model::platform_results::{StepStatus, StepTime};
 
 /// Executes steps in order and remembers their times.
 pub(crate) struct StepRunner {

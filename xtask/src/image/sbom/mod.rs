@@ -20,53 +20,44 @@
 
 mod classify;
 mod copyright;
-pub(crate) mod cyclonedx;
+#[cfg(test)]
+mod cyclonedx_tests;
 mod dpkg;
 mod npm;
 mod purl;
 mod run;
-mod spdx;
 mod supplier;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::manifest::Platform;
-use crate::model::inventory::Inventory;
-use crate::model::lockfile::Lockfile;
 use copyright::{declared_license, DocTree, Evidence};
-pub(crate) use cyclonedx::cyclonedx_file_name;
 use dpkg::{dependency_edges, dpkg_packages, DebPackage, OsRelease};
-pub(crate) use npm::{is_platform_specific, npm_candidates};
 use npm::{node_packages, npm_packages, NpmManifest};
 use purl::deb_purl;
 pub use run::run;
-use spdx::{
+use template_formats::manifest::Platform;
+use template_formats::model::inventory::Inventory;
+use template_formats::model::lockfile::Lockfile;
+use template_formats::sbom::spdx::{
     cpe_ref, package, purl_ref, spdx_id, Checksum, CreationInfo, ExtractedLicense, Package,
     Relationship, NOASSERTION,
 };
-pub(crate) use spdx::{Document, NPM_BUNDLED_ID_PREFIX, SPDX_VERSION};
+// The file formats this module writes (the verifier reads them through the formats crate).
 use supplier::supplier;
+pub(crate) use template_formats::sbom::{
+    check_file, cyclonedx, cyclonedx_file_name, document_bytes, sbom_file_name, sbom_file_names,
+    spdx, Document, SPDX_VERSION,
+};
 
 /// Where the Dockerfile installs the template's npm packages (its `agents` stage WORKDIR).
 pub(crate) const NPM_PREFIX: &str = "/opt/coding-agents";
 /// Where the Dockerfile installs npm itself (its `node` stage).
 const NPM_CLI_PREFIX: &str = "/usr/local/lib/node_modules/npm";
 const LOCKFILE_PATH: &str = "template/package-lock.json";
-
-/// `sbom-linux-amd64.spdx.json`: the release asset's name, fixed per platform so a verifier
-/// looks up known names only.
-pub(crate) fn sbom_file_name(platform: Platform) -> String {
-    format!("sbom-{}.spdx.json", platform.to_string().replace('/', "-"))
-}
-
-/// Both SBOM assets of a platform: the SPDX file, then its CycloneDX form.
-pub(crate) fn sbom_file_names(platform: Platform) -> [String; 2] {
-    [sbom_file_name(platform), cyclonedx_file_name(platform)]
-}
 
 // ---------------------------------------------------------------------------------------------
 // The document.
@@ -325,13 +316,6 @@ fn relationships(
     Ok(relationships)
 }
 
-/// The file's bytes: pretty JSON and a final newline.
-pub(crate) fn document_bytes(doc: &Document) -> Vec<u8> {
-    let mut bytes = serde_json::to_vec_pretty(doc).expect("an SPDX document serializes");
-    bytes.push(b'\n');
-    bytes
-}
-
 /// What `sbom --json` prints.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct SbomReport {
@@ -419,32 +403,6 @@ pub(crate) fn stats(doc: &Document) -> SbomStats {
     }
 }
 
-/// Checks a file is an SPDX document this tool could have written for `platform`; used by
-/// `receipt write` so a receipt never hashes something else under an SBOM's name.
-pub(crate) fn check_file(path: &Path, platform: Platform) -> Result<Document> {
-    let bytes = crate::bounded_read::read_regular(
-        path,
-        crate::bounded_read::MAX_PARSED_ARTIFACT_BYTES,
-        "SBOM",
-    )?;
-    let doc: Document = serde_json::from_slice(&bytes).with_context(|| {
-        format!(
-            "{} is not an SPDX 2.3 document of this tool",
-            path.display()
-        )
-    })?;
-    let expected = format!("coding-agent-{}", platform.to_string().replace('/', "-"));
-    if doc.spdx_version != SPDX_VERSION || doc.name != expected {
-        bail!(
-            "{} is `{}` {}, not the {SPDX_VERSION} SBOM of {platform} (`{expected}`)",
-            path.display(),
-            doc.name,
-            doc.spdx_version
-        );
-    }
-    Ok(doc)
-}
-
 /// Small inputs of every shape, shared by the modules' tests.
 #[cfg(test)]
 mod fixtures {
@@ -519,6 +477,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::image::sbom::dpkg::os_release;
     use fixtures::*;
+    use std::path::Path;
 
     fn lockfile() -> Lockfile {
         Lockfile::parse(

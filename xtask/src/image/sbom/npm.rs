@@ -10,41 +10,10 @@ use super::purl::{node_cpe, node_purl, npm_purl};
 use super::spdx::{cpe_ref, package, purl_ref, spdx_id, Checksum, Package, NOASSERTION};
 use super::supplier::{actor, supplier};
 use super::{concluded_license, Edge, SbomInput, LOCKFILE_PATH, NPM_CLI_PREFIX, NPM_PREFIX};
-use crate::manifest::Platform;
-use crate::model::inventory::License;
-use crate::model::lockfile::{LockEntry, Lockfile};
 use crate::npm::inventory::INVENTORY_PATH;
-use crate::npm::lockfile::name_of;
-
-/// Whether npm installs a package with these `os`/`cpu`/`libc` fields on `platform` (Debian:
-/// glibc). A list matches a value it names, or, when it only excludes (`!win32`), any value it
-/// does not exclude.
-fn npm_field_matches(list: &Option<Vec<String>>, value: &str) -> bool {
-    let Some(list) = list else { return true };
-    if list.iter().any(|v| v == value) {
-        return true;
-    }
-    list.iter().all(|v| v.starts_with('!')) && !list.iter().any(|v| v[1..] == *value)
-}
-
-pub(crate) fn npm_installs_on(entry: &LockEntry, platform: Platform) -> bool {
-    npm_field_matches(&entry.os, "linux")
-        && npm_field_matches(&entry.cpu, platform.npm_cpu())
-        && npm_field_matches(&entry.libc, "glibc")
-}
-
-/// Lockfile entries npm installs on `platform` (not dev, not links, fitting os/cpu/libc). The
-/// platform-specific ones among them are still checked against the image, because the
-/// Dockerfile removes some that npm installed (the AVX2 OpenCode build).
-pub(crate) fn npm_candidates(lock: &Lockfile, platform: Platform) -> Vec<(&str, &LockEntry)> {
-    lock.installed()
-        .filter(|(_, e)| !e.dev && !e.link && npm_installs_on(e, platform))
-        .collect()
-}
-
-pub(crate) fn is_platform_specific(entry: &LockEntry) -> bool {
-    entry.os.is_some() || entry.cpu.is_some() || entry.libc.is_some()
-}
+use template_formats::model::inventory::License;
+use template_formats::model::lockfile::LockEntry;
+pub(crate) use template_formats::model::lockfile::{is_platform_specific, name_of, npm_candidates};
 
 /// SRI integrity (`sha512-<base64>`, possibly several) as SPDX checksums.
 fn integrity_checksums(integrity: &str) -> Result<Vec<Checksum>> {
@@ -348,6 +317,7 @@ pub(super) fn npm_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<E
 #[cfg(test)]
 mod tests {
     use super::*;
+    use template_formats::model::lockfile::npm_field_matches;
 
     #[test]
     fn package_json_gives_license_and_supplier() {

@@ -18,11 +18,12 @@ use super::{
 };
 use crate::flags::SbomArgs;
 use crate::image::engine;
-use crate::manifest::{repo_root, Platform};
-use crate::model::inventory::Inventory;
-use crate::model::lockfile::Lockfile;
 use crate::npm::inventory::INVENTORY_PATH;
+use crate::util::repo_root;
 use crate::util::{atomic_write, print_json, sha256_hex};
+use template_formats::manifest::Platform;
+use template_formats::model::inventory::Inventory;
+use template_formats::model::lockfile::Lockfile;
 
 async fn read_one(docker: &bollard::Docker, image: &str, path: &str) -> Result<Option<Vec<u8>>> {
     match engine::read_image_files(docker, image, &engine::new_run_id("sbom"), path).await {

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::Check;
 use crate::image::build::{LOCKFILE_LABEL, PACKAGE_LOCK_PATH};
 use crate::image::engine;
-use crate::manifest::{Manifest, NodeSpec, Platform};
+use template_formats::manifest::{Manifest, NodeSpec, Platform};
 
 /// Node's version against the manifest (template/manifest.yaml requires every check by name).
 pub(crate) const NODE_CHECK: &str = "node runtime";
@@ -273,7 +273,8 @@ pub(super) mod tests {
     use super::*;
 
     use crate::image::build::{locked_versions, PACKAGE_JSON_PATH};
-    use crate::manifest::{repo_root, MANIFEST_PATH};
+    use crate::util::repo_root;
+    use template_formats::manifest::MANIFEST_PATH;
 
     #[test]
     fn lines_are_split_across_chunks() {

@@ -15,7 +15,7 @@ use super::checks::{clip, node_version_verdict, record_matches, LineSplitter, NO
 use super::scripts::{RelaunchCheck, ScriptCheck, TurnsCheck};
 use super::Check;
 use crate::image::engine::{self, ContainerSpec, OutputStream};
-use crate::manifest::{Harness, NodeSpec, Platform};
+use template_formats::manifest::{Harness, NodeSpec, Platform};
 
 /// Time limits, generous enough for qemu when the image is for another CPU.
 #[derive(Debug, Clone, Copy)]
@@ -106,7 +106,7 @@ pub(super) async fn node_check(ctx: &Ctx, node: &NodeSpec) -> Check {
 
 /// The harness, started over pipes, answers its handshake with a record matching `expect`.
 pub(super) async fn harness_check(ctx: &Ctx, harness: &Harness) -> Check {
-    let name = crate::manifest::harness_check_name(&harness.name);
+    let name = template_formats::manifest::harness_check_name(&harness.name);
     let started = Instant::now();
     let mut spec = ctx.spec(&harness.command);
     spec.stdin = true;

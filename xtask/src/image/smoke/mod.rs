@@ -53,15 +53,16 @@ use futures_util::{FutureExt, StreamExt};
 use crate::flags::SmokeArgs;
 use crate::image::build::{locked_versions, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
 use crate::image::engine;
-use crate::manifest::{repo_root, Manifest, Platform, MANIFEST_PATH};
+use crate::util::repo_root;
 use crate::util::{print_json, Progress};
+use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
 
 pub use checks::{EMULATED_CHROMIUM_CHECK, PLAYWRIGHT_CHECK};
 
 use ca_scan::CaScanInputs;
 use container::{timed, Ctx, Limits};
 
-pub(crate) use crate::model::smoke::{Check, SmokeReport};
+pub(crate) use template_formats::model::smoke::{Check, SmokeReport};
 
 pub async fn run(args: SmokeArgs) -> Result<ExitCode> {
     let progress = Progress::default();
@@ -270,7 +271,7 @@ fn container_checks(
     }
     for package in &manifest.packages {
         let ctx = ctx.clone();
-        let name = crate::manifest::version_check_name(&package.name);
+        let name = template_formats::manifest::version_check_name(&package.name);
         let want = expected
             .versions
             .get(&package.name)
@@ -368,13 +369,13 @@ mod tests {
                     manifest
                         .packages
                         .iter()
-                        .map(|p| crate::manifest::version_check_name(&p.name)),
+                        .map(|p| template_formats::manifest::version_check_name(&p.name)),
                 );
                 run.extend(
                     manifest
                         .harnesses
                         .iter()
-                        .map(|h| crate::manifest::harness_check_name(&h.name)),
+                        .map(|h| template_formats::manifest::harness_check_name(&h.name)),
                 );
                 run.extend([checks::NODE_CHECK.to_string(), checks::CA_CHECK.to_string()]);
                 assert_eq!(

@@ -9,8 +9,8 @@ use super::checks::{
     BROWSER_USER_CHECK, DESKTOP_CHECK, EMULATED_CHROMIUM_CHECK, PLAYWRIGHT_CHECK,
     SHARED_BROWSER_CHECK, SHARED_BROWSER_REFUSED_CHECK, SHARED_BROWSER_RELAUNCH_CHECK, WS_CHECK,
 };
-use crate::manifest::{LinkedBuild, Manifest, Platform};
 use crate::util::sha256_hex;
+use template_formats::manifest::{LinkedBuild, Manifest, Platform};
 
 const PLAYWRIGHT_SH: &str = include_str!("scripts/playwright.sh");
 const PAGE_SERVER_JS: &str = include_str!("scripts/page-server.js");
@@ -265,7 +265,7 @@ pub(crate) fn harness_turns_checks(
             let log = format!("{TURNS_DIR}/requests.log");
             let name = harness.name.as_str();
             TurnsCheck {
-                name: crate::manifest::harness_turns_check_name(name),
+                name: template_formats::manifest::harness_turns_check_name(name),
                 // In this order: the inlined programs' placeholders are filled after them,
                 // and the command last, so nothing in it is taken for a placeholder.
                 script: render(
@@ -332,7 +332,8 @@ fn linked_build_script(build: &LinkedBuild, install_dir: &str) -> ScriptCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::{repo_root, MANIFEST_PATH};
+    use crate::util::repo_root;
+    use template_formats::manifest::MANIFEST_PATH;
 
     fn manifest() -> Manifest {
         Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap()

@@ -1,0 +1,118 @@
+//! The package inventory (`template/inventory.json`), written by `lock`: every package the
+//! template installs and the Node runtime; `build`, `pin` and the receipt read it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Where `lock` writes the inventory, relative to the repository root.
+pub const INVENTORY_PATH: &str = "template/inventory.json";
+
+use anyhow::{Context, Result};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::model::Platform;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Inventory {
+    pub schema_version: u32,
+    /// The clock of the resolution (`--now`); `lock --check` replays it.
+    pub resolved_at: DateTime<Utc>,
+    /// The resolver's cutoff: versions and transitive dependencies are no newer than this.
+    pub cutoff: DateTime<Utc>,
+    /// The npm registry the lockfile was generated against.
+    pub registry: String,
+    pub node: NodeRuntime,
+    pub packages: Vec<InventoryPackage>,
+    pub summary: Summary,
+}
+
+/// The Node runtime and npm, each pinned to a registry tarball and its sha512.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NodeRuntime {
+    pub version: String,
+    pub platforms: BTreeMap<Platform, Tarball>,
+    pub npm: Tarball,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Tarball {
+    pub package: String,
+    pub version: String,
+    pub tarball: String,
+    /// Subresource-integrity form, `sha512-<base64>`.
+    pub integrity: String,
+    /// The same digest as lowercase hex, as `sha512sum -c` wants it.
+    pub sha512: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct InventoryPackage {
+    pub name: String,
+    pub version: String,
+    /// Lockfile path, e.g. `node_modules/@openai/codex-linux-x64`.
+    pub path: String,
+    pub top_level: bool,
+    pub integrity: String,
+    pub resolved: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub published: Option<String>,
+    pub install_script: bool,
+    pub prerelease: bool,
+    pub license: License,
+    /// Set for platform-binary packages.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub os: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cpu: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub libc: Option<Vec<String>>,
+}
+
+/// A package's license, classified: a valid SPDX expression, a reference to a file in the
+/// package (`SEE LICENSE IN ...`), or nothing declared at all.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum License {
+    Spdx {
+        expression: String,
+    },
+    Reference {
+        text: String,
+    },
+    Undeclared,
+    /// Declared, but neither SPDX nor a reference: kept verbatim for a human to judge.
+    Unrecognized {
+        text: String,
+    },
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Summary {
+    pub packages: usize,
+    pub top_level: usize,
+    pub platform_binaries: usize,
+    pub install_scripts: usize,
+    pub prerelease: usize,
+    pub license_undeclared: usize,
+    pub license_reference: usize,
+    pub license_unrecognized: usize,
+}
+
+impl Inventory {
+    pub fn load(path: &Path) -> Result<Inventory> {
+        let text = std::fs::read_to_string(path).with_context(|| {
+            format!(
+                "cannot read the package inventory {}; run `cargo xtask lock` first",
+                path.display()
+            )
+        })?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a valid package inventory", path.display()))
+    }
+}

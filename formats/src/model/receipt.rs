@@ -1,0 +1,259 @@
+//! The release receipt, schema version 2 (`schemas/receipt.v2.schema.json`): what `receipt
+//! write` writes and `receipt verify`, `pin`, the gate and the next release's plan read.
+//!
+//! Times and digests stay strings here: a receipt is judged on its exact bytes (a
+//! `created_at` with fractional seconds is a rejection, not something to normalise), so the
+//! verifier checks each form and names the field instead of failing at deserialisation.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::gate::Trigger;
+use crate::model::inventory::Tarball;
+use crate::model::publish::IndexEntry;
+use crate::model::Platform;
+
+// The receipt, version 1. Strict: an unknown field is a rejection, because a consumer that
+// silently ignored fields could be told something it never checked.
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Receipt {
+    pub schema_version: u32,
+    /// The unique, immutable tag of the multi-arch index.
+    pub release_tag: String,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    /// The git commit the release was built from (40 hex digits).
+    pub source_commit: String,
+    pub trigger: Trigger,
+    pub gate: GateRecord,
+    pub resolver: ResolverRecord,
+    pub node: NodeRecord,
+    /// The template's top-level packages, each with the `latest` it was chosen from.
+    pub packages: Vec<PackageRecord>,
+    /// Every other package in the lockfile.
+    pub dependencies: Vec<DependencyRecord>,
+    pub artifacts: Vec<ArtifactRecord>,
+    /// The consumer's verifier (`template-verify`), one static binary per platform, when the
+    /// release carries them (the workflow's releases do; a local release may not).
+    pub verifiers: Vec<VerifierRecord>,
+    /// The platforms the manifest asks for; the receipt is complete only when each one is
+    /// present and passed every smoke check.
+    pub required_platforms: Vec<Platform>,
+    pub platforms: Vec<PlatformRecord>,
+    pub index: IndexRecord,
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateRecord {
+    pub due: bool,
+    pub forced: bool,
+    pub catch_up: bool,
+    pub epoch_day: i64,
+    pub next_due: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResolverRecord {
+    /// Versions and transitive dependencies are no newer than this (RFC 3339).
+    pub cutoff: String,
+    /// The npm registry the lockfile was generated against.
+    pub registry: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeRecord {
+    pub version: String,
+    pub npm: TarballRecord,
+    pub platforms: BTreeMap<Platform, TarballRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TarballRecord {
+    pub package: String,
+    pub version: String,
+    pub integrity: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageRecord {
+    pub name: String,
+    pub version: String,
+    pub integrity: String,
+    /// The registry's `dist-tags.latest` when the version was chosen.
+    pub latest: String,
+    pub published: Option<String>,
+    /// The version locked before this release, when there was one.
+    pub previously_locked: Option<String>,
+    /// The chosen version is lower than the one locked before (an upstream rollback).
+    pub rollback: bool,
+    /// `latest` was not taken (cooldown or platform readiness); see `notes`.
+    pub held_back: bool,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DependencyRecord {
+    pub name: String,
+    pub version: String,
+    pub path: String,
+    pub integrity: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactRecord {
+    /// The file's name among the release assets.
+    pub name: String,
+    /// Its path in the repository at `source_commit`.
+    pub path: String,
+    /// Lowercase hex, no prefix.
+    pub sha256: String,
+}
+
+/// A prebuilt `template-verify` binary among the release assets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifierRecord {
+    /// The platform it runs on.
+    pub platform: Platform,
+    /// Its name among the release assets: always `template-verify-<os>-<arch>`.
+    pub name: String,
+    /// Lowercase hex, no prefix.
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuildMode {
+    Native,
+    Emulated,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlatformRecord {
+    pub platform: Platform,
+    /// As the image config says (the index's platform entry is made from these).
+    pub os: String,
+    pub architecture: String,
+    pub variant: Option<String>,
+    pub build: BuildMode,
+    pub build_id: String,
+    /// The local reference that was built and smoke-tested.
+    pub local_image: String,
+    /// The engine's image id of that local image.
+    pub image_id: String,
+    pub base_image: BaseImageRecord,
+    /// The pushed manifest's digest: the image digest.
+    pub digest: String,
+    pub media_type: String,
+    /// Size of the manifest itself, as the index's descriptor records it.
+    pub manifest_size: u64,
+    pub config_digest: String,
+    /// Uncompressed size of the image as the engine reports it.
+    pub image_size: u64,
+    /// Bytes in the registry: config plus compressed layers.
+    pub pushed_size: u64,
+    /// The image's Debian packages (`name=version`, sorted), read from its dpkg database.
+    pub debian_packages: Vec<String>,
+    /// The platform's SBOM, a release asset.
+    pub sbom: SbomRecord,
+    /// The same SBOM as CycloneDX 1.5 JSON (`sbom-<os>-<arch>.cdx.json`), a release asset;
+    /// null when `receipt write` was given none (`release ship` always gives it).
+    pub cyclonedx: Option<SbomRecord>,
+    pub smoke: SmokeRecord,
+}
+
+impl PlatformRecord {
+    /// The platform's SBOM assets with the field each is recorded under: the SPDX one, and
+    /// the CycloneDX one when the receipt records it.
+    pub fn sbom_assets(&self) -> Vec<(&'static str, &SbomRecord)> {
+        let mut out = vec![("sbom", &self.sbom)];
+        out.extend(self.cyclonedx.as_ref().map(|c| ("cyclonedx", c)));
+        out
+    }
+}
+
+/// The SBOM `cargo xtask sbom` made from the platform's image (SPDX 2.3 JSON).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SbomRecord {
+    /// Its name among the release assets: always `sbom-<os>-<arch>.spdx.json` (or
+    /// `.cdx.json` for the CycloneDX form).
+    pub name: String,
+    /// Lowercase hex, no prefix.
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaseImageRecord {
+    pub reference: String,
+    pub digest: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmokeRecord {
+    pub passed: bool,
+    pub checks: Vec<SmokeCheck>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SmokeCheck {
+    pub name: String,
+    pub passed: bool,
+    #[serde(default)]
+    pub output: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IndexRecord {
+    pub tag: String,
+    pub digest: String,
+    pub media_type: String,
+    pub size: u64,
+    /// Registry host and repository, e.g. `ghcr.io/sandbox0/coding-agent`.
+    pub repository: String,
+    /// `repository@digest`: what consumers pin.
+    pub reference: String,
+}
+
+/// A platform record is exactly the index's descriptor of that platform.
+impl From<&PlatformRecord> for IndexEntry {
+    fn from(p: &PlatformRecord) -> IndexEntry {
+        IndexEntry {
+            platform: p.platform,
+            os: p.os.clone(),
+            architecture: p.architecture.clone(),
+            variant: p.variant.clone(),
+            digest: p.digest.clone(),
+            media_type: p.media_type.clone(),
+            size: p.manifest_size,
+        }
+    }
+}
+
+/// The receipt records a Node tarball by name, version and integrity (the URL and hex form
+/// follow from those).
+impl From<&Tarball> for TarballRecord {
+    fn from(t: &Tarball) -> TarballRecord {
+        TarballRecord {
+            package: t.package.clone(),
+            version: t.version.clone(),
+            integrity: t.integrity.clone(),
+        }
+    }
+}

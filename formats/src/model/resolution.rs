@@ -1,0 +1,44 @@
+//! What `resolve --json` writes (`resolve.json`): one exact version of every template package
+//! and how it was chosen; `lock`, the plan and the receipt read it.
+
+use chrono::{DateTime, Utc};
+use semver::Version;
+use serde::{Deserialize, Serialize};
+
+/// The resolver's answer for one package.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Resolved {
+    pub name: String,
+    pub version: Version,
+    /// `dist-tags.latest` at resolution time.
+    pub latest: Version,
+    /// Publish time of `version`, whole seconds.
+    pub published: DateTime<Utc>,
+    /// The version currently locked in template/, if any.
+    pub locked: Option<Version>,
+    /// The answer is below the locked version: upstream moved `latest` back or withdrew versions.
+    pub rollback: bool,
+    /// `latest` itself was not eligible and an older version was taken.
+    pub held_back: bool,
+    pub notes: Vec<String>,
+    /// Newer candidates that were passed over, with why.
+    pub rejected: Vec<Rejection>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Rejection {
+    pub version: Version,
+    pub reasons: Vec<String>,
+}
+
+/// The whole resolution, as `--json` prints it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Resolution {
+    /// Versions and transitive dependencies are no newer than this (whole seconds).
+    pub cutoff: DateTime<Utc>,
+    /// The resolution's clock (whole seconds).
+    pub now: DateTime<Utc>,
+    pub registry: String,
+    pub cooldown_hours: u32,
+    pub packages: Vec<Resolved>,
+}

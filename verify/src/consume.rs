@@ -1,0 +1,949 @@
+//! `template-verify consume`: the consumer's whole step. Another repository (infrastructure
+//! CI) takes the newest *complete* release of the template repository, checks it against
+//! something other than the receipt itself, and pins its template definition to it.
+//!
+//! Trust comes from GitHub's artifact attestations: every asset (the receipt first) must be
+//! attested by the template repository's release workflow, the image index by its build
+//! provenance and each platform manifest by its SBOM. Then the receipt is verified with its
+//! assets and against its registry, and `pin` writes the one `image:` line. A release whose
+//! receipt is missing (not finished) or whose attested receipt says it is incomplete is passed
+//! over for the one before it; anything else wrong with a release is an error, never a reason
+//! to fall back to an older one. On every error the template is left byte-for-byte as it was.
+//!
+//! GitHub is reached through its CLI (`gh`, with the caller's GH_TOKEN), the only IO here
+//! besides files; the decisions ([`order_releases`], [`receipt_asset`], [`judge`]) are pure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{bail, Context, Result};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::cli::{ConsumeArgs, PinArgs};
+use crate::fs::append_to_github_file;
+use crate::pin::{pin, PinOutcome};
+use crate::receipt::{verify_file, Verification};
+use crate::receipt_policy::{ReceiptPolicy, MANIFEST_ASSET};
+use crate::terminal_text::{escape, print_json_escaped};
+use template_formats::model::receipt::Receipt;
+use template_formats::model::Platform;
+
+/// The workflow that makes releases; its attestations are the ones trusted by default.
+pub const RELEASE_WORKFLOW: &str = ".github/workflows/update-template.yml";
+/// The predicate type `gh attestation verify` checks by default (build provenance).
+const PROVENANCE: &str = "https://slsa.dev/provenance/v1";
+/// The predicate type of an SPDX SBOM attestation (`actions/attest` with an SPDX `sbom-path`).
+const SPDX_SBOM: &str = "https://spdx.dev/Document/v2.3";
+/// The predicate type of a CycloneDX SBOM attestation (`actions/attest` with a CycloneDX
+/// `sbom-path`; @actions/attest's `buildSBOMPredicate`).
+const CYCLONEDX_SBOM: &str = "https://cyclonedx.org/bom";
+
+/// The SBOM attestations a release must have, as (platform, manifest digest, predicate type):
+/// each platform manifest's SPDX SBOM, and its CycloneDX SBOM when the receipt records one.
+fn sbom_attestations(receipt: &Receipt) -> Vec<(Platform, &str, &'static str)> {
+    receipt
+        .platforms
+        .iter()
+        .flat_map(|p| {
+            p.sbom_assets().into_iter().map(|(field, _)| {
+                let predicate = if field == "cyclonedx" {
+                    CYCLONEDX_SBOM
+                } else {
+                    SPDX_SBOM
+                };
+                (p.platform, p.digest.as_str(), predicate)
+            })
+        })
+        .collect()
+}
+
+/// One entry of `gh release list --json tagName,isDraft,isPrerelease,createdAt,publishedAt`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListedRelease {
+    pub tag_name: String,
+    pub is_draft: bool,
+    pub is_prerelease: bool,
+    pub created_at: String,
+    #[serde(default)]
+    pub published_at: Option<String>,
+}
+
+/// Published, non-prerelease releases, newest first (by publication time, else creation
+/// time; ties by tag), at most `max`.
+pub fn order_releases(listed: &[ListedRelease], max: usize) -> Vec<String> {
+    let time = |r: &ListedRelease| -> Option<DateTime<Utc>> {
+        r.published_at
+            .as_deref()
+            .unwrap_or(&r.created_at)
+            .parse()
+            .ok()
+    };
+    let mut releases: Vec<&ListedRelease> = listed
+        .iter()
+        .filter(|r| !r.is_draft && !r.is_prerelease)
+        .collect();
+    releases.sort_by(|a, b| (time(b), &b.tag_name).cmp(&(time(a), &a.tag_name)));
+    releases
+        .into_iter()
+        .take(max)
+        .map(|r| r.tag_name.clone())
+        .collect()
+}
+
+/// The receipt among a release's asset names.
+#[derive(Debug, PartialEq)]
+pub enum ReceiptAsset {
+    /// None yet: the release is not finished (assets are uploaded before it is published, but
+    /// a release can also be made by hand).
+    Missing,
+    One(String),
+    Several(Vec<String>),
+}
+
+pub fn receipt_asset(names: &[String]) -> ReceiptAsset {
+    // The name becomes a file name under the work directory: nothing that could leave it.
+    let receipts: Vec<String> = names
+        .iter()
+        .filter(|n| n.starts_with("receipt-") && n.ends_with(".json") && !n.contains(['/', '\\']))
+        .cloned()
+        .collect();
+    match receipts.len() {
+        0 => ReceiptAsset::Missing,
+        1 => ReceiptAsset::One(receipts[0].clone()),
+        _ => ReceiptAsset::Several(receipts),
+    }
+}
+
+/// What to do with a release whose attested receipt was verified offline.
+#[derive(Debug, PartialEq)]
+pub enum Judgement {
+    Take,
+    /// The release workflow said so itself: not every platform passed every check.
+    PassOver(String),
+    Refuse(String),
+}
+
+/// `tag` is the GitHub release's: a genuine receipt of another release (an older one,
+/// uploaded again) is refused, or a rollback could pass every other check.
+pub fn judge(tag: &str, verification: &Verification) -> Judgement {
+    let problems = || {
+        verification
+            .problems
+            .iter()
+            .map(|p| format!("{}: {}", p.field, p.problem))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let own = verification.release_tag.as_deref().is_none_or(|t| t == tag);
+    if !own {
+        Judgement::Refuse(format!(
+            "it is the receipt of release {}, not of {tag}",
+            verification.release_tag.as_deref().unwrap_or_default()
+        ))
+    } else if verification.valid {
+        Judgement::Take
+    } else if verification.complete == Some(false) {
+        Judgement::PassOver(format!(
+            "its receipt says it is incomplete ({})",
+            problems()
+        ))
+    } else {
+        Judgement::Refuse(problems())
+    }
+}
+
+/// What an attestation must say of itself before `consume` trusts it: beyond a valid
+/// signature over the subject's digest, the workflow that signed it, the ref it ran from and
+/// a GitHub-hosted runner.
+#[derive(Debug, Clone)]
+pub struct AttestationPolicy {
+    /// `owner/name/.github/workflows/<file>.yml`.
+    pub signer_workflow: String,
+    /// `refs/heads/<default branch>`: a copy of the workflow dispatched from any other branch
+    /// (which anyone who can push a branch can run, without the release environment's
+    /// protection) signs with the same workflow path but another ref.
+    pub source_ref: String,
+}
+
+/// The `gh attestation verify` arguments that enforce `policy`. `--signer-workflow` alone is a
+/// pattern that accepts the workflow at any ref (cli/cli pkg/cmd/attestation/verify/policy.go,
+/// `signerWorkflowSANPattern`: `(@(refs/.*|[0-9a-fA-F]+))?$` after the workflow's URL); the
+/// ref is pinned by `--source-ref` (compared case-insensitively with the certificate's
+/// SourceRepositoryRef, verification/extensions.go), and `--deny-self-hosted-runners` requires
+/// the certificate's RunnerEnvironment to be `github-hosted`.
+pub fn attestation_args(
+    subject: &str,
+    repository: &str,
+    policy: &AttestationPolicy,
+    predicate_type: &str,
+) -> Vec<String> {
+    [
+        "attestation",
+        "verify",
+        subject,
+        "--repo",
+        repository,
+        "--signer-workflow",
+        &policy.signer_workflow,
+        "--source-ref",
+        &policy.source_ref,
+        "--deny-self-hosted-runners",
+        "--predicate-type",
+        predicate_type,
+        "--format",
+        "json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// `gh attestation verify --format json`: one entry per attestation that passed gh's policy.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct VerifiedAttestation {
+    verification_result: VerificationResult,
+}
+
+#[derive(Debug, Deserialize)]
+struct VerificationResult {
+    statement: Statement,
+    signature: Signature,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Statement {
+    predicate_type: String,
+    #[serde(default)]
+    subject: Vec<StatementSubject>,
+}
+
+#[derive(Debug, Deserialize)]
+struct StatementSubject {
+    #[serde(default)]
+    digest: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Signature {
+    certificate: Certificate,
+}
+
+/// The fields of sigstore-go's `certificate.Summary` (its JSON names) that are checked.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Certificate {
+    #[serde(default)]
+    subject_alternative_name: String,
+    #[serde(default)]
+    source_repository_ref: String,
+    #[serde(default)]
+    runner_environment: String,
+}
+
+/// Checks gh's JSON answer itself, so the result does not rest on gh's version: gh up to
+/// 2.66.1 exits 0 when no attestation has the `--predicate-type` asked for (cli/cli#10418),
+/// and an older gh without `--source-ref` fails on the flag. Every attestation gh returns
+/// must name `digest` (`sha256:<hex>`) as a subject and have the predicate type, the signer
+/// workflow at the source ref, and a GitHub-hosted runner; at least one must be there.
+/// Returns how many there were. Pure.
+pub fn judge_attestations(
+    json: &[u8],
+    digest: &str,
+    policy: &AttestationPolicy,
+    predicate_type: &str,
+) -> Result<usize, String> {
+    let found: Vec<VerifiedAttestation> = serde_json::from_slice(json).map_err(|e| {
+        format!("`gh attestation verify --format json` printed no attestations ({e})")
+    })?;
+    if found.is_empty() {
+        return Err(format!(
+            "no attestation with predicate type {predicate_type}"
+        ));
+    }
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    let signer = format!("https://github.com/{}@", policy.signer_workflow).to_lowercase();
+    for a in &found {
+        let r = &a.verification_result;
+        let c = &r.signature.certificate;
+        if r.statement.predicate_type != predicate_type {
+            return Err(format!(
+                "gh returned an attestation of predicate type {}, not {predicate_type} (gh up to                  2.66.1 does so, cli/cli#10418)",
+                r.statement.predicate_type
+            ));
+        }
+        if !r
+            .statement
+            .subject
+            .iter()
+            .any(|s| s.digest.get("sha256").map(String::as_str) == Some(hex))
+        {
+            return Err(format!(
+                "gh returned an attestation that does not name {digest}"
+            ));
+        }
+        if !c
+            .source_repository_ref
+            .eq_ignore_ascii_case(&policy.source_ref)
+        {
+            return Err(format!(
+                "the attestation was made by a run from {}, not {}",
+                if c.source_repository_ref.is_empty() {
+                    "an unknown ref"
+                } else {
+                    &c.source_repository_ref
+                },
+                policy.source_ref
+            ));
+        }
+        if !c
+            .subject_alternative_name
+            .to_lowercase()
+            .starts_with(&signer)
+        {
+            return Err(format!(
+                "the attestation was signed by {}, not {}",
+                c.subject_alternative_name, policy.signer_workflow
+            ));
+        }
+        if c.runner_environment != "github-hosted" {
+            return Err(format!(
+                "the attestation was made on a {} runner, not a GitHub-hosted one",
+                if c.runner_environment.is_empty() {
+                    "unknown"
+                } else {
+                    &c.runner_environment
+                }
+            ));
+        }
+    }
+    Ok(found.len())
+}
+
+/// The GitHub CLI, for one repository's releases and attestations.
+struct Gh {
+    repository: String,
+    policy: AttestationPolicy,
+}
+
+impl Gh {
+    fn output(&self, args: &[&str]) -> Result<Vec<u8>, String> {
+        let out = Command::new("gh").args(args).output().map_err(|e| {
+            format!("cannot run `gh` ({e}); the GitHub CLI is needed (preinstalled on GitHub's runners)")
+        })?;
+        if out.status.success() {
+            Ok(out.stdout)
+        } else {
+            Err(format!(
+                "`gh {}` failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
+    fn list(&self) -> Result<Vec<ListedRelease>> {
+        let fields = "tagName,isDraft,isPrerelease,createdAt,publishedAt";
+        let out = self
+            .output(&[
+                "release",
+                "list",
+                "--repo",
+                &self.repository,
+                "--limit",
+                "100",
+                "--exclude-drafts",
+                "--json",
+                fields,
+            ])
+            .map_err(anyhow::Error::msg)?;
+        serde_json::from_slice(&out)
+            .with_context(|| format!("`gh release list --json {fields}` did not print its list"))
+    }
+
+    fn asset_names(&self, tag: &str) -> Result<Vec<String>> {
+        #[derive(Deserialize)]
+        struct View {
+            assets: Vec<Asset>,
+        }
+        #[derive(Deserialize)]
+        struct Asset {
+            name: String,
+        }
+        let out = self
+            .output(&[
+                "release",
+                "view",
+                tag,
+                "--repo",
+                &self.repository,
+                "--json",
+                "assets",
+            ])
+            .map_err(anyhow::Error::msg)?;
+        let view: View = serde_json::from_slice(&out)
+            .with_context(|| format!("`gh release view {tag} --json assets` did not print them"))?;
+        Ok(view.assets.into_iter().map(|a| a.name).collect())
+    }
+
+    fn download(&self, tag: &str, pattern: &str, dir: &Path) -> Result<()> {
+        let dir_text = dir.display().to_string();
+        self.output(&[
+            "release",
+            "download",
+            tag,
+            "--repo",
+            &self.repository,
+            "--pattern",
+            pattern,
+            "--dir",
+            &dir_text,
+            "--clobber",
+        ])
+        .map(drop)
+        .map_err(anyhow::Error::msg)
+    }
+
+    /// The repository's default branch as GitHub records it (`gh api repos/R`): only an
+    /// administrator of the repository can change it, unlike anything in a release, which
+    /// whoever mints an attestation also writes.
+    fn default_branch(&self) -> Result<String> {
+        let path = format!("repos/{}", self.repository);
+        let out = self
+            .output(&["api", &path, "--jq", ".default_branch"])
+            .map_err(anyhow::Error::msg)?;
+        let branch = String::from_utf8_lossy(&out).trim().to_string();
+        if branch.is_empty() || branch.contains(char::is_whitespace) || branch == "null" {
+            bail!(
+                "`gh api {path}` names no default branch (got `{}`)",
+                escape(&branch)
+            );
+        }
+        Ok(branch)
+    }
+
+    /// `subject` is a file path or `oci://repository@sha256:…`; `digest` its `sha256:<hex>`.
+    fn verify_attestation(
+        &self,
+        subject: &str,
+        digest: &str,
+        predicate_type: &str,
+    ) -> Result<(), String> {
+        let args = attestation_args(subject, &self.repository, &self.policy, predicate_type);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = self.output(&args)?;
+        judge_attestations(&out, digest, &self.policy, predicate_type).map(drop)
+    }
+}
+
+/// `sha256:<hex>` of a downloaded asset.
+fn file_digest(path: &Path) -> Result<String, String> {
+    template_formats::bounded_read::sha256_regular(
+        path,
+        template_formats::bounded_read::MAX_ARTIFACT_BYTES,
+        "release asset",
+    )
+    .map(|hex| format!("sha256:{hex}"))
+    .map_err(|e| format!("{e:#}"))
+}
+
+/// What `consume` reports (`--json`, and the workflow outputs).
+#[derive(Debug, Serialize)]
+struct Consumed {
+    changed: bool,
+    dry_run: bool,
+    previous_image: String,
+    image: String,
+    release_tag: String,
+    receipt: String,
+    /// The template's packages: name, version, and the version locked before this release.
+    versions: Vec<PackageVersion>,
+    /// Newer releases that were passed over, and why.
+    passed_over: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct PackageVersion {
+    name: String,
+    version: String,
+    previously_locked: Option<String>,
+}
+
+/// The release `consume` takes.
+struct Chosen {
+    tag: String,
+    /// Its receipt file, downloaded and verified offline.
+    path: PathBuf,
+    receipt: Receipt,
+    /// Its release's manifest, which it was judged by.
+    policy: ReceiptPolicy,
+    /// Newer releases passed over, and why.
+    passed_over: Vec<String>,
+}
+
+/// The newest release whose attested receipt verifies; errors name the release and why.
+fn newest_complete(gh: &Gh, args: &ConsumeArgs) -> Result<Chosen> {
+    let tags = order_releases(&gh.list()?, args.max_releases);
+    let mut passed_over = Vec::new();
+    for tag in &tags {
+        let dir = args.work_dir.join(tag);
+        let name = match receipt_asset(&gh.asset_names(tag)?) {
+            ReceiptAsset::Missing => {
+                eprintln!("consume: {tag}: no receipt yet, passed over");
+                passed_over.push(format!("{tag}: no receipt (the release is not finished)"));
+                continue;
+            }
+            ReceiptAsset::Several(names) => bail!(
+                "release {tag} of {} has several receipts ({}); a release has one",
+                gh.repository,
+                names.join(", ")
+            ),
+            ReceiptAsset::One(name) => name,
+        };
+        gh.download(tag, &name, &dir)?;
+        gh.download(tag, MANIFEST_ASSET, &dir)?;
+        let receipt = dir.join(&name);
+        let manifest = dir.join(MANIFEST_ASSET);
+        // The receipt and the manifest it is judged by, both attested before either is read.
+        for (what, file) in [("receipt", &receipt), ("manifest", &manifest)] {
+            file_digest(file)
+                .and_then(|digest| {
+                    gh.verify_attestation(&file.display().to_string(), &digest, PROVENANCE)
+                })
+                .map_err(|why| {
+                    anyhow::anyhow!(
+                        "release {tag}: the {what} {} is not attested by {} from {}: {why}",
+                        file.file_name().unwrap_or_default().to_string_lossy(),
+                        gh.policy.signer_workflow,
+                        gh.policy.source_ref
+                    )
+                })?;
+        }
+        let policy = ReceiptPolicy::release_asset(&manifest)
+            .with_context(|| format!("release {tag}: its {MANIFEST_ASSET}"))?;
+        let verification = verify_file(&receipt, None, &policy)?;
+        match judge(tag, &verification) {
+            Judgement::Take => {
+                let verified = verification
+                    .receipt
+                    .context("a verified receipt carries its receipt")?;
+                return Ok(Chosen {
+                    tag: tag.clone(),
+                    path: receipt,
+                    receipt: verified,
+                    policy,
+                    passed_over,
+                });
+            }
+            Judgement::PassOver(why) => {
+                eprintln!("consume: {tag}: {why}, passed over");
+                passed_over.push(format!("{tag}: {why}"));
+            }
+            Judgement::Refuse(why) => {
+                bail!("release {tag}: the receipt {name} does not verify: {why}")
+            }
+        }
+    }
+    bail!(
+        "none of the {} newest releases of {} has a complete receipt{}",
+        tags.len(),
+        gh.repository,
+        if passed_over.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", passed_over.join("; "))
+        }
+    )
+}
+
+/// Every asset of the chosen release attested, then the image's own attestations.
+fn verify_attestations(gh: &Gh, tag: &str, dir: &Path, receipt: &Receipt) -> Result<()> {
+    gh.download(tag, "*", dir)?;
+    let mut assets: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()?;
+    assets.sort();
+    for asset in &assets {
+        file_digest(asset)
+            .and_then(|digest| {
+                gh.verify_attestation(&asset.display().to_string(), &digest, PROVENANCE)
+            })
+            .map_err(|why| {
+                anyhow::anyhow!(
+                    "release {tag}: the asset {} is not attested by {} from {}: {why}",
+                    asset.file_name().unwrap_or_default().to_string_lossy(),
+                    gh.policy.signer_workflow,
+                    gh.policy.source_ref
+                )
+            })?;
+    }
+    let image = |digest: &str| format!("oci://{}@{digest}", receipt.index.repository);
+    gh.verify_attestation(
+        &image(&receipt.index.digest),
+        &receipt.index.digest,
+        PROVENANCE,
+    )
+    .map_err(|why| anyhow::anyhow!("release {tag}: the image index has no provenance: {why}"))?;
+    for (platform, digest, predicate) in sbom_attestations(receipt) {
+        gh.verify_attestation(&image(digest), digest, predicate)
+            .map_err(|why| {
+                anyhow::anyhow!(
+                    "release {tag}: the {platform} image has no {predicate} SBOM attestation: {why}"
+                )
+            })?;
+    }
+    eprintln!(
+        "consume: {tag}: {} assets, the index and {} platform images attested by {} from {} on \
+         GitHub-hosted runners",
+        assets.len(),
+        receipt.platforms.len(),
+        gh.policy.signer_workflow,
+        gh.policy.source_ref
+    );
+    Ok(())
+}
+
+/// Everything but the report: the release taken and the pin's report.
+fn verify_and_pin(args: &ConsumeArgs) -> Result<(Chosen, crate::pin::PinReport)> {
+    let mut gh = Gh {
+        policy: AttestationPolicy {
+            signer_workflow: args
+                .signer_workflow
+                .clone()
+                .unwrap_or_else(|| format!("{}/{RELEASE_WORKFLOW}", args.repository)),
+            source_ref: String::new(),
+        },
+        repository: args.repository.clone(),
+    };
+    gh.policy.source_ref = match &args.source_ref {
+        Some(source_ref) => source_ref.clone(),
+        None => format!("refs/heads/{}", gh.default_branch()?),
+    };
+    std::fs::create_dir_all(&args.work_dir)
+        .with_context(|| format!("cannot create {}", args.work_dir.display()))?;
+    let chosen = newest_complete(&gh, args)?;
+    let dir = args.work_dir.join(&chosen.tag);
+    verify_attestations(&gh, &chosen.tag, &dir, &chosen.receipt)?;
+
+    let pin_args = PinArgs {
+        receipt: chosen.path.clone(),
+        artifacts: Some(dir),
+        manifest: Some(chosen.policy.origin.clone()),
+        template: args.template.clone(),
+        offline: false,
+        allow_repository_change: args.allow_repository_change,
+        dry_run: args.dry_run,
+        json: false,
+    };
+    match pin(&pin_args, &chosen.policy)? {
+        PinOutcome::Pinned(report) => Ok((chosen, report)),
+        PinOutcome::Rejected(problems) => {
+            crate::receipt::print_problems(&problems);
+            bail!(
+                "release {}: the receipt {} was rejected with its assets and registry (above)",
+                chosen.tag,
+                chosen.path.display()
+            )
+        }
+    }
+}
+
+pub fn run(args: ConsumeArgs) -> Result<ExitCode> {
+    // Every error ends by saying what a failure guarantees: the file was not touched.
+    let (chosen, report) = verify_and_pin(&args)
+        .map_err(|e| anyhow::anyhow!("{e:#}\n{} is unchanged", args.template.display()))?;
+    let consumed = Consumed {
+        changed: report.changed,
+        dry_run: args.dry_run,
+        previous_image: report.old,
+        image: report.new,
+        release_tag: chosen.tag,
+        receipt: chosen.path.display().to_string(),
+        versions: chosen
+            .receipt
+            .packages
+            .iter()
+            .map(|p| PackageVersion {
+                name: p.name.clone(),
+                version: p.version.clone(),
+                previously_locked: p.previously_locked.clone(),
+            })
+            .collect(),
+        passed_over: chosen.passed_over,
+    };
+    let summary = summary_markdown(&consumed);
+    append_to_github_file("GITHUB_OUTPUT", &github_outputs(&consumed, &summary)?)?;
+    append_to_github_file("GITHUB_STEP_SUMMARY", &summary)?;
+    if args.json {
+        print_json_escaped(&consumed)?;
+    } else {
+        for line in summary.lines() {
+            println!("{}", escape(line));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A short Markdown account: what changed, from which release, the package versions.
+fn summary_markdown(c: &Consumed) -> String {
+    let mut out = if c.changed {
+        format!(
+            "{} the coding-agent template to release `{}`\n\n- image `{}`\n- was `{}`\n",
+            if c.dry_run { "Would pin" } else { "Pinned" },
+            c.release_tag,
+            c.image,
+            c.previous_image
+        )
+    } else {
+        format!(
+            "The template already pins release `{}` (`{}`)\n",
+            c.release_tag, c.image
+        )
+    };
+    out.push_str("\n| package | version | before |\n| --- | --- | --- |\n");
+    for v in &c.versions {
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            v.name,
+            v.version,
+            v.previously_locked.as_deref().unwrap_or("–")
+        ));
+    }
+    for p in &c.passed_over {
+        out.push_str(&format!("\nPassed over: {p}\n"));
+    }
+    out
+}
+
+/// `$GITHUB_OUTPUT` lines; the multi-line summary in a heredoc whose delimiter is not in it.
+fn github_outputs(c: &Consumed, summary: &str) -> Result<String> {
+    let versions = serde_json::to_string(&c.versions)?;
+    let mut delimiter = String::from("EOF_SUMMARY");
+    while summary.contains(&delimiter) {
+        delimiter.push('_');
+    }
+    Ok(format!(
+        "changed={}\nprevious-image={}\nimage={}\nrelease-tag={}\nreceipt={}\nversions={versions}\nsummary<<{delimiter}\n{summary}\n{delimiter}\n",
+        c.changed, c.previous_image, c.image, c.release_tag, c.receipt
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receipt::problem;
+
+    fn listed(tag: &str, published: Option<&str>, draft: bool, pre: bool) -> ListedRelease {
+        ListedRelease {
+            tag_name: tag.into(),
+            is_draft: draft,
+            is_prerelease: pre,
+            created_at: "2026-11-01T00:00:00Z".into(),
+            published_at: published.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn releases_are_taken_newest_published_first_without_drafts_or_prereleases() {
+        let list = vec![
+            listed("a", Some("2026-11-24T04:40:00Z"), false, false),
+            listed("c", Some("2026-11-30T04:40:00Z"), false, false),
+            listed("draft", None, true, false),
+            listed("pre", Some("2026-12-01T00:00:00Z"), false, true),
+            listed("b", Some("2026-11-27T04:40:00Z"), false, false),
+        ];
+        assert_eq!(order_releases(&list, 10), vec!["c", "b", "a"]);
+        assert_eq!(order_releases(&list, 2), vec!["c", "b"]);
+        assert!(order_releases(&[], 5).is_empty());
+    }
+
+    #[test]
+    fn a_release_has_one_receipt_or_none_yet() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            receipt_asset(&names(&["inventory.json", "sbom-linux-amd64.spdx.json"])),
+            ReceiptAsset::Missing
+        );
+        assert_eq!(
+            receipt_asset(&names(&["receipt-t-aa.json", "inventory.json"])),
+            ReceiptAsset::One("receipt-t-aa.json".into())
+        );
+        assert!(matches!(
+            receipt_asset(&names(&["receipt-t-aa.json", "receipt-t-bb.json"])),
+            ReceiptAsset::Several(_)
+        ));
+        assert_eq!(
+            receipt_asset(&names(&["receipt-/../../etc/x.json"])),
+            ReceiptAsset::Missing
+        );
+    }
+
+    #[test]
+    fn only_an_incomplete_receipt_is_passed_over_anything_else_is_refused() {
+        let mut v = Verification {
+            valid: true,
+            complete: Some(true),
+            release_tag: Some("t".into()),
+            ..Verification::default()
+        };
+        assert_eq!(judge("t", &v), Judgement::Take);
+        // Another release's genuine receipt, uploaded again: a rollback, refused.
+        assert!(
+            matches!(judge("u", &v), Judgement::Refuse(why) if why.contains("receipt of release t"))
+        );
+        v.valid = false;
+        v.complete = Some(false);
+        v.problems = vec![problem("complete", "is false")];
+        assert!(matches!(judge("t", &v), Judgement::PassOver(why) if why.contains("incomplete")));
+        v.complete = Some(true);
+        v.problems = vec![problem("index.digest", "differs")];
+        assert!(matches!(judge("t", &v), Judgement::Refuse(why) if why.contains("index.digest")));
+        // Unreadable or not a receipt at all: nothing says it is merely incomplete.
+        v.complete = None;
+        assert!(matches!(judge("t", &v), Judgement::Refuse(_)));
+    }
+
+    const WORKFLOW: &str = "s0/template/.github/workflows/update-template.yml";
+
+    fn main_branch() -> AttestationPolicy {
+        AttestationPolicy {
+            signer_workflow: WORKFLOW.into(),
+            source_ref: "refs/heads/main".into(),
+        }
+    }
+
+    /// One entry of `gh attestation verify --format json` as gh prints it.
+    fn attestation(predicate: &str, hex: &str, git_ref: &str, runner: &str) -> serde_json::Value {
+        serde_json::json!({
+            "attestation": {"bundle": {}},
+            "verificationResult": {
+                "statement": {
+                    "_type": "https://in-toto.io/Statement/v1",
+                    "subject": [{"name": "receipt.json", "digest": {"sha256": hex}}],
+                    "predicateType": predicate,
+                },
+                "signature": {"certificate": {
+                    "subjectAlternativeName": format!("https://github.com/{WORKFLOW}@{git_ref}"),
+                    "sourceRepositoryRef": git_ref,
+                    "runnerEnvironment": runner,
+                }},
+            }
+        })
+    }
+
+    #[test]
+    fn gh_is_asked_for_the_source_ref_and_github_hosted_runners() {
+        let args = attestation_args("f", "s0/template", &main_branch(), PROVENANCE);
+        let text = args.join(" ");
+        assert!(
+            text.contains("--signer-workflow s0/template/.github/workflows/update-template.yml")
+                && text.contains("--source-ref refs/heads/main")
+                && text.contains("--deny-self-hosted-runners")
+                && text.ends_with("--format json"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn attestations_are_judged_from_gh_s_json_not_its_exit_status() {
+        let hex = "ab".repeat(32);
+        let digest = format!("sha256:{hex}");
+        let judge = |entries: Vec<serde_json::Value>| {
+            judge_attestations(
+                serde_json::to_vec(&entries).unwrap().as_slice(),
+                &digest,
+                &main_branch(),
+                PROVENANCE,
+            )
+        };
+        let good = attestation(PROVENANCE, &hex, "refs/heads/main", "github-hosted");
+        assert_eq!(judge(vec![good.clone()]), Ok(1));
+        // gh <= 2.66.1 exits 0 with nothing (or another predicate type) found.
+        assert!(judge(vec![]).unwrap_err().contains("no attestation"));
+        let sbom = attestation(SPDX_SBOM, &hex, "refs/heads/main", "github-hosted");
+        assert!(judge(vec![good.clone(), sbom])
+            .unwrap_err()
+            .contains("10418"));
+        let branch = attestation(PROVENANCE, &hex, "refs/heads/attacker", "github-hosted");
+        let why = judge(vec![branch]).unwrap_err();
+        assert!(
+            why.contains("refs/heads/attacker") && why.contains("not refs/heads/main"),
+            "{why}"
+        );
+        let self_hosted = attestation(PROVENANCE, &hex, "refs/heads/main", "self-hosted");
+        assert!(judge(vec![self_hosted])
+            .unwrap_err()
+            .contains("self-hosted"));
+        let other = attestation(
+            PROVENANCE,
+            &"cd".repeat(32),
+            "refs/heads/main",
+            "github-hosted",
+        );
+        assert!(judge(vec![other]).unwrap_err().contains("does not name"));
+        let mut copy = good.clone();
+        copy["verificationResult"]["signature"]["certificate"]["subjectAlternativeName"] =
+            "https://github.com/s0/template/.github/workflows/copy.yml@refs/heads/main".into();
+        assert!(judge(vec![copy]).unwrap_err().contains("signed by"));
+        assert!(judge_attestations(
+            b"Verification succeeded",
+            &digest,
+            &main_branch(),
+            PROVENANCE
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn each_platform_needs_the_sbom_attestations_of_each_form_its_receipt_records() {
+        let mut r = crate::receipt::tests_support::sample();
+        let wanted = |r: &Receipt| -> Vec<(Platform, String, &str)> {
+            sbom_attestations(r)
+                .into_iter()
+                .map(|(p, d, t)| (p, d.to_string(), t))
+                .collect()
+        };
+        let amd = r.platforms[0].clone();
+        let got = wanted(&r);
+        assert_eq!(got.len(), 2 * r.platforms.len(), "{got:?}");
+        assert!(got.contains(&(amd.platform, amd.digest.clone(), SPDX_SBOM)));
+        assert!(got.contains(&(amd.platform, amd.digest.clone(), CYCLONEDX_SBOM)));
+        // A release without the CycloneDX asset is asked for its SPDX attestations only.
+        r.platforms.iter_mut().for_each(|p| p.cyclonedx = None);
+        assert!(wanted(&r).iter().all(|(_, _, t)| *t == SPDX_SBOM));
+        assert_eq!(wanted(&r).len(), r.platforms.len());
+    }
+
+    #[test]
+    fn outputs_keep_the_summary_in_one_heredoc() {
+        let c = Consumed {
+            changed: true,
+            dry_run: false,
+            previous_image: "r/x@sha256:1".into(),
+            image: "r/x@sha256:2".into(),
+            release_tag: "2026.11.30-abc".into(),
+            receipt: "/w/receipt.json".into(),
+            versions: vec![PackageVersion {
+                name: "@openai/codex".into(),
+                version: "1.2.3".into(),
+                previously_locked: Some("1.2.2".into()),
+            }],
+            passed_over: vec!["t: EOF_SUMMARY in a reason".into()],
+        };
+        let summary = summary_markdown(&c);
+        let text = github_outputs(&c, &summary).unwrap();
+        assert!(
+            text.starts_with("changed=true\nprevious-image=r/x@sha256:1\n"),
+            "{text}"
+        );
+        assert!(text.contains("summary<<EOF_SUMMARY_\n"), "{text}");
+        assert!(text.ends_with("\nEOF_SUMMARY_\n"), "{text}");
+        assert!(text.contains(
+            r#"versions=[{"name":"@openai/codex","version":"1.2.3","previously_locked":"1.2.2"}]"#
+        ));
+    }
+}
