@@ -39,3 +39,64 @@ pub fn run_command(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// What a verifier has no use for: a Docker client, an HTTP server, layer compression and
+    /// tar, a text diff, the license-text classifier (the `spdx` crate's `detection`).
+    const NOT_IN_THE_VERIFIER: [&str; 8] = [
+        "bollard ",
+        "axum ",
+        "tar ",
+        "flate2 ",
+        "zlib-rs ",
+        "similar ",
+        "spdx feature \"detection\"",
+        "spdx feature \"text\"",
+    ];
+
+    /// The lines of `cargo tree` (`name vX` and `name feature "f"`) that name what the
+    /// verifier must not build.
+    fn forbidden(tree: &str) -> Vec<&str> {
+        let mut found: Vec<&str> = tree
+            .lines()
+            .filter(|line| NOT_IN_THE_VERIFIER.iter().any(|bad| line.starts_with(bad)))
+            .collect();
+        found.sort();
+        found.dedup();
+        found
+    }
+
+    #[test]
+    fn the_verifier_depends_on_no_engine_server_or_compressor() {
+        // Cargo's own answer for this package's normal dependencies and their features, as
+        // `cargo build -p template-verify` (scripts/build-verifiers.sh) resolves them.
+        let out = std::process::Command::new(env!("CARGO"))
+            .args(["tree", "-p", "template-verify", "-e", "normal,features"])
+            .args(["--prefix", "none", "--locked"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("cargo runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let tree = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            tree.contains("reqwest v"),
+            "the tree is the verifier's: {tree}"
+        );
+        assert_eq!(forbidden(&tree), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn a_tree_with_a_compressor_or_the_classifier_is_refused() {
+        let tree = "reqwest v0.13.5\nflate2 v1.1.11\nspdx v0.13.6\nspdx feature \"detection\"\n";
+        assert_eq!(
+            forbidden(tree),
+            ["flate2 v1.1.11", "spdx feature \"detection\""]
+        );
+        assert!(forbidden("reqwest v0.13.5\nspdx feature \"default\"\n").is_empty());
+    }
+}

@@ -4,6 +4,8 @@
 //! of it. See ARCHITECTURE.md for the map and the invariants between modules.
 
 // Shared ground: the command line, free space, small IO helpers.
+#[cfg(test)]
+mod architecture;
 pub(crate) mod disk;
 pub mod flags;
 pub mod util;
