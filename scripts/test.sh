@@ -20,6 +20,9 @@ bash scripts/lint-workflows.sh
 # tests/it/main.rs says which tests run side by side (heavy Docker tests run alone).
 # Every line stamped with the time it was printed: libtest prints a test's name when it ends, so
 # the stamps tell what each test cost (heavy ones run one at a time) when a run is too slow.
+# Every test runs, the ones that need the engine and the host set up here included; without an
+# engine those fail instead of passing unrun (tests/support/docker.rs, XTASK_ENGINE_TESTS).
+export XTASK_ENGINE_TESTS=1
 started=$SECONDS
 cargo test --workspace --locked --no-fail-fast -- --test-threads=2 2>&1 |
   while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done

@@ -19,8 +19,12 @@
 //! | `release`, `receipt_adversarial`, `registry_auth` | `light_docker` (shared) | tiny images |
 //! | `registry_auth` (peak memory, ignored) | `heavy_docker` | a multi-GB push, measured |
 //! | `pin_consumer` | `light_docker` (shared) | tiny images; replays of a consumer's workflow; its verifier builds beside the arm64 image test (`support/verifier.rs`) |
-//! | `replay_engine` | `light_docker` | no engine, but timed jobs on the scenarios' workspace |
+//! | `replay_engine` | `runner_workspace` (shared, as `light_docker`) | no engine, but timed jobs on the scenarios' workspace, as the runner user |
 //! | `resolve`, `lock`, `workflows`, a release's dry run | none | no engine |
+//!
+//! Each guard is `Option`al: a test returns at once when the engine tier is skipped (a plain
+//! `cargo test` outside CI, or `XTASK_ENGINE_TESTS=0`), and fails when it is required and no
+//! engine answers (`support/docker.rs`, "Which tests run at all").
 //!
 //! libtest starts tests in name order, so the heavy areas (`image`, `release_run`, `replay`)
 //! run one test at a time as they did in their own binaries, with a cheap test beside them when

@@ -32,7 +32,9 @@ fn is_digest(v: &Value) -> bool {
 
 #[test]
 fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
-    let _docker = light_docker();
+    let Some(_docker) = light_docker() else {
+        return;
+    };
     let repository = unique("xtask-test/publish").to_lowercase();
     let salt = unique("content");
     let amd64 = format!("xtask-test-publish:amd64-{}", std::process::id());
@@ -249,7 +251,9 @@ fn publish_with_cache(
 
 #[test]
 fn a_publish_after_the_previous_release_reuses_its_blobs_and_makes_the_same_digest() {
-    let _docker = light_docker();
+    let Some(_docker) = light_docker() else {
+        return;
+    };
     let salt = unique("delta");
     let pid = std::process::id();
     let (old_tag, new_tag) = (
@@ -381,7 +385,9 @@ fn a_publish_after_the_previous_release_reuses_its_blobs_and_makes_the_same_dige
 
 #[test]
 fn receipts_verify_and_pin_only_when_complete_and_untampered() {
-    let _docker = light_docker();
+    let Some(_docker) = light_docker() else {
+        return;
+    };
     let r = release();
     let work = tempfile::tempdir().unwrap();
     // A good receipt: written, named by its own digest, verified.

@@ -109,7 +109,9 @@ fn host_release() -> &'static HostRelease {
 
 #[test]
 fn a_release_then_a_rerun_with_nothing_changed() {
-    let _docker = heavy_docker();
+    let Some(_docker) = heavy_docker() else {
+        return;
+    };
     let HostRelease {
         root,
         report: first,
@@ -323,7 +325,9 @@ fn amd64_leg_on(engine: Engine, host: &HostRelease) -> (Value, std::path::PathBu
 /// (a cold build waits on the network about as much as on the two cores).
 #[test]
 fn the_amd64_leg_on_docker_28_and_the_containerd_store_ships_the_host_s_release() {
-    let _docker = heavy_docker();
+    let Some(_docker) = heavy_docker() else {
+        return;
+    };
     let host = host_release();
     assert_eq!(host.report["status"], "released", "{}", host.report);
     let host_receipt: Value =

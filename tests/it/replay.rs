@@ -13,11 +13,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{OnceLock, RwLockWriteGuard};
+use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
-use crate::support::docker::{heavy_docker, local_registry};
+use crate::support::docker::{heavy_docker, local_registry, EngineGuard};
 use crate::support::replay::{rerun_failed, run_workflow, Replay, Status};
 use crate::support::xtask::xtask;
 use crate::support::{committed_resolved_at, repo_root, run_dir, scratch_repo, unique};
@@ -34,7 +34,7 @@ fn not_due() -> String {
 
 /// One scenario at a time, and nothing else that uses the engine beside it: they share the
 /// engine, the registry, /home/runner and the cache, and each builds both platforms.
-fn serial() -> RwLockWriteGuard<'static, ()> {
+fn serial() -> Option<EngineGuard<'static>> {
     heavy_docker()
 }
 
@@ -191,7 +191,9 @@ fn local_plan_tag(now: &str) -> String {
 
 #[test]
 fn a_scheduled_day_that_is_not_due_ends_after_the_plan() {
-    let _serial = serial();
+    let Some(_serial) = serial() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let run = run_workflow(replay(
         &workflow(dir.path(), &not_due(), &[]),
@@ -213,7 +215,9 @@ fn a_scheduled_day_that_is_not_due_ends_after_the_plan() {
 
 #[test]
 fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
-    let _serial = serial();
+    let Some(_serial) = serial() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let due = replay(
         &workflow(dir.path(), DUE, &[]),
@@ -420,7 +424,9 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
 
 #[test]
 fn a_forced_dispatch_on_a_day_that_is_not_due_builds_and_tests_without_publishing() {
-    let _serial = serial();
+    let Some(_serial) = serial() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let run = run_workflow(replay(
         &workflow(dir.path(), &not_due(), &[AMD64_ONLY]),
@@ -442,7 +448,9 @@ fn a_forced_dispatch_on_a_day_that_is_not_due_builds_and_tests_without_publishin
 
 #[test]
 fn a_dispatch_from_another_branch_publishes_nothing() {
-    let _serial = serial();
+    let Some(_serial) = serial() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let mut branch = replay(
         &workflow(dir.path(), &not_due(), &[AMD64_ONLY]),
@@ -467,7 +475,9 @@ fn a_dispatch_from_another_branch_publishes_nothing() {
 
 #[test]
 fn the_replay_fails_on_a_misspelled_step_output_or_artifact_name() {
-    let _serial = serial();
+    let Some(_serial) = serial() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let misspelled_output = workflow(
         dir.path(),

@@ -2,7 +2,7 @@
 //! whose steps are `echo`, `cat` and `id -u`, replayed as the non-root runner user. No Docker,
 //! no cargo builds inside. Needs `scripts/setup-runner-user.sh` to have run (as root).
 //!
-//! No engine either, yet each test that replays takes `light_docker`: its jobs take turns with
+//! No engine either, yet each test that replays takes `runner_workspace` (a light guard): its jobs take turns with
 //! the `replay` scenarios' jobs on /home/runner's workspace, and a scenario's job holds it for
 //! minutes, which timed checks here (a 0.02-minute timeout ends a job within 10 s) cannot wait
 //! out. The guard keeps these tests from running beside a scenario at all.
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
-use crate::support::docker::light_docker;
+use crate::support::docker::runner_workspace;
 use crate::support::replay::expr;
 use crate::support::replay::{rerun_failed, run_workflow, Replay, StandIn, Status, WorkflowRun};
 use serde_json::{json, Value};
@@ -119,7 +119,9 @@ const ON: &str = "on:\n  workflow_dispatch:\n  push:\n";
 
 #[test]
 fn steps_run_as_the_non_root_runner_with_github_s_environment_only() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     // What the caller's environment has (cargo sets this for test binaries) must not reach
     // the step.
     assert!(
@@ -197,7 +199,9 @@ jobs:
 
 #[test]
 fn bash_shell_has_pipefail_and_the_default_shell_does_not() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -221,7 +225,9 @@ jobs:
 #[test]
 fn working_directory_comes_from_the_step_or_the_defaults_and_background_processes_end_with_the_job()
 {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
@@ -270,7 +276,9 @@ jobs:
 
 #[test]
 fn outputs_flow_from_step_to_job_to_needs_with_env_path_and_summary_files() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, run) = run_ok(&format!(
         r#"{ON}
 defaults:
@@ -325,7 +333,9 @@ jobs:
 
 #[test]
 fn matrix_legs_expand_axes_and_include_and_evaluate_runs_on_and_name() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, run) = run_ok(&format!(
         r#"{ON}
 jobs:
@@ -389,7 +399,9 @@ jobs:
 
 #[test]
 fn fail_fast_cancels_the_remaining_legs_and_fail_fast_false_runs_them() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let yaml = |ff: bool| {
         format!(
             r#"{ON}
@@ -425,7 +437,9 @@ jobs:
 
 #[test]
 fn a_job_is_skipped_when_its_need_failed_and_not_cancelled_steps_still_run() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
@@ -504,7 +518,9 @@ jobs:
 
 #[test]
 fn continue_on_error_keeps_the_job_green_with_the_outcome_recorded() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, run) = run_ok(&format!(
         r#"{ON}
 jobs:
@@ -531,7 +547,9 @@ jobs:
 
 #[test]
 fn timeout_minutes_kills_the_step_and_fails_the_job() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -567,7 +585,9 @@ jobs:
 
 #[test]
 fn typed_dispatch_inputs_permissions_environment_and_events_are_recorded() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let f = Fixture::new();
     let yaml = r#"
 on:
@@ -626,7 +646,9 @@ jobs:
 
 #[test]
 fn event_payloads_have_github_s_shape_per_event() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let f = Fixture::new();
     let yaml = r#"
 on:
@@ -697,7 +719,9 @@ jobs:
 
 #[test]
 fn a_misspelled_step_output_reference_stops_the_replay_naming_it() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let err = replay_error(&format!(
         r#"name: typo
 {ON}
@@ -725,7 +749,9 @@ jobs:
 
 #[test]
 fn strict_references_are_errors_naming_the_expression() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let cases: &[(&str, &str, &str)] = &[
         // (job extras, expression, expected in the error)
         (
@@ -779,7 +805,9 @@ jobs:
 
 #[test]
 fn a_misspelled_artifact_name_fails_the_download_naming_it() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
@@ -811,7 +839,9 @@ jobs:
 
 #[test]
 fn an_action_without_emulation_or_stand_in_is_an_error_naming_it() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let err = replay_error(&format!(
         "{ON}\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/setup-node@abc # v6\n"
     ));
@@ -827,6 +857,9 @@ fn an_action_without_emulation_or_stand_in_is_an_error_naming_it() {
 
 #[test]
 fn attest_actions_record_each_subject_and_refuse_missing_or_malformed_ones() {
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let digest = format!("sha256:{}", "ab".repeat(32));
     let (_f, r) = replay(&format!(
         r#"{ON}
@@ -1029,6 +1062,9 @@ jobs:
 
 #[test]
 fn attest_pushes_to_a_registry_only_with_a_docker_config_entry_for_it() {
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let digest = format!("sha256:{}", "cd".repeat(32));
     let push = |name: &str| {
         format!(
@@ -1126,7 +1162,9 @@ jobs:
 
 #[test]
 fn stand_ins_replace_actions_as_closures_or_scripts() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -1168,7 +1206,9 @@ jobs:
 
 #[test]
 fn fake_tools_come_first_on_the_runner_s_path() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -1194,7 +1234,9 @@ jobs:
 
 #[test]
 fn checkout_clones_the_run_sha_for_the_runner_and_honours_persist_credentials() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (f, run) = run_ok(&format!(
         r#"{ON}
 jobs:
@@ -1248,7 +1290,9 @@ jobs:
 
 #[test]
 fn upload_name_clash_fails_without_overwrite_passes_with_it_also_across_a_rerun() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let yaml = |overwrite: bool| {
         format!(
             r#"{ON}
@@ -1307,7 +1351,9 @@ jobs:
 
 #[test]
 fn download_by_pattern_merges_and_the_upload_root_is_the_least_common_ancestor() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, run) = run_ok(&format!(
         r#"{ON}
 jobs:
@@ -1371,7 +1417,9 @@ jobs:
 
 #[test]
 fn if_no_files_found_error_fails_and_warn_passes() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
@@ -1399,7 +1447,9 @@ jobs:
 
 #[test]
 fn cache_misses_saves_after_a_successful_job_and_hits_on_the_next_run() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let f = Fixture::new();
     let cache = tempfile::tempdir().unwrap();
     let yaml = format!(
@@ -1461,7 +1511,9 @@ jobs:
 
 #[test]
 fn rerun_failed_reruns_only_the_failed_job_and_its_dependents() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, mut run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
@@ -1511,7 +1563,9 @@ jobs:
 
 #[test]
 fn rerun_failed_reruns_only_the_failed_and_cancelled_matrix_legs() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, mut run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
@@ -1593,7 +1647,9 @@ const RELEASE_JOB: &str = r#"
 
 #[test]
 fn gh_stand_in_keeps_releases_and_refuses_to_change_a_published_one() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, run) = run_ok(&format!("{ON}\njobs:{RELEASE_JOB}"));
     assert_eq!(
         run.job("release").step("read").outputs["list"],
@@ -1608,7 +1664,9 @@ fn gh_stand_in_keeps_releases_and_refuses_to_change_a_published_one() {
 
 #[test]
 fn gh_stand_in_refuses_writes_without_contents_write_and_calls_without_a_token() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, run) = replay_to_end(&format!(
         r#"{ON}
 permissions:
@@ -1653,7 +1711,9 @@ jobs:
 
 #[test]
 fn gh_fail_once_fails_the_last_step_and_a_rerun_finishes_the_release() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, r) = replay(&format!("{ON}\njobs:{RELEASE_JOB}"));
     r.gh_fail_once("release edit").unwrap();
     let mut run = run_workflow(r).unwrap();
@@ -1892,7 +1952,9 @@ fn action_fixture() -> (tempfile::TempDir, String) {
 
 #[test]
 fn composite_action_runs_its_steps_with_inputs_outputs_env_and_its_own_files() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (actions, commit) = action_fixture();
     let (_f, r) = replay(&format!(
         r#"{ON}
@@ -1937,7 +1999,9 @@ jobs:
 
 #[test]
 fn a_failing_composite_step_fails_the_calling_step_and_failure_steps_still_run() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (actions, _) = action_fixture();
     let (_f, r) = replay(&format!(
         r#"{ON}
@@ -1969,7 +2033,9 @@ jobs:
 
 #[test]
 fn composite_steps_may_use_stand_ins_and_other_composite_actions() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (actions, _) = action_fixture();
     let (_f, r) = replay(&format!(
         r#"{ON}
@@ -1997,7 +2063,9 @@ jobs:
 
 #[test]
 fn composite_actions_refuse_what_github_rejects_or_ignores() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let broken = crate::support::committed_repo(&[
         (
             "noshell/action.yml",
@@ -2083,7 +2151,9 @@ fn template_state() -> tempfile::TempDir {
 
 #[test]
 fn gh_reads_another_repository_s_published_releases_and_changes_nothing_there() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let state = template_state();
     let (_f, r) = replay(&format!(
         r#"{ON}
@@ -2163,7 +2233,9 @@ jobs:
 
 #[test]
 fn gh_attestation_verify_checks_digest_predicate_type_and_signer_workflow() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let state = template_state();
     let file_digest = sha256_of(b"v1.1.0\n");
     let image_digest = format!("sha256:{}", "cd".repeat(32));
@@ -2300,7 +2372,9 @@ jobs:
 
 #[test]
 fn a_fixture_release_in_the_run_s_own_state_is_the_runner_s_to_update() {
-    let _runner = light_docker();
+    let Some(_runner) = runner_workspace() else {
+        return;
+    };
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:

@@ -18,30 +18,299 @@
 //!   and their timed checks cannot wait out a scenario's job.
 //!
 //! Tests without Docker (resolve, lock, workflows, a release's dry run) take no guard and run
-//! beside anything. The lock prefers writers (std's `RwLock` on
-//! Linux), so a heavy test waiting for the light ones in flight is not overtaken by new ones.
+//! beside anything. The lock ([`EngineLock`]) serves a waiting heavy test before light ones
+//! that arrive after it, so a heavy test is not starved by a stream of light ones; which test
+//! libtest starts first changes only how long the run takes, never what may run together.
 //! A test never takes both guards. The lock is per process: two `cargo test` runs at once on
 //! one machine coordinate outside (e.g. `flock`), as before.
+//!
+//! # Which tests run at all
+//!
+//! Each guard also decides whether its test runs ([`ENGINE_TESTS_ENV`]): a plain `cargo test`
+//! outside CI passes them without running and says so on stderr; scripts/test.sh runs them
+//! and fails them when no engine answers.
 
 use std::future::Future;
-use std::sync::{OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::io::Write as _;
+use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
 
 use serde_json::json;
 use xtask::image::engine;
 
 use super::{repo_root, runtime, sha256_hex};
 
-static ENGINE: RwLock<()> = RwLock::new(());
+// ---------------------------------------------------------------------------------------------
+// Which tests run: the engine tier.
 
-/// Holds the engine alone (see the module comment); a test that panicked while holding it does
-/// not stop the others.
-pub fn heavy_docker() -> RwLockWriteGuard<'static, ()> {
-    ENGINE.write().unwrap_or_else(PoisonError::into_inner)
+/// `XTASK_ENGINE_TESTS`: `1` runs the tests that need the host scripts/test.sh sets up (a
+/// Docker engine, nested engines, mmdebstrap, qemu binfmt, the local registry, the runner
+/// user) and fails them when no engine answers; `0` passes them without running (the fast
+/// tier). Unset: as `1` under CI (`CI=true`, which GitHub Actions sets), else as `0` with a
+/// note on stderr, so a newcomer's plain `cargo test` runs what needs nothing and says what it
+/// left out. scripts/test.sh (so `.ci/run`) sets `1`.
+pub const ENGINE_TESTS_ENV: &str = "XTASK_ENGINE_TESTS";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineTier {
+    /// Run them; no engine is a failure.
+    Required,
+    /// Pass them without running, saying so once.
+    Skipped { asked: bool },
 }
 
-/// Shares the engine with other light tests only (see the module comment).
-pub fn light_docker() -> RwLockReadGuard<'static, ()> {
-    ENGINE.read().unwrap_or_else(PoisonError::into_inner)
+/// The tier from the two variables (pure, for its test).
+pub fn engine_tier(engine_tests: Option<&str>, ci: Option<&str>) -> Result<EngineTier, String> {
+    match engine_tests.map(str::trim) {
+        Some("1") => Ok(EngineTier::Required),
+        Some("0") => Ok(EngineTier::Skipped { asked: true }),
+        Some(other) => Err(format!(
+            "{ENGINE_TESTS_ENV}={other:?}: use 1 (run the engine tests) or 0 (skip them)"
+        )),
+        None if ci.is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1") => {
+            Ok(EngineTier::Required)
+        }
+        None => Ok(EngineTier::Skipped { asked: false }),
+    }
+}
+
+fn tier() -> EngineTier {
+    static TIER: OnceLock<EngineTier> = OnceLock::new();
+    *TIER.get_or_init(|| {
+        engine_tier(
+            std::env::var(ENGINE_TESTS_ENV).ok().as_deref(),
+            std::env::var("CI").ok().as_deref(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    })
+}
+
+/// The engine's version, or why none answers (`docker version`, DOCKER_HOST honoured).
+fn engine_answers() -> &'static Result<String, String> {
+    static ANSWER: OnceLock<Result<String, String>> = OnceLock::new();
+    ANSWER.get_or_init(|| {
+        let where_ =
+            std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
+        match std::process::Command::new("docker")
+            .args(["version", "--format", "{{.Server.Version}}"])
+            .output()
+        {
+            Ok(out) if out.status.success() => {
+                Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+            }
+            Ok(out) => Err(format!(
+                "no Docker engine answers at {where_}: `docker version` said {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+            Err(e) => Err(format!(
+                "no Docker engine answers at {where_}: cannot run `docker`: {e}"
+            )),
+        }
+    })
+}
+
+/// Whether this test runs: in the required tier, after checking that the engine answers
+/// (a failure naming the remedy otherwise); in the skipped tier, never, with one note on
+/// stderr for the whole run and a line per test. Written to stderr directly: libtest
+/// captures `eprintln!` of passing tests, and a skip must be seen.
+fn runs(need: &str) -> bool {
+    match tier() {
+        EngineTier::Required => {
+            if let Err(why) = engine_answers() {
+                panic!(
+                    "{why}. This test needs {need}; `bash scripts/setup-host.sh` installs and \
+                     starts the engine ({ENGINE_TESTS_ENV}=0 skips such tests instead)"
+                );
+            }
+            true
+        }
+        EngineTier::Skipped { asked } => {
+            static NOTE: OnceLock<()> = OnceLock::new();
+            NOTE.get_or_init(|| {
+                let why = if asked {
+                    format!("{ENGINE_TESTS_ENV}=0")
+                } else {
+                    format!("{ENGINE_TESTS_ENV} is unset and this is not CI")
+                };
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "note: tests that need a Docker engine and the host scripts/test.sh sets up \
+                     pass without running ({why}); `bash scripts/test.sh` runs them all, or set \
+                     {ENGINE_TESTS_ENV}=1"
+                );
+            });
+            let name = std::thread::current().name().unwrap_or("?").to_string();
+            let _ = writeln!(std::io::stderr(), "skipped {name}: needs {need}");
+            false
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Which tests run side by side: one lock, writers first.
+
+/// The engine's lock: many light holders or one heavy one, and a heavy test that is waiting
+/// is served before light tests that arrive after it. Written out rather than std's
+/// `RwLock`, whose preference between readers and writers is unspecified.
+pub struct EngineLock {
+    state: Mutex<LockState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct LockState {
+    light: usize,
+    heavy: bool,
+    heavy_waiting: usize,
+}
+
+impl EngineLock {
+    pub const fn new() -> EngineLock {
+        EngineLock {
+            state: Mutex::new(LockState {
+                light: 0,
+                heavy: false,
+                heavy_waiting: 0,
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, LockState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn heavy(&self) -> EngineGuard<'_> {
+        let mut s = self.state();
+        s.heavy_waiting += 1;
+        while s.heavy || s.light > 0 {
+            s = self.changed.wait(s).unwrap_or_else(PoisonError::into_inner);
+        }
+        s.heavy_waiting -= 1;
+        s.heavy = true;
+        EngineGuard {
+            lock: self,
+            heavy: true,
+        }
+    }
+
+    pub fn light(&self) -> EngineGuard<'_> {
+        let mut s = self.state();
+        while s.heavy || s.heavy_waiting > 0 {
+            s = self.changed.wait(s).unwrap_or_else(PoisonError::into_inner);
+        }
+        s.light += 1;
+        EngineGuard {
+            lock: self,
+            heavy: false,
+        }
+    }
+}
+
+impl Default for EngineLock {
+    fn default() -> Self {
+        EngineLock::new()
+    }
+}
+
+/// Held to the end of a test; released when the test ends, also by a panic.
+pub struct EngineGuard<'a> {
+    lock: &'a EngineLock,
+    heavy: bool,
+}
+
+impl Drop for EngineGuard<'_> {
+    fn drop(&mut self) {
+        let mut s = self.lock.state();
+        if self.heavy {
+            s.heavy = false;
+        } else {
+            s.light -= 1;
+        }
+        drop(s);
+        self.lock.changed.notify_all();
+    }
+}
+
+static ENGINE: EngineLock = EngineLock::new();
+
+/// Holds the engine alone (see the module comment); `None` when the engine tier is skipped
+/// (the test then returns at once).
+pub fn heavy_docker() -> Option<EngineGuard<'static>> {
+    runs("the Docker engine alone").then(|| ENGINE.heavy())
+}
+
+/// Shares the engine with other light tests only (see the module comment); `None` when the
+/// engine tier is skipped.
+pub fn light_docker() -> Option<EngineGuard<'static>> {
+    runs("the Docker engine").then(|| ENGINE.light())
+}
+
+/// The replay engine's own tests: no engine, but the runner user and workspace
+/// (scripts/setup-runner-user.sh), shared as a light test shares the engine.
+pub fn runner_workspace() -> Option<EngineGuard<'static>> {
+    runs("the runner user scripts/setup-runner-user.sh makes").then(|| ENGINE.light())
+}
+
+#[cfg(test)]
+mod tier_tests {
+    use super::*;
+
+    #[test]
+    fn the_engine_tier_is_asked_for_or_follows_ci() {
+        assert_eq!(engine_tier(Some("1"), None), Ok(EngineTier::Required));
+        assert_eq!(
+            engine_tier(Some("0"), Some("true")),
+            Ok(EngineTier::Skipped { asked: true })
+        );
+        assert_eq!(engine_tier(None, Some("true")), Ok(EngineTier::Required));
+        assert_eq!(
+            engine_tier(None, None),
+            Ok(EngineTier::Skipped { asked: false })
+        );
+        assert_eq!(
+            engine_tier(None, Some("false")),
+            Ok(EngineTier::Skipped { asked: false })
+        );
+        assert!(engine_tier(Some("yes"), None).is_err());
+    }
+
+    #[test]
+    fn a_waiting_heavy_test_goes_before_light_tests_that_come_after_it() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+        static LOCK: EngineLock = EngineLock::new();
+        let (tx, rx) = mpsc::channel();
+        let first_light = LOCK.light();
+        let heavy = {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let _g = LOCK.heavy();
+                tx.send("heavy").unwrap();
+                std::thread::sleep(Duration::from_millis(100));
+            })
+        };
+        // The heavy test is waiting for the first light one.
+        while LOCK.state().heavy_waiting == 0 {
+            std::thread::yield_now();
+        }
+        let late_light = {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let _g = LOCK.light();
+                tx.send("late light").unwrap();
+            })
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            rx.try_recv().is_err(),
+            "nothing runs while the first light test holds it"
+        );
+        drop(first_light);
+        heavy.join().unwrap();
+        late_light.join().unwrap();
+        let order: Vec<&str> = rx.try_iter().collect();
+        assert_eq!(order, ["heavy", "late light"]);
+    }
 }
 
 /// The engines the image tests run on: the host's, and the two `scripts/nested-engines.sh`
