@@ -205,7 +205,7 @@ impl Manifest {
     /// Parses manifest text; `origin` only names the file in errors.
     pub fn parse(text: &str, origin: &Path) -> Result<Manifest> {
         let manifest: Manifest =
-            serde_yaml::from_str(text).map_err(|e| anyhow::anyhow!("{}: {e}", origin.display()))?;
+            yaml_serde::from_str(text).map_err(|e| anyhow::anyhow!("{}: {e}", origin.display()))?;
         manifest
             .validate()
             .with_context(|| format!("{} is not a valid template manifest", origin.display()))?;

@@ -569,7 +569,7 @@ fn receipts_verify_and_pin_only_when_complete_and_untampered() {
         changed[0].1,
         format!("image: {}", receipt["index"]["reference"].as_str().unwrap())
     );
-    let doc: serde_yaml::Value = serde_yaml::from_str(&pinned).unwrap();
+    let doc: yaml_serde::Value = yaml_serde::from_str(&pinned).unwrap();
     assert_eq!(
         doc["image"].as_str(),
         receipt["index"]["reference"].as_str()

@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 use crate::support::repo_root;
 use crate::support::xtask::xtask;
@@ -50,7 +50,7 @@ fn load_workflows() -> Vec<Workflow> {
 }
 
 fn parse(raw: &str) -> Result<Value, String> {
-    let doc: Value = serde_yaml::from_str(raw).map_err(|e| format!("invalid YAML: {e}"))?;
+    let doc: Value = yaml_serde::from_str(raw).map_err(|e| format!("invalid YAML: {e}"))?;
     if !doc.is_mapping() {
         return Err("a workflow must be a YAML mapping".into());
     }
@@ -203,7 +203,7 @@ fn check_permissions(w: &Workflow) -> Vec<String> {
 }
 
 /// Every `uses:` pinned by a full 40-hex commit SHA, with a `# vX.Y.Z` comment on its line.
-/// serde_yaml drops comments, so the comment is checked on the raw text.
+/// yaml_serde drops comments, so the comment is checked on the raw text.
 fn check_pinned_uses(w: &Workflow) -> Vec<String> {
     let mut problems = Vec::new();
     for (place, uses) in all_uses(&w.doc) {
@@ -574,7 +574,7 @@ fn step_with(s: &Value, key: &str) -> String {
         .and_then(|w| w.get(key))
         .map(|v| match v {
             Value::String(t) => t.clone(),
-            other => serde_yaml::to_string(other)
+            other => yaml_serde::to_string(other)
                 .unwrap_or_default()
                 .trim()
                 .to_string(),

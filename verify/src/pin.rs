@@ -3,7 +3,7 @@
 //! and only from a receipt that verifies and is complete.
 //!
 //! The file is edited, not re-serialised: exactly one `image:` line changes, so comments,
-//! key order and quoting survive. The result is then parsed with serde_yaml and must equal
+//! key order and quoting survive. The result is then parsed with yaml_serde and must equal
 //! the original document with nothing but the image replaced. On any failure the file is
 //! left byte-for-byte as it was and the exit status is non-zero.
 
@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 use crate::cli::PinArgs;
 use crate::fs::atomic_write;
@@ -147,7 +147,7 @@ fn set_image(value: &mut Value, new_image: &str) {
 /// The whole edit, pure: the new text, checked to parse and to differ from the old one only
 /// in the image. Returns (old image, new text).
 pub fn pin_text(text: &str, new_image: &str, origin: &Path) -> Result<(String, String)> {
-    let before: Value = serde_yaml::from_str(text)
+    let before: Value = yaml_serde::from_str(text)
         .with_context(|| format!("{} is not valid YAML", origin.display()))?;
     let mut images = Vec::new();
     image_values(&before, "", &mut images);
@@ -160,7 +160,7 @@ pub fn pin_text(text: &str, new_image: &str, origin: &Path) -> Result<(String, S
     }
     let (old, new_text) =
         rewrite_image_line(text, new_image).with_context(|| origin.display().to_string())?;
-    let after: Value = serde_yaml::from_str(&new_text).with_context(|| {
+    let after: Value = yaml_serde::from_str(&new_text).with_context(|| {
         format!(
             "{}: the edited file no longer parses; nothing was written",
             origin.display()
@@ -405,13 +405,13 @@ mod tests {
         let root = repo_root();
         let path = root.join("template/sandbox0-template.yaml");
         let text = std::fs::read_to_string(&path).unwrap();
-        let doc: Value = serde_yaml::from_str(&text).unwrap();
+        let doc: Value = yaml_serde::from_str(&text).unwrap();
         let manifest = Manifest::load(&root.join(MANIFEST_PATH)).unwrap();
         let harnesses = doc["harnesses"].as_mapping().expect("harnesses map");
         assert_eq!(harnesses.len(), manifest.harnesses.len());
         for h in &manifest.harnesses {
             let command: Vec<String> =
-                serde_yaml::from_value(doc["harnesses"][h.name.as_str()]["command"].clone())
+                yaml_serde::from_value(doc["harnesses"][h.name.as_str()]["command"].clone())
                     .unwrap_or_else(|e| panic!("harness {}: {e}", h.name));
             assert_eq!(command, h.command, "harness {}", h.name);
         }

@@ -138,7 +138,7 @@ fn load(leg: &Leg, here: &str, uses: &str, source: &Path) -> Result<Action> {
         })?;
     let place = format!("action {repository}/{file}@{git_ref}");
     let doc: Value =
-        serde_yaml::from_str(&text).with_context(|| format!("{here}: {place}: invalid YAML"))?;
+        yaml_serde::from_str(&text).with_context(|| format!("{here}: {place}: invalid YAML"))?;
     let Value::Object(doc) = doc else {
         bail!("{here}: {place}: not a mapping")
     };

@@ -484,7 +484,7 @@ impl Workflow {
         let raw = std::fs::read_to_string(path)
             .with_context(|| format!("reading workflow {}", path.display()))?;
         let doc: Value =
-            serde_yaml::from_str(&raw).with_context(|| format!("workflow {file}: invalid YAML"))?;
+            yaml_serde::from_str(&raw).with_context(|| format!("workflow {file}: invalid YAML"))?;
         let Value::Object(doc) = doc else {
             bail!("workflow {file}: not a mapping")
         };
