@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs and starts what the tests need (Docker engine,
 # mmdebstrap, qemu binfmt, Debian's docker-registry, zizmor, actionlint), then runs every test for real,
-# Docker ones included. The fast unit tests alone: `cargo test -p xtask --lib`.
+# Docker ones included. The fast unit tests alone: `cargo test --workspace --lib`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stamp() { printf '%(%H:%M:%S)T test.sh: %s\n' -1 "$*"; }
@@ -24,6 +24,6 @@ bash scripts/lint-workflows.sh
 # engine those fail instead of passing unrun (tests/support/docker.rs, XTASK_ENGINE_TESTS).
 export XTASK_ENGINE_TESTS=1
 started=$SECONDS
-cargo test --workspace --locked --no-fail-fast -- --test-threads=2 2>&1 |
+cargo test --workspace --all-features --locked --no-fail-fast -- --test-threads=2 2>&1 |
   while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done
 echo "test.sh: cargo test took $(((SECONDS - started) / 60)) min $(((SECONDS - started) % 60)) s"

@@ -10,6 +10,8 @@ pub(crate) mod disk;
 pub mod flags;
 pub mod util;
 
+#[cfg(feature = "bench")]
+pub mod bench;
 pub mod image;
 pub mod npm;
 pub(crate) mod oci;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use template_formats::manifest::MANIFEST_PATH;
 use template_verify::receipt_policy::ReceiptPolicy;
-use xtask::flags::{BenchCommand, Cli, Command, ReceiptCommand};
+use xtask::flags::{Cli, Command, ReceiptCommand};
 use xtask::util::repo_root;
 
 fn main() -> ExitCode {
@@ -14,19 +14,13 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Resolve(args) => xtask::npm::resolve::run(args).await,
             Command::Lock(args) => xtask::npm::lock::run(args).await,
-            Command::Bench(BenchCommand::Resolve(args)) => xtask::npm::bench::resolve(args).await,
-            Command::Bench(BenchCommand::Update(args)) => {
-                xtask::release::bench_update::run(args).await
-            }
-            Command::Bench(BenchCommand::Rebuild(args)) => {
-                xtask::release::bench_rebuild::run(args).await
-            }
-            Command::Bench(BenchCommand::Reproduce(args)) => {
-                xtask::release::bench_reproduce::run(args).await
-            }
-            Command::Bench(BenchCommand::Publish(args)) => {
-                xtask::release::bench_publish::run(args).await
-            }
+            #[cfg(feature = "bench")]
+            Command::Bench(command) => xtask::bench::run(command).await,
+            #[cfg(not(feature = "bench"))]
+            Command::Bench(_) => Err(anyhow::anyhow!(
+                "the benchmarks are built only with the `bench` feature: run `cargo xtask-bench \
+                 <name> ...` (the alias in .cargo/config.toml) instead of `cargo xtask bench`"
+            )),
             Command::Base(args) => xtask::image::base::run(args).await,
             Command::Build(args) => xtask::image::build::run(args).await,
             Command::Smoke(args) => xtask::image::smoke::run(args).await,

@@ -1,8 +1,6 @@
 //! The npm side: registry data in, exact versions and pinned files (package.json,
 //! package-lock.json, the inventory) out.
 
-pub mod bench;
-pub(crate) mod bump;
 pub(crate) mod cli;
 pub(crate) mod inventory;
 pub mod lock;

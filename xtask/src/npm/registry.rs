@@ -94,7 +94,8 @@ impl Registry {
         &self.base
     }
 
-    /// The names of every packument this client has fetched so far.
+    /// The names of every packument this client has fetched so far (`bench rebuild`).
+    #[cfg(feature = "bench")]
     pub(crate) async fn cached_names(&self) -> Vec<String> {
         self.cache.lock().await.keys().cloned().collect()
     }

@@ -14,10 +14,6 @@
 //! release` runs the same phases in the same order on one machine. Both therefore make the same
 //! tag from the same inputs and both stop after the plan on a day with nothing to do.
 
-pub mod bench_publish;
-pub mod bench_rebuild;
-pub mod bench_reproduce;
-pub mod bench_update;
 #[cfg(test)]
 mod every_step_parses;
 pub mod gate;

@@ -60,6 +60,8 @@ impl Step {
         self
     }
 
+    /// An environment variable for the child (the benchmarks' steps).
+    #[cfg(feature = "bench")]
     pub(crate) fn env(mut self, name: &str, value: impl AsRef<std::ffi::OsStr>) -> Step {
         self.env.push((
             name.to_owned(),

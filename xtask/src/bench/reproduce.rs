@@ -1,4 +1,4 @@
-//! `cargo xtask bench reproduce --platform P`: two cold builds of the same inputs in one run,
+//! `cargo xtask-bench reproduce --platform P`: two cold builds of the same inputs in one run,
 //! compared digest by digest.
 //!
 //! Each round makes the base again (`base --rebuild`: mmdebstrap from the mirror) and builds

@@ -1,4 +1,4 @@
-//! `cargo xtask bench update --previous REF --image REF`: what publishing a release adds to a
+//! `cargo xtask-bench update --previous REF --image REF`: what publishing a release adds to a
 //! registry that already holds the previous one, against the layers that really changed, and
 //! how long it takes next to `docker push` of the same image into the same registry.
 //!
@@ -21,8 +21,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::bench::publish::Registry;
 use crate::flags::BenchUpdateArgs;
-use crate::release::bench_publish::Registry;
 use crate::release::publish::{publish, PublishOptions};
 use crate::util::{print_json, Progress};
 use template_formats::manifest::Platform;
@@ -167,13 +167,9 @@ pub async fn run(args: BenchUpdateArgs) -> Result<ExitCode> {
         pushed.config_digest.clone(),
     );
     let config_size = registry.blob(&config_digest)?.len() as u64;
-    let docker_secs = crate::release::bench_publish::docker_push(
-        &registry,
-        &args.image,
-        DOCKER_REPOSITORY,
-        &progress,
-    )
-    .await?;
+    let docker_secs =
+        crate::bench::publish::docker_push(&registry, &args.image, DOCKER_REPOSITORY, &progress)
+            .await?;
     let docker_stored = registry.stored_bytes()?.saturating_sub(after);
     let digest_of = |report: &template_formats::model::publish::PublishReport| {
         report

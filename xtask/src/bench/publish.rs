@@ -1,4 +1,4 @@
-//! `cargo xtask bench publish --image REF`: `cargo xtask publish` next to `docker push` of the
+//! `cargo xtask-bench publish --image REF`: `cargo xtask publish` next to `docker push` of the
 //! same local image, each into its own fresh, empty registry, in the same run.
 //!
 //! Both registries are Debian's docker-registry (as `scripts/local-registry.sh` runs it) on

@@ -1,9 +1,9 @@
-//! `cargo xtask bench rebuild --bump NAME@VERSION`: what a release with one CLI bump costs the
+//! `cargo xtask-bench rebuild --bump NAME@VERSION`: what a release with one CLI bump costs the
 //! build, against a cold build, in one run (issue 10 asks for at most 0.3x).
 //!
 //! 1. A cold build of the committed template: `build --no-cache` (the base image is kept; making
 //!    it is `base`'s work, the same for both sides).
-//! 2. The same template with one package at another version ([`crate::npm::bump`]), in a scratch
+//! 2. The same template with one package at another version ([`crate::bench::bump`]), in a scratch
 //!    copy of the build's inputs, built right after with the cold build's engine cache and layer
 //!    cache (`XTASK_LAYER_CACHE`): exactly what the scheduled release on one machine does after
 //!    a bump. Images of those inputs that the engine already holds are removed first, or the
@@ -21,12 +21,12 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+use crate::bench::bump::{bump, packuments_needed, parse_spec};
 use crate::flags::BenchRebuildArgs;
 use crate::image::assemble::{cache_root, CACHE_ENV};
 use crate::image::build::{DOCKERFILE_PATH, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine;
-use crate::npm::bump::{bump, packuments_needed, parse_spec};
 use crate::npm::inventory::INVENTORY_PATH;
 use crate::npm::registry::{Packument, Registry};
 use crate::release::steps::{Step, StepRunner};

@@ -1,4 +1,4 @@
-//! `cargo xtask bench resolve`: the resolver's wall time next to npm's, in the same run.
+//! `cargo xtask-bench resolve`: the resolver's wall time next to npm's, in the same run.
 //!
 //! The packuments the resolver reads are fetched once from `--registry` and served from a
 //! local HTTP server on 127.0.0.1, so both sides see the same bytes and the same (loopback)
