@@ -19,7 +19,7 @@ pub const BINARY: &str = "template-verify";
 
 /// Its asset name for `platform`: `template-verify-linux-amd64`.
 pub fn verifier_file_name(platform: Platform) -> String {
-    format!("{BINARY}-{}", platform.to_string().replace('/', "-"))
+    format!("{BINARY}-{}", platform.slug())
 }
 
 /// The platform whose asset name `name` is, if it is one.

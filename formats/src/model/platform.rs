@@ -25,6 +25,12 @@ impl Platform {
         }
     }
 
+    /// `linux-amd64`: the platform in file and directory names (`results-linux-amd64.json`,
+    /// `sbom-linux-amd64.spdx.json`, `template-verify-linux-amd64`, the layer cache's folder).
+    pub fn slug(self) -> String {
+        format!("linux-{}", self.arch())
+    }
+
     /// The `cpu` name npm uses for this platform.
     pub fn npm_cpu(self) -> &'static str {
         match self {
@@ -78,5 +84,19 @@ impl TryFrom<String> for Platform {
 impl From<Platform> for String {
     fn from(p: Platform) -> String {
         p.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slug_is_the_platform_with_a_dash() {
+        assert_eq!(Platform::LinuxAmd64.slug(), "linux-amd64");
+        assert_eq!(Platform::LinuxArm64.slug(), "linux-arm64");
+        for p in Platform::ALL {
+            assert_eq!(p.slug(), p.to_string().replace('/', "-"));
+        }
     }
 }

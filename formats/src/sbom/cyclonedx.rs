@@ -32,7 +32,7 @@ use crate::manifest::Platform;
 /// `sbom-linux-amd64.cdx.json`: the release asset's name, fixed per platform like the SPDX
 /// one's (`.cdx.json` is the extension the CycloneDX spec recommends for JSON BOMs).
 pub fn cyclonedx_file_name(platform: Platform) -> String {
-    format!("sbom-{}.cdx.json", platform.to_string().replace('/', "-"))
+    format!("sbom-{}.cdx.json", platform.slug())
 }
 
 /// The CycloneDX BOM of an SPDX document this tool wrote: its first package (the image) is

@@ -17,7 +17,7 @@ pub use spdx::{Document, NPM_BUNDLED_ID_PREFIX, SPDX_VERSION};
 /// `sbom-linux-amd64.spdx.json`: the release asset's name, fixed per platform so a verifier
 /// looks up known names only.
 pub fn sbom_file_name(platform: Platform) -> String {
-    format!("sbom-{}.spdx.json", platform.to_string().replace('/', "-"))
+    format!("sbom-{}.spdx.json", platform.slug())
 }
 
 /// Both SBOM assets of a platform: the SPDX file, then its CycloneDX form.
@@ -46,7 +46,7 @@ pub fn check_file(path: &Path, platform: Platform) -> Result<Document> {
             path.display()
         )
     })?;
-    let expected = format!("coding-agent-{}", platform.to_string().replace('/', "-"));
+    let expected = format!("coding-agent-{}", platform.slug());
     if doc.spdx_version != SPDX_VERSION || doc.name != expected {
         bail!(
             "{} is `{}` {}, not the {SPDX_VERSION} SBOM of {platform} (`{expected}`)",

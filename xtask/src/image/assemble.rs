@@ -473,7 +473,7 @@ const LOCK_FILE: &str = ".lock";
 /// rebuild, which runs in a scratch root, at the cold build's cache, as one machine's releases
 /// share theirs), else `.xtask/layers` below the root; one directory per platform.
 pub(crate) fn cache_dir(root: &Path, platform: template_formats::manifest::Platform) -> PathBuf {
-    cache_root(root).join(platform.to_string().replace('/', "-"))
+    cache_root(root).join(platform.slug())
 }
 
 /// The directory that holds every platform's layer cache (see [`cache_dir`]).

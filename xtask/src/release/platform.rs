@@ -26,7 +26,7 @@ use template_formats::model::smoke::SmokeReport;
 
 /// `results-linux-amd64.json`.
 pub(crate) fn results_file_name(platform: Platform) -> String {
-    format!("results-{}.json", platform.to_string().replace('/', "-"))
+    format!("results-{}.json", platform.slug())
 }
 
 /// Where a platform's steps keep their outputs, inside the phase's `--out`.

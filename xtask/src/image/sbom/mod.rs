@@ -103,7 +103,7 @@ pub(crate) fn concluded_license(declared: &str, evidence: Evidence) -> String {
 
 /// The SPDX document of one image.
 pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
-    let platform_slug = input.platform.to_string().replace('/', "-");
+    let platform_slug = input.platform.slug();
     let (root, image_hex) = image_package(input)?;
     let mut license_refs = BTreeMap::new();
     let (debs, deb_edges) = deb_packages(input, &mut license_refs)?;
