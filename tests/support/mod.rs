@@ -1,7 +1,6 @@
 //! What the end-to-end tests share: the runner of the xtask binary ([`xtask::xtask`]), the
 //! Docker engine and the schedule of the tests that use it ([`docker`]), fixtures (an npm
 //! registry, a genuine release, a workflow replay harness), and small helpers.
-#![allow(dead_code)]
 
 pub mod docker;
 pub mod genuine_release;

@@ -20,14 +20,10 @@ use sha2::{Digest, Sha256};
 
 use super::{exec_as_runner, give_to_runner, glob, Leg, StepEnd};
 
-/// What a closure stand-in gets: the evaluated `with:` inputs, the step's environment, the
-/// job's workspace, and the step's log file to write to.
+/// What a closure stand-in gets: the evaluated `with:` inputs and the job's workspace.
 pub struct ActionCall<'a> {
-    pub uses: &'a str,
     pub with: &'a BTreeMap<String, String>,
-    pub env: &'a BTreeMap<String, String>,
     pub workspace: &'a Path,
-    pub log: &'a Path,
 }
 
 /// A closure stand-in returns the step's outputs, or why the step failed.
@@ -72,7 +68,7 @@ pub(crate) fn run(
         return super::composite::run(leg, here, uses, &source, with, env, log, deadline);
     }
     if let Some(stand_in) = leg.env.run.replay.stand_ins.get(&name).cloned() {
-        return run_stand_in(leg, uses, &stand_in, with, env, log, deadline);
+        return run_stand_in(leg, &stand_in, with, env, log, deadline);
     }
     let known: &[&str] = match name.as_str() {
         "actions/checkout" => &[
@@ -122,7 +118,6 @@ pub(crate) fn run(
 
 fn run_stand_in(
     leg: &mut Leg,
-    uses: &str,
     stand_in: &StandIn,
     with: &BTreeMap<String, String>,
     env: &BTreeMap<String, String>,
@@ -132,11 +127,8 @@ fn run_stand_in(
     match stand_in {
         StandIn::Closure(f) => {
             let call = ActionCall {
-                uses,
                 with,
-                env,
                 workspace: &leg.workspace,
-                log,
             };
             match f(&call) {
                 Ok(outputs) => Ok(StepEnd {

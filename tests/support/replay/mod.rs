@@ -33,8 +33,6 @@
 //! /home/runner, and steps run on this machine's architecture whatever `runs-on` says
 //! (`RUNNER_ARCH` follows the label).
 
-#![allow(dead_code)]
-
 mod actions;
 mod composite;
 pub mod expr;
@@ -358,10 +356,6 @@ impl Replay {
             owner_name.to_ascii_lowercase(),
             state_dir.as_ref().to_path_buf(),
         );
-        self
-    }
-    pub fn var(mut self, name: &str, value: &str) -> Self {
-        self.vars.insert(name.into(), value.into());
         self
     }
     pub fn secret(mut self, name: &str, value: &str) -> Self {
