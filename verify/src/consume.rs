@@ -20,9 +20,9 @@ use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{ConsumeArgs, PinArgs};
+use crate::cli::ConsumeArgs;
 use crate::fs::append_to_github_file;
-use crate::pin::{pin, PinOutcome};
+use crate::pin::{pin, PinOutcome, PinRequest};
 use crate::receipt::{verify_file, Verification};
 use crate::receipt_policy::{ReceiptPolicy, MANIFEST_ASSET};
 use crate::terminal_text::{escape, print_json_escaped};
@@ -629,17 +629,16 @@ fn verify_and_pin(args: &ConsumeArgs) -> Result<(Chosen, crate::pin::PinReport)>
     let dir = args.work_dir.join(&chosen.tag);
     verify_attestations(&gh, &chosen.tag, &dir, &chosen.receipt)?;
 
-    let pin_args = PinArgs {
+    // The policy is the release's own manifest asset, verified with the receipt above.
+    let request = PinRequest {
         receipt: chosen.path.clone(),
         artifacts: Some(dir),
-        manifest: Some(chosen.policy.origin.clone()),
         template: args.template.clone(),
         offline: false,
         allow_repository_change: args.allow_repository_change,
         dry_run: args.dry_run,
-        json: false,
     };
-    match pin(&pin_args, &chosen.policy)? {
+    match pin(&request, &chosen.policy)? {
         PinOutcome::Pinned(report) => Ok((chosen, report)),
         PinOutcome::Rejected(problems) => {
             crate::receipt::print_problems(&problems);

@@ -7,7 +7,7 @@
 //! the original document with nothing but the image replaced. On any failure the file is
 //! left byte-for-byte as it was and the exit status is non-zero.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -241,8 +241,40 @@ pub fn anchor_check(current: &str, new: &str, allow_change: bool, template: &Pat
     Ok(())
 }
 
+/// What to pin, as the library takes it: from `pin`'s command line ([`PinArgs`]) or from
+/// `consume`, which chose the receipt. The manifest a receipt is judged by is not here: it is
+/// the [`ReceiptPolicy`] the caller made at its edge.
+#[derive(Debug, Clone)]
+pub struct PinRequest {
+    /// The receipt, verified before anything is written.
+    pub receipt: PathBuf,
+    /// The release's assets, checked against the receipt.
+    pub artifacts: Option<PathBuf>,
+    /// The template definition to rewrite.
+    pub template: PathBuf,
+    /// Skip the registry check (after it passed elsewhere on the same receipt).
+    pub offline: bool,
+    /// Allow a receipt in another repository than the template's current one.
+    pub allow_repository_change: bool,
+    /// Write nothing.
+    pub dry_run: bool,
+}
+
+impl From<&PinArgs> for PinRequest {
+    fn from(args: &PinArgs) -> PinRequest {
+        PinRequest {
+            receipt: args.receipt.clone(),
+            artifacts: args.artifacts.clone(),
+            template: args.template.clone(),
+            offline: args.offline,
+            allow_repository_change: args.allow_repository_change,
+            dry_run: args.dry_run,
+        }
+    }
+}
+
 /// Prints a rejection and leaves the template as it is.
-fn reject(args: &PinArgs, problems: &[crate::receipt::Problem]) -> ExitCode {
+fn reject(args: &PinRequest, problems: &[crate::receipt::Problem]) -> ExitCode {
     eprintln!(
         "{}: rejected; {} left unchanged",
         escape(&args.receipt.display().to_string()),
@@ -255,7 +287,7 @@ fn reject(args: &PinArgs, problems: &[crate::receipt::Problem]) -> ExitCode {
 /// The pin itself. The order matters: every offline check first, then the anchor (so no
 /// registry the template does not already name is ever contacted), then the registry, then
 /// the write.
-pub fn pin(args: &PinArgs, policy: &ReceiptPolicy) -> Result<PinOutcome> {
+pub fn pin(args: &PinRequest, policy: &ReceiptPolicy) -> Result<PinOutcome> {
     let mut verification = verify_file(&args.receipt, args.artifacts.as_deref(), policy)?;
     if !verification.valid {
         return Ok(PinOutcome::Rejected(verification.problems));
@@ -306,9 +338,10 @@ pub fn pin(args: &PinArgs, policy: &ReceiptPolicy) -> Result<PinOutcome> {
 
 /// `cargo xtask pin` (and `template-verify pin`); `policy` from the command line's edge.
 pub fn run(args: PinArgs, policy: &ReceiptPolicy) -> Result<ExitCode> {
-    let report = match pin(&args, policy)? {
+    let request = PinRequest::from(&args);
+    let report = match pin(&request, policy)? {
         PinOutcome::Pinned(report) => report,
-        PinOutcome::Rejected(problems) => return Ok(reject(&args, &problems)),
+        PinOutcome::Rejected(problems) => return Ok(reject(&request, &problems)),
     };
     if args.json {
         print_json_escaped(&report)?;
