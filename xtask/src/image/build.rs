@@ -25,10 +25,9 @@ use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures_util::StreamExt;
 
 use crate::flags::BuildArgs;
-use crate::image::assemble::{
-    assemble, check_stage_starts, final_stage, stage_images, Assembly, Canonical,
-};
+use crate::image::assemble::{assemble, Assembly, Canonical};
 use crate::image::canonicalize::ENGINE_REPOSITORY;
+use crate::image::dockerfile::{check_stage_starts, final_stage, stage_images};
 use crate::image::engine::{self, EngineInfo};
 use crate::image::identity::{self, ManifestRecords};
 use crate::npm::inventory::INVENTORY_PATH;

@@ -5,6 +5,7 @@ pub mod assemble;
 pub mod base;
 pub mod build;
 pub mod canonicalize;
+pub mod dockerfile;
 pub mod engine;
 pub mod identity;
 pub mod sbom;
