@@ -569,22 +569,11 @@ async fn debian_packages(docker: &bollard::Docker, image: &str) -> Result<Vec<St
 }
 
 /// `name=version` of every package whose status is `install ok installed`, sorted. Pure over
-/// the text of a dpkg status file.
+/// the text of a dpkg status file, through the one dpkg reader the SBOM uses too.
 pub(crate) fn installed_packages(status: &str) -> Vec<String> {
-    let mut out: Vec<String> = status
-        .split("\n\n")
-        .filter_map(|stanza| {
-            let field = |name: &str| {
-                stanza
-                    .lines()
-                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(": "))
-                    .map(str::trim)
-            };
-            if field("Status")? != "install ok installed" {
-                return None;
-            }
-            Some(format!("{}={}", field("Package")?, field("Version")?))
-        })
+    let mut out: Vec<String> = crate::image::dpkg::dpkg_packages(status)
+        .into_iter()
+        .map(|p| format!("{}={}", p.name, p.version))
         .collect();
     out.sort();
     out.dedup();

@@ -6,6 +6,7 @@ pub mod base;
 pub mod build;
 pub mod canonicalize;
 pub mod dockerfile;
+pub(crate) mod dpkg;
 pub mod engine;
 pub mod identity;
 pub mod sbom;

@@ -22,7 +22,7 @@ mod classify;
 mod copyright;
 #[cfg(test)]
 mod cyclonedx_tests;
-mod dpkg;
+
 mod npm;
 mod purl;
 mod run;
@@ -34,8 +34,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::image::dpkg::{dependency_edges, dpkg_packages, DebPackage, OsRelease};
 use copyright::{declared_license, DocTree, Evidence};
-use dpkg::{dependency_edges, dpkg_packages, DebPackage, OsRelease};
 use npm::{node_packages, npm_packages, NpmManifest};
 use purl::deb_purl;
 pub use run::run;
@@ -405,7 +405,7 @@ pub(crate) fn stats(doc: &Document) -> SbomStats {
 
 /// Small inputs of every shape, shared by the modules' tests.
 #[cfg(test)]
-mod fixtures {
+pub(crate) mod fixtures {
     pub(crate) const STATUS: &str = "\
 Package: libc6
 Status: install ok installed
@@ -475,7 +475,7 @@ On Debian GNU/Linux systems, the complete text of the GNU General Public License
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::image::sbom::dpkg::os_release;
+    use crate::image::dpkg::os_release;
     use fixtures::*;
     use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! Package URLs (purl): how scanners name a package.
 
-use super::dpkg::{DebPackage, OsRelease};
+use crate::image::dpkg::{DebPackage, OsRelease};
 
 /// Percent-encoding of a purl component: everything but unreserved characters.
 fn purl_encode(text: &str) -> String {
@@ -81,7 +81,7 @@ fn cpe_escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::image::sbom::dpkg::{dpkg_packages, os_release};
+    use crate::image::dpkg::{dpkg_packages, os_release};
     use crate::image::sbom::fixtures::*;
 
     #[test]

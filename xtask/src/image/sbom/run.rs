@@ -9,7 +9,6 @@ use anyhow::{bail, Context, Result};
 
 use super::copyright::{doc_tree, DocTree};
 use super::cyclonedx::bom_bytes;
-use super::dpkg::{os_release, OsRelease};
 use super::npm::{is_platform_specific, npm_candidates, npm_manifest, package_dir, NpmManifest};
 use super::spdx::Document;
 use super::{
@@ -17,6 +16,7 @@ use super::{
     NPM_PREFIX,
 };
 use crate::flags::SbomArgs;
+use crate::image::dpkg::{os_release, OsRelease};
 use crate::image::engine;
 use crate::npm::inventory::INVENTORY_PATH;
 use crate::util::repo_root;
