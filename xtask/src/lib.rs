@@ -7,6 +7,7 @@ pub(crate) mod bounded_read;
 pub(crate) mod disk;
 pub mod flags;
 pub(crate) mod http;
+pub mod kill_point;
 pub mod manifest;
 pub(crate) mod strict_json;
 pub mod terminal_text;

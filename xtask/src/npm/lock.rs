@@ -388,6 +388,7 @@ pub async fn run(args: LockArgs) -> Result<ExitCode> {
     if write {
         for (path, content) in &generated.files {
             atomic_write(&root.join(path), content.as_bytes())?;
+            crate::kill_point::reached("lock:template-file-written");
         }
     }
     if args.json {

@@ -122,6 +122,8 @@ fn file_chunks(
             .inspect(move |chunk| {
                 if let Ok(bytes) = chunk {
                     progress.add(bytes.len() as u64);
+                    // Mid-upload: a chunk is read, the registry has not got the whole blob.
+                    crate::kill_point::reached("publish:blob-body");
                 }
             }),
     )
