@@ -31,6 +31,7 @@
 mod support;
 
 mod image;
+mod kill_points;
 mod lock;
 mod pin_consumer;
 mod receipt_adversarial;

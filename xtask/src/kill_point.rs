@@ -91,10 +91,7 @@ pub(crate) fn reached(name: &str) {
              with a process group of its own to kill the group); SIGKILL to this process only"
         );
     }
-    let _ = rustix::process::kill_process(
-        rustix::process::getpid(),
-        rustix::process::Signal::KILL,
-    );
+    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
     // SIGKILL cannot be caught; nothing after this runs.
     std::process::abort();
 }

@@ -1,0 +1,327 @@
+//! Crash consistency (issue 27): the tool is killed with a real SIGKILL to its whole process
+//! group at named points (`XTASK_KILL_AT`, `xtask/src/kill_point.rs`), then the same phase is
+//! run again as GitHub's "Re-run failed jobs" would, and the end state must be whole:
+//!
+//! - `lock`: `template/` is the old or the new version at the kill, never a mix, and the
+//!   re-run leaves exactly what an uninterrupted run writes, with no staging left behind;
+//! - `publish`: the tag is never written before the kill is recovered (it never names an
+//!   index that is not wholly there), and the re-run publishes the index an uninterrupted run
+//!   publishes, every platform read back;
+//!
+//! Each point is tried on a fresh copy of the state; the test prints every point with what it
+//! found, and the figure "recoveries N of M kill points". Fixtures only (the npm fixture
+//! registry, tiny images, the local registry): no image is built.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::docker::{light_docker, load_tiny_image, remove_images};
+use crate::support::genuine_release::publish_command;
+use crate::support::npm_fixture::{fixture_now, realistic, scratch_root, FixtureRegistry};
+use crate::support::registry::Registry;
+use crate::support::xtask::{xtask, Run, Xtask};
+use crate::support::{scratch_root_with, unique};
+
+/// One kill point tried: its name, where, and what the re-run left (Err: what is wrong).
+struct Tried {
+    area: &'static str,
+    point: String,
+    verdict: Result<String, String>,
+}
+
+/// Runs `command` killed at `point`: Ok when the tool died of SIGKILL there, Err saying what
+/// happened instead (a point never reached is a test that proves nothing).
+fn killed_at(command: &mut Xtask, point: &str) -> Result<Run, String> {
+    let run = command
+        .env("XTASK_KILL_AT", point)
+        .own_process_group()
+        .run();
+    let announced = run.stderr_text().contains(&format!("kill point {point}"));
+    match run.status.signal() {
+        Some(9) if announced => Ok(run),
+        Some(9) => Err(format!("killed, but not at `{point}`")),
+        _ => Err(format!(
+            "the run was not killed at `{point}` ({}): the point was never reached",
+            run.status
+        )),
+    }
+}
+
+/// Every file below `dir`, by relative path.
+fn files_below(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(base, &path, out);
+            } else {
+                let name = path.strip_prefix(base).unwrap().display().to_string();
+                out.insert(name, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// Which version `now` is, or which files make it a mix.
+fn version_of(
+    now: &BTreeMap<String, Vec<u8>>,
+    old: &BTreeMap<String, Vec<u8>>,
+    new: &BTreeMap<String, Vec<u8>>,
+) -> Result<&'static str, String> {
+    if now == old {
+        return Ok("old");
+    }
+    if now == new {
+        return Ok("new");
+    }
+    let names: std::collections::BTreeSet<&String> =
+        now.keys().chain(old.keys()).chain(new.keys()).collect();
+    let parts: Vec<String> = names
+        .into_iter()
+        .filter_map(|name| {
+            let (n, o, w) = (now.get(name), old.get(name), new.get(name));
+            (o != w).then(|| {
+                let which = if n == o {
+                    "old"
+                } else if n == w {
+                    "new"
+                } else {
+                    "neither"
+                };
+                format!("{name} {which}")
+            })
+        })
+        .collect();
+    Err(format!("a mix: {}", parts.join(", ")))
+}
+
+/// A copy of the scratch root `from` (template/ only: lock's state is there).
+fn copy_root(from: &Path) -> tempfile::TempDir {
+    let to = scratch_root_with(&[]);
+    for (name, bytes) in files_below(&from.join("template")) {
+        let path = to.path().join("template").join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+    to
+}
+
+fn lock_command(root: &Path, registry: &FixtureRegistry) -> Xtask {
+    let mut command = xtask();
+    command
+        .args(["lock", "--registry", &registry.url])
+        .args(["--now", &fixture_now().to_rfc3339()])
+        .env("XTASK_ROOT", root)
+        .env("XTASK_RETRY_BASE_MS", "50");
+    command
+}
+
+/// `lock` killed while it writes `template/`: between files, and around the swap.
+fn lock_points(tried: &mut Vec<Tried>) {
+    let registry = realistic();
+    crate::lock::with_pinned_npm(&registry);
+    registry.set_latest("opencode-ai", "1.0.0");
+    let old_root = scratch_root(&[]);
+    lock_command(old_root.path(), &registry)
+        .run()
+        .assert_success();
+    let old = files_below(&old_root.path().join("template"));
+    // The new version: one CLI moved on, as a scheduled run finds it.
+    registry.set_latest("opencode-ai", "1.1.0");
+    let reference = copy_root(old_root.path());
+    lock_command(reference.path(), &registry)
+        .run()
+        .assert_success();
+    let new = files_below(&reference.path().join("template"));
+    assert_ne!(old, new, "the fixture must change template/");
+
+    for point in [
+        "lock:template-file-written#1",
+        "lock:template-file-written#2",
+        "lock:template-file-written#3",
+        "lock:template-file-written#4",
+        "lock:template-swapped",
+    ] {
+        let root = copy_root(old_root.path());
+        let verdict = killed_at(&mut lock_command(root.path(), &registry), point).and_then(|_| {
+            let at_kill = version_of(&files_below(&root.path().join("template")), &old, &new)
+                .map_err(|mix| format!("template/ at the kill is {mix}"))?;
+            let staged = root.path().join(".xtask/lock-template").exists();
+            let rerun = lock_command(root.path(), &registry).run();
+            if !rerun.success() {
+                return Err(format!("the re-run failed: {}", rerun.stderr_text()));
+            }
+            // A state directory the kill left is rebuilt with a message, not silently.
+            if staged
+                && !rerun
+                    .stderr_text()
+                    .contains("a lock killed while it wrote template/ left it")
+            {
+                return Err("the re-run removed the killed run's staging without a word".into());
+            }
+            let after = version_of(&files_below(&root.path().join("template")), &old, &new)
+                .map_err(|mix| format!("template/ after the re-run is {mix}"))?;
+            if after != "new" {
+                return Err("the re-run left the old template/".into());
+            }
+            let left = files_below(&root.path().join(".xtask/lock-template"));
+            if !left.is_empty() {
+                return Err(format!(
+                    "the re-run left lock's staging behind: {:?}",
+                    left.keys().collect::<Vec<_>>()
+                ));
+            }
+            let staging = if staged {
+                " (staging removed, saying so)"
+            } else {
+                ""
+            };
+            Ok(format!(
+                "{at_kill} at the kill, new after the re-run{staging}"
+            ))
+        });
+        tried.push(Tried {
+            area: "lock",
+            point: point.to_string(),
+            verdict,
+        });
+    }
+}
+
+/// The tag of the fixture releases `publish` writes.
+const TAG: &str = "2026.12.02-0123456789ab";
+
+/// `publish` of two tiny images killed mid-upload, between the platforms' manifests and
+/// before the tag; the re-run must give the index an uninterrupted publish gives.
+fn publish_points(tried: &mut Vec<Tried>) {
+    let salt = unique("kill-points");
+    let mut tags = Vec::new();
+    let mut images = Vec::new();
+    for arch in ["amd64", "arm64"] {
+        let tag = format!("xtask-test-kill-points:{arch}-{}", std::process::id());
+        load_tiny_image(&tag, arch, &format!("{arch} {salt}"));
+        images.push("--image".to_string());
+        images.push(format!("linux/{arch}={tag}"));
+        tags.push(tag);
+    }
+    let publish = |root: &Path, repository: &str, extra: &[&str]| -> Xtask {
+        let mut args: Vec<&str> = images.iter().map(String::as_str).collect();
+        args.extend(["--tag", TAG]);
+        args.extend(extra);
+        let mut command = publish_command(repository, &args);
+        command.env("XTASK_ROOT", root);
+        command
+    };
+    let index_of = |run: &Run| -> String { run.json()["index"]["digest"].as_str().unwrap().into() };
+
+    // What an uninterrupted publish gives: the images are content-addressed, so every
+    // repository gets the same index.
+    let reference_root = scratch_root_with(&["template/manifest.yaml"]);
+    let reference = publish(
+        reference_root.path(),
+        &unique("xtask-test/kill-points").to_lowercase(),
+        &[],
+    )
+    .run();
+    let expected = index_of(reference.assert_success());
+
+    let registry = Registry::local();
+    for (point, defer_tag) in [
+        ("publish:blob-body#1", false),
+        ("publish:blob-body#3", false),
+        ("publish:manifest-pushed#1", false),
+        ("publish:manifest-pushed#2", false),
+        ("publish:index-pushed", true),
+    ] {
+        let root = scratch_root_with(&["template/manifest.yaml"]);
+        let repository = unique("xtask-test/kill-points").to_lowercase();
+        let extra: &[&str] = if defer_tag { &["--defer-tag"] } else { &[] };
+        let verdict =
+            killed_at(&mut publish(root.path(), &repository, extra), point).and_then(|_| {
+                let (status, _) = registry.get_manifest(&repository, TAG, None);
+                if status != 404 {
+                    return Err(format!(
+                        "the tag {TAG} exists after a kill before it was written (GET {status})"
+                    ));
+                }
+                // The re-run: the same command; a deferred tag is then written as ship does.
+                let rerun = publish(root.path(), &repository, extra).run();
+                if !rerun.success() {
+                    return Err(format!("the re-run failed: {}", rerun.stderr_text()));
+                }
+                let rerun = if defer_tag {
+                    publish(root.path(), &repository, &[]).run()
+                } else {
+                    rerun
+                };
+                if !rerun.success() {
+                    return Err(format!("writing the tag failed: {}", rerun.stderr_text()));
+                }
+                let index = index_of(&rerun);
+                if index != expected {
+                    return Err(format!(
+                        "the re-run published index {index}, an uninterrupted run {expected}"
+                    ));
+                }
+                let read_back = rerun.json()["platforms"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|p| p["read_back"] == Value::Bool(true));
+                if !read_back {
+                    return Err("a platform of the re-run was not read back".into());
+                }
+                let (status, tagged) = registry.get_manifest(&repository, TAG, None);
+                if (status, tagged.as_str()) != (200, index.as_str()) {
+                    return Err(format!(
+                        "the tag {TAG} names {tagged} (GET {status}), not the index {index}"
+                    ));
+                }
+                Ok("no tag at the kill; the re-run tagged the same index, read back".into())
+            });
+        tried.push(Tried {
+            area: "publish",
+            point: point.to_string(),
+            verdict,
+        });
+    }
+    remove_images(&tags);
+}
+
+#[test]
+fn killed_at_every_kill_point_the_re_run_recovers() {
+    let _docker = light_docker();
+    let started = std::time::Instant::now();
+    let mut tried = Vec::new();
+    lock_points(&mut tried);
+    publish_points(&mut tried);
+
+    let recovered = tried.iter().filter(|t| t.verdict.is_ok()).count();
+    let mut table =
+        String::from("kill points tried (SIGKILL to the process group, then a re-run):\n");
+    for t in &tried {
+        let (mark, text) = match &t.verdict {
+            Ok(text) => ("recovered", text.as_str()),
+            Err(text) => ("NOT RECOVERED", text.as_str()),
+        };
+        table.push_str(&format!("  {:<8} {:<32} {mark}: {text}\n", t.area, t.point));
+    }
+    table.push_str(&format!(
+        "recoveries {recovered} of {} kill points ({:.0} s)\n",
+        tried.len(),
+        started.elapsed().as_secs_f64()
+    ));
+    // Written past libtest's capture (which takes print! and eprint! only), so the figure is
+    // in .ci/run's log whether the test passes or fails.
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), table.as_bytes());
+    assert_eq!(recovered, tried.len(), "{table}");
+}
