@@ -7,6 +7,10 @@
 //! - `publish`: the tag is never written before the kill is recovered (it never names an
 //!   index that is not wholly there), and the re-run publishes the index an uninterrupted run
 //!   publishes, every platform read back;
+//! - `release ship`: the tag never names an index whose receipt does not verify, and the
+//!   re-run (on the same machine, or on a fresh runner with only the registry kept) ends with
+//!   exactly one receipt, verifying with its assets and the registry, whose index the tag
+//!   names.
 //!
 //! Each point is tried on a fresh copy of the state; the test prints every point with what it
 //! found, and the figure "recoveries N of M kill points". Fixtures only (the npm fixture
@@ -23,7 +27,7 @@ use crate::support::genuine_release::publish_command;
 use crate::support::npm_fixture::{fixture_now, realistic, scratch_root, FixtureRegistry};
 use crate::support::registry::Registry;
 use crate::support::xtask::{xtask, Run, Xtask};
-use crate::support::{scratch_root_with, unique};
+use crate::support::{scratch_root_with, tail, unique};
 
 /// One kill point tried: its name, where, and what the re-run left (Err: what is wrong).
 struct Tried {
@@ -44,8 +48,9 @@ fn killed_at(command: &mut Xtask, point: &str) -> Result<Run, String> {
         Some(9) if announced => Ok(run),
         Some(9) => Err(format!("killed, but not at `{point}`")),
         _ => Err(format!(
-            "the run was not killed at `{point}` ({}): the point was never reached",
-            run.status
+            "the run was not killed at `{point}` ({}): the point was never reached: {}",
+            run.status,
+            tail(&run.stderr_text(), 400)
         )),
     }
 }
@@ -158,7 +163,10 @@ fn lock_points(tried: &mut Vec<Tried>) {
             let staged = root.path().join(".xtask/lock-template").exists();
             let rerun = lock_command(root.path(), &registry).run();
             if !rerun.success() {
-                return Err(format!("the re-run failed: {}", rerun.stderr_text()));
+                return Err(format!(
+                    "the re-run failed: {}",
+                    tail(&rerun.stderr_text(), 600)
+                ));
             }
             // A state directory the kill left is rebuilt with a message, not silently.
             if staged
@@ -256,7 +264,10 @@ fn publish_points(tried: &mut Vec<Tried>) {
                 // The re-run: the same command; a deferred tag is then written as ship does.
                 let rerun = publish(root.path(), &repository, extra).run();
                 if !rerun.success() {
-                    return Err(format!("the re-run failed: {}", rerun.stderr_text()));
+                    return Err(format!(
+                        "the re-run failed: {}",
+                        tail(&rerun.stderr_text(), 600)
+                    ));
                 }
                 let rerun = if defer_tag {
                     publish(root.path(), &repository, &[]).run()
@@ -264,7 +275,10 @@ fn publish_points(tried: &mut Vec<Tried>) {
                     rerun
                 };
                 if !rerun.success() {
-                    return Err(format!("writing the tag failed: {}", rerun.stderr_text()));
+                    return Err(format!(
+                        "writing the tag failed: {}",
+                        tail(&rerun.stderr_text(), 600)
+                    ));
                 }
                 let index = index_of(&rerun);
                 if index != expected {
@@ -297,6 +311,311 @@ fn publish_points(tried: &mut Vec<Tried>) {
     remove_images(&tags);
 }
 
+/// What `release ship` needs, made from tiny images: a plan, both platforms' results and
+/// SBOMs, a checkout holding the template files the receipt describes.
+struct ShipFixture {
+    root: tempfile::TempDir,
+    plan: std::path::PathBuf,
+    results: std::path::PathBuf,
+    tags: Vec<String>,
+}
+
+/// The plan's clock and tag: the receipt's `created_at` is the plan's `now`.
+const SHIP_NOW: &str = "2026-11-30T06:17:00Z";
+const SHIP_TAG: &str = "2026.11.30-0123456789ab";
+
+fn ship_fixture() -> ShipFixture {
+    use crate::support::genuine_release::{build_json, gate_json, smoke, write_sbom};
+    use serde_json::json;
+    let root = scratch_root_with(&[
+        "template/manifest.yaml",
+        "template/inventory.json",
+        "template/package.json",
+        "template/package-lock.json",
+        "scripts/local-registry.sh",
+        "schemas/receipt.v2.schema.json",
+    ]);
+    std::fs::write(
+        root.path().join("Dockerfile"),
+        "# fixture of tests/it/kill_points.rs\nFROM scratch\n",
+    )
+    .unwrap();
+    // `receipt write` records the checkout's commit.
+    for args in [
+        &["init", "-q"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "fixture",
+        ],
+    ] {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(root.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?} in the ship fixture");
+    }
+    let plan = root.path().join("plan");
+    let results = root.path().join("results");
+    std::fs::create_dir_all(&plan).unwrap();
+    std::fs::create_dir_all(&results).unwrap();
+    let salt = unique("kill-ship");
+    let mut tags = Vec::new();
+    let mut results_of = Vec::new();
+    for (arch, emulated) in [("amd64", false), ("arm64", true)] {
+        let tag = format!("xtask-test-kill-ship:{arch}-{}", std::process::id());
+        let id = load_tiny_image(&tag, arch, &format!("{arch} {salt}"));
+        let platform = format!("linux/{arch}");
+        let build = build_json(arch, &tag, &id, &salt, emulated);
+        let packages: Vec<String> = build["debian_packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap().to_string())
+            .collect();
+        let spdx = std::fs::read(write_sbom(&platform, &id, &packages)).unwrap();
+        std::fs::write(results.join(format!("sbom-linux-{arch}.spdx.json")), &spdx).unwrap();
+        std::fs::write(
+            results.join(format!("sbom-linux-{arch}.cdx.json")),
+            xtask::image::sbom::cyclonedx_of_spdx_json(&spdx).unwrap(),
+        )
+        .unwrap();
+        results_of.push((arch, platform, build, emulated, tag.clone()));
+        tags.push(tag);
+    }
+    let gate = gate_json(SHIP_NOW, &[]);
+    std::fs::write(plan.join("gate.json"), gate.to_string()).unwrap();
+    // The resolution the receipt records: the committed template's own versions.
+    let inventory: Value = serde_json::from_slice(
+        &std::fs::read(root.path().join("template/inventory.json")).unwrap(),
+    )
+    .unwrap();
+    let packages: Vec<Value> = inventory["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["top_level"] == true)
+        .map(|p| {
+            json!({
+                "name": p["name"], "version": p["version"], "latest": p["version"],
+                "published": "2026-11-20T10:00:00Z", "locked": p["version"],
+                "rollback": false, "held_back": false, "notes": ["fixture"], "rejected": [],
+            })
+        })
+        .collect();
+    std::fs::write(
+        plan.join("resolve.json"),
+        json!({
+            "cutoff": inventory["cutoff"], "now": SHIP_NOW, "registry": inventory["registry"],
+            "cooldown_hours": 48, "packages": packages,
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let inputs_digest = "0123456789ab".repeat(5) + "0123";
+    std::fs::write(
+        plan.join("plan.json"),
+        json!({
+            "schema_version": 1, "now": SHIP_NOW, "action": "release",
+            "reason": "fixture of tests/it/kill_points.rs", "publish": true,
+            "publish_reason": "fixture", "tag": SHIP_TAG,
+            "platforms": ["linux/amd64", "linux/arm64"],
+            "target": { "registry": crate::support::docker::local_registry(), "repository": "" },
+            "npm_registry": "https://registry.npmjs.org/", "gate": gate, "previous": null,
+            "inputs": [], "inputs_digest": inputs_digest, "changes": [],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    // `pushed` is filled in per try ([`retarget_results`]).
+    for (arch, platform, build, emulated, tag) in results_of {
+        std::fs::write(
+            results.join(format!("results-linux-{arch}.json")),
+            json!({
+                "schema_version": 1, "platform": platform, "tag": SHIP_TAG,
+                "inputs_digest": inputs_digest, "build": build,
+                "smoke": smoke(&tag, &platform, emulated, None), "pushed": null, "steps": [],
+            })
+            .to_string(),
+        )
+        .unwrap();
+    }
+    ShipFixture {
+        root,
+        plan,
+        results,
+        tags,
+    }
+}
+
+fn ship_command(f: &ShipFixture, assets: &Path, defer_tag: bool) -> Xtask {
+    let mut command = xtask();
+    command
+        .args(["release", "ship", "--json", "--plan"])
+        .arg(&f.plan)
+        .arg("--results")
+        .arg(&f.results)
+        .arg("--assets")
+        .arg(assets)
+        .env("XTASK_ROOT", f.root.path());
+    if defer_tag {
+        command.arg("--defer-tag");
+    }
+    command
+}
+
+/// The receipts in `assets`.
+fn receipts_in(assets: &Path) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(assets)
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().path())
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("receipt-"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// `receipt verify --artifacts --check-registry` of the one receipt in `assets`: the index
+/// it names, or what is wrong.
+fn verified_index(f: &ShipFixture, assets: &Path) -> Result<String, String> {
+    let receipts = receipts_in(assets);
+    let [receipt] = receipts.as_slice() else {
+        return Err(format!(
+            "{} receipts in the assets, not one",
+            receipts.len()
+        ));
+    };
+    let run = xtask()
+        .args([
+            "receipt",
+            "verify",
+            "--json",
+            "--check-registry",
+            "--artifacts",
+        ])
+        .arg(assets)
+        .arg(receipt)
+        .env("XTASK_ROOT", f.root.path())
+        .run();
+    if !run.success() {
+        return Err(format!(
+            "the receipt does not verify: {}",
+            run.stderr_text()
+        ));
+    }
+    let receipt: Value = serde_json::from_slice(&std::fs::read(receipt).unwrap()).unwrap();
+    Ok(receipt["index"]["digest"].as_str().unwrap().to_string())
+}
+
+/// `release ship` killed at its step boundaries and inside the index step, then run again on
+/// the same machine (its work directory and assets kept) or as a fresh runner would (only the
+/// registry kept): the tag never names an index whose receipt does not verify, and the
+/// re-run ends with one verifying receipt whose index the tag names.
+fn ship_points(tried: &mut Vec<Tried>) {
+    let f = ship_fixture();
+    let registry = Registry::local();
+    for point in [
+        "publish:index-pushed",
+        "after-step:index by digest",
+        "after-step:receipt write",
+        "after-step:receipt verify",
+        "after-step:tag",
+    ] {
+        for fresh_runner in [false, true] {
+            // Each try gets a repository of its own: a tag, once written, stays.
+            let mut fixture_plan: Value =
+                serde_json::from_slice(&std::fs::read(f.plan.join("plan.json")).unwrap()).unwrap();
+            let repository = unique("xtask-test/kill-ship").to_lowercase();
+            fixture_plan["target"]["repository"] = Value::String(repository.clone());
+            std::fs::write(f.plan.join("plan.json"), fixture_plan.to_string()).unwrap();
+            retarget_results(&f, &repository);
+            let assets = tempfile::tempdir().unwrap();
+            let work = f.root.path().join(".xtask/ship");
+            let _ = std::fs::remove_dir_all(&work);
+            let verdict =
+                killed_at(&mut ship_command(&f, assets.path(), false), point).and_then(|_| {
+                    let (status, tagged) = registry.get_manifest(&repository, SHIP_TAG, None);
+                    let at_kill = match status {
+                        404 => "no tag at the kill".to_string(),
+                        200 => {
+                            let index = verified_index(&f, assets.path())
+                                .map_err(|e| format!("the tag exists at the kill, but {e}"))?;
+                            if index != tagged {
+                                return Err(format!("the tag names {tagged}, the receipt {index}"));
+                            }
+                            "the tag at the kill names the verifying receipt's index".into()
+                        }
+                        other => return Err(format!("GET of the tag answered {other}")),
+                    };
+                    let fresh_assets = tempfile::tempdir().unwrap();
+                    let assets_dir = if fresh_runner {
+                        // A fresh runner: no assets, no work directory, no push records.
+                        let _ = std::fs::remove_dir_all(f.root.path().join(".xtask"));
+                        fresh_assets.path()
+                    } else {
+                        assets.path()
+                    };
+                    let rerun = ship_command(&f, assets_dir, false).run();
+                    if !rerun.success() {
+                        return Err(format!(
+                            "the re-run failed: {}",
+                            tail(&rerun.stderr_text(), 600)
+                        ));
+                    }
+                    let index = verified_index(&f, assets_dir)?;
+                    let (status, tagged) = registry.get_manifest(&repository, SHIP_TAG, None);
+                    if (status, tagged.as_str()) != (200, index.as_str()) {
+                        return Err(format!(
+                            "after the re-run the tag names {tagged} (GET {status}), the \
+                             receipt's index is {index}"
+                        ));
+                    }
+                    Ok(format!(
+                        "{at_kill}; one verifying receipt after the re-run, tagged"
+                    ))
+                });
+            tried.push(Tried {
+                area: if fresh_runner {
+                    "ship (fresh runner)"
+                } else {
+                    "ship"
+                },
+                point: point.to_string(),
+                verdict,
+            });
+        }
+    }
+    remove_images(&f.tags);
+}
+
+/// Points the fixture's results at `repository`: each platform pushed there again (a no-op
+/// upload of blobs the registry has, by mount or HEAD), as `release build` would.
+fn retarget_results(f: &ShipFixture, repository: &str) {
+    for (arch, tag) in ["amd64", "arm64"].iter().zip(&f.tags) {
+        let pushed = publish_command(repository, &["--image", &format!("linux/{arch}={tag}")])
+            .env("XTASK_ROOT", f.root.path())
+            .run();
+        let pushed = pushed.assert_success().json()["platforms"][0].clone();
+        let file = f.results.join(format!("results-linux-{arch}.json"));
+        let mut results: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        results["pushed"] = pushed;
+        std::fs::write(&file, results.to_string()).unwrap();
+    }
+}
+
 #[test]
 fn killed_at_every_kill_point_the_re_run_recovers() {
     let _docker = light_docker();
@@ -304,6 +623,7 @@ fn killed_at_every_kill_point_the_re_run_recovers() {
     let mut tried = Vec::new();
     lock_points(&mut tried);
     publish_points(&mut tried);
+    ship_points(&mut tried);
 
     let recovered = tried.iter().filter(|t| t.verdict.is_ok()).count();
     let mut table =

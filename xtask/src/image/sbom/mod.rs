@@ -325,6 +325,14 @@ fn relationships(
     Ok(relationships)
 }
 
+/// The CycloneDX file `sbom --cyclonedx` writes beside the SPDX document `spdx_json`: for
+/// the end-to-end tests, whose fixture SBOMs describe images with no dpkg database to scan.
+pub fn cyclonedx_of_spdx_json(spdx_json: &[u8]) -> Result<Vec<u8>> {
+    let doc: Document =
+        serde_json::from_slice(spdx_json).context("the fixture SBOM is not an SPDX document")?;
+    cyclonedx::bom_bytes(&doc)
+}
+
 /// The file's bytes: pretty JSON and a final newline.
 pub(crate) fn document_bytes(doc: &Document) -> Vec<u8> {
     let mut bytes = serde_json::to_vec_pretty(doc).expect("an SPDX document serializes");
