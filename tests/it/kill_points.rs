@@ -203,6 +203,96 @@ fn lock_points(tried: &mut Vec<Tried>) {
             verdict,
         });
     }
+    plan_points(tried, &registry, old_root.path(), &old, &new);
+}
+
+/// `release plan` (gate, resolve, lock as child steps, then plan.json) on the checkout `old`
+/// at the fixture registry's new versions.
+fn plan_command(root: &Path, registry: &FixtureRegistry, out: &Path) -> Xtask {
+    let mut command = xtask();
+    command
+        .args(["release", "plan", "--json", "--force"])
+        .args(["--registry", &registry.url])
+        .args(["--now", &fixture_now().to_rfc3339()])
+        .arg("--out")
+        .arg(out)
+        .arg("--previous-receipts")
+        .arg(root.join("no-receipts"))
+        .env("XTASK_ROOT", root)
+        .env("XTASK_RETRY_BASE_MS", "50");
+    command
+}
+
+/// `release plan` killed at its step boundaries and inside its lock step, then run again:
+/// the plan and `template/` are those of an uninterrupted plan.
+fn plan_points(
+    tried: &mut Vec<Tried>,
+    registry: &FixtureRegistry,
+    old_root: &Path,
+    old: &BTreeMap<String, Vec<u8>>,
+    new: &BTreeMap<String, Vec<u8>>,
+) {
+    let with_dockerfile = |root: &Path| {
+        std::fs::write(
+            root.join("Dockerfile"),
+            "# fixture of tests/it/kill_points.rs
+",
+        )
+        .unwrap();
+    };
+    let reference = copy_root(old_root);
+    with_dockerfile(reference.path());
+    let out = reference.path().join("plan-out");
+    plan_command(reference.path(), registry, &out)
+        .run()
+        .assert_success();
+    let expected = std::fs::read(out.join("plan.json")).unwrap();
+    assert_eq!(
+        &files_below(&reference.path().join("template")),
+        new,
+        "an uninterrupted plan locks what lock does"
+    );
+    for point in [
+        "after-step:gate",
+        "after-step:resolve",
+        "lock:template-file-written#2",
+        "after-step:lock",
+    ] {
+        let root = copy_root(old_root);
+        with_dockerfile(root.path());
+        let out = root.path().join("plan-out");
+        let verdict =
+            killed_at(&mut plan_command(root.path(), registry, &out), point).and_then(|_| {
+                let at_kill = version_of(&files_below(&root.path().join("template")), old, new)
+                    .map_err(|mix| format!("template/ at the kill is {mix}"))?;
+                if out.join("plan.json").exists() {
+                    return Err("plan.json exists although the plan was killed".into());
+                }
+                let rerun = plan_command(root.path(), registry, &out).run();
+                if !rerun.success() {
+                    return Err(format!(
+                        "the re-run failed: {}",
+                        tail(&rerun.stderr_text(), 600)
+                    ));
+                }
+                if &files_below(&root.path().join("template")) != new {
+                    return Err("template/ after the re-run is not the new version".into());
+                }
+                if std::fs::read(out.join("plan.json")).unwrap() != expected {
+                    return Err(
+                        "the re-run's plan.json differs from an uninterrupted plan's".into(),
+                    );
+                }
+                Ok(format!(
+                    "template/ {at_kill} at the kill; the re-run's plan is an uninterrupted one's"
+                ))
+            });
+        tried.push(Tried {
+            area: "plan",
+            point: point.to_string(),
+            verdict,
+        });
+    }
 }
 
 /// The tag of the fixture releases `publish` writes.
