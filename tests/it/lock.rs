@@ -15,7 +15,7 @@ use crate::support::xtask::{xtask, Run};
 
 /// The fixture registry must also serve the npm CLI the lock step runs: its real metadata
 /// (the tarball itself stays on the public registry and is verified by integrity).
-fn with_pinned_npm(registry: &FixtureRegistry) {
+pub(crate) fn with_pinned_npm(registry: &FixtureRegistry) {
     let manifest =
         template_formats::manifest::Manifest::load(&repo_root().join("template/manifest.yaml"))
             .unwrap();

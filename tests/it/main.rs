@@ -17,6 +17,7 @@
 //! | `release_run` (the release) | `heavy_docker` | builds, smokes and pushes both platforms |
 //! | `replay` | `heavy_docker` | whole workflow runs; share /home/runner and the registry |
 //! | `release`, `receipt_adversarial`, `registry_auth` | `light_docker` (shared) | tiny images |
+//! | `kill_points` | `light_docker` (shared) | tiny images and the local registry; lock and plan on the npm fixture |
 //! | `registry_auth` (peak memory, ignored) | `heavy_docker` | a multi-GB push, measured |
 //! | `pin_consumer` | `light_docker` (shared) | tiny images; replays of a consumer's workflow; its verifier builds beside the arm64 image test (`support/verifier.rs`) |
 //! | `replay_engine` | `runner_workspace` (shared, as `light_docker`) | no engine, but timed jobs on the scenarios' workspace, as the runner user |
@@ -35,6 +36,7 @@
 mod support;
 
 mod image;
+mod kill_points;
 mod lock;
 mod pin_consumer;
 mod receipt_adversarial;

@@ -105,6 +105,15 @@ impl Xtask {
         self
     }
 
+    /// Starts the binary as the leader of a process group of its own, so that a SIGKILL to
+    /// its group (the kill points of `tests/it/kill_points.rs`) reaches it and its children
+    /// and not the test.
+    pub fn own_process_group(&mut self) -> &mut Xtask {
+        use std::os::unix::process::CommandExt;
+        self.cmd.process_group(0);
+        self
+    }
+
     /// Fails the test, after killing the binary, when a run takes longer than `limit`: for
     /// commands whose hang is the bug under test.
     pub fn time_limit(&mut self, limit: Duration) -> &mut Xtask {

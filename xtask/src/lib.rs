@@ -8,6 +8,7 @@
 mod architecture;
 pub(crate) mod disk;
 pub mod flags;
+pub mod kill_point;
 pub mod util;
 
 #[cfg(feature = "bench")]

@@ -11,6 +11,8 @@ use xtask::util::repo_root;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     xtask::run_command(async {
+        // Test-only crash points (tests/it/kill_points.rs), read once here at the edge.
+        xtask::kill_point::init_from_env()?;
         match cli.command {
             Command::Resolve(args) => xtask::npm::resolve::run(args).await,
             Command::Lock(args) => xtask::npm::lock::run(args).await,

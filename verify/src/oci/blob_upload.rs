@@ -110,6 +110,17 @@ pub fn file_body(path: &Path, progress: Arc<TransferProgress>) -> Result<reqwest
     Ok(reqwest::Body::wrap_stream(file_chunks(path, progress)?))
 }
 
+/// Called after each chunk of a blob body is read, before the registry has the whole blob:
+/// the xtask's crash-consistency test kills the tool there (its `kill_point.rs`). Unset in
+/// the consumer's verifier, which uploads nothing.
+static CHUNK_HOOK: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Sets the hook called after each chunk of an upload (once per process; later calls are
+/// ignored).
+pub fn set_chunk_hook(hook: fn()) {
+    let _ = CHUNK_HOOK.set(hook);
+}
+
 fn file_chunks(
     path: &Path,
     progress: Arc<TransferProgress>,
@@ -122,6 +133,10 @@ fn file_chunks(
             .inspect(move |chunk| {
                 if let Ok(bytes) = chunk {
                     progress.add(bytes.len() as u64);
+                    // Mid-upload: a chunk is read, the registry has not got the whole blob.
+                    if let Some(hook) = CHUNK_HOOK.get() {
+                        hook();
+                    }
                 }
             }),
     )

@@ -3,7 +3,9 @@
 //! Generates `template/package.json`, `package-lock.json` (by the pinned, isolated npm, with
 //! `--before` at the resolver's cutoff so no brand-new transitive dependency slips in),
 //! `inventory.json` and `INVENTORY.md`, all in memory and a temporary directory first. Files
-//! are replaced only when every lockfile check passed; `--check` compares instead of writing.
+//! are replaced only when every lockfile check passed, all four in one swap of `template/`
+//! (`template_swap.rs`: a kill leaves the old version or the new one); `--check` compares
+//! instead of writing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -20,7 +22,7 @@ use crate::npm::lockfile::{self, Policy};
 use crate::npm::registry::{Packument, Registry};
 use crate::npm::resolve;
 use crate::util::repo_root;
-use crate::util::{atomic_write, now_or, print_json, Progress};
+use crate::util::{now_or, print_json, Progress};
 use template_formats::manifest::{Manifest, MANIFEST_PATH};
 use template_formats::model::inventory::{Inventory, NodeRuntime, Tarball};
 use template_formats::model::lockfile::Lockfile;
@@ -356,8 +358,9 @@ pub async fn run(args: LockArgs) -> Result<ExitCode> {
         (None, false) => now_or(None)?,
     };
     let registry = Registry::new(&args.registry.registry)?;
-    let locked = resolve::read_locked(&root)?;
     let progress = Progress::default();
+    crate::npm::template_swap::clear_leftover(&root, &progress)?;
+    let locked = resolve::read_locked(&root)?;
     let request = LockRequest {
         manifest: &manifest,
         registry: &registry,
@@ -387,9 +390,8 @@ pub async fn run(args: LockArgs) -> Result<ExitCode> {
     };
     let write = mode == "write" && !changed.is_empty();
     if write {
-        for (path, content) in &generated.files {
-            atomic_write(&root.join(path), content.as_bytes())?;
-        }
+        // One swap of the whole directory: a kill leaves the old version or the new one.
+        crate::npm::template_swap::write_template(&root, &generated.files, &progress)?;
     }
     if args.json {
         print_json(&Report {

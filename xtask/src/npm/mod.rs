@@ -7,3 +7,4 @@ pub mod lock;
 pub(crate) mod lockfile;
 pub(crate) mod registry;
 pub mod resolve;
+pub(crate) mod template_swap;

@@ -300,6 +300,8 @@ async fn push_image(
         client
             .put_manifest(&prepared.manifest_digest, OCI_MANIFEST, &prepared.manifest)
             .await?;
+        // Pushed, not yet read back or recorded in the push cache.
+        crate::kill_point::reached("publish:manifest-pushed");
         progress.step(format!(
             "{platform}: pushed {}",
             client.target.reference(&prepared.manifest_digest)
@@ -628,6 +630,7 @@ pub(crate) async fn publish(
                 }
                 None if options.defer_tag => {
                     client.put_manifest(&digest, OCI_INDEX, &bytes).await?;
+                    crate::kill_point::reached("publish:index-pushed");
                     match client.get_manifest(&digest).await? {
                         Some((stored, _)) if stored == bytes => {}
                         _ => bail!(

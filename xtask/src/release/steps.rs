@@ -177,6 +177,8 @@ impl StepRunner {
         if let Some(path) = &step.output {
             atomic_write(path, &output.stdout)?;
         }
+        // A step boundary: the crash-consistency test kills the phase here.
+        crate::kill_point::reached(&format!("after-step:{}", step.name));
         let ok = output.status.success();
         let seconds = started.elapsed().as_secs_f64();
         self.times.push(StepTime {

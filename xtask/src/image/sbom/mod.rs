@@ -31,7 +31,7 @@ mod supplier;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::image::dpkg::{dependency_edges, dpkg_packages, DebPackage, OsRelease};
@@ -314,6 +314,14 @@ fn relationships(
     relationships.sort();
     relationships.dedup();
     Ok(relationships)
+}
+
+/// The CycloneDX file `sbom --cyclonedx` writes beside the SPDX document `spdx_json`: for
+/// the end-to-end tests, whose fixture SBOMs describe images with no dpkg database to scan.
+pub fn cyclonedx_of_spdx_json(spdx_json: &[u8]) -> Result<Vec<u8>> {
+    let doc: Document =
+        serde_json::from_slice(spdx_json).context("the fixture SBOM is not an SPDX document")?;
+    cyclonedx::bom_bytes(&doc)
 }
 
 /// What `sbom --json` prints.

@@ -1,0 +1,737 @@
+//! Crash consistency (issue 27): the tool is killed with a real SIGKILL to its whole process
+//! group at named points (`XTASK_KILL_AT`, `xtask/src/kill_point.rs`), then the same phase is
+//! run again as GitHub's "Re-run failed jobs" would, and the end state must be whole:
+//!
+//! - `lock`: `template/` is the old or the new version at the kill, never a mix, and the
+//!   re-run leaves exactly what an uninterrupted run writes, with no staging left behind;
+//! - `publish`: the tag is never written before the kill is recovered (it never names an
+//!   index that is not wholly there), and the re-run publishes the index an uninterrupted run
+//!   publishes, every platform read back;
+//! - `release ship`: the tag never names an index whose receipt does not verify, and the
+//!   re-run (on the same machine, or on a fresh runner with only the registry kept) ends with
+//!   exactly one receipt, verifying with its assets and the registry, whose index the tag
+//!   names.
+//!
+//! Each point is tried on a fresh copy of the state; the test prints every point with what it
+//! found, and the figure "recoveries N of M kill points". Fixtures only (the npm fixture
+//! registry, tiny images, the local registry): no image is built.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::docker::{light_docker, load_tiny_image, remove_images};
+use crate::support::genuine_release::publish_command;
+use crate::support::npm_fixture::{fixture_now, realistic, scratch_root, FixtureRegistry};
+use crate::support::registry::Registry;
+use crate::support::xtask::{xtask, Run, Xtask};
+use crate::support::{scratch_root_with, tail, unique};
+
+/// One kill point tried: its name, where, and what the re-run left (Err: what is wrong).
+struct Tried {
+    area: &'static str,
+    point: String,
+    verdict: Result<String, String>,
+}
+
+/// Runs `command` killed at `point`: Ok when the tool died of SIGKILL there, Err saying what
+/// happened instead (a point never reached is a test that proves nothing).
+fn killed_at(command: &mut Xtask, point: &str) -> Result<Run, String> {
+    let run = command
+        .env("XTASK_KILL_AT", point)
+        .own_process_group()
+        .run();
+    let announced = run.stderr_text().contains(&format!("kill point {point}"));
+    match run.status.signal() {
+        Some(9) if announced => Ok(run),
+        Some(9) => Err(format!("killed, but not at `{point}`")),
+        _ => Err(format!(
+            "the run was not killed at `{point}` ({}): the point was never reached: {}",
+            run.status,
+            tail(&run.stderr_text(), 400)
+        )),
+    }
+}
+
+/// Every file below `dir`, by relative path.
+fn files_below(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(base, &path, out);
+            } else {
+                let name = path.strip_prefix(base).unwrap().display().to_string();
+                out.insert(name, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// Which version `now` is, or which files make it a mix.
+fn version_of(
+    now: &BTreeMap<String, Vec<u8>>,
+    old: &BTreeMap<String, Vec<u8>>,
+    new: &BTreeMap<String, Vec<u8>>,
+) -> Result<&'static str, String> {
+    if now == old {
+        return Ok("old");
+    }
+    if now == new {
+        return Ok("new");
+    }
+    let names: std::collections::BTreeSet<&String> =
+        now.keys().chain(old.keys()).chain(new.keys()).collect();
+    let parts: Vec<String> = names
+        .into_iter()
+        .filter_map(|name| {
+            let (n, o, w) = (now.get(name), old.get(name), new.get(name));
+            (o != w).then(|| {
+                let which = if n == o {
+                    "old"
+                } else if n == w {
+                    "new"
+                } else {
+                    "neither"
+                };
+                format!("{name} {which}")
+            })
+        })
+        .collect();
+    Err(format!("a mix: {}", parts.join(", ")))
+}
+
+/// A copy of the scratch root `from` (template/ only: lock's state is there).
+fn copy_root(from: &Path) -> tempfile::TempDir {
+    let to = scratch_root_with(&[]);
+    for (name, bytes) in files_below(&from.join("template")) {
+        let path = to.path().join("template").join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+    to
+}
+
+fn lock_command(root: &Path, registry: &FixtureRegistry) -> Xtask {
+    let mut command = xtask();
+    command
+        .args(["lock", "--registry", &registry.url])
+        .args(["--now", &fixture_now().to_rfc3339()])
+        .env("XTASK_ROOT", root)
+        .env("XTASK_RETRY_BASE_MS", "50");
+    command
+}
+
+/// `lock` killed while it writes `template/`: between files, and around the swap.
+fn lock_points(tried: &mut Vec<Tried>) {
+    let registry = realistic();
+    crate::lock::with_pinned_npm(&registry);
+    registry.set_latest("opencode-ai", "1.0.0");
+    let old_root = scratch_root(&[]);
+    lock_command(old_root.path(), &registry)
+        .run()
+        .assert_success();
+    let old = files_below(&old_root.path().join("template"));
+    // The new version: one CLI moved on, as a scheduled run finds it.
+    registry.set_latest("opencode-ai", "1.1.0");
+    let reference = copy_root(old_root.path());
+    lock_command(reference.path(), &registry)
+        .run()
+        .assert_success();
+    let new = files_below(&reference.path().join("template"));
+    assert_ne!(old, new, "the fixture must change template/");
+
+    for point in [
+        "lock:template-file-written#1",
+        "lock:template-file-written#2",
+        "lock:template-file-written#3",
+        "lock:template-file-written#4",
+        "lock:template-swapped",
+    ] {
+        let root = copy_root(old_root.path());
+        let verdict = killed_at(&mut lock_command(root.path(), &registry), point).and_then(|_| {
+            let at_kill = version_of(&files_below(&root.path().join("template")), &old, &new)
+                .map_err(|mix| format!("template/ at the kill is {mix}"))?;
+            let staged = root.path().join(".xtask/lock-template").exists();
+            let rerun = lock_command(root.path(), &registry).run();
+            if !rerun.success() {
+                return Err(format!(
+                    "the re-run failed: {}",
+                    tail(&rerun.stderr_text(), 600)
+                ));
+            }
+            // A state directory the kill left is rebuilt with a message, not silently.
+            if staged
+                && !rerun
+                    .stderr_text()
+                    .contains("a lock killed while it wrote template/ left it")
+            {
+                return Err("the re-run removed the killed run's staging without a word".into());
+            }
+            let after = version_of(&files_below(&root.path().join("template")), &old, &new)
+                .map_err(|mix| format!("template/ after the re-run is {mix}"))?;
+            if after != "new" {
+                return Err("the re-run left the old template/".into());
+            }
+            let left = files_below(&root.path().join(".xtask/lock-template"));
+            if !left.is_empty() {
+                return Err(format!(
+                    "the re-run left lock's staging behind: {:?}",
+                    left.keys().collect::<Vec<_>>()
+                ));
+            }
+            let staging = if staged {
+                " (staging removed, saying so)"
+            } else {
+                ""
+            };
+            Ok(format!(
+                "{at_kill} at the kill, new after the re-run{staging}"
+            ))
+        });
+        tried.push(Tried {
+            area: "lock",
+            point: point.to_string(),
+            verdict,
+        });
+    }
+    plan_points(tried, &registry, old_root.path(), &old, &new);
+}
+
+/// `release plan` (gate, resolve, lock as child steps, then plan.json) on the checkout `old`
+/// at the fixture registry's new versions.
+fn plan_command(root: &Path, registry: &FixtureRegistry, out: &Path) -> Xtask {
+    let mut command = xtask();
+    command
+        .args(["release", "plan", "--json", "--force"])
+        .args(["--registry", &registry.url])
+        .args(["--now", &fixture_now().to_rfc3339()])
+        .arg("--out")
+        .arg(out)
+        .arg("--previous-receipts")
+        .arg(root.join("no-receipts"))
+        .env("XTASK_ROOT", root)
+        .env("XTASK_RETRY_BASE_MS", "50");
+    command
+}
+
+/// `release plan` killed at its step boundaries and inside its lock step, then run again:
+/// the plan and `template/` are those of an uninterrupted plan.
+fn plan_points(
+    tried: &mut Vec<Tried>,
+    registry: &FixtureRegistry,
+    old_root: &Path,
+    old: &BTreeMap<String, Vec<u8>>,
+    new: &BTreeMap<String, Vec<u8>>,
+) {
+    let with_dockerfile = |root: &Path| {
+        std::fs::write(
+            root.join("Dockerfile"),
+            "# fixture of tests/it/kill_points.rs
+",
+        )
+        .unwrap();
+    };
+    let reference = copy_root(old_root);
+    with_dockerfile(reference.path());
+    let out = reference.path().join("plan-out");
+    plan_command(reference.path(), registry, &out)
+        .run()
+        .assert_success();
+    let expected = std::fs::read(out.join("plan.json")).unwrap();
+    assert_eq!(
+        &files_below(&reference.path().join("template")),
+        new,
+        "an uninterrupted plan locks what lock does"
+    );
+    for point in [
+        "after-step:gate",
+        "after-step:resolve",
+        "lock:template-file-written#2",
+        "after-step:lock",
+    ] {
+        let root = copy_root(old_root);
+        with_dockerfile(root.path());
+        let out = root.path().join("plan-out");
+        let verdict =
+            killed_at(&mut plan_command(root.path(), registry, &out), point).and_then(|_| {
+                let at_kill = version_of(&files_below(&root.path().join("template")), old, new)
+                    .map_err(|mix| format!("template/ at the kill is {mix}"))?;
+                if out.join("plan.json").exists() {
+                    return Err("plan.json exists although the plan was killed".into());
+                }
+                let rerun = plan_command(root.path(), registry, &out).run();
+                if !rerun.success() {
+                    return Err(format!(
+                        "the re-run failed: {}",
+                        tail(&rerun.stderr_text(), 600)
+                    ));
+                }
+                if &files_below(&root.path().join("template")) != new {
+                    return Err("template/ after the re-run is not the new version".into());
+                }
+                if std::fs::read(out.join("plan.json")).unwrap() != expected {
+                    return Err(
+                        "the re-run's plan.json differs from an uninterrupted plan's".into(),
+                    );
+                }
+                Ok(format!(
+                    "template/ {at_kill} at the kill; the re-run's plan is an uninterrupted one's"
+                ))
+            });
+        tried.push(Tried {
+            area: "plan",
+            point: point.to_string(),
+            verdict,
+        });
+    }
+}
+
+/// The tag of the fixture releases `publish` writes.
+const TAG: &str = "2026.12.02-0123456789ab";
+
+/// `publish` of two tiny images killed mid-upload, between the platforms' manifests and
+/// before the tag; the re-run must give the index an uninterrupted publish gives.
+fn publish_points(tried: &mut Vec<Tried>) {
+    let salt = unique("kill-points");
+    let mut tags = Vec::new();
+    let mut images = Vec::new();
+    for arch in ["amd64", "arm64"] {
+        let tag = format!("xtask-test-kill-points:{arch}-{}", std::process::id());
+        load_tiny_image(&tag, arch, &format!("{arch} {salt}"));
+        images.push("--image".to_string());
+        images.push(format!("linux/{arch}={tag}"));
+        tags.push(tag);
+    }
+    let publish = |root: &Path, repository: &str, extra: &[&str]| -> Xtask {
+        let mut args: Vec<&str> = images.iter().map(String::as_str).collect();
+        args.extend(["--tag", TAG]);
+        args.extend(extra);
+        let mut command = publish_command(repository, &args);
+        command.env("XTASK_ROOT", root);
+        command
+    };
+    let index_of = |run: &Run| -> String { run.json()["index"]["digest"].as_str().unwrap().into() };
+
+    // What an uninterrupted publish gives: the images are content-addressed, so every
+    // repository gets the same index.
+    let reference_root = scratch_root_with(&["template/manifest.yaml"]);
+    let reference = publish(
+        reference_root.path(),
+        &unique("xtask-test/kill-points").to_lowercase(),
+        &[],
+    )
+    .run();
+    let expected = index_of(reference.assert_success());
+
+    let registry = Registry::local();
+    for (point, defer_tag) in [
+        ("publish:blob-body#1", false),
+        ("publish:blob-body#3", false),
+        ("publish:manifest-pushed#1", false),
+        ("publish:manifest-pushed#2", false),
+        ("publish:index-pushed", true),
+    ] {
+        let root = scratch_root_with(&["template/manifest.yaml"]);
+        let repository = unique("xtask-test/kill-points").to_lowercase();
+        let extra: &[&str] = if defer_tag { &["--defer-tag"] } else { &[] };
+        let verdict =
+            killed_at(&mut publish(root.path(), &repository, extra), point).and_then(|_| {
+                let (status, _) = registry.get_manifest(&repository, TAG, None);
+                if status != 404 {
+                    return Err(format!(
+                        "the tag {TAG} exists after a kill before it was written (GET {status})"
+                    ));
+                }
+                // The re-run: the same command; a deferred tag is then written as ship does.
+                let rerun = publish(root.path(), &repository, extra).run();
+                if !rerun.success() {
+                    return Err(format!(
+                        "the re-run failed: {}",
+                        tail(&rerun.stderr_text(), 600)
+                    ));
+                }
+                let rerun = if defer_tag {
+                    publish(root.path(), &repository, &[]).run()
+                } else {
+                    rerun
+                };
+                if !rerun.success() {
+                    return Err(format!(
+                        "writing the tag failed: {}",
+                        tail(&rerun.stderr_text(), 600)
+                    ));
+                }
+                let index = index_of(&rerun);
+                if index != expected {
+                    return Err(format!(
+                        "the re-run published index {index}, an uninterrupted run {expected}"
+                    ));
+                }
+                let read_back = rerun.json()["platforms"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|p| p["read_back"] == Value::Bool(true));
+                if !read_back {
+                    return Err("a platform of the re-run was not read back".into());
+                }
+                let (status, tagged) = registry.get_manifest(&repository, TAG, None);
+                if (status, tagged.as_str()) != (200, index.as_str()) {
+                    return Err(format!(
+                        "the tag {TAG} names {tagged} (GET {status}), not the index {index}"
+                    ));
+                }
+                Ok("no tag at the kill; the re-run tagged the same index, read back".into())
+            });
+        tried.push(Tried {
+            area: "publish",
+            point: point.to_string(),
+            verdict,
+        });
+    }
+    remove_images(&tags);
+}
+
+/// What `release ship` needs, made from tiny images: a plan, both platforms' results and
+/// SBOMs, a checkout holding the template files the receipt describes.
+struct ShipFixture {
+    root: tempfile::TempDir,
+    plan: std::path::PathBuf,
+    results: std::path::PathBuf,
+    tags: Vec<String>,
+}
+
+/// The plan's clock and tag: the receipt's `created_at` is the plan's `now`.
+const SHIP_NOW: &str = "2026-11-30T06:17:00Z";
+const SHIP_TAG: &str = "2026.11.30-0123456789ab";
+
+fn ship_fixture() -> ShipFixture {
+    use crate::support::genuine_release::{build_json, gate_json, smoke, write_sbom};
+    use serde_json::json;
+    let root = scratch_root_with(&[
+        "template/manifest.yaml",
+        "template/inventory.json",
+        "template/package.json",
+        "template/package-lock.json",
+        "scripts/local-registry.sh",
+        "schemas/receipt.v2.schema.json",
+    ]);
+    std::fs::write(
+        root.path().join("Dockerfile"),
+        "# fixture of tests/it/kill_points.rs\nFROM scratch\n",
+    )
+    .unwrap();
+    // `receipt write` records the checkout's commit.
+    for args in [
+        &["init", "-q"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "fixture",
+        ],
+    ] {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(root.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?} in the ship fixture");
+    }
+    let plan = root.path().join("plan");
+    let results = root.path().join("results");
+    std::fs::create_dir_all(&plan).unwrap();
+    std::fs::create_dir_all(&results).unwrap();
+    let salt = unique("kill-ship");
+    let mut tags = Vec::new();
+    let mut results_of = Vec::new();
+    for (arch, emulated) in [("amd64", false), ("arm64", true)] {
+        let tag = format!("xtask-test-kill-ship:{arch}-{}", std::process::id());
+        let id = load_tiny_image(&tag, arch, &format!("{arch} {salt}"));
+        let platform = format!("linux/{arch}");
+        let build = build_json(arch, &tag, &id, &salt, emulated);
+        let packages: Vec<String> = build["debian_packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap().to_string())
+            .collect();
+        let spdx = std::fs::read(write_sbom(&platform, &id, &packages)).unwrap();
+        std::fs::write(results.join(format!("sbom-linux-{arch}.spdx.json")), &spdx).unwrap();
+        std::fs::write(
+            results.join(format!("sbom-linux-{arch}.cdx.json")),
+            xtask::image::sbom::cyclonedx_of_spdx_json(&spdx).unwrap(),
+        )
+        .unwrap();
+        results_of.push((arch, platform, build, emulated, tag.clone()));
+        tags.push(tag);
+    }
+    let gate = gate_json(SHIP_NOW, &[]);
+    std::fs::write(plan.join("gate.json"), gate.to_string()).unwrap();
+    // The resolution the receipt records: the committed template's own versions.
+    let inventory: Value = serde_json::from_slice(
+        &std::fs::read(root.path().join("template/inventory.json")).unwrap(),
+    )
+    .unwrap();
+    let packages: Vec<Value> = inventory["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["top_level"] == true)
+        .map(|p| {
+            json!({
+                "name": p["name"], "version": p["version"], "latest": p["version"],
+                "published": "2026-11-20T10:00:00Z", "locked": p["version"],
+                "rollback": false, "held_back": false, "notes": ["fixture"], "rejected": [],
+            })
+        })
+        .collect();
+    std::fs::write(
+        plan.join("resolve.json"),
+        json!({
+            "cutoff": inventory["cutoff"], "now": SHIP_NOW, "registry": inventory["registry"],
+            "cooldown_hours": 48, "packages": packages,
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let inputs_digest = "0123456789ab".repeat(5) + "0123";
+    std::fs::write(
+        plan.join("plan.json"),
+        json!({
+            "schema_version": 1, "now": SHIP_NOW, "action": "release",
+            "reason": "fixture of tests/it/kill_points.rs", "publish": true,
+            "publish_reason": "fixture", "tag": SHIP_TAG,
+            "platforms": ["linux/amd64", "linux/arm64"],
+            "target": { "registry": crate::support::docker::local_registry(), "repository": "" },
+            "npm_registry": "https://registry.npmjs.org/", "gate": gate, "previous": null,
+            "inputs": [], "inputs_digest": inputs_digest, "changes": [],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    // `pushed` is filled in per try ([`retarget_results`]).
+    for (arch, platform, build, emulated, tag) in results_of {
+        std::fs::write(
+            results.join(format!("results-linux-{arch}.json")),
+            json!({
+                "schema_version": 1, "platform": platform, "tag": SHIP_TAG,
+                "inputs_digest": inputs_digest, "build": build,
+                "smoke": smoke(&tag, &platform, emulated, None), "pushed": null, "steps": [],
+            })
+            .to_string(),
+        )
+        .unwrap();
+    }
+    ShipFixture {
+        root,
+        plan,
+        results,
+        tags,
+    }
+}
+
+fn ship_command(f: &ShipFixture, assets: &Path, defer_tag: bool) -> Xtask {
+    let mut command = xtask();
+    command
+        .args(["release", "ship", "--json", "--plan"])
+        .arg(&f.plan)
+        .arg("--results")
+        .arg(&f.results)
+        .arg("--assets")
+        .arg(assets)
+        .env("XTASK_ROOT", f.root.path());
+    if defer_tag {
+        command.arg("--defer-tag");
+    }
+    command
+}
+
+/// The receipts in `assets`.
+fn receipts_in(assets: &Path) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(assets)
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().path())
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("receipt-"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// `receipt verify --artifacts --check-registry` of the one receipt in `assets`: the index
+/// it names, or what is wrong.
+fn verified_index(f: &ShipFixture, assets: &Path) -> Result<String, String> {
+    let receipts = receipts_in(assets);
+    let [receipt] = receipts.as_slice() else {
+        return Err(format!(
+            "{} receipts in the assets, not one",
+            receipts.len()
+        ));
+    };
+    let run = xtask()
+        .args([
+            "receipt",
+            "verify",
+            "--json",
+            "--check-registry",
+            "--artifacts",
+        ])
+        .arg(assets)
+        .arg(receipt)
+        .env("XTASK_ROOT", f.root.path())
+        .run();
+    if !run.success() {
+        return Err(format!(
+            "the receipt does not verify: {}",
+            run.stderr_text()
+        ));
+    }
+    let receipt: Value = serde_json::from_slice(&std::fs::read(receipt).unwrap()).unwrap();
+    Ok(receipt["index"]["digest"].as_str().unwrap().to_string())
+}
+
+/// `release ship` killed at its step boundaries and inside the index step, then run again on
+/// the same machine (its work directory and assets kept) or as a fresh runner would (only the
+/// registry kept): the tag never names an index whose receipt does not verify, and the
+/// re-run ends with one verifying receipt whose index the tag names.
+fn ship_points(tried: &mut Vec<Tried>) {
+    let f = ship_fixture();
+    let registry = Registry::local();
+    for point in [
+        "publish:index-pushed",
+        "after-step:index by digest",
+        "after-step:receipt write",
+        "after-step:receipt verify",
+        "after-step:tag",
+    ] {
+        for fresh_runner in [false, true] {
+            // Each try gets a repository of its own: a tag, once written, stays.
+            let mut fixture_plan: Value =
+                serde_json::from_slice(&std::fs::read(f.plan.join("plan.json")).unwrap()).unwrap();
+            let repository = unique("xtask-test/kill-ship").to_lowercase();
+            fixture_plan["target"]["repository"] = Value::String(repository.clone());
+            std::fs::write(f.plan.join("plan.json"), fixture_plan.to_string()).unwrap();
+            retarget_results(&f, &repository);
+            let assets = tempfile::tempdir().unwrap();
+            let work = f.root.path().join(".xtask/ship");
+            let _ = std::fs::remove_dir_all(&work);
+            let verdict =
+                killed_at(&mut ship_command(&f, assets.path(), false), point).and_then(|_| {
+                    let (status, tagged) = registry.get_manifest(&repository, SHIP_TAG, None);
+                    let at_kill = match status {
+                        404 => "no tag at the kill".to_string(),
+                        200 => {
+                            let index = verified_index(&f, assets.path())
+                                .map_err(|e| format!("the tag exists at the kill, but {e}"))?;
+                            if index != tagged {
+                                return Err(format!("the tag names {tagged}, the receipt {index}"));
+                            }
+                            "the tag at the kill names the verifying receipt's index".into()
+                        }
+                        other => return Err(format!("GET of the tag answered {other}")),
+                    };
+                    let fresh_assets = tempfile::tempdir().unwrap();
+                    let assets_dir = if fresh_runner {
+                        // A fresh runner: no assets, no work directory, no push records.
+                        let _ = std::fs::remove_dir_all(f.root.path().join(".xtask"));
+                        fresh_assets.path()
+                    } else {
+                        assets.path()
+                    };
+                    let rerun = ship_command(&f, assets_dir, false).run();
+                    if !rerun.success() {
+                        return Err(format!(
+                            "the re-run failed: {}",
+                            tail(&rerun.stderr_text(), 600)
+                        ));
+                    }
+                    let index = verified_index(&f, assets_dir)?;
+                    let (status, tagged) = registry.get_manifest(&repository, SHIP_TAG, None);
+                    if (status, tagged.as_str()) != (200, index.as_str()) {
+                        return Err(format!(
+                            "after the re-run the tag names {tagged} (GET {status}), the \
+                             receipt's index is {index}"
+                        ));
+                    }
+                    Ok(format!(
+                        "{at_kill}; one verifying receipt after the re-run, tagged"
+                    ))
+                });
+            tried.push(Tried {
+                area: if fresh_runner {
+                    "ship (fresh runner)"
+                } else {
+                    "ship"
+                },
+                point: point.to_string(),
+                verdict,
+            });
+        }
+    }
+    remove_images(&f.tags);
+}
+
+/// Points the fixture's results at `repository`: each platform pushed there again (a no-op
+/// upload of blobs the registry has, by mount or HEAD), as `release build` would.
+fn retarget_results(f: &ShipFixture, repository: &str) {
+    for (arch, tag) in ["amd64", "arm64"].iter().zip(&f.tags) {
+        let pushed = publish_command(repository, &["--image", &format!("linux/{arch}={tag}")])
+            .env("XTASK_ROOT", f.root.path())
+            .run();
+        let pushed = pushed.assert_success().json()["platforms"][0].clone();
+        let file = f.results.join(format!("results-linux-{arch}.json"));
+        let mut results: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        results["pushed"] = pushed;
+        std::fs::write(&file, results.to_string()).unwrap();
+    }
+}
+
+#[test]
+fn killed_at_every_kill_point_the_re_run_recovers() {
+    let _docker = light_docker();
+    let started = std::time::Instant::now();
+    let mut tried = Vec::new();
+    lock_points(&mut tried);
+    publish_points(&mut tried);
+    ship_points(&mut tried);
+
+    let recovered = tried.iter().filter(|t| t.verdict.is_ok()).count();
+    let mut table =
+        String::from("kill points tried (SIGKILL to the process group, then a re-run):\n");
+    for t in &tried {
+        let (mark, text) = match &t.verdict {
+            Ok(text) => ("recovered", text.as_str()),
+            Err(text) => ("NOT RECOVERED", text.as_str()),
+        };
+        table.push_str(&format!("  {:<8} {:<32} {mark}: {text}\n", t.area, t.point));
+    }
+    table.push_str(&format!(
+        "recoveries {recovered} of {} kill points ({:.0} s)\n",
+        tried.len(),
+        started.elapsed().as_secs_f64()
+    ));
+    // Written past libtest's capture (which takes print! and eprint! only), so the figure is
+    // in .ci/run's log whether the test passes or fails.
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), table.as_bytes());
+    assert_eq!(recovered, tried.len(), "{table}");
+}
