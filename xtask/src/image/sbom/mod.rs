@@ -553,20 +553,48 @@ pub(crate) mod tests {
         .unwrap()
     }
 
-    fn inventory() -> Inventory {
+    /// The committed inventory with the fixture's packages; `helper` carries `publisher` (what
+    /// `lock` records from the packument's `_npmUser`) when given.
+    fn inventory(helper_publisher: Option<&str>) -> Inventory {
         let mut value: serde_json::Value =
             serde_json::from_str(include_str!("../../../../template/inventory.json")).unwrap();
+        let mut helper = serde_json::json!({
+            "name": "helper", "version": "2.0.0", "path": "node_modules/helper",
+            "top_level": false, "integrity": "sha512-AAEC",
+            "resolved": "https://registry.npmjs.org/helper/-/helper-2.0.0.tgz",
+            "install_script": false, "prerelease": false, "license": {"kind": "undeclared"}
+        });
+        if let Some(name) = helper_publisher {
+            helper["publisher"] = serde_json::json!({"name": name, "email": "r@example.org"});
+        }
         value["packages"] = serde_json::json!([{
             "name": "@scope/cli", "version": "1.2.3", "path": "node_modules/@scope/cli",
             "top_level": true, "integrity": "sha512-AAEC",
             "resolved": "https://registry.npmjs.org/@scope/cli/-/cli-1.2.3.tgz",
             "install_script": false, "prerelease": false,
             "license": {"kind": "spdx", "expression": "Apache-2.0 OR MIT"}
-        }]);
+        }, helper]);
         serde_json::from_value(value).unwrap()
     }
 
     pub(crate) fn make(platform: Platform, present: &[&str], created: &str) -> Document {
+        make_with(
+            platform,
+            present,
+            created,
+            r#"{"repository": "github:helpers/helper"}"#,
+            None,
+        )
+    }
+
+    /// `make`, with the package.json of `helper` and its registry publisher given.
+    fn make_with(
+        platform: Platform,
+        present: &[&str],
+        created: &str,
+        helper_json: &str,
+        helper_publisher: Option<&str>,
+    ) -> Document {
         let docs = copyright::doc_tree(
             vec![
                 ("doc/libc6/copyright".into(), DEP5.as_bytes().to_vec()),
@@ -583,10 +611,7 @@ pub(crate) mod tests {
                 "node_modules/@scope/cli".to_string(),
                 manifest(r#"{"author": {"name": "Scope Inc.", "email": "dev@scope.example"}}"#),
             ),
-            (
-                "node_modules/helper".to_string(),
-                manifest(r#"{"repository": "github:helpers/helper"}"#),
-            ),
+            ("node_modules/helper".to_string(), manifest(helper_json)),
         ]);
         let npm_cli = BTreeMap::from([
             (
@@ -601,7 +626,7 @@ pub(crate) mod tests {
             ),
         ]);
         let lock = lockfile();
-        let inventory = inventory();
+        let inventory = inventory(helper_publisher);
         let present: BTreeSet<String> = present.iter().map(|s| s.to_string()).collect();
         let os = os_release(OS_RELEASE);
         document(&SbomInput {
@@ -706,15 +731,15 @@ pub(crate) mod tests {
         let node = find(&doc, "SPDXRef-node-node");
         assert_eq!(
             node.version_info.as_deref(),
-            Some(inventory().node.version.as_str())
+            Some(inventory(None).node.version.as_str())
         );
         assert_eq!(
             node.checksums[0].checksum_value,
-            inventory().node.platforms[&Platform::LinuxAmd64].sha512
+            inventory(None).node.platforms[&Platform::LinuxAmd64].sha512
         );
         assert_eq!(
             node.external_refs[0].reference_locator,
-            format!("pkg:generic/node@{}", inventory().node.version)
+            format!("pkg:generic/node@{}", inventory(None).node.version)
         );
         assert_eq!(node.external_refs[1].reference_type, "cpe23Type");
         let npm = find(&doc, "SPDXRef-node-npm");
@@ -961,5 +986,44 @@ pub(crate) mod tests {
         undefined.packages[1].license_declared = "LicenseRef-undefined".into();
         let (ok, log) = check("undefined.spdx.json", &undefined);
         assert!(!ok && log.contains("pyspdxtools 0.8.5: INVALID"), "{log}");
+    }
+
+    /// Issue 28's last NTIA failure, opencode-ai's case: an unscoped npm package whose
+    /// package.json names no author, repository or anyone. The NTIA checker refuses the SBOM
+    /// while the inventory has no publisher for it, and accepts it once the inventory records the
+    /// registry's publisher (which `lock` reads from the packument's `_npmUser`).
+    #[test]
+    fn the_registry_s_publisher_supplies_a_package_that_names_no_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let of = |publisher: Option<&str>| {
+            whole_checksums(make_with(
+                Platform::LinuxAmd64,
+                &[],
+                "2026-11-30T06:17:00Z",
+                "{}",
+                publisher,
+            ))
+        };
+        let before = of(None);
+        assert_eq!(
+            find(&before, "SPDXRef-npm-node-modules-helper").supplier,
+            None
+        );
+        let path = dir.path().join("before.spdx.json");
+        let (ok, log) = check_sbom(&path, &document_bytes(&before));
+        assert!(
+            !ok && log.contains("NTIA minimum elements NOT met"),
+            "{log}"
+        );
+        let after = of(Some("releaser"));
+        assert_eq!(
+            find(&after, "SPDXRef-npm-node-modules-helper")
+                .supplier
+                .as_deref(),
+            Some("Person: releaser (r@example.org)")
+        );
+        let path = dir.path().join("after.spdx.json");
+        let (ok, log) = check_sbom(&path, &document_bytes(&after));
+        assert!(ok && log.contains("NTIA minimum elements met"), "{log}");
     }
 }
