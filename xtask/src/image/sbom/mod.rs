@@ -22,6 +22,7 @@ mod classify;
 mod copyright;
 pub(crate) mod cyclonedx;
 mod dpkg;
+pub(crate) mod files;
 mod npm;
 mod purl;
 mod run;
@@ -94,6 +95,8 @@ pub(crate) struct SbomInput<'a> {
     /// npm's own package.json (key `""`) and those of the packages it bundles
     /// (`node_modules/<name>`, nested as npm nests them), under /usr/local/lib/node_modules/npm.
     pub npm_cli: &'a BTreeMap<String, NpmManifest>,
+    /// The ELF programs no Debian package owns (`files::unowned`), sorted by path.
+    pub elf_files: &'a [files::ElfFile],
 }
 
 /// What goes in `licenseConcluded`, decided here once: the declared license where the
@@ -127,7 +130,19 @@ pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
     let mut edges = deb_edges;
     edges.extend(npm_cli_edges);
     edges.extend(npm_edges);
-    let relationships = relationships(&root.spdx_id, &packages, edges)?;
+    let mut file_elements: Vec<spdx::File> =
+        input.elf_files.iter().map(files::file_element).collect();
+    file_elements.sort_by(|a, b| a.spdx_id.cmp(&b.spdx_id));
+    let mut relationships = relationships(&root.spdx_id, &packages, edges)?;
+    relationships.extend(file_elements.iter().map(|f| Relationship {
+        spdx_element_id: root.spdx_id.clone(),
+        relationship_type: "CONTAINS".into(),
+        related_spdx_element: f.spdx_id.clone(),
+    }));
+    relationships.sort();
+    let mut root = root;
+    // The image's files were read for this document, so it may contain file entries.
+    root.files_analyzed = !file_elements.is_empty();
     packages.insert(0, root);
 
     Ok(Document {
@@ -145,6 +160,7 @@ pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
         },
         packages,
         relationships,
+        files: file_elements,
         has_extracted_licensing_infos: extracted_licenses(&license_refs),
     })
 }
@@ -367,6 +383,8 @@ pub(crate) struct SbomStats {
     pub depends_on: usize,
     pub contains: usize,
     pub license_refs: usize,
+    /// File entries (ELF programs no Debian package owns).
+    pub files: usize,
 }
 
 pub(crate) fn stats(doc: &Document) -> SbomStats {
@@ -416,6 +434,7 @@ pub(crate) fn stats(doc: &Document) -> SbomStats {
         depends_on: relationships("DEPENDS_ON"),
         contains: relationships("CONTAINS"),
         license_refs: doc.has_extracted_licensing_infos.len(),
+        files: doc.files.len(),
     }
 }
 
@@ -643,8 +662,49 @@ pub(crate) mod tests {
             inventory: &inventory,
             npm_manifests: &npm_manifests,
             npm_cli: &npm_cli,
+            elf_files: &fixture_elf_files(),
         })
         .unwrap()
+    }
+
+    /// One ELF program no package owns, as `files::elf_files` reads it.
+    pub(crate) fn fixture_elf_files() -> Vec<files::ElfFile> {
+        vec![files::ElfFile {
+            path: "opt/coding-agents/node_modules/@scope/cli-linux-x64/bin/cli".into(),
+            size: 3,
+            sha256: "ab".repeat(32),
+            sha1: "cd".repeat(20),
+        }]
+    }
+
+    /// The image CONTAINS each file entry, which carries SHA1 (SPDX 2.3 requires it) and
+    /// SHA-256, a relative name, and no license claim; the root, and only it, is then
+    /// `filesAnalyzed` (SPDX 2.3 §7.8).
+    #[test]
+    fn the_image_contains_its_unowned_elf_programs_as_file_entries() {
+        let doc = make(Platform::LinuxAmd64, &[], "2026-11-30T06:17:00Z");
+        let id = "SPDXRef-File-opt-coding-agents-node-modules--scope-cli-linux-x64-bin-cli";
+        assert_eq!(doc.files.len(), 1);
+        let f = &doc.files[0];
+        assert_eq!(f.spdx_id, id);
+        assert_eq!(
+            f.file_name,
+            "./opt/coding-agents/node_modules/@scope/cli-linux-x64/bin/cli"
+        );
+        let algorithms: Vec<&str> = f.checksums.iter().map(|c| c.algorithm.as_str()).collect();
+        assert_eq!(algorithms, ["SHA1", "SHA256"]);
+        assert!(doc.relationships.contains(&Relationship {
+            spdx_element_id: ROOT_ID.into(),
+            relationship_type: "CONTAINS".into(),
+            related_spdx_element: id.into(),
+        }));
+        assert!(doc.packages[0].files_analyzed);
+        assert!(doc.packages[1..].iter().all(|p| !p.files_analyzed));
+        let text = String::from_utf8(document_bytes(&doc)).unwrap();
+        assert!(
+            text.contains("\"files\": ["),
+            "the files are in the document's bytes"
+        );
     }
 
     fn find<'a>(doc: &'a Document, id: &str) -> &'a Package {
@@ -772,8 +832,8 @@ pub(crate) mod tests {
         };
         assert_eq!(
             kind("CONTAINS").len(),
-            doc.packages.len() - 1 + 1,
-            "the root contains all, npm its bundled package"
+            doc.packages.len() - 1 + 1 + 1,
+            "the root contains all and the file entry, npm its bundled package"
         );
         assert!(kind("CONTAINS").contains(&("SPDXRef-node-npm", bundled.spdx_id.as_str())));
         assert_eq!(
@@ -810,8 +870,10 @@ pub(crate) mod tests {
                 // The platform binary names no author: its scope's owner supplies it.
                 packages_with_supplier: doc.packages.len(),
                 depends_on: 4,
-                contains: doc.packages.len(),
+                // Every package but the root, npm's bundled one inside npm, and the one file.
+                contains: doc.packages.len() + 1,
                 license_refs: 0,
+                files: 1,
             }
         );
         assert!(doc
@@ -982,6 +1044,16 @@ pub(crate) mod tests {
             !ok && log.contains("NTIA minimum elements NOT met"),
             "{log}"
         );
+        // A file entry without the SHA1 SPDX 2.3 requires; an image that CONTAINS files but
+        // says its files were not analyzed.
+        let mut no_sha1 = doc.clone();
+        no_sha1.files[0].checksums.retain(|c| c.algorithm != "SHA1");
+        let (ok, log) = check("no-sha1.spdx.json", &no_sha1);
+        assert!(!ok && log.contains("must contain a SHA1"), "{log}");
+        let mut unanalyzed = doc.clone();
+        unanalyzed.packages[0].files_analyzed = false;
+        let (ok, log) = check("unanalyzed.spdx.json", &unanalyzed);
+        assert!(!ok && log.contains("files_analyzed is False"), "{log}");
         let mut undefined = doc;
         undefined.packages[1].license_declared = "LicenseRef-undefined".into();
         let (ok, log) = check("undefined.spdx.json", &undefined);
