@@ -109,6 +109,16 @@ fn happy_path_lock_is_accepted_by_npm_ci() {
         &[("index.js", "")],
         days_ago(9),
     );
+    // The npm registry adds who published a version to that version's entry of the full
+    // packument (npm/registry docs/responses/package-metadata.md, "Full metadata format":
+    // `_npmUser` and `maintainers`, each `{ "name", "email" }`); the fixture's versions are
+    // their package.json alone, so one is given here, as registry.npmjs.org would send it.
+    registry.edit("opencode-ai", |p| {
+        p["versions"]["1.1.0"]["_npmUser"] =
+            json!({ "name": "opencode", "email": "o@example.org" });
+        p["versions"]["1.1.0"]["maintainers"] =
+            json!([{ "name": "other", "email": "x@example.org" }]);
+    });
     let root = scratch_root(&[]);
     let out = lock(root.path(), &registry, &["--now", &now_flag(), "--json"]);
     let report = out.assert_success().json();
@@ -132,6 +142,19 @@ fn happy_path_lock_is_accepted_by_npm_ci() {
         json!({ "kind": "reference", "text": "SEE LICENSE IN README.md" })
     );
     assert_eq!(claude["install_script"], true);
+    // Recorded at lock time for the SBOM's supplier; a packument naming no one gives none.
+    assert_eq!(inventory["schema_version"], 2);
+    assert_eq!(claude.get("publisher"), None);
+    let opencode = inventory["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "opencode-ai")
+        .unwrap();
+    assert_eq!(
+        opencode["publisher"],
+        json!({ "name": "opencode", "email": "o@example.org" })
+    );
     let binary = inventory["packages"]
         .as_array()
         .unwrap()

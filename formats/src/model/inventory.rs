@@ -13,6 +13,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Platform;
 
+/// The inventory's format. 2 added each package's registry `publisher`: an inventory of
+/// version 1 lacks it, and reading one as if its packages had no publisher would silently drop
+/// SBOM suppliers, so it is refused and written again by `cargo xtask lock`.
+pub const INVENTORY_SCHEMA_VERSION: u32 = 2;
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Inventory {
@@ -64,6 +69,12 @@ pub struct InventoryPackage {
     pub install_script: bool,
     pub prerelease: bool,
     pub license: License,
+    /// Who published this version on the npm registry (the packument's `_npmUser`, else its
+    /// first `maintainers` entry), read at lock time; absent when the registry names no one
+    /// (this project's mirror serves neither field). The SBOM's supplier when package.json
+    /// names no author.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub publisher: Option<Publisher>,
     /// Set for platform-binary packages.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub os: Option<Vec<String>>,
@@ -71,6 +82,15 @@ pub struct InventoryPackage {
     pub cpu: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub libc: Option<Vec<String>>,
+}
+
+/// An npm registry account, as the packument names it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Publisher {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub email: Option<String>,
 }
 
 /// A package's license, classified: a valid SPDX expression, a reference to a file in the
@@ -112,7 +132,47 @@ impl Inventory {
                 path.display()
             )
         })?;
-        serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a valid package inventory", path.display()))
+        let inventory: Inventory = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a valid package inventory", path.display()))?;
+        inventory
+            .check_version()
+            .with_context(|| path.display().to_string())?;
+        Ok(inventory)
+    }
+
+    /// Only this tool's format is read (see `INVENTORY_SCHEMA_VERSION`).
+    pub fn check_version(&self) -> Result<()> {
+        if self.schema_version != INVENTORY_SCHEMA_VERSION {
+            anyhow::bail!(
+                "the package inventory has schema_version {}, this tool reads \
+                 {INVENTORY_SCHEMA_VERSION}: run `cargo xtask lock` to write it again",
+                self.schema_version
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_inventory_of_another_version_is_refused_naming_the_remedy() {
+        let dir = tempfile::tempdir().unwrap();
+        let committed = include_str!("../../../template/inventory.json");
+        let path = dir.path().join("inventory.json");
+        std::fs::write(&path, committed).unwrap();
+        assert!(Inventory::load(&path).is_ok());
+        let v1 = committed.replacen("\"schema_version\": 2,", "\"schema_version\": 1,", 1);
+        assert_ne!(v1, committed);
+        std::fs::write(&path, v1).unwrap();
+        let err = format!("{:#}", Inventory::load(&path).unwrap_err());
+        assert!(
+            err.contains("inventory.json")
+                && err.contains("schema_version 1")
+                && err.contains("cargo xtask lock"),
+            "{err}"
+        );
     }
 }

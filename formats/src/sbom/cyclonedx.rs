@@ -26,7 +26,7 @@ use cyclonedx_bom::models::tool::Tools;
 use cyclonedx_bom::prelude::*;
 use sha2::{Digest, Sha256};
 
-use super::spdx::{Document, Package, NOASSERTION};
+use super::spdx::{Document, File, Package, NOASSERTION};
 use crate::manifest::Platform;
 
 /// `sbom-linux-amd64.cdx.json`: the release asset's name, fixed per platform like the SPDX
@@ -46,9 +46,21 @@ pub fn bom(doc: &Document) -> Result<Bom> {
     let mut depends_on: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     let by_id: BTreeMap<&str, &Package> =
         packages.iter().map(|p| (p.spdx_id.as_str(), p)).collect();
+    let files: BTreeMap<&str, &File> = doc.files.iter().map(|f| (f.spdx_id.as_str(), f)).collect();
+    let mut contained_files = Vec::new();
     for r in &doc.relationships {
         let (from, to) = (r.spdx_element_id.as_str(), r.related_spdx_element.as_str());
         match r.relationship_type.as_str() {
+            // The image's file entries: components of type `file` beside the packages.
+            "CONTAINS" if files.contains_key(to) => {
+                if from != root.spdx_id {
+                    bail!(
+                        "{}: {from} CONTAINS the file {to}; only the image may",
+                        doc.name
+                    );
+                }
+                contained_files.push(files[to]);
+            }
             "CONTAINS" => {
                 children
                     .entry(from)
@@ -71,10 +83,13 @@ pub fn bom(doc: &Document) -> Result<Bom> {
         .map(|p| p.spdx_id.as_str())
         .collect();
     top.retain(|p| !nested.contains(p.spdx_id.as_str()));
-    let components = top
+    let mut components = top
         .iter()
         .map(|p| component_tree(p, &children, 0))
         .collect::<Result<Vec<_>>>()?;
+    for f in contained_files {
+        components.push(file_component(f)?);
+    }
 
     let mut subject = component(root, Classification::Container)?;
     subject.name = NormalizedString::new(&doc.name);
@@ -173,18 +188,7 @@ fn component(p: &Package, kind: Classification) -> Result<Component> {
     let hashes = p
         .checksums
         .iter()
-        .map(|sum| {
-            let alg = match sum.algorithm.as_str() {
-                "SHA1" => HashAlgorithm::SHA1,
-                "SHA256" => HashAlgorithm::SHA_256,
-                "SHA512" => HashAlgorithm::SHA_512,
-                other => bail!("{}: no CycloneDX name for checksum {other}", p.spdx_id),
-            };
-            Ok(Hash {
-                alg,
-                content: HashValue(sum.checksum_value.clone()),
-            })
-        })
+        .map(|sum| hash(&p.spdx_id, &sum.algorithm, &sum.checksum_value))
         .collect::<Result<Vec<_>>>()?;
     if !hashes.is_empty() {
         c.hashes = Some(Hashes(hashes));
@@ -199,6 +203,38 @@ fn component(p: &Package, kind: Classification) -> Result<Component> {
         }
     }
     Ok(c)
+}
+
+/// One SPDX file entry as a component of type `file`: its path the name, its SPDXID the
+/// `bom-ref`, its checksums the hashes.
+fn file_component(f: &File) -> Result<Component> {
+    let mut c = Component::new(
+        Classification::File,
+        f.file_name.trim_start_matches("./"),
+        "",
+        Some(f.spdx_id.clone()),
+    );
+    c.version = None;
+    c.hashes = Some(Hashes(
+        f.checksums
+            .iter()
+            .map(|sum| hash(&f.spdx_id, &sum.algorithm, &sum.checksum_value))
+            .collect::<Result<Vec<_>>>()?,
+    ));
+    Ok(c)
+}
+
+fn hash(id: &str, algorithm: &str, value: &str) -> Result<Hash> {
+    let alg = match algorithm {
+        "SHA1" => HashAlgorithm::SHA1,
+        "SHA256" => HashAlgorithm::SHA_256,
+        "SHA512" => HashAlgorithm::SHA_512,
+        other => bail!("{id}: no CycloneDX name for checksum {other}"),
+    };
+    Ok(Hash {
+        alg,
+        content: HashValue(value.to_string()),
+    })
 }
 
 /// An SPDX actor (`Organization: name (email)`, `Person: name (email)`) as the organization
@@ -309,10 +345,17 @@ pub fn check_file(path: &Path, spdx: &Document) -> Result<()> {
     Ok(())
 }
 
-/// (bom-ref, version, purl) of every component, nested ones included.
-pub fn summary(bom: &Bom) -> BTreeSet<(String, String, String)> {
-    fn walk(cs: &[Component], out: &mut BTreeSet<(String, String, String)>) {
+/// (bom-ref, version, purl, hashes) of every component, nested ones included: the hashes so
+/// that a file entry's (or a package's) digest cannot differ between the two files.
+pub fn summary(bom: &Bom) -> BTreeSet<(String, String, String, String)> {
+    fn walk(cs: &[Component], out: &mut BTreeSet<(String, String, String, String)>) {
         for c in cs {
+            let hashes = c.hashes.as_ref().map(|h| {
+                h.0.iter()
+                    .map(|h| format!("{:?}:{}", h.alg, h.content.0))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            });
             out.insert((
                 c.bom_ref.clone().unwrap_or_default(),
                 c.version
@@ -320,6 +363,7 @@ pub fn summary(bom: &Bom) -> BTreeSet<(String, String, String)> {
                     .map(|v| v.to_string())
                     .unwrap_or_default(),
                 c.purl.as_ref().map(|p| p.to_string()).unwrap_or_default(),
+                hashes.unwrap_or_default(),
             ));
             if let Some(inner) = &c.components {
                 walk(&inner.0, out);

@@ -18,6 +18,10 @@ pub struct Document {
     pub creation_info: CreationInfo,
     pub packages: Vec<Package>,
     pub relationships: Vec<Relationship>,
+    /// The ELF programs no Debian package owns (`files.rs`), sorted by path; the image
+    /// CONTAINS each. Absent from documents without any.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub files: Vec<File>,
     /// The `LicenseRef-` ids the packages' license expressions use, each defined once.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub has_extracted_licensing_infos: Vec<ExtractedLicense>,
@@ -52,7 +56,8 @@ pub struct Package {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub supplier: Option<String>,
     pub download_location: String,
-    /// Always false: packages are listed, their files are not.
+    /// False but for the image when it CONTAINS file entries (SPDX 2.3 §7.8: a package
+    /// whose files were not analyzed must contain none): packages are listed, their files not.
     pub files_analyzed: bool,
     pub license_concluded: String,
     pub license_declared: String,
@@ -65,6 +70,23 @@ pub struct Package {
     pub checksums: Vec<Checksum>,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub external_refs: Vec<ExternalRef>,
+}
+
+/// An SPDX 2.3 file element (spec §8): what `files.rs` lists.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct File {
+    /// Relative to the image's root, `./usr/local/bin/node` (the spec's form).
+    pub file_name: String,
+    #[serde(rename = "SPDXID")]
+    pub spdx_id: String,
+    pub checksums: Vec<Checksum>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub file_types: Vec<String>,
+    pub license_concluded: String,
+    pub copyright_text: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub comment: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -24,7 +24,9 @@ use crate::npm::resolve;
 use crate::util::repo_root;
 use crate::util::{now_or, print_json, Progress};
 use template_formats::manifest::{Manifest, MANIFEST_PATH};
-use template_formats::model::inventory::{Inventory, NodeRuntime, Tarball};
+use template_formats::model::inventory::{
+    Inventory, NodeRuntime, Publisher, Tarball, INVENTORY_SCHEMA_VERSION,
+};
 use template_formats::model::lockfile::Lockfile;
 use template_formats::model::package_json::PackageJson;
 use template_formats::model::resolution::Resolution;
@@ -84,12 +86,14 @@ pub(crate) async fn generate(request: &LockRequest<'_>, progress: &Progress) -> 
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let published = publish_times(&registry.existing_packuments(&names).await?);
-    let packages = lockfile::inventory_rows(&lock, &pinned, &published)?;
+    let packuments = registry.existing_packuments(&names).await?;
+    let published = publish_times(&packuments);
+    let publishers = publishers(&packuments);
+    let packages = lockfile::inventory_rows(&lock, &pinned, &published, &publishers)?;
     let summary = lockfile::summarize(&packages);
     let node = node_runtime(manifest, registry).await?;
     let inventory = Inventory {
-        schema_version: 1,
+        schema_version: INVENTORY_SCHEMA_VERSION,
         resolved_at: resolution.now,
         cutoff: resolution.cutoff,
         registry: registry_url,
@@ -185,6 +189,28 @@ fn check_lock(
         );
     }
     Ok(())
+}
+
+/// (name, version) -> who published it (`VersionMeta::publisher`), as the packuments record
+/// it at lock time: the SBOM is made later from the image, offline, and must name the same
+/// supplier however often it is made, so the registry's answer is kept in the inventory.
+fn publishers(
+    packuments: &BTreeMap<String, std::sync::Arc<Packument>>,
+) -> BTreeMap<(String, String), Publisher> {
+    let mut out = BTreeMap::new();
+    for (name, p) in packuments {
+        for (version, meta) in &p.versions {
+            if let Some(person) = meta.publisher() {
+                let email = person.email.clone().filter(|e| !e.trim().is_empty());
+                let publisher = Publisher {
+                    name: person.name.clone(),
+                    email,
+                };
+                out.insert((name.clone(), version.clone()), publisher);
+            }
+        }
+    }
+    out
 }
 
 /// (name, version) -> publish time, as the packuments record it; a missing time stays missing.

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::npm::resolve::required_platform_binaries;
 use anyhow::{bail, Context, Result};
-use template_formats::model::inventory::{InventoryPackage, License, Summary};
+use template_formats::model::inventory::{InventoryPackage, License, Publisher, Summary};
 pub(crate) use template_formats::model::lockfile::name_of;
 use template_formats::model::lockfile::{LockEntry, Lockfile};
 
@@ -166,6 +166,7 @@ pub(crate) fn inventory_rows(
     lock: &Lockfile,
     pinned: &BTreeMap<String, String>,
     published: &BTreeMap<(String, String), String>,
+    publishers: &BTreeMap<(String, String), Publisher>,
 ) -> Result<Vec<InventoryPackage>> {
     let mut rows = Vec::new();
     for (path, entry) in lock.installed() {
@@ -181,6 +182,7 @@ pub(crate) fn inventory_rows(
         rows.push(InventoryPackage {
             top_level: path == format!("node_modules/{name}") && pinned.contains_key(&name),
             published: published.get(&(name.clone(), version.clone())).cloned(),
+            publisher: publishers.get(&(name.clone(), version.clone())).cloned(),
             path: path.to_owned(),
             integrity: entry.integrity.clone().unwrap_or_default(),
             resolved: entry.resolved.clone().unwrap_or_default(),
@@ -369,7 +371,7 @@ mod tests {
             entry("dep", "2.0.0-rc.1"),
         )]);
         let pinned: BTreeMap<String, String> = [("tool".to_owned(), "1.0.0".to_owned())].into();
-        let rows = inventory_rows(&lock, &pinned, &BTreeMap::new()).unwrap();
+        let rows = inventory_rows(&lock, &pinned, &BTreeMap::new(), &BTreeMap::new()).unwrap();
         let nested = rows.iter().find(|r| r.name == "@s/dep").unwrap();
         assert!(nested.prerelease && !nested.top_level);
         assert!(rows.iter().find(|r| r.name == "tool").unwrap().top_level);

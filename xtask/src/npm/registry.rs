@@ -39,6 +39,58 @@ pub(crate) struct VersionMeta {
     pub optional_dependencies: BTreeMap<String, String>,
     #[serde(default)]
     pub dist: Option<Dist>,
+    /// The registry account that published this version. npm's full packument carries it per
+    /// version (npm/registry docs/responses/package-metadata.md, "Full metadata format":
+    /// `_npmUser`, `{ "name", "email" }`); the abbreviated form and some mirrors leave it out.
+    #[serde(rename = "_npmUser", default)]
+    pub npm_user: Option<NpmPerson>,
+    /// The accounts allowed to publish the package when this version was published (the same
+    /// document: `maintainers`, a list of `{ "name", "email" }`).
+    #[serde(default)]
+    pub maintainers: Vec<NpmPerson>,
+}
+
+/// An npm registry account as a packument names it. Old packuments spell one as the string
+/// `"name <email>"`; that form is kept as the name, the SBOM's actor parser splits it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NpmPerson {
+    pub name: String,
+    pub email: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for NpmPerson {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Text(String),
+            Object {
+                #[serde(default)]
+                name: String,
+                #[serde(default)]
+                email: Option<String>,
+            },
+        }
+        Ok(match Form::deserialize(d)? {
+            Form::Text(name) => NpmPerson { name, email: None },
+            Form::Object { name, email } => NpmPerson { name, email },
+        })
+    }
+}
+
+impl VersionMeta {
+    /// Who published this version on the registry: `_npmUser`, else the first of
+    /// `maintainers` (a packument without `_npmUser` still names who could publish it).
+    /// `None` when the packument names no one (an account with neither name nor email).
+    pub(crate) fn publisher(&self) -> Option<&NpmPerson> {
+        let named = |p: &&NpmPerson| {
+            !p.name.trim().is_empty() || p.email.as_deref().is_some_and(|e| !e.trim().is_empty())
+        };
+        self.npm_user
+            .iter()
+            .find(named)
+            .or_else(|| self.maintainers.iter().find(named))
+    }
 }
 
 impl VersionMeta {
@@ -270,6 +322,39 @@ mod tests {
         assert_eq!(meta("gone".into()).deprecation().as_deref(), Some("gone"));
         assert_eq!(meta(false.into()).deprecation(), None);
         assert_eq!(meta("".into()).deprecation(), None);
+    }
+
+    #[test]
+    fn the_publisher_is_the_npm_user_else_the_first_maintainer() {
+        let meta = |v: serde_json::Value| -> VersionMeta { serde_json::from_value(v).unwrap() };
+        let both = meta(serde_json::json!({
+            "version": "1.0.0",
+            "_npmUser": {"name": "releaser", "email": "r@example.org"},
+            "maintainers": [{"name": "ann", "email": "ann@example.org"}]
+        }));
+        assert_eq!(
+            both.publisher(),
+            Some(&NpmPerson {
+                name: "releaser".into(),
+                email: Some("r@example.org".into())
+            })
+        );
+        let maintainers = meta(serde_json::json!({
+            "version": "1.0.0",
+            "maintainers": [{"name": ""}, "bob <bob@example.org>"]
+        }));
+        assert_eq!(
+            maintainers.publisher(),
+            Some(&NpmPerson {
+                name: "bob <bob@example.org>".into(),
+                email: None
+            })
+        );
+        // What this project's mirror serves: neither field.
+        assert_eq!(
+            meta(serde_json::json!({"version": "1.0.0"})).publisher(),
+            None
+        );
     }
 
     #[test]

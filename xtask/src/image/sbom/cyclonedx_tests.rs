@@ -82,7 +82,22 @@ fn the_bom_says_what_the_spdx_document_says() {
         .iter()
         .all(|c| c["bom-ref"] != "SPDXRef-npmcli-node-modules-abbrev"));
     // Every SPDX package but the image is a component; DEPENDS_ON is the graph.
-    assert_eq!(summary(&bom(&doc).unwrap()).len(), doc.packages.len() - 1);
+    assert_eq!(
+        summary(&bom(&doc).unwrap()).len(),
+        doc.packages.len() - 1 + doc.files.len()
+    );
+    // The SPDX file entries are components of type `file`, with the same hashes.
+    let file = find(top, &doc.files[0].spdx_id);
+    assert_eq!(file["type"], "file");
+    assert_eq!(
+        file["name"],
+        "opt/coding-agents/node_modules/@scope/cli-linux-x64/bin/cli"
+    );
+    assert_eq!(file["hashes"][1]["alg"], "SHA-256");
+    assert_eq!(
+        file["hashes"][1]["content"],
+        doc.files[0].checksums[1].checksum_value
+    );
     let deps: Vec<(String, Vec<String>)> =
         serde_json::from_value::<Vec<serde_json::Value>>(v["dependencies"].clone())
             .unwrap()
@@ -169,6 +184,14 @@ fn check_file_accepts_only_the_form_of_the_same_document() {
     let err = check_file(&path, &fewer).unwrap_err();
     assert!(
         format!("{err:#}").contains("SPDXRef-deb-libc6-amd64"),
+        "{err:#}"
+    );
+    // The same image and packages, a file entry's SHA-256 another.
+    let mut other_file = doc.clone();
+    other_file.files[0].checksums[1].checksum_value = "ef".repeat(32);
+    let err = check_file(&path, &other_file).unwrap_err();
+    assert!(
+        format!("{err:#}").contains(&doc.files[0].spdx_id),
         "{err:#}"
     );
     std::fs::write(&path, b"{\"spdxVersion\": \"SPDX-2.3\"}").unwrap();

@@ -23,6 +23,7 @@ mod copyright;
 #[cfg(test)]
 mod cyclonedx_tests;
 
+pub(crate) mod files;
 mod npm;
 mod purl;
 mod run;
@@ -85,6 +86,8 @@ pub(crate) struct SbomInput<'a> {
     /// npm's own package.json (key `""`) and those of the packages it bundles
     /// (`node_modules/<name>`, nested as npm nests them), under /usr/local/lib/node_modules/npm.
     pub npm_cli: &'a BTreeMap<String, NpmManifest>,
+    /// The ELF programs no Debian package owns (`files::unowned`), sorted by path.
+    pub elf_files: &'a [files::ElfFile],
 }
 
 /// What goes in `licenseConcluded`, decided here once: the declared license where the
@@ -118,7 +121,19 @@ pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
     let mut edges = deb_edges;
     edges.extend(npm_cli_edges);
     edges.extend(npm_edges);
-    let relationships = relationships(&root.spdx_id, &packages, edges)?;
+    let mut file_elements: Vec<spdx::File> =
+        input.elf_files.iter().map(files::file_element).collect();
+    file_elements.sort_by(|a, b| a.spdx_id.cmp(&b.spdx_id));
+    let mut relationships = relationships(&root.spdx_id, &packages, edges)?;
+    relationships.extend(file_elements.iter().map(|f| Relationship {
+        spdx_element_id: root.spdx_id.clone(),
+        relationship_type: "CONTAINS".into(),
+        related_spdx_element: f.spdx_id.clone(),
+    }));
+    relationships.sort();
+    let mut root = root;
+    // The image's files were read for this document, so it may contain file entries.
+    root.files_analyzed = !file_elements.is_empty();
     packages.insert(0, root);
 
     Ok(Document {
@@ -136,6 +151,7 @@ pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
         },
         packages,
         relationships,
+        files: file_elements,
         has_extracted_licensing_infos: extracted_licenses(&license_refs),
     })
 }
@@ -359,6 +375,8 @@ pub(crate) struct SbomStats {
     pub depends_on: usize,
     pub contains: usize,
     pub license_refs: usize,
+    /// File entries (ELF programs no Debian package owns).
+    pub files: usize,
 }
 
 pub(crate) fn stats(doc: &Document) -> SbomStats {
@@ -408,6 +426,7 @@ pub(crate) fn stats(doc: &Document) -> SbomStats {
         depends_on: relationships("DEPENDS_ON"),
         contains: relationships("CONTAINS"),
         license_refs: doc.has_extracted_licensing_infos.len(),
+        files: doc.files.len(),
     }
 }
 
@@ -520,20 +539,48 @@ pub(crate) mod tests {
         .unwrap()
     }
 
-    fn inventory() -> Inventory {
+    /// The committed inventory with the fixture's packages; `helper` carries `publisher` (what
+    /// `lock` records from the packument's `_npmUser`) when given.
+    fn inventory(helper_publisher: Option<&str>) -> Inventory {
         let mut value: serde_json::Value =
             serde_json::from_str(include_str!("../../../../template/inventory.json")).unwrap();
+        let mut helper = serde_json::json!({
+            "name": "helper", "version": "2.0.0", "path": "node_modules/helper",
+            "top_level": false, "integrity": "sha512-AAEC",
+            "resolved": "https://registry.npmjs.org/helper/-/helper-2.0.0.tgz",
+            "install_script": false, "prerelease": false, "license": {"kind": "undeclared"}
+        });
+        if let Some(name) = helper_publisher {
+            helper["publisher"] = serde_json::json!({"name": name, "email": "r@example.org"});
+        }
         value["packages"] = serde_json::json!([{
             "name": "@scope/cli", "version": "1.2.3", "path": "node_modules/@scope/cli",
             "top_level": true, "integrity": "sha512-AAEC",
             "resolved": "https://registry.npmjs.org/@scope/cli/-/cli-1.2.3.tgz",
             "install_script": false, "prerelease": false,
             "license": {"kind": "spdx", "expression": "Apache-2.0 OR MIT"}
-        }]);
+        }, helper]);
         serde_json::from_value(value).unwrap()
     }
 
     pub(crate) fn make(platform: Platform, present: &[&str], created: &str) -> Document {
+        make_with(
+            platform,
+            present,
+            created,
+            r#"{"repository": "github:helpers/helper"}"#,
+            None,
+        )
+    }
+
+    /// `make`, with the package.json of `helper` and its registry publisher given.
+    fn make_with(
+        platform: Platform,
+        present: &[&str],
+        created: &str,
+        helper_json: &str,
+        helper_publisher: Option<&str>,
+    ) -> Document {
         let docs = copyright::doc_tree(
             vec![
                 ("doc/libc6/copyright".into(), DEP5.as_bytes().to_vec()),
@@ -550,10 +597,7 @@ pub(crate) mod tests {
                 "node_modules/@scope/cli".to_string(),
                 manifest(r#"{"author": {"name": "Scope Inc.", "email": "dev@scope.example"}}"#),
             ),
-            (
-                "node_modules/helper".to_string(),
-                manifest(r#"{"repository": "github:helpers/helper"}"#),
-            ),
+            ("node_modules/helper".to_string(), manifest(helper_json)),
         ]);
         let npm_cli = BTreeMap::from([
             (
@@ -568,7 +612,7 @@ pub(crate) mod tests {
             ),
         ]);
         let lock = lockfile();
-        let inventory = inventory();
+        let inventory = inventory(helper_publisher);
         let present: BTreeSet<String> = present.iter().map(|s| s.to_string()).collect();
         let os = os_release(OS_RELEASE);
         document(&SbomInput {
@@ -585,8 +629,49 @@ pub(crate) mod tests {
             inventory: &inventory,
             npm_manifests: &npm_manifests,
             npm_cli: &npm_cli,
+            elf_files: &fixture_elf_files(),
         })
         .unwrap()
+    }
+
+    /// One ELF program no package owns, as `files::elf_files` reads it.
+    pub(crate) fn fixture_elf_files() -> Vec<files::ElfFile> {
+        vec![files::ElfFile {
+            path: "opt/coding-agents/node_modules/@scope/cli-linux-x64/bin/cli".into(),
+            size: 3,
+            sha256: "ab".repeat(32),
+            sha1: "cd".repeat(20),
+        }]
+    }
+
+    /// The image CONTAINS each file entry, which carries SHA1 (SPDX 2.3 requires it) and
+    /// SHA-256, a relative name, and no license claim; the root, and only it, is then
+    /// `filesAnalyzed` (SPDX 2.3 §7.8).
+    #[test]
+    fn the_image_contains_its_unowned_elf_programs_as_file_entries() {
+        let doc = make(Platform::LinuxAmd64, &[], "2026-11-30T06:17:00Z");
+        let id = "SPDXRef-File-opt-coding-agents-node-modules--scope-cli-linux-x64-bin-cli";
+        assert_eq!(doc.files.len(), 1);
+        let f = &doc.files[0];
+        assert_eq!(f.spdx_id, id);
+        assert_eq!(
+            f.file_name,
+            "./opt/coding-agents/node_modules/@scope/cli-linux-x64/bin/cli"
+        );
+        let algorithms: Vec<&str> = f.checksums.iter().map(|c| c.algorithm.as_str()).collect();
+        assert_eq!(algorithms, ["SHA1", "SHA256"]);
+        assert!(doc.relationships.contains(&Relationship {
+            spdx_element_id: ROOT_ID.into(),
+            relationship_type: "CONTAINS".into(),
+            related_spdx_element: id.into(),
+        }));
+        assert!(doc.packages[0].files_analyzed);
+        assert!(doc.packages[1..].iter().all(|p| !p.files_analyzed));
+        let text = String::from_utf8(document_bytes(&doc)).unwrap();
+        assert!(
+            text.contains("\"files\": ["),
+            "the files are in the document's bytes"
+        );
     }
 
     fn find<'a>(doc: &'a Document, id: &str) -> &'a Package {
@@ -673,15 +758,15 @@ pub(crate) mod tests {
         let node = find(&doc, "SPDXRef-node-node");
         assert_eq!(
             node.version_info.as_deref(),
-            Some(inventory().node.version.as_str())
+            Some(inventory(None).node.version.as_str())
         );
         assert_eq!(
             node.checksums[0].checksum_value,
-            inventory().node.platforms[&Platform::LinuxAmd64].sha512
+            inventory(None).node.platforms[&Platform::LinuxAmd64].sha512
         );
         assert_eq!(
             node.external_refs[0].reference_locator,
-            format!("pkg:generic/node@{}", inventory().node.version)
+            format!("pkg:generic/node@{}", inventory(None).node.version)
         );
         assert_eq!(node.external_refs[1].reference_type, "cpe23Type");
         let npm = find(&doc, "SPDXRef-node-npm");
@@ -714,8 +799,8 @@ pub(crate) mod tests {
         };
         assert_eq!(
             kind("CONTAINS").len(),
-            doc.packages.len() - 1 + 1,
-            "the root contains all, npm its bundled package"
+            doc.packages.len() - 1 + 1 + 1,
+            "the root contains all and the file entry, npm its bundled package"
         );
         assert!(kind("CONTAINS").contains(&("SPDXRef-node-npm", bundled.spdx_id.as_str())));
         assert_eq!(
@@ -752,8 +837,10 @@ pub(crate) mod tests {
                 // The platform binary names no author: its scope's owner supplies it.
                 packages_with_supplier: doc.packages.len(),
                 depends_on: 4,
-                contains: doc.packages.len(),
+                // Every package but the root, npm's bundled one inside npm, and the one file.
+                contains: doc.packages.len() + 1,
                 license_refs: 0,
+                files: 1,
             }
         );
         assert!(doc
@@ -924,9 +1011,58 @@ pub(crate) mod tests {
             !ok && log.contains("NTIA minimum elements NOT met"),
             "{log}"
         );
+        // A file entry without the SHA1 SPDX 2.3 requires; an image that CONTAINS files but
+        // says its files were not analyzed.
+        let mut no_sha1 = doc.clone();
+        no_sha1.files[0].checksums.retain(|c| c.algorithm != "SHA1");
+        let (ok, log) = check("no-sha1.spdx.json", &no_sha1);
+        assert!(!ok && log.contains("must contain a SHA1"), "{log}");
+        let mut unanalyzed = doc.clone();
+        unanalyzed.packages[0].files_analyzed = false;
+        let (ok, log) = check("unanalyzed.spdx.json", &unanalyzed);
+        assert!(!ok && log.contains("files_analyzed is False"), "{log}");
         let mut undefined = doc;
         undefined.packages[1].license_declared = "LicenseRef-undefined".into();
         let (ok, log) = check("undefined.spdx.json", &undefined);
         assert!(!ok && log.contains("pyspdxtools 0.8.5: INVALID"), "{log}");
+    }
+
+    /// Issue 28's last NTIA failure, opencode-ai's case: an unscoped npm package whose
+    /// package.json names no author, repository or anyone. The NTIA checker refuses the SBOM
+    /// while the inventory has no publisher for it, and accepts it once the inventory records the
+    /// registry's publisher (which `lock` reads from the packument's `_npmUser`).
+    #[test]
+    fn the_registry_s_publisher_supplies_a_package_that_names_no_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let of = |publisher: Option<&str>| {
+            whole_checksums(make_with(
+                Platform::LinuxAmd64,
+                &[],
+                "2026-11-30T06:17:00Z",
+                "{}",
+                publisher,
+            ))
+        };
+        let before = of(None);
+        assert_eq!(
+            find(&before, "SPDXRef-npm-node-modules-helper").supplier,
+            None
+        );
+        let path = dir.path().join("before.spdx.json");
+        let (ok, log) = check_sbom(&path, &document_bytes(&before));
+        assert!(
+            !ok && log.contains("NTIA minimum elements NOT met"),
+            "{log}"
+        );
+        let after = of(Some("releaser"));
+        assert_eq!(
+            find(&after, "SPDXRef-npm-node-modules-helper")
+                .supplier
+                .as_deref(),
+            Some("Person: releaser (r@example.org)")
+        );
+        let path = dir.path().join("after.spdx.json");
+        let (ok, log) = check_sbom(&path, &document_bytes(&after));
+        assert!(ok && log.contains("NTIA minimum elements met"), "{log}");
     }
 }

@@ -12,6 +12,7 @@ use super::supplier::{actor, supplier};
 use super::{concluded_license, Edge, SbomInput, LOCKFILE_PATH, NPM_CLI_PREFIX, NPM_PREFIX};
 use crate::npm::inventory::INVENTORY_PATH;
 use template_formats::model::inventory::License;
+use template_formats::model::inventory::Publisher;
 use template_formats::model::lockfile::LockEntry;
 pub(crate) use template_formats::model::lockfile::{is_platform_specific, name_of, npm_candidates};
 
@@ -63,6 +64,40 @@ pub(crate) struct NpmManifest {
     pub license: Option<String>,
     /// `author` as an SPDX supplier, else the first of `maintainers` or `contributors`.
     pub supplier: Option<String>,
+    /// `author` alone: the package's own word on who makes it, which outranks the registry's
+    /// publisher (see `npm_supplier`).
+    pub author: Option<String>,
+}
+
+/// The supplier of a locked npm package, in this order:
+/// 1. package.json's `author`: the maker the package names itself, NTIA's "entity that
+///    creates" the component; kept first, too, so the supplier of every package that names an
+///    author is what it was before the registry's publisher was recorded.
+/// 2. the registry's publisher (inventory `publisher`: the packument's `_npmUser`, else its
+///    first maintainer): the account npm authenticated when it accepted this very tarball, so a
+///    fact about the distribution (SPDX 2.3 §7.5 PackageSupplier, "the actual distribution
+///    source"), where the package.json fields below are claims anyone publishing could write.
+/// 3. package.json's other people (`maintainers`, `contributors`) and its repository's owner.
+/// 4. the scope's owner (`scope_owner`).
+pub(super) fn npm_supplier(
+    name: &str,
+    manifest: Option<&NpmManifest>,
+    publisher: Option<&Publisher>,
+) -> Option<String> {
+    manifest
+        .and_then(|m| m.author.clone())
+        .or_else(|| publisher.and_then(supplier_of_publisher))
+        .or_else(|| manifest.and_then(|m| m.supplier.clone()))
+        .or_else(|| scope_owner(name))
+}
+
+/// An npm account as an SPDX actor. The old packument form `"name <email>"` arrives as a name
+/// without an email, and is split here like a package.json person.
+fn supplier_of_publisher(p: &Publisher) -> Option<String> {
+    match &p.email {
+        Some(email) => actor(&p.name, Some(email)),
+        None => supplier(&p.name),
+    }
 }
 
 /// An npm person: `"Name <email> (url)"` or `{ "name", "email", "url" }`.
@@ -123,9 +158,9 @@ pub(crate) fn npm_manifest(bytes: &[u8]) -> Option<NpmManifest> {
         })
         .filter(|e| spdx::Expression::parse(e).is_ok());
     let first_person = |key: &str| json.get(key)?.as_array()?.iter().find_map(npm_person);
-    let supplier = json
-        .get("author")
-        .and_then(npm_person)
+    let author = json.get("author").and_then(npm_person);
+    let supplier = author
+        .clone()
         .or_else(|| first_person("maintainers"))
         .or_else(|| first_person("contributors"))
         .or_else(|| repository_owner(json.get("repository")?));
@@ -134,6 +169,7 @@ pub(crate) fn npm_manifest(bytes: &[u8]) -> Option<NpmManifest> {
         version: text("version"),
         license,
         supplier,
+        author,
     })
 }
 
@@ -264,6 +300,12 @@ pub(super) fn npm_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<E
         .iter()
         .map(|p| ((p.path.as_str(), p.version.as_str()), &p.license))
         .collect();
+    let publishers: BTreeMap<(&str, &str), &Publisher> = input
+        .inventory
+        .packages
+        .iter()
+        .filter_map(|p| Some(((p.path.as_str(), p.version.as_str()), p.publisher.as_ref()?)))
+        .collect();
     let listed: Vec<(&str, &LockEntry)> = npm_candidates(input.lockfile, input.platform)
         .into_iter()
         .filter(|(path, entry)| !is_platform_specific(entry) || input.present.contains(*path))
@@ -291,11 +333,11 @@ pub(super) fn npm_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<E
             p.license_concluded = concluded_license(&license, Evidence::MachineReadable);
             p.license_declared = license;
         }
-        p.supplier = input
-            .npm_manifests
-            .get(path)
-            .and_then(|m| m.supplier.clone())
-            .or_else(|| scope_owner(&name));
+        p.supplier = npm_supplier(
+            &name,
+            input.npm_manifests.get(path),
+            publishers.get(&(path, version)).copied(),
+        );
         p.checksums = integrity_checksums(integrity)
             .with_context(|| format!("{LOCKFILE_PATH}: the integrity of `{path}`"))?;
         p.external_refs = vec![purl_ref(npm_purl(&name, version))];
@@ -354,6 +396,52 @@ mod tests {
         let unclear = npm_manifest(br#"{"license": "SEE LICENSE IN LICENSE.md"}"#).unwrap();
         assert_eq!((unclear.license, unclear.supplier), (None, None));
         assert_eq!(npm_manifest(b"not json"), None);
+    }
+
+    #[test]
+    fn the_author_outranks_the_registry_s_publisher_which_outranks_the_rest() {
+        let publisher = Publisher {
+            name: "releaser".into(),
+            email: Some("r@example.org".into()),
+        };
+        let m = |json: &str| npm_manifest(json.as_bytes()).unwrap();
+        let with_author = m(r#"{"author": "Ann <ann@example.org>", "repository": "github:o/r"}"#);
+        let repository_only = m(r#"{"repository": "github:o/r"}"#);
+        let nothing = m("{}");
+        let s = |name, manifest: Option<&NpmManifest>, publisher| {
+            npm_supplier(name, manifest, publisher)
+        };
+        assert_eq!(
+            s("a", Some(&with_author), Some(&publisher)).as_deref(),
+            Some("Person: Ann (ann@example.org)")
+        );
+        assert_eq!(
+            s("a", Some(&repository_only), Some(&publisher)).as_deref(),
+            Some("Person: releaser (r@example.org)")
+        );
+        assert_eq!(
+            s("@sc/a", Some(&nothing), Some(&publisher)).as_deref(),
+            Some("Person: releaser (r@example.org)")
+        );
+        // Without a publisher, what it was before: package.json's people, then the scope.
+        assert_eq!(
+            s("a", Some(&repository_only), None).as_deref(),
+            Some("Organization: o")
+        );
+        assert_eq!(
+            s("@sc/a", Some(&nothing), None).as_deref(),
+            Some("Organization: sc")
+        );
+        // opencode-ai's case: no author, repository or scope, and no publisher: no supplier.
+        assert_eq!(s("opencode-ai", Some(&nothing), None), None);
+        let old_form = Publisher {
+            name: "bob <bob@example.org>".into(),
+            email: None,
+        };
+        assert_eq!(
+            s("opencode-ai", Some(&nothing), Some(&old_form)).as_deref(),
+            Some("Person: bob (bob@example.org)")
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 
 use super::copyright::{doc_tree, DocTree};
 use super::cyclonedx::bom_bytes;
+use super::files::{dpkg_owned, elf_files, unowned, ElfFile};
 use super::npm::{is_platform_specific, npm_candidates, npm_manifest, package_dir, NpmManifest};
 use super::spdx::Document;
 use super::{
@@ -72,6 +73,7 @@ pub async fn run(args: SbomArgs) -> Result<ExitCode> {
         inventory: &inventory,
         npm_manifests: &contents.npm_manifests,
         npm_cli: &contents.npm_cli,
+        elf_files: &contents.elf_files,
     })?;
     let bytes = document_bytes(&doc);
     atomic_write(&args.output, &bytes)?;
@@ -97,6 +99,12 @@ pub async fn run(args: SbomArgs) -> Result<ExitCode> {
         c.packages_with_supplier,
         c.packages,
         c.depends_on,
+    );
+    eprintln!(
+        "{}: {} file entries (ELF programs no Debian package owns), {} bytes",
+        report.output.display(),
+        contents.elf_files.len(),
+        contents.elf_files.iter().map(|f| f.size).sum::<u64>(),
     );
     if args.json {
         print_json(&report)?;
@@ -138,6 +146,7 @@ struct ImageContents {
     present: BTreeSet<String>,
     npm_manifests: BTreeMap<String, NpmManifest>,
     npm_cli: BTreeMap<String, NpmManifest>,
+    elf_files: Vec<ElfFile>,
 }
 
 /// The regular files an image tree's archive holds whose path `keep` accepts, with their
@@ -225,6 +234,13 @@ impl ImageContents {
             .collect();
         let (files, _) = tree(NPM_CLI_PREFIX, |p| p.ends_with("package.json")).await?;
         let npm_cli = manifests(files, "npm");
+        let (lists, _) = tree("/var/lib/dpkg/info", |p| p.ends_with(".list")).await?;
+        let owned = dpkg_owned(lists.iter().map(|(_, bytes)| bytes.as_slice()));
+        // One streamed pass over the whole tree: only ELF programs are hashed, as they pass.
+        eprintln!("sbom: hashing the ELF programs of {image} that no Debian package owns");
+        let run_id = engine::new_run_id("sbom");
+        let all = engine::read_image_tree(docker, image, &run_id, "/", elf_files).await?;
+        let elf_files = unowned(all, &owned);
         Ok(ImageContents {
             dpkg_status,
             os_release,
@@ -233,6 +249,7 @@ impl ImageContents {
             present,
             npm_manifests,
             npm_cli,
+            elf_files,
         })
     }
 }
