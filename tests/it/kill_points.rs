@@ -23,7 +23,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::support::docker::{light_docker, load_tiny_image, remove_images};
-use crate::support::genuine_release::publish_command;
+use crate::support::genuine_release::{publish_command, resolve_json_of};
 use crate::support::npm_fixture::{fixture_now, realistic, scratch_root, FixtureRegistry};
 use crate::support::registry::Registry;
 use crate::support::xtask::{xtask, Run, Xtask};
@@ -483,30 +483,9 @@ fn ship_fixture() -> ShipFixture {
     let gate = gate_json(SHIP_NOW, &[]);
     std::fs::write(plan.join("gate.json"), gate.to_string()).unwrap();
     // The resolution the receipt records: the committed template's own versions.
-    let inventory: Value = serde_json::from_slice(
-        &std::fs::read(root.path().join("template/inventory.json")).unwrap(),
-    )
-    .unwrap();
-    let packages: Vec<Value> = inventory["packages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p["top_level"] == true)
-        .map(|p| {
-            json!({
-                "name": p["name"], "version": p["version"], "latest": p["version"],
-                "published": "2026-11-20T10:00:00Z", "locked": p["version"],
-                "rollback": false, "held_back": false, "notes": ["fixture"], "rejected": [],
-            })
-        })
-        .collect();
     std::fs::write(
         plan.join("resolve.json"),
-        json!({
-            "cutoff": inventory["cutoff"], "now": SHIP_NOW, "registry": inventory["registry"],
-            "cooldown_hours": 48, "packages": packages,
-        })
-        .to_string(),
+        resolve_json_of(root.path(), SHIP_NOW).to_string(),
     )
     .unwrap();
     let inputs_digest = "0123456789ab".repeat(5) + "0123";

@@ -35,6 +35,31 @@ pub fn publish(repository: &str, args: &[&str]) -> Run {
     publish_command(repository, args).run()
 }
 
+/// The `resolve --json` output that names the committed template's own top-level versions
+/// (from `root`'s template/inventory.json), resolved at `now`.
+pub fn resolve_json_of(root: &Path, now: &str) -> Value {
+    let inventory: Value =
+        serde_json::from_slice(&std::fs::read(root.join("template/inventory.json")).unwrap())
+            .unwrap();
+    let packages: Vec<Value> = inventory["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["top_level"] == true)
+        .map(|p| {
+            json!({
+                "name": p["name"], "version": p["version"], "latest": p["version"],
+                "published": "2026-11-20T10:00:00Z", "locked": p["version"],
+                "rollback": false, "held_back": false, "notes": ["fixture"], "rejected": [],
+            })
+        })
+        .collect();
+    json!({
+        "cutoff": inventory["cutoff"], "now": now, "registry": inventory["registry"],
+        "cooldown_hours": 48, "packages": packages,
+    })
+}
+
 /// The `build --json` output for a tiny image `tag` (engine id `id`) of `arch`.
 pub fn build_json(arch: &str, tag: &str, id: &str, salt: &str, emulated: bool) -> Value {
     json!({
@@ -120,30 +145,9 @@ pub fn release() -> &'static Release {
 
         // The committed inventory, lockfile and package.json as they are: they agree with
         // each other, and `receipt verify --artifacts` checks that the receipt agrees with them.
-        let inventory: Value = serde_json::from_slice(
-            &std::fs::read(root.path().join("template/inventory.json")).unwrap(),
-        )
-        .unwrap();
-        let packages: Vec<Value> = inventory["packages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|p| p["top_level"] == true)
-            .map(|p| {
-                json!({
-                    "name": p["name"], "version": p["version"], "latest": p["version"],
-                    "published": "2026-11-20T10:00:00Z", "locked": p["version"],
-                    "rollback": false, "held_back": false, "notes": ["fixture"], "rejected": [],
-                })
-            })
-            .collect();
         std::fs::write(
             inputs.join("resolve.json"),
-            json!({
-                "cutoff": inventory["cutoff"], "now": "2026-11-30T06:17:00Z",
-                "registry": inventory["registry"], "cooldown_hours": 48, "packages": packages,
-            })
-            .to_string(),
+            resolve_json_of(root.path(), "2026-11-30T06:17:00Z").to_string(),
         )
         .unwrap();
         for (arch, build) in &builds {
