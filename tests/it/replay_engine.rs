@@ -1745,7 +1745,7 @@ impl expr::Scope for Plain {
             .cloned()
             .ok_or_else(|| format!("no context {name}"))
     }
-    fn check_path(&self, _: &[String], _: Option<&Value>) -> Result<(), String> {
+    fn check_path(&self, _: &[String], _: bool) -> Result<(), String> {
         Ok(())
     }
     fn status(&self, f: &str) -> Result<bool, String> {

@@ -627,7 +627,7 @@ impl expr::Scope for Ctx<'_> {
         })
     }
 
-    fn check_path(&self, path: &[String], found: Option<&Value>) -> Result<(), String> {
+    fn check_path(&self, path: &[String], found: bool) -> Result<(), String> {
         let p: Vec<&str> = path.iter().map(String::as_str).collect();
         match p.as_slice() {
             ["steps", id] => {
@@ -638,7 +638,7 @@ impl expr::Scope for Ctx<'_> {
                         ids.join(", ")
                     ));
                 }
-                if found.is_none() {
+                if !found {
                     return Err(format!(
                         "`steps.{id}`: step `{id}` has not run yet at this point"
                     ));
@@ -649,7 +649,7 @@ impl expr::Scope for Ctx<'_> {
                     "`steps.{id}.{field}`: a step has outputs, outcome and conclusion only"
                 ));
             }
-            ["steps", id, "outputs", name] if found.is_none() => {
+            ["steps", id, "outputs", name] if !found => {
                 let step = self.contexts["steps"]
                     .as_object()
                     .and_then(|steps| steps.iter().find(|(k, _)| k.eq_ignore_ascii_case(id)))
@@ -687,7 +687,7 @@ impl expr::Scope for Ctx<'_> {
                     return Err(format!("`needs.{id}.outputs.{name}`: job `{id}` declares no output `{name}` (outputs: {declared:?})"));
                 }
             }
-            ["matrix", key] if found.is_none() => {
+            ["matrix", key] if !found => {
                 let keys: Vec<&String> = self
                     .contexts
                     .get("matrix")
@@ -710,7 +710,7 @@ impl expr::Scope for Ctx<'_> {
                     self.inputs_declared.keys().collect::<Vec<_>>()
                 ));
             }
-            ["github" | "runner" | "job" | "strategy", key] if found.is_none() => {
+            ["github" | "runner" | "job" | "strategy", key] if !found => {
                 return Err(format!(
                     "`{}.{key}`: no such property in the replay's `{}` context",
                     p[0], p[0]
