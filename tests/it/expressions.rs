@@ -70,7 +70,10 @@ fn load_cases(dir: &Path) -> Vec<Case> {
             // Upstream files carry a few non-list keys (none today); only lists are cases.
             let Value::Array(list) = list else { continue };
             for case in list {
-                let expr = case["expr"].as_str().expect("every case has an expr").to_owned();
+                let expr = case["expr"]
+                    .as_str()
+                    .expect("every case has an expr")
+                    .to_owned();
                 let contexts = case
                     .get("contexts")
                     .and_then(Value::as_object)

@@ -52,7 +52,10 @@ pub enum Data {
     Num(f64),
     Str(String),
     /// `filtered` marks the result of a `*`, which later indexes flatten (`filtered_array.ts`).
-    Arr { items: Rc<Vec<Data>>, filtered: bool },
+    Arr {
+        items: Rc<Vec<Data>>,
+        filtered: bool,
+    },
     /// Keys keep their order and case; lookups ignore case, and the first of two keys that
     /// differ only in case wins (`data/dictionary.ts`, `add`).
     Obj(Rc<Vec<(String, Data)>>),
@@ -197,9 +200,9 @@ pub fn js_number(text: &str) -> f64 {
         if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
             return f64::NAN;
         }
-        digits
-            .chars()
-            .fold(0.0, |n, c| n * f64::from(radix) + f64::from(c.to_digit(radix).unwrap()))
+        digits.chars().fold(0.0, |n, c| {
+            n * f64::from(radix) + f64::from(c.to_digit(radix).unwrap())
+        })
     };
     let lower = t.to_ascii_lowercase();
     if let Some(hex) = lower.strip_prefix("0x") {
@@ -748,7 +751,9 @@ pub fn has_status_function(e: &Expr) -> bool {
             ) || args.iter().any(has_status_function)
         }
         Expr::Not(b) | Expr::Group(b) => has_status_function(b),
-        Expr::Index(a, b) => has_status_function(a) || b.as_deref().is_some_and(has_status_function),
+        Expr::Index(a, b) => {
+            has_status_function(a) || b.as_deref().is_some_and(has_status_function)
+        }
         Expr::Cmp(_, a, b) => has_status_function(a) || has_status_function(b),
         Expr::And(args) | Expr::Or(args) => args.iter().any(has_status_function),
         Expr::Lit(_) | Expr::Context(_) => false,
@@ -950,10 +955,14 @@ impl Evaluation<'_> {
         };
         let (object, path) = self.eval(base)?;
         let star = index.is_none();
-        let key = index.as_ref().filter(|i| i.primitive()).map(Data::coerce_string);
-        let position = index.as_ref().map(Data::number).and_then(|f| {
-            (f.is_finite() && f >= 0.0).then(|| f.floor() as usize)
-        });
+        let key = index
+            .as_ref()
+            .filter(|i| i.primitive())
+            .map(Data::coerce_string);
+        let position = index
+            .as_ref()
+            .map(Data::number)
+            .and_then(|f| (f.is_finite() && f >= 0.0).then(|| f.floor() as usize));
         let result = match &object {
             Data::Arr {
                 items,
@@ -962,7 +971,9 @@ impl Evaluation<'_> {
                 let mut out = Vec::new();
                 for item in items.iter() {
                     match item {
-                        Data::Obj(pairs) if star => out.extend(pairs.iter().map(|(_, v)| v.clone())),
+                        Data::Obj(pairs) if star => {
+                            out.extend(pairs.iter().map(|(_, v)| v.clone()))
+                        }
                         Data::Obj(_) => {
                             if let Some(v) = key.as_deref().and_then(|k| item.get(k)) {
                                 out.push(v.clone());
@@ -984,7 +995,9 @@ impl Evaluation<'_> {
                 .and_then(|p| items.get(p))
                 .cloned()
                 .unwrap_or(Data::Null),
-            Data::Obj(pairs) if star => Data::filtered(pairs.iter().map(|(_, v)| v.clone()).collect()),
+            Data::Obj(pairs) if star => {
+                Data::filtered(pairs.iter().map(|(_, v)| v.clone()).collect())
+            }
             Data::Obj(_) => key
                 .as_deref()
                 .and_then(|k| object.get(k))
@@ -1013,9 +1026,7 @@ impl Evaluation<'_> {
                 .collect::<Result<Vec<_>, _>>()
         };
         Ok(match name {
-            "success" | "failure" | "always" | "cancelled" => {
-                Data::Bool(self.scope.status(name)?)
-            }
+            "success" | "failure" | "always" | "cancelled" => Data::Bool(self.scope.status(name)?),
             "hashfiles" => {
                 let patterns: Vec<String> = values()?.iter().map(Data::coerce_string).collect();
                 Data::Str(self.scope.hash_files(&patterns)?)
