@@ -64,6 +64,9 @@ struct Case {
     verify_names: &'static str,
     /// What `pin`'s stderr must name (defaults to `verify_names`).
     pin_names: Option<&'static str>,
+    /// What else `receipt verify`'s stderr must say, where the field alone would also match
+    /// another problem (`platforms` names many).
+    verify_says: Option<&'static str>,
 }
 
 fn case(name: &'static str, verify_names: &'static str, make: Make) -> Case {
@@ -72,6 +75,7 @@ fn case(name: &'static str, verify_names: &'static str, make: Make) -> Case {
         make,
         verify_names,
         pin_names: None,
+        verify_says: None,
     }
 }
 
@@ -101,6 +105,31 @@ fn replace_sbom(dir: &Path, v: &mut Value, i: usize, bytes: &[u8]) {
     let path = dir.join(v["platforms"][i]["sbom"]["name"].as_str().unwrap());
     std::fs::write(&path, bytes).unwrap();
     v["platforms"][i]["sbom"]["sha256"] = json!(sha256_hex(bytes));
+}
+
+/// Edits platform `i`'s CycloneDX SBOM in the artifacts `dir` and records its new sha256 in
+/// `v`, so the file matches its hash and only its content can be wrong.
+fn edit_cdx(dir: &Path, v: &mut Value, i: usize, edit: impl Fn(&mut Value)) {
+    let path = dir.join(v["platforms"][i]["cyclonedx"]["name"].as_str().unwrap());
+    let mut bom: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    edit(&mut bom);
+    replace_cdx(dir, v, i, &serde_json::to_vec_pretty(&bom).unwrap());
+}
+
+/// Puts `bytes` as platform `i`'s CycloneDX SBOM and records their sha256 in `v`.
+fn replace_cdx(dir: &Path, v: &mut Value, i: usize, bytes: &[u8]) {
+    let path = dir.join(v["platforms"][i]["cyclonedx"]["name"].as_str().unwrap());
+    std::fs::write(&path, bytes).unwrap();
+    v["platforms"][i]["cyclonedx"]["sha256"] = json!(sha256_hex(bytes));
+}
+
+/// The CycloneDX SBOM's components whose purl starts with `prefix`.
+fn cdx_components<'a>(bom: &'a mut Value, prefix: &'a str) -> impl Iterator<Item = &'a mut Value> {
+    bom["components"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .filter(move |c| c["purl"].as_str().is_some_and(|l| l.starts_with(prefix)))
 }
 
 /// The SBOM's packages whose purl starts with `prefix`.
@@ -756,6 +785,186 @@ fn cases(genuine: &Value) -> Vec<Case> {
                 })
             }),
         ),
+        // -- The CycloneDX SBOMs, like the SPDX ones: hashed, looked up under their fixed
+        //    names, and read (each must be the CycloneDX form of its platform's SPDX file).
+        case(
+            "CycloneDX SBOM missing",
+            "platforms[0].cyclonedx",
+            Make::Artifacts(Box::new(|dir| {
+                std::fs::remove_file(dir.join("sbom-linux-amd64.cdx.json")).unwrap();
+            })),
+        ),
+        case(
+            "CycloneDX SBOM bytes changed",
+            "platforms[1].cyclonedx.sha256",
+            Make::Artifacts(Box::new(|dir| {
+                let path = dir.join("sbom-linux-arm64.cdx.json");
+                let mut bytes = std::fs::read(&path).unwrap();
+                bytes.extend_from_slice(b"\n");
+                std::fs::write(path, bytes).unwrap();
+            })),
+        ),
+        case(
+            "CycloneDX SBOM sha256 edited",
+            "platforms[0].cyclonedx.sha256",
+            json_edit(|v| {
+                v["platforms"][0]["cyclonedx"]["sha256"] = json!(sha256_hex(b"another bom"))
+            }),
+        ),
+        case(
+            "CycloneDX SBOM is a FIFO",
+            "platforms[1].cyclonedx",
+            Make::Artifacts(Box::new(|dir| {
+                let path = dir.join("sbom-linux-arm64.cdx.json");
+                std::fs::remove_file(&path).unwrap();
+                mkfifo(&path);
+            })),
+        ),
+        case(
+            "CycloneDX Debian version edited",
+            "platforms[0].cyclonedx",
+            both(|dir, v| {
+                edit_cdx(dir, v, 0, |bom| {
+                    for c in cdx_components(bom, "pkg:deb/debian/libc6@") {
+                        c["version"] = json!("2.36-9+deb12u99");
+                        c["purl"] = json!(
+                            "pkg:deb/debian/libc6@2.36-9%2Bdeb12u99?arch=amd64&distro=debian-12"
+                        );
+                    }
+                })
+            }),
+        ),
+        case(
+            "CycloneDX Debian package removed",
+            "platforms[1].cyclonedx",
+            both(|dir, v| {
+                edit_cdx(dir, v, 1, |bom| {
+                    bom["components"]
+                        .as_array_mut()
+                        .unwrap()
+                        .retain(|c| c["name"] != "tzdata")
+                })
+            }),
+        ),
+        case(
+            "CycloneDX Debian package added",
+            "platforms[0].cyclonedx",
+            both(|dir, v| {
+                edit_cdx(dir, v, 0, |bom| {
+                    let mut extra = cdx_components(bom, "pkg:deb/").next().unwrap().clone();
+                    extra["bom-ref"] = json!("SPDXRef-deb-backdoor-amd64");
+                    extra["name"] = json!("backdoor");
+                    extra["purl"] = json!("pkg:deb/debian/backdoor@1.0?arch=amd64");
+                    bom["components"].as_array_mut().unwrap().push(extra);
+                })
+            }),
+        ),
+        case(
+            "CycloneDX Debian package of another architecture",
+            "platforms[0].cyclonedx",
+            both(|dir, v| {
+                edit_cdx(dir, v, 0, |bom| {
+                    for c in cdx_components(bom, "pkg:deb/debian/libc6@") {
+                        let l = c["purl"]
+                            .as_str()
+                            .unwrap()
+                            .replace("arch=amd64", "arch=arm64");
+                        c["purl"] = json!(l);
+                    }
+                })
+            }),
+        ),
+        case(
+            "CycloneDX npm package removed",
+            "platforms[1].cyclonedx",
+            both(|dir, v| {
+                edit_cdx(dir, v, 1, |bom| {
+                    let first = cdx_components(bom, "pkg:npm/").next().unwrap()["bom-ref"].clone();
+                    bom["components"]
+                        .as_array_mut()
+                        .unwrap()
+                        .retain(|c| c["bom-ref"] != first)
+                })
+            }),
+        ),
+        case(
+            "CycloneDX npm package added",
+            "platforms[0].cyclonedx",
+            both(|dir, v| {
+                edit_cdx(dir, v, 0, |bom| {
+                    let mut extra = cdx_components(bom, "pkg:npm/").next().unwrap().clone();
+                    extra["bom-ref"] = json!("SPDXRef-npm-evil");
+                    extra["name"] = json!("evil-helper");
+                    extra["version"] = json!("6.6.6");
+                    extra["purl"] = json!("pkg:npm/evil-helper@6.6.6");
+                    bom["components"].as_array_mut().unwrap().push(extra);
+                })
+            }),
+        ),
+        case(
+            "CycloneDX SBOM that is not CycloneDX",
+            "platforms[0].cyclonedx",
+            both(|dir, v| {
+                let spdx = dir.join(v["platforms"][0]["sbom"]["name"].as_str().unwrap());
+                replace_cdx(dir, v, 0, &std::fs::read(spdx).unwrap());
+            }),
+        ),
+        case(
+            "CycloneDX SBOM of another image",
+            "platforms[1].cyclonedx",
+            both(|dir, v| {
+                edit_cdx(dir, v, 1, |bom| {
+                    bom["metadata"]["component"]["hashes"][0]["content"] =
+                        json!(sha256_hex(b"another image"));
+                })
+            }),
+        ),
+        case(
+            "CycloneDX SBOMs swapped between platforms",
+            "platforms[0].cyclonedx",
+            both(|dir, v| {
+                let name = |i: usize| {
+                    v["platforms"][i]["cyclonedx"]["name"]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                };
+                let (a, b) = (dir.join(name(0)), dir.join(name(1)));
+                let (bytes_a, bytes_b) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+                replace_cdx(dir, v, 0, &bytes_b);
+                replace_cdx(dir, v, 1, &bytes_a);
+            }),
+        ),
+        case(
+            "the other platform's CycloneDX SBOM renamed as this one's",
+            "platforms[0].cyclonedx",
+            both(|dir, v| {
+                let other = dir.join(v["platforms"][1]["cyclonedx"]["name"].as_str().unwrap());
+                let mut bom: Value =
+                    serde_json::from_slice(&std::fs::read(other).unwrap()).unwrap();
+                bom["metadata"]["component"]["name"] = json!("coding-agent-linux-amd64");
+                replace_cdx(dir, v, 0, &serde_json::to_vec_pretty(&bom).unwrap());
+            }),
+        ),
+        case(
+            "receipt names the other platform's CycloneDX SBOM",
+            "platforms[0].cyclonedx.name",
+            json_edit(|v| v["platforms"][0]["cyclonedx"] = v["platforms"][1]["cyclonedx"].clone()),
+        ),
+        case(
+            "receipt names the SPDX SBOM as the CycloneDX one",
+            // The schema's name pattern refuses it before the name check does.
+            "platforms[1].cyclonedx",
+            json_edit(|v| v["platforms"][1]["cyclonedx"] = v["platforms"][1]["sbom"].clone()),
+        ),
+        Case {
+            verify_says: Some("sbom-linux-amd64.cdx.json"),
+            ..case(
+                "a CycloneDX SBOM the receipt does not list",
+                "platforms",
+                json_edit(|v| v["platforms"][0]["cyclonedx"] = json!(null)),
+            )
+        },
         // -- The receipt's own Debian package sets.
         case(
             "receipt Debian version edited",
@@ -856,6 +1065,8 @@ fn cases(genuine: &Value) -> Vec<Case> {
                             &packages,
                         );
                         replace_sbom(dir, v, i, &std::fs::read(made).unwrap());
+                        let cdx = genuine_release::cyclonedx_of_record(&p);
+                        replace_cdx(dir, v, i, &std::fs::read(cdx).unwrap());
                     }
                     recompute_index(v);
                     publish_index(&path, v);
@@ -977,7 +1188,7 @@ fn every_tampered_receipt_is_refused_by_verify_and_pin() {
     );
 
     let all = cases(&genuine);
-    assert!(all.len() >= 74, "only {} cases", all.len());
+    assert!(all.len() >= 91, "only {} cases", all.len());
     let mut failures = Vec::new();
     for (i, c) in all.into_iter().enumerate() {
         let dir = work.path().join(format!("case-{i}"));
@@ -1044,6 +1255,9 @@ fn every_tampered_receipt_is_refused_by_verify_and_pin() {
                 "verify's stderr does not name `{}`:\n{stderr}",
                 c.verify_names
             ));
+        }
+        if let Some(says) = c.verify_says.filter(|says| !stderr.contains(says)) {
+            problems.push(format!("verify's stderr does not say `{says}`:\n{stderr}"));
         }
         // Nothing from the receipt reaches the terminal raw.
         for bad in ['\u{1b}', '\u{202e}', '\u{200b}', '\r'] {

@@ -237,21 +237,25 @@ pub fn receipt_write_for(
         .arg(out_dir);
     for (build, smoke_file, platform) in builds {
         let build_output: Value = serde_json::from_slice(&std::fs::read(build).unwrap()).unwrap();
+        let image_id = build_output["image_id"].as_str().unwrap();
+        let spdx = write_sbom(
+            platform,
+            image_id,
+            &build_output["debian_packages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p.as_str().unwrap().to_string())
+                .collect::<Vec<_>>(),
+        );
         cmd.arg("--build")
             .arg(build)
             .arg("--smoke")
             .arg(smoke_file)
             .arg("--sbom")
-            .arg(write_sbom(
-                platform,
-                build_output["image_id"].as_str().unwrap(),
-                &build_output["debian_packages"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|p| p.as_str().unwrap().to_string())
-                    .collect::<Vec<_>>(),
-            ));
+            .arg(spdx)
+            .arg("--sbom")
+            .arg(cyclonedx_path(platform, image_id));
     }
     cmd
 }
@@ -292,9 +296,24 @@ pub fn sbom_path(platform: &str, image_id: &str) -> PathBuf {
         .join(format!("sbom-{}.spdx.json", platform.replace('/', "-")))
 }
 
+/// Where the CycloneDX form of the fixture SBOM lies: beside the SPDX file, under its release
+/// asset name.
+pub fn cyclonedx_path(platform: &str, image_id: &str) -> PathBuf {
+    sbom_path(platform, image_id)
+        .with_file_name(format!("sbom-{}.cdx.json", platform.replace('/', "-")))
+}
+
 /// The fixture SBOM of a receipt's platform record.
 pub fn sbom_of_record(platform: &Value) -> PathBuf {
     sbom_path(
+        platform["platform"].as_str().unwrap(),
+        platform["image_id"].as_str().unwrap(),
+    )
+}
+
+/// The CycloneDX form of the fixture SBOM of a receipt's platform record.
+pub fn cyclonedx_of_record(platform: &Value) -> PathBuf {
+    cyclonedx_path(
         platform["platform"].as_str().unwrap(),
         platform["image_id"].as_str().unwrap(),
     )
@@ -332,8 +351,10 @@ fn common_npm_packages() -> Vec<(String, String)> {
 /// A minimal SPDX document of the `platform` image `image_id` listing `debian_packages`
 /// (the tiny images have no dpkg database to make a real one from) and the npm packages the
 /// lockfile installs everywhere, as `cargo xtask sbom` describes an image (xtask/src/image/
-/// sbom.rs: the described root package carries the image id, each package a purl). Written
-/// once an image, atomically (tests run in parallel and copy it); the same bytes each time.
+/// sbom.rs: the described root package carries the image id, each package a purl), and its
+/// CycloneDX form beside it ([`cyclonedx_path`]), made from it as `sbom --cyclonedx` makes
+/// it, so the genuine release carries both SBOM assets. Written once an image, atomically
+/// (tests run in parallel and copy them); the same bytes each time.
 pub fn write_sbom(platform: &str, image_id: &str, debian_packages: &[String]) -> PathBuf {
     let slug = platform.replace('/', "-");
     let arch = platform.split('/').nth(1).unwrap();
@@ -375,9 +396,15 @@ pub fn write_sbom(platform: &str, image_id: &str, debian_packages: &[String]) ->
             Some(npm_purl(name, version)),
         ));
     }
+    // The image CONTAINS every package, as in the real document: the CycloneDX form lists
+    // what the image contains as its components.
     let relationships: Vec<Value> = std::iter::once(json!({
         "spdxElementId": "SPDXRef-DOCUMENT", "relationshipType": "DESCRIBES",
         "relatedSpdxElement": "SPDXRef-image"}))
+    .chain(packages[1..].iter().map(|p| {
+        json!({"spdxElementId": "SPDXRef-image", "relationshipType": "CONTAINS",
+            "relatedSpdxElement": p["SPDXID"]})
+    }))
     .collect();
     let document = json!({
         "spdxVersion": "SPDX-2.3", "dataLicense": "CC0-1.0", "SPDXID": "SPDXRef-DOCUMENT",
@@ -387,22 +414,32 @@ pub fn write_sbom(platform: &str, image_id: &str, debian_packages: &[String]) ->
         "packages": packages, "relationships": relationships,
     });
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let temporary = path.with_extension(format!(
-        "tmp-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    std::fs::write(&temporary, serde_json::to_vec_pretty(&document).unwrap()).unwrap();
-    std::fs::rename(&temporary, &path).unwrap();
+    let spdx = serde_json::to_vec_pretty(&document).unwrap();
+    let cdx = xtask::image::sbom::cyclonedx_of_spdx_json(&spdx).unwrap();
+    for (bytes, to) in [
+        (&spdx, path.clone()),
+        (&cdx, cyclonedx_path(platform, image_id)),
+    ] {
+        let temporary = to.with_extension(format!(
+            "tmp-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::write(&temporary, bytes).unwrap();
+        std::fs::rename(&temporary, &to).unwrap();
+    }
     path
 }
 
-/// Copies each platform's SBOM that `receipt` names into `dir`, next to the artifacts, as a
-/// consumer downloads the release assets.
+/// Copies each platform's SBOMs that `receipt` names (SPDX, and CycloneDX when recorded) into
+/// `dir`, next to the artifacts, as a consumer downloads the release assets.
 pub fn copy_sboms(receipt: &Value, dir: &Path) {
     for p in receipt["platforms"].as_array().unwrap() {
         let name = p["sbom"]["name"].as_str().unwrap();
         std::fs::copy(sbom_of_record(p), dir.join(name)).unwrap();
+        if let Some(name) = p["cyclonedx"]["name"].as_str() {
+            std::fs::copy(cyclonedx_of_record(p), dir.join(name)).unwrap();
+        }
     }
 }
 
