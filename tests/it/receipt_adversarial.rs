@@ -123,6 +123,53 @@ fn replace_cdx(dir: &Path, v: &mut Value, i: usize, bytes: &[u8]) {
     v["platforms"][i]["cyclonedx"]["sha256"] = json!(sha256_hex(bytes));
 }
 
+/// Makes every platform's SBOMs (SPDX and CycloneDX) name the image as `v` now records it
+/// (manifest digest, release tag), so a consistent lie reaches the registry check, which runs
+/// only after every offline check passed.
+fn match_sboms(dir: &Path, v: &mut Value) {
+    for i in 0..v["platforms"].as_array().unwrap().len() {
+        let p = v["platforms"][i].clone();
+        let packages: Vec<String> = p["debian_packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_str().unwrap().to_string())
+            .collect();
+        let made = genuine_release::write_sbom(
+            p["platform"].as_str().unwrap(),
+            p["image_id"].as_str().unwrap(),
+            &packages,
+            &Published::of_record(v, &p),
+        );
+        replace_sbom(dir, v, i, &std::fs::read(made).unwrap());
+        let cdx = genuine_release::cyclonedx_of_record(v, &p);
+        replace_cdx(dir, v, i, &std::fs::read(cdx).unwrap());
+    }
+}
+
+/// Makes platform `i`'s SBOMs (SPDX and CycloneDX, each the other's form) name the image as
+/// `rename` changes the receipt's name for it: a consistent pair only the receipt contradicts.
+fn rename_in_sboms(dir: &Path, v: &mut Value, i: usize, rename: impl Fn(&mut Published)) {
+    let p = v["platforms"][i].clone();
+    let packages: Vec<String> = p["debian_packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap().to_string())
+        .collect();
+    let mut name = Published::of_record(v, &p);
+    rename(&mut name);
+    let made = genuine_release::write_sbom(
+        p["platform"].as_str().unwrap(),
+        p["image_id"].as_str().unwrap(),
+        &packages,
+        &name,
+    );
+    replace_sbom(dir, v, i, &std::fs::read(&made).unwrap());
+    let cdx = made.with_file_name(p["cyclonedx"]["name"].as_str().unwrap());
+    replace_cdx(dir, v, i, &std::fs::read(cdx).unwrap());
+}
+
 /// The CycloneDX SBOM's components whose purl starts with `prefix`.
 fn cdx_components<'a>(bom: &'a mut Value, prefix: &'a str) -> impl Iterator<Item = &'a mut Value> {
     bom["components"]
@@ -322,7 +369,11 @@ fn cases(genuine: &Value) -> Vec<Case> {
         case(
             "platform digest that does not exist, index recomputed",
             "platforms[1].digest",
-            consistent(|v| v["platforms"][1]["digest"] = json!(other_digest("no such manifest"))),
+            both(|dir, v| {
+                v["platforms"][1]["digest"] = json!(other_digest("no such manifest"));
+                recompute_index(v);
+                match_sboms(dir, v);
+            }),
         ),
         case(
             "config digest edited",
@@ -347,17 +398,17 @@ fn cases(genuine: &Value) -> Vec<Case> {
         case(
             "release tag pointing at another index",
             "release_tag",
-            json_edit(move |v| {
-                v["release_tag"] = json!(elsewhere_tag);
-                v["index"]["tag"] = json!(elsewhere_tag);
+            both(move |dir, v| {
+                set_tag(v, elsewhere_tag);
+                match_sboms(dir, v);
             }),
         ),
         case(
             "release tag never published",
             "release_tag",
-            json_edit(|v| {
-                v["release_tag"] = json!("2026.11.30-bbbbbbbbbbbb");
-                v["index"]["tag"] = json!("2026.11.30-bbbbbbbbbbbb");
+            both(|dir, v| {
+                set_tag(v, "2026.11.30-bbbbbbbbbbbb");
+                match_sboms(dir, v);
             }),
         ),
         // -- Completeness counts the manifest's required checks, not the ones present.
@@ -965,6 +1016,39 @@ fn cases(genuine: &Value) -> Vec<Case> {
                 json_edit(|v| v["platforms"][0]["cyclonedx"] = json!(null)),
             )
         },
+        // -- The SBOMs name the image by the manifest digest and release tag the receipt
+        //    records (each pair consistent, so only the receipt contradicts it).
+        Case {
+            verify_says: Some("does not name the published image"),
+            ..case(
+                "SBOMs name another manifest digest",
+                "platforms[0].sbom",
+                both(|dir, v| {
+                    rename_in_sboms(dir, v, 0, |n| n.digest = other_digest("another manifest"))
+                }),
+            )
+        },
+        Case {
+            verify_says: Some("does not name the published image"),
+            ..case(
+                "SBOMs name the other platform's manifest digest",
+                "platforms[1].sbom",
+                both(|dir, v| {
+                    let amd = v["platforms"][0]["digest"].as_str().unwrap().to_string();
+                    rename_in_sboms(dir, v, 1, move |n| n.digest = amd.clone())
+                }),
+            )
+        },
+        Case {
+            verify_says: Some("does not name the published image"),
+            ..case(
+                "SBOMs name another release tag",
+                "platforms[0].sbom",
+                both(|dir, v| {
+                    rename_in_sboms(dir, v, 0, |n| n.tag = "2026.11.27-0123456789ab".into())
+                }),
+            )
+        },
         // -- The receipt's own Debian package sets.
         case(
             "receipt Debian version edited",
@@ -1051,23 +1135,7 @@ fn cases(genuine: &Value) -> Vec<Case> {
                         }
                     }
                     // SBOMs made to match, so only the registry can tell.
-                    for i in 0..2 {
-                        let p = v["platforms"][i].clone();
-                        let packages: Vec<String> = p["debian_packages"]
-                            .as_array()
-                            .unwrap()
-                            .iter()
-                            .map(|e| e.as_str().unwrap().to_string())
-                            .collect();
-                        let made = genuine_release::write_sbom(
-                            p["platform"].as_str().unwrap(),
-                            p["image_id"].as_str().unwrap(),
-                            &packages,
-                        );
-                        replace_sbom(dir, v, i, &std::fs::read(made).unwrap());
-                        let cdx = genuine_release::cyclonedx_of_record(&p);
-                        replace_cdx(dir, v, i, &std::fs::read(cdx).unwrap());
-                    }
+                    match_sboms(dir, v);
                     recompute_index(v);
                     publish_index(&path, v);
                 }
@@ -1078,8 +1146,9 @@ fn cases(genuine: &Value) -> Vec<Case> {
             "platforms[1].variant",
             both({
                 let path = path.clone();
-                move |_, v| {
+                move |dir, v| {
                     set_tag(v, "2026.11.30-7a7a7a7a7a7a");
+                    match_sboms(dir, v);
                     let variant = if v["platforms"][1]["variant"] == "v8" {
                         "v7"
                     } else {
@@ -1188,7 +1257,7 @@ fn every_tampered_receipt_is_refused_by_verify_and_pin() {
     );
 
     let all = cases(&genuine);
-    assert!(all.len() >= 91, "only {} cases", all.len());
+    assert!(all.len() >= 94, "only {} cases", all.len());
     let mut failures = Vec::new();
     for (i, c) in all.into_iter().enumerate() {
         let dir = work.path().join(format!("case-{i}"));

@@ -235,9 +235,11 @@ pub fn receipt_write_for(
         .args(["--now", "2026-11-30T06:30:00Z"])
         .arg("--out-dir")
         .arg(out_dir);
+    let published: Value = serde_json::from_slice(&std::fs::read(publish).unwrap()).unwrap();
     for (build, smoke_file, platform) in builds {
         let build_output: Value = serde_json::from_slice(&std::fs::read(build).unwrap()).unwrap();
         let image_id = build_output["image_id"].as_str().unwrap();
+        let name = Published::of_publish(&published, platform);
         let spdx = write_sbom(
             platform,
             image_id,
@@ -247,6 +249,7 @@ pub fn receipt_write_for(
                 .iter()
                 .map(|p| p.as_str().unwrap().to_string())
                 .collect::<Vec<_>>(),
+            &name,
         );
         cmd.arg("--build")
             .arg(build)
@@ -255,9 +258,56 @@ pub fn receipt_write_for(
             .arg("--sbom")
             .arg(spdx)
             .arg("--sbom")
-            .arg(cyclonedx_path(platform, image_id));
+            .arg(cyclonedx_path(platform, image_id, &name));
     }
     cmd
+}
+
+/// How a release names one platform's image, which its SBOMs carry (as `release build`
+/// writes them after the push): the repository, the manifest digest, the release tag.
+#[derive(Debug, Clone)]
+pub struct Published {
+    pub repository: String,
+    pub digest: String,
+    pub tag: String,
+}
+
+impl Published {
+    /// From `publish --json --tag` output.
+    pub fn of_publish(publish: &Value, platform: &str) -> Published {
+        let pushed = publish["platforms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["platform"] == platform)
+            .unwrap();
+        Published {
+            repository: publish["index"]["repository"].as_str().unwrap().into(),
+            digest: pushed["digest"].as_str().unwrap().into(),
+            tag: publish["index"]["tag"].as_str().unwrap().into(),
+        }
+    }
+
+    /// From a receipt and one of its platform records.
+    pub fn of_record(receipt: &Value, platform: &Value) -> Published {
+        Published {
+            repository: receipt["index"]["repository"].as_str().unwrap().into(),
+            digest: platform["digest"].as_str().unwrap().into(),
+            tag: receipt["release_tag"].as_str().unwrap().into(),
+        }
+    }
+
+    /// The `pkg:oci` purl `cargo xtask sbom --manifest-digest` gives the image.
+    pub fn purl(&self, platform: &str) -> String {
+        template_formats::sbom::image_purl(
+            &template_formats::sbom::PublishedImage {
+                repository: &self.repository,
+                manifest_digest: &self.digest,
+                tag: &self.tag,
+            },
+            platform.parse().unwrap(),
+        )
+    }
 }
 
 /// Runs `receipt write` for the published release, with the amd64 smoke check `failing`
@@ -286,36 +336,44 @@ pub fn write_receipt(out_dir: &Path, failing: Option<&str>) -> (Run, Option<Path
     (out, path)
 }
 
-/// Where the fixture SBOM of the `platform` image `image_id` lies: one folder an image, the
-/// file under its release asset name.
-pub fn sbom_path(platform: &str, image_id: &str) -> PathBuf {
-    let hex = image_id.trim_start_matches("sha256:");
+/// Where the fixture SBOM of the `platform` image `image_id` published as `name` lies: one
+/// folder an image and name, the file under its release asset name.
+pub fn sbom_path(platform: &str, image_id: &str, name: &Published) -> PathBuf {
+    let key = sha256_hex(
+        format!(
+            "{image_id} {} {} {}",
+            name.repository, name.digest, name.tag
+        )
+        .as_bytes(),
+    );
     release()
         .inputs
-        .join(format!("sbom-of-{}", &hex[..hex.len().min(16)]))
+        .join(format!("sbom-of-{}", &key[..16]))
         .join(format!("sbom-{}.spdx.json", platform.replace('/', "-")))
 }
 
 /// Where the CycloneDX form of the fixture SBOM lies: beside the SPDX file, under its release
 /// asset name.
-pub fn cyclonedx_path(platform: &str, image_id: &str) -> PathBuf {
-    sbom_path(platform, image_id)
+pub fn cyclonedx_path(platform: &str, image_id: &str, name: &Published) -> PathBuf {
+    sbom_path(platform, image_id, name)
         .with_file_name(format!("sbom-{}.cdx.json", platform.replace('/', "-")))
 }
 
-/// The fixture SBOM of a receipt's platform record.
-pub fn sbom_of_record(platform: &Value) -> PathBuf {
+/// The fixture SBOM of one of `receipt`'s platform records.
+pub fn sbom_of_record(receipt: &Value, platform: &Value) -> PathBuf {
     sbom_path(
         platform["platform"].as_str().unwrap(),
         platform["image_id"].as_str().unwrap(),
+        &Published::of_record(receipt, platform),
     )
 }
 
-/// The CycloneDX form of the fixture SBOM of a receipt's platform record.
-pub fn cyclonedx_of_record(platform: &Value) -> PathBuf {
+/// The CycloneDX form of the fixture SBOM of one of `receipt`'s platform records.
+pub fn cyclonedx_of_record(receipt: &Value, platform: &Value) -> PathBuf {
     cyclonedx_path(
         platform["platform"].as_str().unwrap(),
         platform["image_id"].as_str().unwrap(),
+        &Published::of_record(receipt, platform),
     )
 }
 
@@ -355,10 +413,15 @@ fn common_npm_packages() -> Vec<(String, String)> {
 /// CycloneDX form beside it ([`cyclonedx_path`]), made from it as `sbom --cyclonedx` makes
 /// it, so the genuine release carries both SBOM assets. Written once an image, atomically
 /// (tests run in parallel and copy them); the same bytes each time.
-pub fn write_sbom(platform: &str, image_id: &str, debian_packages: &[String]) -> PathBuf {
+pub fn write_sbom(
+    platform: &str,
+    image_id: &str,
+    debian_packages: &[String],
+    name: &Published,
+) -> PathBuf {
     let slug = platform.replace('/', "-");
     let arch = platform.split('/').nth(1).unwrap();
-    let path = sbom_path(platform, image_id);
+    let path = sbom_path(platform, image_id, name);
     let hex = image_id.trim_start_matches("sha256:");
     let package = |id: &str, name: &str, version: &str, purl: Option<String>| {
         let mut p = json!({
@@ -372,7 +435,13 @@ pub fn write_sbom(platform: &str, image_id: &str, debian_packages: &[String]) ->
         }
         p
     };
-    let mut root = package("SPDXRef-image", "coding-agent", "fixture", None);
+    // Named as consumers pull it, by the manifest digest and the release tag.
+    let mut root = package(
+        "SPDXRef-image",
+        "coding-agent",
+        "fixture",
+        Some(name.purl(platform)),
+    );
     root["primaryPackagePurpose"] = json!("CONTAINER");
     root["checksums"] = json!([{"algorithm": "SHA256", "checksumValue": hex}]);
     let mut packages = vec![root];
@@ -418,7 +487,7 @@ pub fn write_sbom(platform: &str, image_id: &str, debian_packages: &[String]) ->
     let cdx = xtask::image::sbom::cyclonedx_of_spdx_json(&spdx).unwrap();
     for (bytes, to) in [
         (&spdx, path.clone()),
-        (&cdx, cyclonedx_path(platform, image_id)),
+        (&cdx, cyclonedx_path(platform, image_id, name)),
     ] {
         let temporary = to.with_extension(format!(
             "tmp-{}-{:?}",
@@ -436,9 +505,9 @@ pub fn write_sbom(platform: &str, image_id: &str, debian_packages: &[String]) ->
 pub fn copy_sboms(receipt: &Value, dir: &Path) {
     for p in receipt["platforms"].as_array().unwrap() {
         let name = p["sbom"]["name"].as_str().unwrap();
-        std::fs::copy(sbom_of_record(p), dir.join(name)).unwrap();
+        std::fs::copy(sbom_of_record(receipt, p), dir.join(name)).unwrap();
         if let Some(name) = p["cyclonedx"]["name"].as_str() {
-            std::fs::copy(cyclonedx_of_record(p), dir.join(name)).unwrap();
+            std::fs::copy(cyclonedx_of_record(receipt, p), dir.join(name)).unwrap();
         }
     }
 }
