@@ -23,7 +23,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::support::docker::{light_docker, load_tiny_image, remove_images};
-use crate::support::genuine_release::{publish_command, resolve_json_of};
+use crate::support::genuine_release::{
+    debian_packages, publish_command, resolve_json_of, write_sbom, Published,
+};
 use crate::support::npm_fixture::{fixture_now, realistic, scratch_root, FixtureRegistry};
 use crate::support::registry::Registry;
 use crate::support::xtask::{xtask, Run, Xtask};
@@ -415,7 +417,7 @@ const SHIP_NOW: &str = "2026-11-30T06:17:00Z";
 const SHIP_TAG: &str = "2026.11.30-0123456789ab";
 
 fn ship_fixture() -> ShipFixture {
-    use crate::support::genuine_release::{build_json, gate_json, smoke, write_sbom};
+    use crate::support::genuine_release::{build_json, gate_json, smoke};
     use serde_json::json;
     let root = scratch_root_with(&[
         "template/manifest.yaml",
@@ -464,19 +466,8 @@ fn ship_fixture() -> ShipFixture {
         let id = load_tiny_image(&tag, arch, &format!("{arch} {salt}"));
         let platform = format!("linux/{arch}");
         let build = build_json(arch, &tag, &id, &salt, emulated);
-        let packages: Vec<String> = build["debian_packages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p.as_str().unwrap().to_string())
-            .collect();
-        let spdx = std::fs::read(write_sbom(&platform, &id, &packages)).unwrap();
-        std::fs::write(results.join(format!("sbom-linux-{arch}.spdx.json")), &spdx).unwrap();
-        std::fs::write(
-            results.join(format!("sbom-linux-{arch}.cdx.json")),
-            xtask::image::sbom::cyclonedx_of_spdx_json(&spdx).unwrap(),
-        )
-        .unwrap();
+        // The SBOMs name the pushed image, so they are written with `pushed`
+        // ([`retarget_results`]).
         results_of.push((arch, platform, build, emulated, tag.clone()));
         tags.push(tag);
     }
@@ -677,7 +668,35 @@ fn retarget_results(f: &ShipFixture, repository: &str) {
         let pushed = publish_command(repository, &["--image", &format!("linux/{arch}={tag}")])
             .env("XTASK_ROOT", f.root.path())
             .run();
-        let pushed = pushed.assert_success().json()["platforms"][0].clone();
+        let report = pushed.assert_success().json();
+        let pushed = report["platforms"][0].clone();
+        // As `release build` writes them after its push: named by the manifest digest.
+        let platform = format!("linux/{arch}");
+        let name = Published {
+            repository: format!(
+                "{}/{}",
+                report["registry"].as_str().unwrap(),
+                report["repository"].as_str().unwrap()
+            ),
+            digest: pushed["digest"].as_str().unwrap().into(),
+            tag: SHIP_TAG.into(),
+        };
+        let spdx = write_sbom(
+            &platform,
+            pushed["image_id"].as_str().unwrap(),
+            &debian_packages(arch),
+            &name,
+        );
+        std::fs::copy(
+            &spdx,
+            f.results.join(format!("sbom-linux-{arch}.spdx.json")),
+        )
+        .unwrap();
+        std::fs::copy(
+            spdx.with_file_name(format!("sbom-linux-{arch}.cdx.json")),
+            f.results.join(format!("sbom-linux-{arch}.cdx.json")),
+        )
+        .unwrap();
         let file = f.results.join(format!("results-linux-{arch}.json"));
         let mut results: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
         results["pushed"] = pushed;

@@ -21,8 +21,8 @@ use serde_json::{json, Value};
 use crate::support::docker::{light_docker, load_tiny_image, local_registry};
 use crate::support::genuine_release::{self, build_json, receipt_write_for, release, smoke};
 use crate::support::replay::{
-    add_release, run_workflow, Replay, StandIn, Status, WorkflowRun, MAIN_ON_GITHUB_HOSTED,
-    SLSA_PROVENANCE_V1, SPDX_DOCUMENT_V2_3,
+    add_release, run_workflow, Replay, StandIn, Status, WorkflowRun, CYCLONEDX_BOM,
+    MAIN_ON_GITHUB_HOSTED, SLSA_PROVENANCE_V1, SPDX_DOCUMENT_V2_3,
 };
 use crate::support::replay::{
     record_attestation_from, set_default_branch, SignedFrom, RUNNER_USER,
@@ -274,10 +274,7 @@ impl Releases {
             let from = r.root.path().join(artifact["path"].as_str().unwrap());
             std::fs::copy(from, assets.join(artifact["name"].as_str().unwrap())).unwrap();
         }
-        for p in receipt["platforms"].as_array().unwrap() {
-            let name = p["sbom"]["name"].as_str().unwrap();
-            std::fs::copy(genuine_release::sbom_of_record(p), assets.join(name)).unwrap();
-        }
+        genuine_release::copy_sboms(&receipt, &assets);
         if with_verifier {
             // A branch's run builds its own binary (the same bytes would carry the default
             // branch's attestation too, and rightly pass).
@@ -345,6 +342,18 @@ impl Releases {
                 &image(&p["digest"]),
             )
             .unwrap();
+            // The workflow attests the CycloneDX form too, when the release carries it.
+            if p["cyclonedx"].is_object() {
+                record_attestation_from(
+                    state,
+                    TEMPLATE_REPOSITORY,
+                    SIGNER,
+                    from,
+                    CYCLONEDX_BOM,
+                    &image(&p["digest"]),
+                )
+                .unwrap();
+            }
         }
 
         if let Some(edit) = edit {

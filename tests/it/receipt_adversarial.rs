@@ -64,6 +64,9 @@ struct Case {
     verify_names: &'static str,
     /// What `pin`'s stderr must name (defaults to `verify_names`).
     pin_names: Option<&'static str>,
+    /// What else `receipt verify`'s stderr must say, where the field alone would also match
+    /// another problem (`platforms` names many).
+    verify_says: Option<&'static str>,
 }
 
 fn case(name: &'static str, verify_names: &'static str, make: Make) -> Case {
@@ -72,6 +75,7 @@ fn case(name: &'static str, verify_names: &'static str, make: Make) -> Case {
         make,
         verify_names,
         pin_names: None,
+        verify_says: None,
     }
 }
 
@@ -101,6 +105,78 @@ fn replace_sbom(dir: &Path, v: &mut Value, i: usize, bytes: &[u8]) {
     let path = dir.join(v["platforms"][i]["sbom"]["name"].as_str().unwrap());
     std::fs::write(&path, bytes).unwrap();
     v["platforms"][i]["sbom"]["sha256"] = json!(sha256_hex(bytes));
+}
+
+/// Edits platform `i`'s CycloneDX SBOM in the artifacts `dir` and records its new sha256 in
+/// `v`, so the file matches its hash and only its content can be wrong.
+fn edit_cdx(dir: &Path, v: &mut Value, i: usize, edit: impl Fn(&mut Value)) {
+    let path = dir.join(v["platforms"][i]["cyclonedx"]["name"].as_str().unwrap());
+    let mut bom: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    edit(&mut bom);
+    replace_cdx(dir, v, i, &serde_json::to_vec_pretty(&bom).unwrap());
+}
+
+/// Puts `bytes` as platform `i`'s CycloneDX SBOM and records their sha256 in `v`.
+fn replace_cdx(dir: &Path, v: &mut Value, i: usize, bytes: &[u8]) {
+    let path = dir.join(v["platforms"][i]["cyclonedx"]["name"].as_str().unwrap());
+    std::fs::write(&path, bytes).unwrap();
+    v["platforms"][i]["cyclonedx"]["sha256"] = json!(sha256_hex(bytes));
+}
+
+/// Makes every platform's SBOMs (SPDX and CycloneDX) name the image as `v` now records it
+/// (manifest digest, release tag), so a consistent lie reaches the registry check, which runs
+/// only after every offline check passed.
+fn match_sboms(dir: &Path, v: &mut Value) {
+    for i in 0..v["platforms"].as_array().unwrap().len() {
+        let p = v["platforms"][i].clone();
+        let packages: Vec<String> = p["debian_packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_str().unwrap().to_string())
+            .collect();
+        let made = genuine_release::write_sbom(
+            p["platform"].as_str().unwrap(),
+            p["image_id"].as_str().unwrap(),
+            &packages,
+            &Published::of_record(v, &p),
+        );
+        replace_sbom(dir, v, i, &std::fs::read(made).unwrap());
+        let cdx = genuine_release::cyclonedx_of_record(v, &p);
+        replace_cdx(dir, v, i, &std::fs::read(cdx).unwrap());
+    }
+}
+
+/// Makes platform `i`'s SBOMs (SPDX and CycloneDX, each the other's form) name the image as
+/// `rename` changes the receipt's name for it: a consistent pair only the receipt contradicts.
+fn rename_in_sboms(dir: &Path, v: &mut Value, i: usize, rename: impl Fn(&mut Published)) {
+    let p = v["platforms"][i].clone();
+    let packages: Vec<String> = p["debian_packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap().to_string())
+        .collect();
+    let mut name = Published::of_record(v, &p);
+    rename(&mut name);
+    let made = genuine_release::write_sbom(
+        p["platform"].as_str().unwrap(),
+        p["image_id"].as_str().unwrap(),
+        &packages,
+        &name,
+    );
+    replace_sbom(dir, v, i, &std::fs::read(&made).unwrap());
+    let cdx = made.with_file_name(p["cyclonedx"]["name"].as_str().unwrap());
+    replace_cdx(dir, v, i, &std::fs::read(cdx).unwrap());
+}
+
+/// The CycloneDX SBOM's components whose purl starts with `prefix`.
+fn cdx_components<'a>(bom: &'a mut Value, prefix: &'a str) -> impl Iterator<Item = &'a mut Value> {
+    bom["components"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .filter(move |c| c["purl"].as_str().is_some_and(|l| l.starts_with(prefix)))
 }
 
 /// The SBOM's packages whose purl starts with `prefix`.
@@ -293,7 +369,11 @@ fn cases(genuine: &Value) -> Vec<Case> {
         case(
             "platform digest that does not exist, index recomputed",
             "platforms[1].digest",
-            consistent(|v| v["platforms"][1]["digest"] = json!(other_digest("no such manifest"))),
+            both(|dir, v| {
+                v["platforms"][1]["digest"] = json!(other_digest("no such manifest"));
+                recompute_index(v);
+                match_sboms(dir, v);
+            }),
         ),
         case(
             "config digest edited",
@@ -318,17 +398,17 @@ fn cases(genuine: &Value) -> Vec<Case> {
         case(
             "release tag pointing at another index",
             "release_tag",
-            json_edit(move |v| {
-                v["release_tag"] = json!(elsewhere_tag);
-                v["index"]["tag"] = json!(elsewhere_tag);
+            both(move |dir, v| {
+                set_tag(v, elsewhere_tag);
+                match_sboms(dir, v);
             }),
         ),
         case(
             "release tag never published",
             "release_tag",
-            json_edit(|v| {
-                v["release_tag"] = json!("2026.11.30-bbbbbbbbbbbb");
-                v["index"]["tag"] = json!("2026.11.30-bbbbbbbbbbbb");
+            both(|dir, v| {
+                set_tag(v, "2026.11.30-bbbbbbbbbbbb");
+                match_sboms(dir, v);
             }),
         ),
         // -- Completeness counts the manifest's required checks, not the ones present.
@@ -756,6 +836,219 @@ fn cases(genuine: &Value) -> Vec<Case> {
                 })
             }),
         ),
+        // -- The CycloneDX SBOMs, like the SPDX ones: hashed, looked up under their fixed
+        //    names, and read (each must be the CycloneDX form of its platform's SPDX file).
+        case(
+            "CycloneDX SBOM missing",
+            "platforms[0].cyclonedx",
+            Make::Artifacts(Box::new(|dir| {
+                std::fs::remove_file(dir.join("sbom-linux-amd64.cdx.json")).unwrap();
+            })),
+        ),
+        case(
+            "CycloneDX SBOM bytes changed",
+            "platforms[1].cyclonedx.sha256",
+            Make::Artifacts(Box::new(|dir| {
+                let path = dir.join("sbom-linux-arm64.cdx.json");
+                let mut bytes = std::fs::read(&path).unwrap();
+                bytes.extend_from_slice(b"\n");
+                std::fs::write(path, bytes).unwrap();
+            })),
+        ),
+        case(
+            "CycloneDX SBOM sha256 edited",
+            "platforms[0].cyclonedx.sha256",
+            json_edit(|v| {
+                v["platforms"][0]["cyclonedx"]["sha256"] = json!(sha256_hex(b"another bom"))
+            }),
+        ),
+        case(
+            "CycloneDX SBOM is a FIFO",
+            "platforms[1].cyclonedx",
+            Make::Artifacts(Box::new(|dir| {
+                let path = dir.join("sbom-linux-arm64.cdx.json");
+                std::fs::remove_file(&path).unwrap();
+                mkfifo(&path);
+            })),
+        ),
+        case(
+            "CycloneDX Debian version edited",
+            "platforms[0].cyclonedx",
+            both(|dir, v| {
+                edit_cdx(dir, v, 0, |bom| {
+                    for c in cdx_components(bom, "pkg:deb/debian/libc6@") {
+                        c["version"] = json!("2.36-9+deb12u99");
+                        c["purl"] = json!(
+                            "pkg:deb/debian/libc6@2.36-9%2Bdeb12u99?arch=amd64&distro=debian-12"
+                        );
+                    }
+                })
+            }),
+        ),
+        case(
+            "CycloneDX Debian package removed",
+            "platforms[1].cyclonedx",
+            both(|dir, v| {
+                edit_cdx(dir, v, 1, |bom| {
+                    bom["components"]
+                        .as_array_mut()
+                        .unwrap()
+                        .retain(|c| c["name"] != "tzdata")
+                })
+            }),
+        ),
+        case(
+            "CycloneDX Debian package added",
+            "platforms[0].cyclonedx",
+            both(|dir, v| {
+                edit_cdx(dir, v, 0, |bom| {
+                    let mut extra = cdx_components(bom, "pkg:deb/").next().unwrap().clone();
+                    extra["bom-ref"] = json!("SPDXRef-deb-backdoor-amd64");
+                    extra["name"] = json!("backdoor");
+                    extra["purl"] = json!("pkg:deb/debian/backdoor@1.0?arch=amd64");
+                    bom["components"].as_array_mut().unwrap().push(extra);
+                })
+            }),
+        ),
+        case(
+            "CycloneDX Debian package of another architecture",
+            "platforms[0].cyclonedx",
+            both(|dir, v| {
+                edit_cdx(dir, v, 0, |bom| {
+                    for c in cdx_components(bom, "pkg:deb/debian/libc6@") {
+                        let l = c["purl"]
+                            .as_str()
+                            .unwrap()
+                            .replace("arch=amd64", "arch=arm64");
+                        c["purl"] = json!(l);
+                    }
+                })
+            }),
+        ),
+        case(
+            "CycloneDX npm package removed",
+            "platforms[1].cyclonedx",
+            both(|dir, v| {
+                edit_cdx(dir, v, 1, |bom| {
+                    let first = cdx_components(bom, "pkg:npm/").next().unwrap()["bom-ref"].clone();
+                    bom["components"]
+                        .as_array_mut()
+                        .unwrap()
+                        .retain(|c| c["bom-ref"] != first)
+                })
+            }),
+        ),
+        case(
+            "CycloneDX npm package added",
+            "platforms[0].cyclonedx",
+            both(|dir, v| {
+                edit_cdx(dir, v, 0, |bom| {
+                    let mut extra = cdx_components(bom, "pkg:npm/").next().unwrap().clone();
+                    extra["bom-ref"] = json!("SPDXRef-npm-evil");
+                    extra["name"] = json!("evil-helper");
+                    extra["version"] = json!("6.6.6");
+                    extra["purl"] = json!("pkg:npm/evil-helper@6.6.6");
+                    bom["components"].as_array_mut().unwrap().push(extra);
+                })
+            }),
+        ),
+        case(
+            "CycloneDX SBOM that is not CycloneDX",
+            "platforms[0].cyclonedx",
+            both(|dir, v| {
+                let spdx = dir.join(v["platforms"][0]["sbom"]["name"].as_str().unwrap());
+                replace_cdx(dir, v, 0, &std::fs::read(spdx).unwrap());
+            }),
+        ),
+        case(
+            "CycloneDX SBOM of another image",
+            "platforms[1].cyclonedx",
+            both(|dir, v| {
+                edit_cdx(dir, v, 1, |bom| {
+                    bom["metadata"]["component"]["hashes"][0]["content"] =
+                        json!(sha256_hex(b"another image"));
+                })
+            }),
+        ),
+        case(
+            "CycloneDX SBOMs swapped between platforms",
+            "platforms[0].cyclonedx",
+            both(|dir, v| {
+                let name = |i: usize| {
+                    v["platforms"][i]["cyclonedx"]["name"]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                };
+                let (a, b) = (dir.join(name(0)), dir.join(name(1)));
+                let (bytes_a, bytes_b) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+                replace_cdx(dir, v, 0, &bytes_b);
+                replace_cdx(dir, v, 1, &bytes_a);
+            }),
+        ),
+        case(
+            "the other platform's CycloneDX SBOM renamed as this one's",
+            "platforms[0].cyclonedx",
+            both(|dir, v| {
+                let other = dir.join(v["platforms"][1]["cyclonedx"]["name"].as_str().unwrap());
+                let mut bom: Value =
+                    serde_json::from_slice(&std::fs::read(other).unwrap()).unwrap();
+                bom["metadata"]["component"]["name"] = json!("coding-agent-linux-amd64");
+                replace_cdx(dir, v, 0, &serde_json::to_vec_pretty(&bom).unwrap());
+            }),
+        ),
+        case(
+            "receipt names the other platform's CycloneDX SBOM",
+            "platforms[0].cyclonedx.name",
+            json_edit(|v| v["platforms"][0]["cyclonedx"] = v["platforms"][1]["cyclonedx"].clone()),
+        ),
+        case(
+            "receipt names the SPDX SBOM as the CycloneDX one",
+            // The schema's name pattern refuses it before the name check does.
+            "platforms[1].cyclonedx",
+            json_edit(|v| v["platforms"][1]["cyclonedx"] = v["platforms"][1]["sbom"].clone()),
+        ),
+        Case {
+            verify_says: Some("sbom-linux-amd64.cdx.json"),
+            ..case(
+                "a CycloneDX SBOM the receipt does not list",
+                "platforms",
+                json_edit(|v| v["platforms"][0]["cyclonedx"] = json!(null)),
+            )
+        },
+        // -- The SBOMs name the image by the manifest digest and release tag the receipt
+        //    records (each pair consistent, so only the receipt contradicts it).
+        Case {
+            verify_says: Some("does not name the published image"),
+            ..case(
+                "SBOMs name another manifest digest",
+                "platforms[0].sbom",
+                both(|dir, v| {
+                    rename_in_sboms(dir, v, 0, |n| n.digest = other_digest("another manifest"))
+                }),
+            )
+        },
+        Case {
+            verify_says: Some("does not name the published image"),
+            ..case(
+                "SBOMs name the other platform's manifest digest",
+                "platforms[1].sbom",
+                both(|dir, v| {
+                    let amd = v["platforms"][0]["digest"].as_str().unwrap().to_string();
+                    rename_in_sboms(dir, v, 1, move |n| n.digest = amd.clone())
+                }),
+            )
+        },
+        Case {
+            verify_says: Some("does not name the published image"),
+            ..case(
+                "SBOMs name another release tag",
+                "platforms[0].sbom",
+                both(|dir, v| {
+                    rename_in_sboms(dir, v, 0, |n| n.tag = "2026.11.27-0123456789ab".into())
+                }),
+            )
+        },
         // -- The receipt's own Debian package sets.
         case(
             "receipt Debian version edited",
@@ -842,21 +1135,7 @@ fn cases(genuine: &Value) -> Vec<Case> {
                         }
                     }
                     // SBOMs made to match, so only the registry can tell.
-                    for i in 0..2 {
-                        let p = v["platforms"][i].clone();
-                        let packages: Vec<String> = p["debian_packages"]
-                            .as_array()
-                            .unwrap()
-                            .iter()
-                            .map(|e| e.as_str().unwrap().to_string())
-                            .collect();
-                        let made = genuine_release::write_sbom(
-                            p["platform"].as_str().unwrap(),
-                            p["image_id"].as_str().unwrap(),
-                            &packages,
-                        );
-                        replace_sbom(dir, v, i, &std::fs::read(made).unwrap());
-                    }
+                    match_sboms(dir, v);
                     recompute_index(v);
                     publish_index(&path, v);
                 }
@@ -867,8 +1146,9 @@ fn cases(genuine: &Value) -> Vec<Case> {
             "platforms[1].variant",
             both({
                 let path = path.clone();
-                move |_, v| {
+                move |dir, v| {
                     set_tag(v, "2026.11.30-7a7a7a7a7a7a");
+                    match_sboms(dir, v);
                     let variant = if v["platforms"][1]["variant"] == "v8" {
                         "v7"
                     } else {
@@ -977,7 +1257,7 @@ fn every_tampered_receipt_is_refused_by_verify_and_pin() {
     );
 
     let all = cases(&genuine);
-    assert!(all.len() >= 74, "only {} cases", all.len());
+    assert!(all.len() >= 94, "only {} cases", all.len());
     let mut failures = Vec::new();
     for (i, c) in all.into_iter().enumerate() {
         let dir = work.path().join(format!("case-{i}"));
@@ -1044,6 +1324,9 @@ fn every_tampered_receipt_is_refused_by_verify_and_pin() {
                 "verify's stderr does not name `{}`:\n{stderr}",
                 c.verify_names
             ));
+        }
+        if let Some(says) = c.verify_says.filter(|says| !stderr.contains(says)) {
+            problems.push(format!("verify's stderr does not say `{says}`:\n{stderr}"));
         }
         // Nothing from the receipt reaches the terminal raw.
         for bad in ['\u{1b}', '\u{202e}', '\u{200b}', '\r'] {

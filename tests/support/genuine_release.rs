@@ -235,25 +235,79 @@ pub fn receipt_write_for(
         .args(["--now", "2026-11-30T06:30:00Z"])
         .arg("--out-dir")
         .arg(out_dir);
+    let published: Value = serde_json::from_slice(&std::fs::read(publish).unwrap()).unwrap();
     for (build, smoke_file, platform) in builds {
         let build_output: Value = serde_json::from_slice(&std::fs::read(build).unwrap()).unwrap();
+        let image_id = build_output["image_id"].as_str().unwrap();
+        let name = Published::of_publish(&published, platform);
+        let spdx = write_sbom(
+            platform,
+            image_id,
+            &build_output["debian_packages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p.as_str().unwrap().to_string())
+                .collect::<Vec<_>>(),
+            &name,
+        );
         cmd.arg("--build")
             .arg(build)
             .arg("--smoke")
             .arg(smoke_file)
             .arg("--sbom")
-            .arg(write_sbom(
-                platform,
-                build_output["image_id"].as_str().unwrap(),
-                &build_output["debian_packages"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|p| p.as_str().unwrap().to_string())
-                    .collect::<Vec<_>>(),
-            ));
+            .arg(spdx)
+            .arg("--sbom")
+            .arg(cyclonedx_path(platform, image_id, &name));
     }
     cmd
+}
+
+/// How a release names one platform's image, which its SBOMs carry (as `release build`
+/// writes them after the push): the repository, the manifest digest, the release tag.
+#[derive(Debug, Clone)]
+pub struct Published {
+    pub repository: String,
+    pub digest: String,
+    pub tag: String,
+}
+
+impl Published {
+    /// From `publish --json --tag` output.
+    pub fn of_publish(publish: &Value, platform: &str) -> Published {
+        let pushed = publish["platforms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["platform"] == platform)
+            .unwrap();
+        Published {
+            repository: publish["index"]["repository"].as_str().unwrap().into(),
+            digest: pushed["digest"].as_str().unwrap().into(),
+            tag: publish["index"]["tag"].as_str().unwrap().into(),
+        }
+    }
+
+    /// From a receipt and one of its platform records.
+    pub fn of_record(receipt: &Value, platform: &Value) -> Published {
+        Published {
+            repository: receipt["index"]["repository"].as_str().unwrap().into(),
+            digest: platform["digest"].as_str().unwrap().into(),
+            tag: receipt["release_tag"].as_str().unwrap().into(),
+        }
+    }
+
+    /// The `pkg:oci` purl `cargo xtask sbom --manifest-digest` gives the image.
+    pub fn purl(&self, platform: &str) -> String {
+        template_formats::sbom::image_purl(
+            &template_formats::sbom::PublishedImage {
+                repository: &self.repository,
+                manifest_digest: &self.digest,
+                tag: &self.tag,
+            },
+            platform.parse().unwrap(),
+        )
+    }
 }
 
 /// Runs `receipt write` for the published release, with the amd64 smoke check `failing`
@@ -282,21 +336,44 @@ pub fn write_receipt(out_dir: &Path, failing: Option<&str>) -> (Run, Option<Path
     (out, path)
 }
 
-/// Where the fixture SBOM of the `platform` image `image_id` lies: one folder an image, the
-/// file under its release asset name.
-pub fn sbom_path(platform: &str, image_id: &str) -> PathBuf {
-    let hex = image_id.trim_start_matches("sha256:");
+/// Where the fixture SBOM of the `platform` image `image_id` published as `name` lies: one
+/// folder an image and name, the file under its release asset name.
+pub fn sbom_path(platform: &str, image_id: &str, name: &Published) -> PathBuf {
+    let key = sha256_hex(
+        format!(
+            "{image_id} {} {} {}",
+            name.repository, name.digest, name.tag
+        )
+        .as_bytes(),
+    );
     release()
         .inputs
-        .join(format!("sbom-of-{}", &hex[..hex.len().min(16)]))
+        .join(format!("sbom-of-{}", &key[..16]))
         .join(format!("sbom-{}.spdx.json", platform.replace('/', "-")))
 }
 
-/// The fixture SBOM of a receipt's platform record.
-pub fn sbom_of_record(platform: &Value) -> PathBuf {
+/// Where the CycloneDX form of the fixture SBOM lies: beside the SPDX file, under its release
+/// asset name.
+pub fn cyclonedx_path(platform: &str, image_id: &str, name: &Published) -> PathBuf {
+    sbom_path(platform, image_id, name)
+        .with_file_name(format!("sbom-{}.cdx.json", platform.replace('/', "-")))
+}
+
+/// The fixture SBOM of one of `receipt`'s platform records.
+pub fn sbom_of_record(receipt: &Value, platform: &Value) -> PathBuf {
     sbom_path(
         platform["platform"].as_str().unwrap(),
         platform["image_id"].as_str().unwrap(),
+        &Published::of_record(receipt, platform),
+    )
+}
+
+/// The CycloneDX form of the fixture SBOM of one of `receipt`'s platform records.
+pub fn cyclonedx_of_record(receipt: &Value, platform: &Value) -> PathBuf {
+    cyclonedx_path(
+        platform["platform"].as_str().unwrap(),
+        platform["image_id"].as_str().unwrap(),
+        &Published::of_record(receipt, platform),
     )
 }
 
@@ -332,12 +409,19 @@ fn common_npm_packages() -> Vec<(String, String)> {
 /// A minimal SPDX document of the `platform` image `image_id` listing `debian_packages`
 /// (the tiny images have no dpkg database to make a real one from) and the npm packages the
 /// lockfile installs everywhere, as `cargo xtask sbom` describes an image (xtask/src/image/
-/// sbom.rs: the described root package carries the image id, each package a purl). Written
-/// once an image, atomically (tests run in parallel and copy it); the same bytes each time.
-pub fn write_sbom(platform: &str, image_id: &str, debian_packages: &[String]) -> PathBuf {
+/// sbom.rs: the described root package carries the image id, each package a purl), and its
+/// CycloneDX form beside it ([`cyclonedx_path`]), made from it as `sbom --cyclonedx` makes
+/// it, so the genuine release carries both SBOM assets. Written once an image, atomically
+/// (tests run in parallel and copy them); the same bytes each time.
+pub fn write_sbom(
+    platform: &str,
+    image_id: &str,
+    debian_packages: &[String],
+    name: &Published,
+) -> PathBuf {
     let slug = platform.replace('/', "-");
     let arch = platform.split('/').nth(1).unwrap();
-    let path = sbom_path(platform, image_id);
+    let path = sbom_path(platform, image_id, name);
     let hex = image_id.trim_start_matches("sha256:");
     let package = |id: &str, name: &str, version: &str, purl: Option<String>| {
         let mut p = json!({
@@ -351,7 +435,13 @@ pub fn write_sbom(platform: &str, image_id: &str, debian_packages: &[String]) ->
         }
         p
     };
-    let mut root = package("SPDXRef-image", "coding-agent", "fixture", None);
+    // Named as consumers pull it, by the manifest digest and the release tag.
+    let mut root = package(
+        "SPDXRef-image",
+        "coding-agent",
+        "fixture",
+        Some(name.purl(platform)),
+    );
     root["primaryPackagePurpose"] = json!("CONTAINER");
     root["checksums"] = json!([{"algorithm": "SHA256", "checksumValue": hex}]);
     let mut packages = vec![root];
@@ -375,9 +465,15 @@ pub fn write_sbom(platform: &str, image_id: &str, debian_packages: &[String]) ->
             Some(npm_purl(name, version)),
         ));
     }
+    // The image CONTAINS every package, as in the real document: the CycloneDX form lists
+    // what the image contains as its components.
     let relationships: Vec<Value> = std::iter::once(json!({
         "spdxElementId": "SPDXRef-DOCUMENT", "relationshipType": "DESCRIBES",
         "relatedSpdxElement": "SPDXRef-image"}))
+    .chain(packages[1..].iter().map(|p| {
+        json!({"spdxElementId": "SPDXRef-image", "relationshipType": "CONTAINS",
+            "relatedSpdxElement": p["SPDXID"]})
+    }))
     .collect();
     let document = json!({
         "spdxVersion": "SPDX-2.3", "dataLicense": "CC0-1.0", "SPDXID": "SPDXRef-DOCUMENT",
@@ -387,22 +483,32 @@ pub fn write_sbom(platform: &str, image_id: &str, debian_packages: &[String]) ->
         "packages": packages, "relationships": relationships,
     });
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let temporary = path.with_extension(format!(
-        "tmp-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    std::fs::write(&temporary, serde_json::to_vec_pretty(&document).unwrap()).unwrap();
-    std::fs::rename(&temporary, &path).unwrap();
+    let spdx = serde_json::to_vec_pretty(&document).unwrap();
+    let cdx = xtask::image::sbom::cyclonedx_of_spdx_json(&spdx).unwrap();
+    for (bytes, to) in [
+        (&spdx, path.clone()),
+        (&cdx, cyclonedx_path(platform, image_id, name)),
+    ] {
+        let temporary = to.with_extension(format!(
+            "tmp-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::write(&temporary, bytes).unwrap();
+        std::fs::rename(&temporary, &to).unwrap();
+    }
     path
 }
 
-/// Copies each platform's SBOM that `receipt` names into `dir`, next to the artifacts, as a
-/// consumer downloads the release assets.
+/// Copies each platform's SBOMs that `receipt` names (SPDX, and CycloneDX when recorded) into
+/// `dir`, next to the artifacts, as a consumer downloads the release assets.
 pub fn copy_sboms(receipt: &Value, dir: &Path) {
     for p in receipt["platforms"].as_array().unwrap() {
         let name = p["sbom"]["name"].as_str().unwrap();
-        std::fs::copy(sbom_of_record(p), dir.join(name)).unwrap();
+        std::fs::copy(sbom_of_record(receipt, p), dir.join(name)).unwrap();
+        if let Some(name) = p["cyclonedx"]["name"].as_str() {
+            std::fs::copy(cyclonedx_of_record(receipt, p), dir.join(name)).unwrap();
+        }
     }
 }
 

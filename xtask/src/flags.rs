@@ -254,6 +254,16 @@ pub struct SbomArgs {
     /// the wall clock never enters the file.
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
+    /// The image's manifest digest in the registry (the push's), so the SBOM names the image
+    /// as consumers pull it (a `pkg:oci` purl); with --repository and --release-tag.
+    #[arg(long, value_name = "sha256:HEX", requires_all = ["repository", "release_tag"])]
+    pub manifest_digest: Option<String>,
+    /// Where the image was published, `host/path` (with --manifest-digest).
+    #[arg(long, value_name = "HOST/PATH", requires = "manifest_digest")]
+    pub repository: Option<String>,
+    /// The release tag (with --manifest-digest).
+    #[arg(long, value_name = "TAG", requires = "manifest_digest")]
+    pub release_tag: Option<String>,
     /// Print `{"output", "sha256", "size", "image", "image_id", "platform",
     /// "debian_packages", "npm_packages", "packages", "coverage"}`; `coverage` counts
     /// licenses, sources, suppliers, bundled packages and relationships.

@@ -315,16 +315,25 @@ pub fn check_file(path: &Path, spdx: &Document) -> Result<()> {
         )
     })?;
     let ours = bom(spdx)?;
+    // The subject's purl too: it names the published image by its manifest digest and
+    // release tag, which `receipt verify` holds against the receipt through the SPDX file.
     let subject_hash = |b: &Bom| {
         b.metadata
             .as_ref()
             .and_then(|m| m.component.as_ref())
-            .map(|c| (c.name.to_string(), c.hashes.clone()))
+            .map(|c| {
+                (
+                    c.name.to_string(),
+                    c.hashes.clone(),
+                    c.purl.as_ref().map(|p| p.to_string()),
+                )
+            })
     };
     if subject_hash(&theirs) != subject_hash(&ours) {
         bail!(
             "{} describes another image than {}: its metadata.component is not `{}` with the \
-             image's SHA-256; make both with the same `cargo xtask sbom` run",
+             image's SHA-256 and the purl of its manifest digest and release tag; make both \
+             with the same `cargo xtask sbom` run",
             path.display(),
             spdx.name,
             spdx.name

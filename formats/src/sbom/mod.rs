@@ -25,6 +25,41 @@ pub fn sbom_file_names(platform: Platform) -> [String; 2] {
     [sbom_file_name(platform), cyclonedx_file_name(platform)]
 }
 
+/// The release's name of one platform's image: where it was published, its manifest digest
+/// (the digest consumers pull and the receipt records as `platforms[].digest`), and the
+/// release tag. The SBOM names the image by these, not only by its config digest, so a
+/// scanner or auditor can match it to what a consumer runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublishedImage<'a> {
+    /// `host[:port]/path`, as the receipt's `index.repository`.
+    pub repository: &'a str,
+    /// `sha256:<hex>`.
+    pub manifest_digest: &'a str,
+    pub tag: &'a str,
+}
+
+/// The published image as a package URL of the purl specification's `oci` type
+/// (github.com/package-url/purl-spec, PURL-TYPES.rst, "oci"): the name is the repository's
+/// last path segment, lowercase; the version is the manifest digest with its `:` percent-
+/// encoded; `repository_url` the repository as the spec's examples write it
+/// (`docker.io/library/debian`, no scheme); `arch` and `tag` qualifiers; qualifier keys in
+/// lexical order, as the canonical form (PURL-SPECIFICATION.rst) sorts them.
+pub fn image_purl(image: &PublishedImage<'_>, platform: Platform) -> String {
+    let name = image
+        .repository
+        .rsplit('/')
+        .next()
+        .unwrap_or(image.repository)
+        .to_ascii_lowercase();
+    format!(
+        "pkg:oci/{name}@{}?arch={}&repository_url={}&tag={}",
+        image.manifest_digest.replace(':', "%3A"),
+        platform.arch(),
+        image.repository,
+        image.tag
+    )
+}
+
 /// The file's bytes: pretty JSON and a final newline.
 pub fn document_bytes(doc: &Document) -> Vec<u8> {
     let mut bytes = serde_json::to_vec_pretty(doc).expect("an SPDX document serializes");

@@ -169,10 +169,69 @@ pub fn sbom_problems(
                     p.sbom.name, p.platform
                 ),
             )),
-            Some(Ok(doc)) => out.extend(one_sbom_problems(&field, p, doc, lockfile, inventory)),
+            Some(Ok(doc)) => {
+                out.extend(one_sbom_problems(&field, p, doc, lockfile, inventory));
+                out.extend(published_name_problems(&field, p, doc, &r.release_tag));
+            }
         }
     }
     out
+}
+
+/// The described image must be named by its `pkg:oci` purl with this platform's manifest
+/// digest (the receipt's `platforms[].digest`, which `--check-registry` holds against the
+/// registry) and the release tag: the image config's digest alone ties the SBOM to the image,
+/// not to the name consumers pull and scanners match. The CycloneDX file carries the same purl
+/// (its subject is checked against the SPDX file's), so this covers both.
+fn published_name_problems(
+    field: &str,
+    p: &PlatformRecord,
+    doc: &Document,
+    release_tag: &str,
+) -> Vec<Problem> {
+    let described: BTreeSet<&str> = doc
+        .relationships
+        .iter()
+        .filter(|rel| rel.spdx_element_id == doc.spdx_id && rel.relationship_type == "DESCRIBES")
+        .map(|rel| rel.related_spdx_element.as_str())
+        .collect();
+    let named: Vec<Purl> = doc
+        .packages
+        .iter()
+        .filter(|pkg| described.contains(pkg.spdx_id.as_str()))
+        .flat_map(|pkg| &pkg.external_refs)
+        .filter(|r| r.reference_type == "purl")
+        .filter_map(|r| parse_purl(&r.reference_locator))
+        .filter(|u| u.kind == "oci")
+        .collect();
+    let found = |u: &Purl| {
+        format!(
+            "{}@{} tag {}",
+            u.name,
+            u.version.as_deref().unwrap_or("(no version)"),
+            u.qualifiers.get("tag").map_or("(none)", String::as_str)
+        )
+    };
+    let matches = |u: &Purl| {
+        u.version.as_deref() == Some(p.digest.as_str())
+            && u.qualifiers.get("tag").map(String::as_str) == Some(release_tag)
+            && u.qualifiers.get("arch").map(String::as_str) == Some(p.platform.arch())
+    };
+    if named.iter().any(matches) {
+        return Vec::new();
+    }
+    vec![problem(
+        field,
+        format!(
+            "`{}` does not name the published image by this platform's manifest digest \
+             ({}.digest {}) and release tag {release_tag}: its described package's pkg:oci \
+             purls are [{}]; make the SBOM after the push, as `release build` does",
+            p.sbom.name,
+            field.trim_end_matches(".sbom"),
+            p.digest,
+            named.iter().map(found).collect::<Vec<_>>().join(", ")
+        ),
+    )]
 }
 
 fn one_sbom_problems(

@@ -1,7 +1,9 @@
 //! `cargo xtask release build --platform P`: one platform of a planned release.
 //!
-//! Base image, build, SBOM (`sbom-<os>-<arch>.spdx.json`, next to the results), smoke test and — when the plan publishes and every check passed — the
-//! push by digest, as one results file (`results-<os>-<arch>.json`) that the ship phase reads.
+//! Base image, build, smoke test, — when the plan publishes and every check passed — the push
+//! by digest, and the SBOM (`sbom-<os>-<arch>.spdx.json` and `.cdx.json`, next to the results;
+//! after the push, so it names the image by the manifest digest the push made and the release
+//! tag), as one results file (`results-<os>-<arch>.json`) that the ship phase reads.
 //! A push by digest writes no tag, so a platform pushed by a run that later fails burns
 //! nothing; the tag is written only by `ship`, after the receipt verifies.
 //!
@@ -23,6 +25,7 @@ use template_formats::model::platform_results::{PlatformResults, RESULTS_SCHEMA_
 use template_formats::model::publish::PublishReport;
 use template_formats::model::rfc3339;
 use template_formats::model::smoke::SmokeReport;
+use template_formats::sbom::PublishedImage;
 
 /// `results-linux-amd64.json`.
 pub(crate) fn results_file_name(platform: Platform) -> String {
@@ -89,8 +92,11 @@ impl PlatformSteps<'_> {
         build
     }
 
-    pub(crate) fn sbom(&self, image: &str) -> Step {
-        Step::new(format!("sbom {}", self.platform), &["sbom", "--json"])
+    /// The SBOM comes after the push, so it can name the image by the manifest digest the
+    /// push made (`published`: repository, digest, release tag); a run that does not publish
+    /// (or whose smoke test failed) makes it without, and ships nothing.
+    pub(crate) fn sbom(&self, image: &str, published: Option<PublishedImage<'_>>) -> Step {
+        let mut sbom = Step::new(format!("sbom {}", self.platform), &["sbom", "--json"])
             .arg("--platform", self.platform.to_string())
             .arg("--image", image)
             .arg("--output", self.out.join(sbom_file_name(self.platform)))
@@ -98,8 +104,14 @@ impl PlatformSteps<'_> {
                 "--cyclonedx",
                 self.out.join(cyclonedx_file_name(self.platform)),
             )
-            .arg("--now", self.now)
-            .output(self.output("sbom"))
+            .arg("--now", self.now);
+        if let Some(p) = published {
+            sbom = sbom
+                .arg("--manifest-digest", p.manifest_digest)
+                .arg("--repository", p.repository)
+                .arg("--release-tag", p.tag);
+        }
+        sbom.output(self.output("sbom"))
     }
 
     /// The smoke test gets the build's CA bundle too: its scan looks for that bundle's
@@ -131,15 +143,20 @@ impl PlatformSteps<'_> {
         Some(push.output(self.output("pushed")))
     }
 
-    /// Every step, in order, with `image` for the one the build makes.
+    /// Every step, in order, with `image` for the one the build makes (and placeholders for
+    /// what the push reports, which the SBOM names).
     pub(crate) fn all(&self, image: &str) -> Vec<Step> {
-        let mut steps = vec![
-            self.base(),
-            self.build(),
-            self.sbom(image),
-            self.smoke(image),
-        ];
+        let mut steps = vec![self.base(), self.build(), self.smoke(image)];
         steps.extend(self.push(image));
+        let repository = self
+            .publish
+            .map(|t| format!("{}/{}", t.registry, t.repository));
+        let published = repository.as_deref().map(|repository| PublishedImage {
+            repository,
+            manifest_digest: "sha256:<the push's manifest digest>",
+            tag: "<the plan's release tag>",
+        });
+        steps.push(self.sbom(image, published));
         steps
     }
 }
@@ -198,11 +215,11 @@ pub(crate) async fn run(request: BuildRequest<'_>) -> Result<(PlatformResults, P
     runner.run(&planned.base()).await?;
     runner.run(&build).await?;
     let built: BuildReport = read_json(build.output.as_ref().unwrap(), "a build report")?;
-    runner.run(&planned.sbom(&built.image)).await?;
     let smoke = planned.smoke(&built.image);
     let smoke_ok = runner.run_allowing_failure(&smoke).await?;
     let smoke_report: SmokeReport = read_json(smoke.output.as_ref().unwrap(), "a smoke report")?;
     let mut pushed = None;
+    let mut repository = None;
     if let (true, Some(push)) = (smoke_ok && smoke_report.passed, planned.push(&built.image)) {
         runner.run(&push).await?;
         let report: PublishReport = read_json(push.output.as_ref().unwrap(), "a publish report")?;
@@ -213,7 +230,18 @@ pub(crate) async fn run(request: BuildRequest<'_>) -> Result<(PlatformResults, P
         if pushed.is_none() {
             bail!("the push of {platform} reported no {platform} image");
         }
+        repository = Some(format!("{}/{}", report.registry, report.repository));
     }
+    // After the push: the SBOM names the image by the manifest digest consumers pull.
+    let published = match (&pushed, &repository) {
+        (Some(p), Some(repository)) => Some(PublishedImage {
+            repository,
+            manifest_digest: &p.digest,
+            tag: &tag,
+        }),
+        _ => None,
+    };
+    runner.run(&planned.sbom(&built.image, published)).await?;
     let results = PlatformResults {
         schema_version: RESULTS_SCHEMA_VERSION,
         platform,

@@ -88,6 +88,10 @@ pub(crate) struct SbomInput<'a> {
     pub npm_cli: &'a BTreeMap<String, NpmManifest>,
     /// The ELF programs no Debian package owns (`files::unowned`), sorted by path.
     pub elf_files: &'a [files::ElfFile],
+    /// The image as the release publishes it (manifest digest, repository, tag), when the
+    /// SBOM is made after the push (`release build`); the image package then carries its
+    /// `pkg:oci` purl.
+    pub published: Option<template_formats::sbom::PublishedImage<'a>>,
 }
 
 /// What goes in `licenseConcluded`, decided here once: the declared license where the
@@ -197,6 +201,22 @@ fn image_package<'a>(input: &SbomInput<'a>) -> Result<(Package, &'a str)> {
         "the {} image {}; its image id (the sha256 of its config) is {}",
         input.platform, input.image, input.image_id
     ));
+    if let Some(published) = &input.published {
+        // The name consumers pull it by: what `receipt verify --artifacts` holds against the
+        // receipt's platform digest, and what the CycloneDX form's metadata.component carries.
+        root.external_refs
+            .push(purl_ref(template_formats::sbom::image_purl(
+                published,
+                input.platform,
+            )));
+        root.comment = Some(format!(
+            "{}; published as {}@{} (release tag {})",
+            root.comment.unwrap_or_default(),
+            published.repository,
+            published.manifest_digest,
+            published.tag
+        ));
+    }
     Ok((root, image_hex))
 }
 
@@ -630,8 +650,44 @@ pub(crate) mod tests {
             npm_manifests: &npm_manifests,
             npm_cli: &npm_cli,
             elf_files: &fixture_elf_files(),
+            published: Some(FIXTURE_PUBLISHED),
         })
         .unwrap()
+    }
+
+    /// Where the fixture documents' image was published.
+    pub(crate) const FIXTURE_PUBLISHED: template_formats::sbom::PublishedImage<'static> =
+        template_formats::sbom::PublishedImage {
+            repository: "ghcr.io/sandbox0/coding-agent",
+            manifest_digest:
+                "sha256:4803ffff59463b698617f3546bceff6b4c6280748d5936c1d814d1c338f4babf",
+            tag: "2026.11.30-0123456789ab",
+        };
+
+    /// The image package names the image as consumers pull it: a `pkg:oci` purl with the
+    /// manifest digest, the architecture, the repository and the release tag; the CycloneDX
+    /// form's subject carries the same purl.
+    #[test]
+    fn the_image_is_named_by_its_manifest_digest_and_release_tag() {
+        let doc = make(Platform::LinuxArm64, &[], "2026-11-30T04:37:00Z");
+        let root = &doc.packages[0];
+        let purls: Vec<&str> = root
+            .external_refs
+            .iter()
+            .filter(|r| r.reference_type == "purl")
+            .map(|r| r.reference_locator.as_str())
+            .collect();
+        assert_eq!(
+            purls,
+            vec![
+                "pkg:oci/coding-agent@sha256%3A4803ffff59463b698617f3546bceff6b4c6280748d5936c1d814d1c338f4babf\
+                 ?arch=arm64&repository_url=ghcr.io/sandbox0/coding-agent&tag=2026.11.30-0123456789ab"
+            ]
+        );
+        let bom = cyclonedx::bom(&doc).unwrap();
+        let subject = bom.metadata.unwrap().component.unwrap();
+        assert_eq!(subject.purl.unwrap().to_string(), purls[0]);
+        assert_eq!(subject.bom_ref.as_deref(), Some(ROOT_ID));
     }
 
     /// One ELF program no package owns, as `files::elf_files` reads it.

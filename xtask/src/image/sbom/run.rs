@@ -74,6 +74,7 @@ pub async fn run(args: SbomArgs) -> Result<ExitCode> {
         npm_manifests: &contents.npm_manifests,
         npm_cli: &contents.npm_cli,
         elf_files: &contents.elf_files,
+        published: published(&args)?,
     })?;
     let bytes = document_bytes(&doc);
     atomic_write(&args.output, &bytes)?;
@@ -110,6 +111,29 @@ pub async fn run(args: SbomArgs) -> Result<ExitCode> {
         print_json(&report)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The published image the flags name (`--manifest-digest`, `--repository`, `--release-tag`,
+/// which clap requires together), its digest checked to be `sha256:<64 hex>`.
+fn published(args: &SbomArgs) -> Result<Option<template_formats::sbom::PublishedImage<'_>>> {
+    let (Some(digest), Some(repository), Some(tag)) =
+        (&args.manifest_digest, &args.repository, &args.release_tag)
+    else {
+        return Ok(None);
+    };
+    let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+    if hex.len() != 64
+        || !hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        bail!("--manifest-digest `{digest}` is not sha256:<64 lowercase hex>");
+    }
+    Ok(Some(template_formats::sbom::PublishedImage {
+        repository,
+        manifest_digest: digest,
+        tag,
+    }))
 }
 
 /// The image's id and the SBOM's creation time (`--now`, else the image's), checked to be for
