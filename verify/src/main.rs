@@ -11,7 +11,7 @@ fn main() -> ExitCode {
     let cli = VerifierCli::parse();
     template_verify::run_command(async {
         match cli.command {
-            VerifierCommand::Consume(args) => template_verify::consume::run(args),
+            VerifierCommand::Consume(args) => template_verify::consume::run(args.into()),
             // The policy is the release's own manifest, never a file of the machine that
             // built this binary.
             VerifierCommand::Receipt(VerifierReceiptCommand::Verify(args)) => {
@@ -19,14 +19,14 @@ fn main() -> ExitCode {
                     args.manifest.as_deref(),
                     args.artifacts.as_deref(),
                 )?;
-                template_verify::receipt::verify_cmd(args, &policy)
+                template_verify::receipt::verify_cmd(args.into(), &policy)
             }
             VerifierCommand::Pin(args) => {
                 let policy = ReceiptPolicy::for_verifier(
                     args.manifest.as_deref(),
                     args.artifacts.as_deref(),
                 )?;
-                template_verify::pin::run(args, &policy)
+                template_verify::pin::run(args.into(), &policy)
             }
         }
     })

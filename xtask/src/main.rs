@@ -31,14 +31,14 @@ fn main() -> ExitCode {
             Command::Publish(args) => xtask::release::publish::run(args).await,
             Command::Receipt(ReceiptCommand::Verify(args)) => {
                 let policy = checkout_policy(args.manifest.as_deref())?;
-                template_verify::receipt::verify_cmd(args, &policy)
+                template_verify::receipt::verify_cmd(args.into(), &policy)
             }
             Command::Receipt(ReceiptCommand::Write(args)) => {
                 xtask::release::receipt_write::write_cmd(*args)
             }
             Command::Pin(args) => {
                 let policy = checkout_policy(args.manifest.as_deref())?;
-                template_verify::pin::run(args, &policy)
+                template_verify::pin::run(args.into(), &policy)
             }
             Command::Release(args) => xtask::release::run(*args).await,
         }
