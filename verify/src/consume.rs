@@ -24,6 +24,7 @@ use crate::fs::append_to_github_file;
 use crate::pin::{pin, PinOutcome, PinRequest};
 use crate::receipt::{verify_file, Verification};
 use crate::receipt_policy::{ReceiptPolicy, MANIFEST_ASSET};
+use crate::settings::Environment;
 use crate::terminal_text::{escape, print_json_escaped};
 use template_formats::model::receipt::Receipt;
 use template_formats::model::Platform;
@@ -631,7 +632,10 @@ fn verify_attestations(gh: &Gh, tag: &str, dir: &Path, receipt: &Receipt) -> Res
 }
 
 /// Everything but the report: the release taken and the pin's report.
-fn verify_and_pin(args: &ConsumeRequest) -> Result<(Chosen, crate::pin::PinReport)> {
+fn verify_and_pin(
+    args: &ConsumeRequest,
+    env: &Environment,
+) -> Result<(Chosen, crate::pin::PinReport)> {
     let mut gh = Gh {
         policy: AttestationPolicy {
             signer_workflow: args
@@ -661,7 +665,7 @@ fn verify_and_pin(args: &ConsumeRequest) -> Result<(Chosen, crate::pin::PinRepor
         allow_repository_change: args.allow_repository_change,
         dry_run: args.dry_run,
     };
-    match pin(&request, &chosen.policy)? {
+    match pin(&request, &chosen.policy, env)? {
         PinOutcome::Pinned(report) => Ok((chosen, report)),
         PinOutcome::Rejected(problems) => {
             crate::receipt::print_problems(&problems);
@@ -674,9 +678,11 @@ fn verify_and_pin(args: &ConsumeRequest) -> Result<(Chosen, crate::pin::PinRepor
     }
 }
 
-pub fn run(args: ConsumeRequest) -> Result<ExitCode> {
+/// `env` is the environment's snapshot, taken by the binary: credentials for the registry
+/// check, and GitHub's output files.
+pub fn run(args: ConsumeRequest, env: &Environment) -> Result<ExitCode> {
     // Every error ends by saying what a failure guarantees: the file was not touched.
-    let (chosen, report) = verify_and_pin(&args)
+    let (chosen, report) = verify_and_pin(&args, env)
         .map_err(|e| anyhow::anyhow!("{e:#}\n{} is unchanged", args.template.display()))?;
     let consumed = Consumed {
         changed: report.changed,
@@ -698,8 +704,8 @@ pub fn run(args: ConsumeRequest) -> Result<ExitCode> {
         passed_over: chosen.passed_over,
     };
     let summary = summary_markdown(&consumed);
-    append_to_github_file("GITHUB_OUTPUT", &github_outputs(&consumed, &summary)?)?;
-    append_to_github_file("GITHUB_STEP_SUMMARY", &summary)?;
+    append_to_github_file(&env.github_output, &github_outputs(&consumed, &summary)?)?;
+    append_to_github_file(&env.github_step_summary, &summary)?;
     if args.json {
         print_json_escaped(&consumed)?;
     } else {

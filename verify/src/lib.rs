@@ -16,6 +16,7 @@ pub mod oci;
 pub mod pin;
 pub mod receipt;
 pub mod receipt_policy;
+pub mod settings;
 pub mod terminal_text;
 pub mod verifier;
 

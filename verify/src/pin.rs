@@ -17,6 +17,7 @@ use yaml_serde::Value;
 use crate::fs::atomic_write;
 use crate::receipt::verify_file;
 use crate::receipt_policy::ReceiptPolicy;
+use crate::settings::Environment;
 use crate::terminal_text::{escape, print_json_escaped};
 use template_formats::oci::reference::{parse_pinned_reference, parse_reference};
 
@@ -281,7 +282,8 @@ fn reject(args: &PinRequest, problems: &[crate::receipt::Problem]) -> ExitCode {
 /// The pin itself. The order matters: every offline check first, then the anchor (so no
 /// registry the template does not already name is ever contacted), then the registry, then
 /// the write.
-pub fn pin(args: &PinRequest, policy: &ReceiptPolicy) -> Result<PinOutcome> {
+/// `env` is the environment's snapshot (credentials for the registry check).
+pub fn pin(args: &PinRequest, policy: &ReceiptPolicy, env: &Environment) -> Result<PinOutcome> {
     let mut verification = verify_file(&args.receipt, args.artifacts.as_deref(), policy)?;
     if !verification.valid {
         return Ok(PinOutcome::Rejected(verification.problems));
@@ -311,7 +313,7 @@ pub fn pin(args: &PinRequest, policy: &ReceiptPolicy) -> Result<PinOutcome> {
         let env_host = crate::oci::credentials::EnvCredentialsHost(
             parse_reference(&old).ok().map(|r| r.name.domain),
         );
-        crate::receipt::add_registry_check(&mut verification, &env_host)?;
+        crate::receipt::add_registry_check(&mut verification, &env_host, env)?;
         if !verification.valid {
             return Ok(PinOutcome::Rejected(verification.problems));
         }
@@ -331,9 +333,9 @@ pub fn pin(args: &PinRequest, policy: &ReceiptPolicy) -> Result<PinOutcome> {
 }
 
 /// `cargo xtask pin` (and `template-verify pin`); `policy` from the command line's edge.
-pub fn run(command: PinCommand, policy: &ReceiptPolicy) -> Result<ExitCode> {
+pub fn run(command: PinCommand, policy: &ReceiptPolicy, env: &Environment) -> Result<ExitCode> {
     let PinCommand { request, json } = command;
-    let report = match pin(&request, policy)? {
+    let report = match pin(&request, policy, env)? {
         PinOutcome::Pinned(report) => report,
         PinOutcome::Rejected(problems) => return Ok(reject(&request, &problems)),
     };

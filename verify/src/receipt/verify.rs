@@ -709,6 +709,7 @@ pub fn verify_file(
 pub fn add_registry_check(
     v: &mut Verification,
     env_host: &crate::oci::credentials::EnvCredentialsHost,
+    env: &crate::settings::Environment,
 ) -> Result<()> {
     if !v.valid {
         return Ok(());
@@ -717,7 +718,7 @@ pub fn add_registry_check(
         .receipt
         .as_ref()
         .context("a valid verification carries its receipt")?;
-    let problems = super::registry::check(receipt, env_host)?;
+    let problems = super::registry::check(receipt, env_host, env)?;
     if !problems.is_empty() {
         v.problems.extend(problems);
         v.valid = false;
@@ -753,13 +754,18 @@ pub struct VerifyRequest {
 
 /// `receipt verify`; `policy` comes from the command line's edge (the release's manifest for
 /// `template-verify`, the checkout's for `cargo xtask`).
-pub fn verify_cmd(args: VerifyRequest, policy: &ReceiptPolicy) -> Result<ExitCode> {
+/// `env` is the environment's snapshot, taken by the binary.
+pub fn verify_cmd(
+    args: VerifyRequest,
+    policy: &ReceiptPolicy,
+    env: &crate::settings::Environment,
+) -> Result<ExitCode> {
     use crate::terminal_text::escape;
     let mut v = verify_file(&args.file, args.artifacts.as_deref(), policy)?;
     if args.check_registry {
         let env_host =
             crate::oci::credentials::EnvCredentialsHost(args.credentials_registry.clone());
-        add_registry_check(&mut v, &env_host)?;
+        add_registry_check(&mut v, &env_host, env)?;
     }
     if args.json {
         crate::terminal_text::print_json_escaped(&v)?;
