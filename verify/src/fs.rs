@@ -52,7 +52,7 @@ pub fn append_to_github_file(file: &GithubFile, text: &str) -> Result<()> {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(&path)
+        .open(path)
         .and_then(|mut f| f.write_all(text.as_bytes()))
         .with_context(|| format!("cannot append to ${variable} ({})", path.display()))
 }
