@@ -6,6 +6,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::consume::ConsumeRequest;
+use crate::pin::{PinCommand, PinRequest};
+use crate::receipt::VerifyRequest;
+
 /// Exit status 0 only for a valid, complete receipt; every rejection names its field.
 #[derive(Debug, Args)]
 pub struct ReceiptVerifyArgs {
@@ -149,4 +153,52 @@ pub struct ConsumeArgs {
     /// "passed_over"}`.
     #[arg(long)]
     pub json: bool,
+}
+
+// The conversions into the domain modules' own requests live here, at the edge, so no domain
+// module knows clap or this file (a test in lib.rs keeps it so). `--manifest` is not carried:
+// the binary turns it into the `ReceiptPolicy` before converting.
+
+impl From<ReceiptVerifyArgs> for VerifyRequest {
+    fn from(args: ReceiptVerifyArgs) -> VerifyRequest {
+        VerifyRequest {
+            file: args.file,
+            artifacts: args.artifacts,
+            check_registry: args.check_registry,
+            credentials_registry: args.credentials_registry,
+            json: args.json,
+        }
+    }
+}
+
+impl From<PinArgs> for PinCommand {
+    fn from(args: PinArgs) -> PinCommand {
+        PinCommand {
+            request: PinRequest {
+                receipt: args.receipt,
+                artifacts: args.artifacts,
+                template: args.template,
+                offline: args.offline,
+                allow_repository_change: args.allow_repository_change,
+                dry_run: args.dry_run,
+            },
+            json: args.json,
+        }
+    }
+}
+
+impl From<ConsumeArgs> for ConsumeRequest {
+    fn from(args: ConsumeArgs) -> ConsumeRequest {
+        ConsumeRequest {
+            repository: args.repository,
+            template: args.template,
+            work_dir: args.work_dir,
+            signer_workflow: args.signer_workflow,
+            source_ref: args.source_ref,
+            max_releases: args.max_releases,
+            allow_repository_change: args.allow_repository_change,
+            dry_run: args.dry_run,
+            json: args.json,
+        }
+    }
 }

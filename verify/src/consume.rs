@@ -20,11 +20,11 @@ use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::cli::ConsumeArgs;
 use crate::fs::append_to_github_file;
 use crate::pin::{pin, PinOutcome, PinRequest};
 use crate::receipt::{verify_file, Verification};
 use crate::receipt_policy::{ReceiptPolicy, MANIFEST_ASSET};
+use crate::settings::Environment;
 use crate::terminal_text::{escape, print_json_escaped};
 use template_formats::model::receipt::Receipt;
 use template_formats::model::Platform;
@@ -484,8 +484,32 @@ struct Chosen {
     passed_over: Vec<String>,
 }
 
+/// What `consume` is asked, as the library takes it (`cli.rs` converts the command line's
+/// `ConsumeArgs` into it).
+#[derive(Debug, Clone)]
+pub struct ConsumeRequest {
+    /// The template's GitHub repository, `owner/name`.
+    pub repository: String,
+    /// The template definition to pin.
+    pub template: PathBuf,
+    /// Where release assets are downloaded.
+    pub work_dir: PathBuf,
+    /// The workflow whose attestations are trusted; `None`: the repository's release workflow.
+    pub signer_workflow: Option<String>,
+    /// The ref attestations must come from; `None`: the repository's default branch.
+    pub source_ref: Option<String>,
+    /// How many of the newest releases to look through.
+    pub max_releases: usize,
+    /// Allow a release in another repository than the template's current one.
+    pub allow_repository_change: bool,
+    /// Verify everything, write nothing.
+    pub dry_run: bool,
+    /// Print the result as JSON.
+    pub json: bool,
+}
+
 /// The newest release whose attested receipt verifies; errors name the release and why.
-fn newest_complete(gh: &Gh, args: &ConsumeArgs) -> Result<Chosen> {
+fn newest_complete(gh: &Gh, args: &ConsumeRequest) -> Result<Chosen> {
     let tags = order_releases(&gh.list()?, args.max_releases);
     let mut passed_over = Vec::new();
     for tag in &tags {
@@ -608,7 +632,10 @@ fn verify_attestations(gh: &Gh, tag: &str, dir: &Path, receipt: &Receipt) -> Res
 }
 
 /// Everything but the report: the release taken and the pin's report.
-fn verify_and_pin(args: &ConsumeArgs) -> Result<(Chosen, crate::pin::PinReport)> {
+fn verify_and_pin(
+    args: &ConsumeRequest,
+    env: &Environment,
+) -> Result<(Chosen, crate::pin::PinReport)> {
     let mut gh = Gh {
         policy: AttestationPolicy {
             signer_workflow: args
@@ -638,7 +665,7 @@ fn verify_and_pin(args: &ConsumeArgs) -> Result<(Chosen, crate::pin::PinReport)>
         allow_repository_change: args.allow_repository_change,
         dry_run: args.dry_run,
     };
-    match pin(&request, &chosen.policy)? {
+    match pin(&request, &chosen.policy, env)? {
         PinOutcome::Pinned(report) => Ok((chosen, report)),
         PinOutcome::Rejected(problems) => {
             crate::receipt::print_problems(&problems);
@@ -651,9 +678,11 @@ fn verify_and_pin(args: &ConsumeArgs) -> Result<(Chosen, crate::pin::PinReport)>
     }
 }
 
-pub fn run(args: ConsumeArgs) -> Result<ExitCode> {
+/// `env` is the environment's snapshot, taken by the binary: credentials for the registry
+/// check, and GitHub's output files.
+pub fn run(args: ConsumeRequest, env: &Environment) -> Result<ExitCode> {
     // Every error ends by saying what a failure guarantees: the file was not touched.
-    let (chosen, report) = verify_and_pin(&args)
+    let (chosen, report) = verify_and_pin(&args, env)
         .map_err(|e| anyhow::anyhow!("{e:#}\n{} is unchanged", args.template.display()))?;
     let consumed = Consumed {
         changed: report.changed,
@@ -675,8 +704,8 @@ pub fn run(args: ConsumeArgs) -> Result<ExitCode> {
         passed_over: chosen.passed_over,
     };
     let summary = summary_markdown(&consumed);
-    append_to_github_file("GITHUB_OUTPUT", &github_outputs(&consumed, &summary)?)?;
-    append_to_github_file("GITHUB_STEP_SUMMARY", &summary)?;
+    append_to_github_file(&env.github_output, &github_outputs(&consumed, &summary)?)?;
+    append_to_github_file(&env.github_step_summary, &summary)?;
     if args.json {
         print_json_escaped(&consumed)?;
     } else {

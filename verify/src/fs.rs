@@ -25,20 +25,34 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Appends `text` to the file a GitHub variable names, when it is set.
-pub fn append_to_github_file(variable: &str, text: &str) -> Result<()> {
-    let Some(path) = std::env::var_os(variable).filter(|p| !p.is_empty()) else {
+/// A file GitHub Actions reads after a step (`$GITHUB_OUTPUT`, `$GITHUB_STEP_SUMMARY`): the
+/// variable that names it (for messages) and its path, `None` outside Actions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GithubFile {
+    pub variable: &'static str,
+    pub path: Option<std::path::PathBuf>,
+}
+
+impl GithubFile {
+    /// `value` is the variable's; empty counts as unset (as in GitHub's own toolkit).
+    pub fn new(variable: &'static str, value: Option<std::ffi::OsString>) -> GithubFile {
+        GithubFile {
+            variable,
+            path: value.filter(|p| !p.is_empty()).map(Into::into),
+        }
+    }
+}
+
+/// Appends `text` to a GitHub file, when its variable was set.
+pub fn append_to_github_file(file: &GithubFile, text: &str) -> Result<()> {
+    let Some(path) = &file.path else {
         return Ok(());
     };
+    let variable = file.variable;
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(&path)
+        .open(path)
         .and_then(|mut f| f.write_all(text.as_bytes()))
-        .with_context(|| {
-            format!(
-                "cannot append to ${variable} ({})",
-                Path::new(&path).display()
-            )
-        })
+        .with_context(|| format!("cannot append to ${variable} ({})", path.display()))
 }

@@ -125,15 +125,11 @@ pub struct Retry {
     pub max_wait: Duration,
 }
 
-impl Default for Retry {
-    /// Four attempts, 0.5 s doubling (`XTASK_RETRY_BASE_MS` overrides the base: tests that
-    /// inject faults shorten it), at most 30 s.
-    fn default() -> Retry {
-        let base = std::env::var("XTASK_RETRY_BASE_MS")
-            .ok()
-            .and_then(|ms| ms.parse().ok())
-            .map(Duration::from_millis)
-            .unwrap_or(Duration::from_millis(500));
+impl Retry {
+    /// Four attempts, waits doubling from `base` (`settings::TransferSettings::retry_base`,
+    /// 0.5 s unless `XTASK_RETRY_BASE_MS` says: tests that inject faults shorten it), at most
+    /// 30 s.
+    pub fn with_base(base: Duration) -> Retry {
         Retry {
             attempts: 4,
             base,

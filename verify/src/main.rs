@@ -6,12 +6,15 @@ use std::process::ExitCode;
 use clap::Parser;
 use template_verify::cli::{VerifierCli, VerifierCommand, VerifierReceiptCommand};
 use template_verify::receipt_policy::ReceiptPolicy;
+use template_verify::settings::Environment;
 
 fn main() -> ExitCode {
     let cli = VerifierCli::parse();
+    // The one read of the process environment; everything below is passed what it needs.
+    let env = Environment::from_process();
     template_verify::run_command(async {
         match cli.command {
-            VerifierCommand::Consume(args) => template_verify::consume::run(args),
+            VerifierCommand::Consume(args) => template_verify::consume::run(args.into(), &env),
             // The policy is the release's own manifest, never a file of the machine that
             // built this binary.
             VerifierCommand::Receipt(VerifierReceiptCommand::Verify(args)) => {
@@ -19,14 +22,14 @@ fn main() -> ExitCode {
                     args.manifest.as_deref(),
                     args.artifacts.as_deref(),
                 )?;
-                template_verify::receipt::verify_cmd(args, &policy)
+                template_verify::receipt::verify_cmd(args.into(), &policy, &env)
             }
             VerifierCommand::Pin(args) => {
                 let policy = ReceiptPolicy::for_verifier(
                     args.manifest.as_deref(),
                     args.artifacts.as_deref(),
                 )?;
-                template_verify::pin::run(args, &policy)
+                template_verify::pin::run(args.into(), &policy, &env)
             }
         }
     })

@@ -14,10 +14,10 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use yaml_serde::Value;
 
-use crate::cli::PinArgs;
 use crate::fs::atomic_write;
 use crate::receipt::verify_file;
 use crate::receipt_policy::ReceiptPolicy;
+use crate::settings::Environment;
 use crate::terminal_text::{escape, print_json_escaped};
 use template_formats::oci::reference::{parse_pinned_reference, parse_reference};
 
@@ -241,7 +241,7 @@ pub fn anchor_check(current: &str, new: &str, allow_change: bool, template: &Pat
     Ok(())
 }
 
-/// What to pin, as the library takes it: from `pin`'s command line ([`PinArgs`]) or from
+/// What to pin, as the library takes it: from `pin`'s command line (`cli.rs` converts) or from
 /// `consume`, which chose the receipt. The manifest a receipt is judged by is not here: it is
 /// the [`ReceiptPolicy`] the caller made at its edge.
 #[derive(Debug, Clone)]
@@ -260,17 +260,12 @@ pub struct PinRequest {
     pub dry_run: bool,
 }
 
-impl From<&PinArgs> for PinRequest {
-    fn from(args: &PinArgs) -> PinRequest {
-        PinRequest {
-            receipt: args.receipt.clone(),
-            artifacts: args.artifacts.clone(),
-            template: args.template.clone(),
-            offline: args.offline,
-            allow_repository_change: args.allow_repository_change,
-            dry_run: args.dry_run,
-        }
-    }
+/// `pin` as a command: the request and how to print its report.
+#[derive(Debug, Clone)]
+pub struct PinCommand {
+    pub request: PinRequest,
+    /// Print the report as JSON.
+    pub json: bool,
 }
 
 /// Prints a rejection and leaves the template as it is.
@@ -287,7 +282,8 @@ fn reject(args: &PinRequest, problems: &[crate::receipt::Problem]) -> ExitCode {
 /// The pin itself. The order matters: every offline check first, then the anchor (so no
 /// registry the template does not already name is ever contacted), then the registry, then
 /// the write.
-pub fn pin(args: &PinRequest, policy: &ReceiptPolicy) -> Result<PinOutcome> {
+/// `env` is the environment's snapshot (credentials for the registry check).
+pub fn pin(args: &PinRequest, policy: &ReceiptPolicy, env: &Environment) -> Result<PinOutcome> {
     let mut verification = verify_file(&args.receipt, args.artifacts.as_deref(), policy)?;
     if !verification.valid {
         return Ok(PinOutcome::Rejected(verification.problems));
@@ -317,7 +313,7 @@ pub fn pin(args: &PinRequest, policy: &ReceiptPolicy) -> Result<PinOutcome> {
         let env_host = crate::oci::credentials::EnvCredentialsHost(
             parse_reference(&old).ok().map(|r| r.name.domain),
         );
-        crate::receipt::add_registry_check(&mut verification, &env_host)?;
+        crate::receipt::add_registry_check(&mut verification, &env_host, env)?;
         if !verification.valid {
             return Ok(PinOutcome::Rejected(verification.problems));
         }
@@ -337,13 +333,13 @@ pub fn pin(args: &PinRequest, policy: &ReceiptPolicy) -> Result<PinOutcome> {
 }
 
 /// `cargo xtask pin` (and `template-verify pin`); `policy` from the command line's edge.
-pub fn run(args: PinArgs, policy: &ReceiptPolicy) -> Result<ExitCode> {
-    let request = PinRequest::from(&args);
-    let report = match pin(&request, policy)? {
+pub fn run(command: PinCommand, policy: &ReceiptPolicy, env: &Environment) -> Result<ExitCode> {
+    let PinCommand { request, json } = command;
+    let report = match pin(&request, policy, env)? {
         PinOutcome::Pinned(report) => report,
         PinOutcome::Rejected(problems) => return Ok(reject(&request, &problems)),
     };
-    if args.json {
+    if json {
         print_json_escaped(&report)?;
     } else if !report.changed {
         println!(
@@ -354,7 +350,7 @@ pub fn run(args: PinArgs, policy: &ReceiptPolicy) -> Result<ExitCode> {
     } else {
         println!(
             "{}{}: image {} -> {}",
-            if args.dry_run { "would pin " } else { "" },
+            if request.dry_run { "would pin " } else { "" },
             escape(&report.template),
             escape(&report.old),
             escape(&report.new)

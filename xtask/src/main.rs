@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use template_formats::manifest::MANIFEST_PATH;
 use template_verify::receipt_policy::ReceiptPolicy;
+use template_verify::settings::Environment;
 use xtask::flags::{Cli, Command, ReceiptCommand};
 use xtask::util::repo_root;
 
@@ -31,14 +32,19 @@ fn main() -> ExitCode {
             Command::Publish(args) => xtask::release::publish::run(args).await,
             Command::Receipt(ReceiptCommand::Verify(args)) => {
                 let policy = checkout_policy(args.manifest.as_deref())?;
-                template_verify::receipt::verify_cmd(args, &policy)
+                // The verifier's environment snapshot, taken here at the edge.
+                template_verify::receipt::verify_cmd(
+                    args.into(),
+                    &policy,
+                    &Environment::from_process(),
+                )
             }
             Command::Receipt(ReceiptCommand::Write(args)) => {
                 xtask::release::receipt_write::write_cmd(*args)
             }
             Command::Pin(args) => {
                 let policy = checkout_policy(args.manifest.as_deref())?;
-                template_verify::pin::run(args, &policy)
+                template_verify::pin::run(args.into(), &policy, &Environment::from_process())
             }
             Command::Release(args) => xtask::release::run(*args).await,
         }

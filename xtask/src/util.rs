@@ -8,7 +8,15 @@ use anyhow::{Context, Result};
 
 use chrono::{DateTime, Utc};
 pub(crate) use template_formats::hash::sha256_hex;
-pub(crate) use template_verify::fs::{append_to_github_file, atomic_write};
+pub(crate) use template_verify::fs::atomic_write;
+
+/// Appends `text` to the file the GitHub variable `variable` (`GITHUB_OUTPUT`,
+/// `GITHUB_STEP_SUMMARY`) names, when it is set.
+pub(crate) fn append_to_github_file(variable: &'static str, text: &str) -> anyhow::Result<()> {
+    // TODO(#26 xtask settings): passed from main once the xtask's Settings lands.
+    let file = template_verify::fs::GithubFile::new(variable, std::env::var_os(variable));
+    template_verify::fs::append_to_github_file(&file, text)
+}
 
 /// The tool's own state below the repository root `root`: `.xtask/<name>` (caches, records
 /// of earlier pushes, receipts, run directories). One root, ignored by git, so `rm -rf

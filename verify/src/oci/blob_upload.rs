@@ -19,9 +19,6 @@ use futures_util::StreamExt;
 /// Bytes read from disk per body chunk: the memory one upload holds.
 const CHUNK: usize = 1 << 20;
 
-/// How often a progress line may be printed, unless `XTASK_PROGRESS_INTERVAL_SECS` says.
-const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
-
 /// `sha256:0123456789ab: 512.0 MB of 2048.0 MB (25%), 85.3 MB/s`
 pub fn progress_line(label: &str, sent: u64, total: u64, elapsed: Duration) -> String {
     let percent = sent.saturating_mul(100).checked_div(total).unwrap_or(100);
@@ -59,12 +56,9 @@ pub struct TransferProgress {
 }
 
 impl TransferProgress {
-    pub fn new(label: &str, total: u64) -> Arc<TransferProgress> {
-        let interval = std::env::var("XTASK_PROGRESS_INTERVAL_SECS")
-            .ok()
-            .and_then(|v| v.parse::<f64>().ok())
-            .filter(|secs| *secs > 0.0)
-            .map_or(DEFAULT_INTERVAL, Duration::from_secs_f64);
+    /// `interval`: the least time between two lines
+    /// (`settings::TransferSettings::progress_interval`).
+    pub fn new(label: &str, total: u64, interval: Duration) -> Arc<TransferProgress> {
         let now = Instant::now();
         Arc::new(TransferProgress {
             label: label.to_string(),
@@ -272,7 +266,7 @@ mod tests {
     #[test]
     fn counting_readers_count_what_passes() {
         let data = vec![7u8; 10_000];
-        let progress = TransferProgress::new("compress", data.len() as u64);
+        let progress = TransferProgress::new("compress", data.len() as u64, Duration::from_secs(5));
         let mut out = Vec::new();
         std::io::copy(
             &mut CountingReader {
@@ -298,7 +292,7 @@ mod tests {
         let path = dir.path().join("blob");
         let data: Vec<u8> = (0..3 * CHUNK + 7).map(|i| i as u8).collect();
         std::fs::write(&path, &data).unwrap();
-        let progress = TransferProgress::new("blob", data.len() as u64);
+        let progress = TransferProgress::new("blob", data.len() as u64, Duration::from_secs(5));
         let mut stream = Box::pin(file_chunks(&path, progress.clone()).unwrap());
         let mut got = Vec::new();
         let mut chunks = 0;

@@ -14,6 +14,7 @@ use crate::http::{self, Attempt, Retry, Timeout};
 use crate::oci::auth::{redact, Authenticator};
 use crate::oci::blob_upload::{file_body, TransferProgress};
 use crate::oci::credentials::Credentials;
+use crate::settings::TransferSettings;
 use template_formats::model::Digest;
 use template_formats::oci::index::MANIFEST_ACCEPT;
 
@@ -111,10 +112,17 @@ pub struct RegistryClient {
     pub target: RegistryTarget,
     auth: Authenticator,
     retry: Retry,
+    progress_interval: Duration,
 }
 
 impl RegistryClient {
-    pub fn new(target: RegistryTarget, credentials: Option<Credentials>) -> Result<Self> {
+    /// `transfer`: the retries' backoff and the progress lines' interval, from the
+    /// environment's snapshot.
+    pub fn new(
+        target: RegistryTarget,
+        credentials: Option<Credentials>,
+        transfer: &TransferSettings,
+    ) -> Result<Self> {
         // Idle, not total: a multi-GB blob upload may take many minutes, and after it the
         // registry may take a while to verify the digest before it answers.
         let http = http::client(&target.host, Timeout::Idle(Duration::from_secs(300)))?;
@@ -122,7 +130,8 @@ impl RegistryClient {
             auth: Authenticator::new(http.clone(), &target.host, &target.repository, credentials),
             http,
             target,
-            retry: Retry::default(),
+            retry: Retry::with_base(transfer.retry_base),
+            progress_interval: transfer.progress_interval,
         })
     }
 
@@ -240,7 +249,11 @@ impl RegistryClient {
     /// started, a bounded number of times (5xx inside a session are retried by `send`).
     pub async fn upload_blob(&self, blob: &Blob, mount_from: Option<&str>) -> Result<BlobPush> {
         const SESSIONS: u32 = 3;
-        let progress = TransferProgress::new(&format!("upload {}", blob.digest), blob.size);
+        let progress = TransferProgress::new(
+            &format!("upload {}", blob.digest),
+            blob.size,
+            self.progress_interval,
+        );
         let mut session = 0;
         loop {
             session += 1;

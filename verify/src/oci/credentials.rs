@@ -14,7 +14,8 @@
 //!
 //! Helpers are run with the docker-credential-helpers protocol: `docker-credential-<name>
 //! get`, the server URL on stdin, `{"Username": …, "Secret": …}` on stdout. Decisions are
-//! pure functions over the environment and the config text; only [`credentials_for`] reads
+//! pure functions over the environment's snapshot (`settings::RegistryEnvironment`, taken
+//! once by the binary) and the config text; only [`credentials_for`] reads
 //! files and runs helpers. A password never appears in an error or a `Debug` output.
 
 use std::collections::BTreeMap;
@@ -26,6 +27,8 @@ use anyhow::{bail, Context, Result};
 use base64::Engine as _;
 use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
+
+use crate::settings::RegistryEnvironment;
 
 pub const USERNAME_ENV: &str = "XTASK_OCI_USERNAME";
 pub const PASSWORD_ENV: &str = "XTASK_OCI_PASSWORD";
@@ -317,26 +320,31 @@ async fn run_helper(helper: &str, server_url: &str) -> Result<Option<Credentials
     )
 }
 
-fn docker_config_path() -> Option<PathBuf> {
-    match std::env::var_os("DOCKER_CONFIG") {
+/// The docker config Docker itself reads, from the values of `DOCKER_CONFIG` (a directory)
+/// and `HOME` (for `settings::Environment`).
+pub fn docker_config_path(
+    docker_config: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> Option<PathBuf> {
+    match docker_config {
         Some(dir) => Some(PathBuf::from(dir).join("config.json")),
-        None => {
-            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".docker/config.json"))
-        }
+        None => home.map(|home| PathBuf::from(home).join(".docker/config.json")),
     }
 }
 
 /// Credentials for `host`: the environment's when they are bound to `host`, then the docker
 /// config (its helpers run for real; entries are looked up by `host` itself), else anonymous.
+/// `env` is the snapshot of the credential variables and the docker config's path.
 pub async fn credentials_for(
     host: &str,
     env_host: &EnvCredentialsHost,
+    env: &RegistryEnvironment,
 ) -> Result<Option<Credentials>> {
-    let from_env = credentials_from_env(|name| std::env::var(name).ok())?;
+    let from_env = credentials_from_env(|name| env.variable(name))?;
     if let Some(found) = from_env.filter(|_| env_host.allows(host)) {
         return Ok(Some(found));
     }
-    let Some(path) = docker_config_path() else {
+    let Some(path) = env.docker_config.clone() else {
         return Ok(None);
     };
     let text = match std::fs::read_to_string(&path) {

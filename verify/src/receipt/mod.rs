@@ -35,8 +35,8 @@ use template_formats::manifest::MANIFEST_PATH;
 use template_formats::model::inventory::INVENTORY_PATH;
 use template_formats::model::receipt::Receipt;
 
-pub use verify::verify_cmd;
 pub use verify::{add_registry_check, print_problems, verify_file, Verification};
+pub use verify::{verify_cmd, VerifyRequest};
 
 /// The receipt format this tool writes and reads.
 pub const SCHEMA_VERSION: u32 = 2;

@@ -20,6 +20,7 @@ use anyhow::{Context, Result};
 use crate::oci::client::{RegistryClient, RegistryTarget};
 use crate::oci::credentials::{credentials_for, credentials_from_env, EnvCredentialsHost};
 use crate::receipt::{problem, Problem};
+use crate::settings::Environment;
 use template_formats::hash::sha256_hex;
 use template_formats::model::receipt::Receipt;
 use template_formats::oci::reference::parse_repository_name;
@@ -364,13 +365,17 @@ fn index_content_problems(r: &Receipt, bytes: &[u8]) -> Vec<Problem> {
 /// config's entry for that host, and the environment's only when `env_host` (named by the
 /// user, never by the receipt) is that host. Call only for a receipt whose repository,
 /// digests and tag passed the offline checks.
-pub async fn fetch(r: &Receipt, env_host: &EnvCredentialsHost) -> Result<RegistryEvidence> {
+pub async fn fetch(
+    r: &Receipt,
+    env_host: &EnvCredentialsHost,
+    env: &Environment,
+) -> Result<RegistryEvidence> {
     let name = parse_repository_name(&r.index.repository)
         .map_err(|e| anyhow::anyhow!("index.repository: {e}"))?;
     let target = RegistryTarget::parse(&name.domain, &name.path)?;
-    let credentials = credentials_for(&target.host, env_host).await?;
+    let credentials = credentials_for(&target.host, env_host, &env.registry).await?;
     // Say why a registry that wants credentials gets none from the environment.
-    let withheld = credentials_from_env(|name| std::env::var(name).ok())
+    let withheld = credentials_from_env(|name| env.registry.variable(name))
         .ok()
         .flatten()
         .filter(|_| !env_host.allows(&target.host))
@@ -388,7 +393,7 @@ pub async fn fetch(r: &Receipt, env_host: &EnvCredentialsHost) -> Result<Registr
         })
         .unwrap_or_default();
     let withheld = withheld.as_str();
-    let client = RegistryClient::new(target, credentials)?;
+    let client = RegistryClient::new(target, credentials, &env.transfer)?;
     let get = |reference: String| {
         let client = &client;
         async move {
@@ -443,7 +448,11 @@ pub async fn fetch(r: &Receipt, env_host: &EnvCredentialsHost) -> Result<Registr
 
 /// [`fetch`] then [`registry_problems`], for the sync commands: on a thread and runtime of
 /// its own, so it works whether or not the caller is inside the binary's async runtime.
-pub fn check(r: &Receipt, env_host: &EnvCredentialsHost) -> Result<Vec<Problem>> {
+pub fn check(
+    r: &Receipt,
+    env_host: &EnvCredentialsHost,
+    env: &Environment,
+) -> Result<Vec<Problem>> {
     let evidence = std::thread::scope(|scope| {
         scope
             .spawn(|| {
@@ -452,7 +461,7 @@ pub fn check(r: &Receipt, env_host: &EnvCredentialsHost) -> Result<Vec<Problem>>
                     .build()
                     .context("cannot start the async runtime for the registry check")?
                     .block_on(async {
-                        tokio::time::timeout(REGISTRY_CHECK_LIMIT, fetch(r, env_host))
+                        tokio::time::timeout(REGISTRY_CHECK_LIMIT, fetch(r, env_host, env))
                             .await
                             .map_err(|_| {
                                 anyhow::anyhow!(
@@ -532,7 +541,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
         let target = RegistryTarget::parse(&addr.to_string(), "s0/ca").unwrap();
-        let client = RegistryClient::new(target, None).unwrap();
+        let client = RegistryClient::new(target, None, &Default::default()).unwrap();
         for reference in ["sized", "endless"] {
             let err = client
                 .get_manifest_bounded(reference, MAX_MANIFEST_BYTES)

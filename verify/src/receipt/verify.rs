@@ -11,7 +11,6 @@ use serde::Serialize;
 
 use super::policy::ArtifactDocuments;
 use super::{parse_receipt_file_name, problem, Problem, ARTIFACTS, SCHEMA_VERSION};
-use crate::cli::ReceiptVerifyArgs;
 use crate::receipt_policy::{binding_problems, ReceiptPolicy};
 use template_formats::hash::sha256_hex;
 use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
@@ -710,6 +709,7 @@ pub fn verify_file(
 pub fn add_registry_check(
     v: &mut Verification,
     env_host: &crate::oci::credentials::EnvCredentialsHost,
+    env: &crate::settings::Environment,
 ) -> Result<()> {
     if !v.valid {
         return Ok(());
@@ -718,7 +718,7 @@ pub fn add_registry_check(
         .receipt
         .as_ref()
         .context("a valid verification carries its receipt")?;
-    let problems = super::registry::check(receipt, env_host)?;
+    let problems = super::registry::check(receipt, env_host, env)?;
     if !problems.is_empty() {
         v.problems.extend(problems);
         v.valid = false;
@@ -734,15 +734,38 @@ pub fn print_problems(problems: &[Problem]) {
     }
 }
 
+/// What `receipt verify` is asked, as the library takes it (`cli.rs` converts the command
+/// line's `ReceiptVerifyArgs` into it). The manifest is not here: it is the [`ReceiptPolicy`]
+/// the caller made at its edge.
+#[derive(Debug, Clone)]
+pub struct VerifyRequest {
+    /// The receipt file.
+    pub file: std::path::PathBuf,
+    /// The release's artifact files, checked against the receipt's sha256s.
+    pub artifacts: Option<std::path::PathBuf>,
+    /// Also compare the receipt with the registry it names.
+    pub check_registry: bool,
+    /// The one registry host the environment's credentials may go to (never the receipt's
+    /// choice).
+    pub credentials_registry: Option<String>,
+    /// Print the verification as JSON.
+    pub json: bool,
+}
+
 /// `receipt verify`; `policy` comes from the command line's edge (the release's manifest for
 /// `template-verify`, the checkout's for `cargo xtask`).
-pub fn verify_cmd(args: ReceiptVerifyArgs, policy: &ReceiptPolicy) -> Result<ExitCode> {
+/// `env` is the environment's snapshot, taken by the binary.
+pub fn verify_cmd(
+    args: VerifyRequest,
+    policy: &ReceiptPolicy,
+    env: &crate::settings::Environment,
+) -> Result<ExitCode> {
     use crate::terminal_text::escape;
     let mut v = verify_file(&args.file, args.artifacts.as_deref(), policy)?;
     if args.check_registry {
         let env_host =
             crate::oci::credentials::EnvCredentialsHost(args.credentials_registry.clone());
-        add_registry_check(&mut v, &env_host)?;
+        add_registry_check(&mut v, &env_host, env)?;
     }
     if args.json {
         crate::terminal_text::print_json_escaped(&v)?;

@@ -138,7 +138,12 @@ impl Registry {
             base: base.trim_end_matches('/').to_owned(),
             http,
             cache: Arc::default(),
-            retry: Retry::default(),
+            // TODO(#26 xtask settings): passed from main once the xtask's Settings lands.
+            retry: Retry::with_base(
+                template_verify::settings::Environment::from_process()
+                    .transfer
+                    .retry_base,
+            ),
         })
     }
 

@@ -255,7 +255,11 @@ fn compress_job(job: &Job) -> Result<Blob> {
     let raw = std::fs::File::open(&job.raw)
         .with_context(|| format!("cannot read {}", job.raw.display()))?;
     // Minutes for a multi-GB layer: say how far it got.
-    let progress = TransferProgress::new(&format!("compress {}", job.name), job.size);
+    // TODO(#26 xtask settings): passed from main once the xtask's Settings lands.
+    let interval = template_verify::settings::Environment::from_process()
+        .transfer
+        .progress_interval;
+    let progress = TransferProgress::new(&format!("compress {}", job.name), job.size, interval);
     let counted = CountingReader {
         inner: io::BufReader::with_capacity(1 << 20, raw),
         progress: &progress,
@@ -578,7 +582,11 @@ fn compress_layer_file(layer: &LayerFile, size: u64, out: &Path) -> Result<Blob>
     // From its start, whoever read the open file before.
     io::Seek::seek(&mut &layer.file, io::SeekFrom::Start(0))
         .with_context(|| format!("cannot read {}", layer.path.display()))?;
-    let progress = TransferProgress::new(&format!("compress {}", layer.diff_id), size);
+    // TODO(#26 xtask settings): passed from main once the xtask's Settings lands.
+    let interval = template_verify::settings::Environment::from_process()
+        .transfer
+        .progress_interval;
+    let progress = TransferProgress::new(&format!("compress {}", layer.diff_id), size, interval);
     let mut hashing = crate::oci::read_back::Hashing::new(CountingReader {
         inner: io::BufReader::with_capacity(1 << 20, &layer.file),
         progress: &progress,

@@ -233,7 +233,7 @@ mod tests {
         tokio::spawn(async move { axum::serve(listener, app).await });
         let target =
             template_verify::oci::client::RegistryTarget::parse(&addr.to_string(), "s0/r").unwrap();
-        RegistryClient::new(target, None).unwrap()
+        RegistryClient::new(target, None, &Default::default()).unwrap()
     }
 
     /// An image of one layer as a registry holds it: (blobs, manifest digest, config digest);

@@ -47,6 +47,7 @@ use template_formats::oci::index::{OCI_INDEX, OCI_MANIFEST};
 use template_verify::oci::blob_upload::BlobLocations;
 use template_verify::oci::client::{BlobPush, RegistryClient, RegistryTarget};
 use template_verify::oci::credentials::{credentials_for, EnvCredentialsHost};
+use template_verify::settings::Environment;
 
 // ---------------------------------------------------------------------------------------------
 // The canonical index.
@@ -550,6 +551,8 @@ pub(crate) async fn publish(
         }
     }
 
+    // TODO(#26 xtask settings): passed from main once the xtask's Settings lands.
+    let env = Environment::from_process();
     let client = RegistryClient::new(
         target.clone(),
         credentials_for(
@@ -557,14 +560,16 @@ pub(crate) async fn publish(
             // The user named this registry (--oci-registry): the environment's credentials are
             // for it.
             &EnvCredentialsHost::named(&target.host),
+            &env.registry,
         )
         .await?,
+        &env.transfer,
     )?;
     client.ping().await?;
 
     let previous = match &options.previous {
         None => None,
-        Some(reference) => Some(previous_of(reference, &target).await?),
+        Some(reference) => Some(previous_of(reference, &target, &env).await?),
     };
     let mut pushed = Vec::new();
     if !options.images.is_empty() {
@@ -682,12 +687,17 @@ pub(crate) async fn publish(
 
 /// The previous release `reference` names (`host/repository@digest`): it must be in the
 /// target's registry, since blobs move between repositories of one registry only.
-async fn previous_of(reference: &str, target: &RegistryTarget) -> Result<Previous> {
+async fn previous_of(
+    reference: &str,
+    target: &RegistryTarget,
+    env: &Environment,
+) -> Result<Previous> {
     let (host, repository, digest) = parse_previous(reference, &target.host)?;
     let previous_target = RegistryTarget::parse(&host, &repository)?;
     let client = RegistryClient::new(
         previous_target,
-        credentials_for(&host, &EnvCredentialsHost::named(&host)).await?,
+        credentials_for(&host, &EnvCredentialsHost::named(&host), &env.registry).await?,
+        &env.transfer,
     )?;
     Ok(Previous { client, digest })
 }
