@@ -18,9 +18,8 @@ use serde::Serialize;
 use crate::flags::BenchResolveArgs;
 use crate::npm::registry::{packument_url, Registry};
 use crate::npm::resolve;
-use crate::util::repo_root;
 use crate::util::{now_or, print_json, Progress};
-use template_formats::manifest::{Manifest, MANIFEST_PATH};
+use template_formats::manifest::Manifest;
 use template_formats::model::resolution::Resolution;
 
 #[derive(Serialize)]
@@ -37,9 +36,8 @@ struct BenchReport {
     ratio: f64,
 }
 
-pub async fn resolve(args: BenchResolveArgs) -> Result<ExitCode> {
-    let root = repo_root();
-    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+pub async fn resolve(args: BenchResolveArgs, ctx: &crate::Context) -> Result<ExitCode> {
+    let manifest = Manifest::load(&ctx.layout.manifest())?;
     let now = now_or(args.registry.now.as_deref())?;
     let progress = Progress::default();
     if args.runs == 0 {

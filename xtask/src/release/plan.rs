@@ -297,18 +297,19 @@ pub(crate) fn summary_markdown(plan: &ReleasePlan) -> String {
     out
 }
 
-/// The GitHub context, read from the environment the runner sets (a command's edge only).
-pub(crate) fn github_env_from_process() -> Result<Option<GithubEnv>> {
-    if std::env::var("GITHUB_ACTIONS").as_deref() != Ok("true") {
+/// The GitHub context of the settings (the variables the runner sets, read once by main),
+/// with the event payload its `GITHUB_EVENT_PATH` names.
+pub(crate) fn github_env(settings: &crate::settings::Settings) -> Result<Option<GithubEnv>> {
+    let Some(github) = &settings.github else {
         return Ok(None);
-    }
-    let payload = match std::env::var_os("GITHUB_EVENT_PATH").filter(|p| !p.is_empty()) {
+    };
+    let payload = match &github.event_path {
         None => None,
-        Some(path) => Some(read_json(Path::new(&path), "the GitHub event")?),
+        Some(path) => Some(read_json(path, "the GitHub event (GITHUB_EVENT_PATH)")?),
     };
     Ok(Some(GithubEnv {
-        event_name: std::env::var("GITHUB_EVENT_NAME").unwrap_or_default(),
-        git_ref: std::env::var("GITHUB_REF").unwrap_or_default(),
+        event_name: github.event_name.clone(),
+        git_ref: github.git_ref.clone(),
         payload,
     }))
 }

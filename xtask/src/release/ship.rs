@@ -156,7 +156,7 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
     };
 
     // The subcommands read files; write each platform's pieces where they can.
-    let work = crate::util::state_dir(root, "ship").join(&tag);
+    let work = crate::layout::Layout::at(root).state("ship").join(&tag);
     std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
     let stage_files = write_stage_files(&work, plan, &platforms)?;
     let steps = ShipSteps::new(&ShipContext {
