@@ -399,7 +399,7 @@ fn build_stage(
     files: &[(&str, &[u8])],
 ) -> Result<(), String> {
     let root = repo_root();
-    let inputs = xtask::image::build::BuildInputs::load(&root).unwrap();
+    let inputs = xtask::image::build::BuildInputs::load(&xtask::layout::Layout::at(&root)).unwrap();
     let platform = template_formats::manifest::Platform::LinuxAmd64;
     let mut args = xtask::image::build::build_args(&inputs, platform).unwrap();
     args.insert(
@@ -409,7 +409,8 @@ fn build_stage(
     for (k, v) in overrides {
         args.insert(k.to_string(), v.to_string());
     }
-    let ca = xtask::image::build::host_ca_bundle(None).map(|p| std::fs::read(p).unwrap());
+    let ca = xtask::image::build::host_ca_bundle(None, &xtask::settings::Settings::from_process())
+        .map(|p| std::fs::read(p).unwrap());
     let mut context: std::collections::BTreeMap<&str, &[u8]> = std::collections::BTreeMap::from([
         ("Dockerfile", &inputs.dockerfile[..]),
         ("template/package.json", &inputs.package_json[..]),

@@ -394,7 +394,7 @@ where
     let host = docker_host();
     runtime().block_on(async {
         let docker = match &host {
-            None => engine::connect().await,
+            None => engine::connect(&xtask::settings::Settings::from_process()).await,
             Some(host) => engine::connect_to(host).await,
         }
         .unwrap_or_else(|err| {

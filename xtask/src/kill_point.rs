@@ -2,7 +2,7 @@
 //! with a real SIGKILL to its whole process group, as a lost runner or a cancelled job would.
 //!
 //! `XTASK_KILL_AT=NAME` (or `NAME#N`: the N-th time this process reaches it) is read once, at
-//! the command's edge ([`init_from_env`]); every other run pays one failed lookup per point.
+//! the command's edge ([`init`], from `Settings::kill_at`); every other run pays one failed lookup per point.
 //! Children started by a phase inherit the variable, so a point inside a child step kills the
 //! phase too: the group is what a runner loses. The group is killed only when its leader is
 //! this same executable (the test starts the tool with a process group of its own), so a
@@ -51,11 +51,12 @@ static SETTING: OnceLock<Option<KillAt>> = OnceLock::new();
 static PASSES: OnceLock<std::sync::Mutex<std::collections::BTreeMap<String, u32>>> =
     OnceLock::new();
 
-/// Reads `XTASK_KILL_AT` once; a malformed value is an error of the command.
-pub fn init_from_env() -> anyhow::Result<()> {
-    let setting = match std::env::var(KILL_AT_VAR) {
-        Ok(text) if !text.is_empty() => Some(parse(&text).map_err(anyhow::Error::msg)?),
-        _ => None,
+/// Arms the crash point `XTASK_KILL_AT` named (`Settings::kill_at`, read once by main); a
+/// malformed value is an error of the command.
+pub fn init(kill_at: Option<&str>) -> anyhow::Result<()> {
+    let setting = match kill_at {
+        Some(text) => Some(parse(text).map_err(anyhow::Error::msg)?),
+        None => None,
     };
     if setting.is_some() {
         // The registry client's uploads are the verifier crate's: it calls back per chunk.

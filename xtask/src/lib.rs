@@ -9,6 +9,8 @@ mod architecture;
 pub(crate) mod disk;
 pub mod flags;
 pub mod kill_point;
+pub mod layout;
+pub mod settings;
 pub mod util;
 
 #[cfg(feature = "bench")]
@@ -19,3 +21,31 @@ pub(crate) mod oci;
 pub mod release;
 
 pub use template_verify::run_command;
+
+/// What every command gets besides its request: the checkout's layout and the environment's
+/// settings, both made once by `main.rs` (the only code that reads the process's environment
+/// or decides where the repository is).
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub layout: layout::Layout,
+    pub settings: settings::Settings,
+}
+
+impl Context {
+    /// The context `settings` give (the layout they name).
+    pub fn new(settings: settings::Settings) -> Context {
+        Context {
+            layout: layout::Layout::of(&settings),
+            settings,
+        }
+    }
+
+    /// The release clock: `flag` (`--now`), else `XTASK_NOW` (tests and reproductions),
+    /// else the time.
+    pub(crate) fn release_now(
+        &self,
+        flag: Option<&str>,
+    ) -> anyhow::Result<chrono::DateTime<chrono::Utc>> {
+        util::now_or(flag.or(self.settings.now.as_deref()))
+    }
+}

@@ -1,7 +1,7 @@
 //! Small IO helpers shared by the commands: the state directory, atomic writes, digests,
 //! progress lines, the clock.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -10,20 +10,7 @@ use chrono::{DateTime, Utc};
 pub(crate) use template_formats::hash::sha256_hex;
 pub(crate) use template_verify::fs::atomic_write;
 
-/// Appends `text` to the file the GitHub variable `variable` (`GITHUB_OUTPUT`,
-/// `GITHUB_STEP_SUMMARY`) names, when it is set.
-pub(crate) fn append_to_github_file(variable: &'static str, text: &str) -> anyhow::Result<()> {
-    // TODO(#26 xtask settings): passed from main once the xtask's Settings lands.
-    let file = template_verify::fs::GithubFile::new(variable, std::env::var_os(variable));
-    template_verify::fs::append_to_github_file(&file, text)
-}
-
-/// The tool's own state below the repository root `root`: `.xtask/<name>` (caches, records
-/// of earlier pushes, receipts, run directories). One root, ignored by git, so `rm -rf
-/// .xtask` resets every cache and `cargo clean` resets none.
-pub(crate) fn state_dir(root: &Path, name: &str) -> PathBuf {
-    root.join(".xtask").join(name)
-}
+pub(crate) use template_verify::fs::append_to_github_file;
 
 /// Reads a stage's JSON file through its owner's type; `what` names the file for the error.
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
@@ -103,14 +90,11 @@ pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     Ok(())
 }
 
-/// The repository root: the parent of the xtask crate, or `XTASK_ROOT` when set (tests
-/// point it at a scratch copy of the repository).
-pub fn repo_root() -> PathBuf {
-    if let Some(root) = std::env::var_os("XTASK_ROOT") {
-        return PathBuf::from(root);
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives one level below the repository root")
+/// The checkout this crate was compiled in, for unit tests that read the committed files
+/// (production code gets its `Layout` from main).
+#[cfg(test)]
+pub(crate) fn repo_root() -> std::path::PathBuf {
+    crate::layout::Layout::of(&crate::settings::Settings::default())
+        .root()
         .to_path_buf()
 }

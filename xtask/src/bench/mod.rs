@@ -24,12 +24,12 @@ use anyhow::Result;
 use crate::flags::BenchCommand;
 
 /// Runs one benchmark.
-pub async fn run(command: BenchCommand) -> Result<ExitCode> {
+pub async fn run(command: BenchCommand, ctx: &crate::Context) -> Result<ExitCode> {
     match command {
-        BenchCommand::Resolve(args) => resolve::resolve(args).await,
-        BenchCommand::Publish(args) => publish::run(args).await,
-        BenchCommand::Update(args) => update::run(args).await,
-        BenchCommand::Rebuild(args) => rebuild::run(args).await,
-        BenchCommand::Reproduce(args) => reproduce::run(args).await,
+        BenchCommand::Resolve(args) => resolve::resolve(args, ctx).await,
+        BenchCommand::Publish(args) => publish::run(args, ctx).await,
+        BenchCommand::Update(args) => update::run(args, ctx).await,
+        BenchCommand::Rebuild(args) => rebuild::run(args, ctx).await,
+        BenchCommand::Reproduce(args) => reproduce::run(args, ctx).await,
     }
 }

@@ -182,9 +182,9 @@ async fn docker(args: &[&str], what: &str) -> Result<()> {
     Ok(())
 }
 
-pub async fn run(args: BenchPublishArgs) -> Result<ExitCode> {
+pub async fn run(args: BenchPublishArgs, ctx: &crate::Context) -> Result<ExitCode> {
     let progress = Progress::default();
-    let engine = crate::image::engine::connect().await?;
+    let engine = crate::image::engine::connect(&ctx.settings).await?;
     let inspect = engine.inspect_image(&args.image).await.with_context(|| {
         format!(
             "image `{}` is not in the local engine; `docker images` lists what is",
@@ -242,7 +242,7 @@ pub async fn run(args: BenchPublishArgs) -> Result<ExitCode> {
         dry_run: false,
     };
     let start = Instant::now();
-    let report = publish(&options, &progress).await?;
+    let report = publish(&options, ctx, &progress).await?;
     let our_secs = start.elapsed().as_secs_f64();
     let our_bytes = ours.stored_bytes()?;
     let digest = report

@@ -23,15 +23,14 @@ use serde::Serialize;
 
 use crate::bench::bump::{bump, packuments_needed, parse_spec};
 use crate::flags::BenchRebuildArgs;
-use crate::image::assemble::{cache_root, CACHE_ENV};
+use crate::image::assemble::CACHE_ENV;
 use crate::image::build::{DOCKERFILE_PATH, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine;
 use crate::npm::inventory::INVENTORY_PATH;
 use crate::npm::registry::{Packument, Registry};
 use crate::release::steps::{Step, StepRunner};
-use crate::util::repo_root;
-use crate::util::{print_json, read_json, state_dir};
+use crate::util::{print_json, read_json};
 use template_formats::manifest::{Platform, MANIFEST_PATH};
 use template_formats::model::build::BuildReport;
 
@@ -109,8 +108,8 @@ pub(crate) fn timed_steps(
     })
 }
 
-pub async fn run(args: BenchRebuildArgs) -> Result<ExitCode> {
-    let root = repo_root();
+pub async fn run(args: BenchRebuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
+    let root = ctx.layout.root().to_path_buf();
     let platform = args.platform;
     let (name, version) = parse_spec(&args.bump)?;
     let read = |rel: &str| {
@@ -119,7 +118,10 @@ pub async fn run(args: BenchRebuildArgs) -> Result<ExitCode> {
     };
     let package_json = read(PACKAGE_JSON_PATH)?;
     let package_lock = read(PACKAGE_LOCK_PATH)?;
-    let registry = Registry::new(&args.registry.registry)?;
+    let registry = Registry::new(
+        &args.registry.registry,
+        ctx.settings.verifier.transfer.retry_base,
+    )?;
     let mut packuments: BTreeMap<String, Packument> = BTreeMap::new();
     for needed in packuments_needed(&package_lock, name)? {
         if let Some(packument) = registry.packument_if_exists(&needed).await? {
@@ -129,7 +131,7 @@ pub async fn run(args: BenchRebuildArgs) -> Result<ExitCode> {
     let bumped = bump(&package_json, &package_lock, name, version, &packuments)
         .with_context(|| format!("cannot bump {name} to {version} in {PACKAGE_LOCK_PATH}"))?;
 
-    let dir = state_dir(&root, "bench-rebuild");
+    let dir = ctx.layout.state("bench-rebuild");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let scratch = tempfile::Builder::new()
         .prefix("bumped-")
@@ -159,7 +161,7 @@ pub async fn run(args: BenchRebuildArgs) -> Result<ExitCode> {
             )
         }
     ));
-    let docker = engine::connect().await?;
+    let docker = engine::connect(&ctx.settings).await?;
     let planned = dir.join("rebuild-plan.json");
     let dry_build = dry_build_step(platform, scratch.path(), &planned);
     runner.run(&dry_build).await?;
@@ -187,7 +189,7 @@ pub async fn run(args: BenchRebuildArgs) -> Result<ExitCode> {
 
     // One layer cache for both sides, the one this root's own builds use: the rebuild runs in a
     // scratch root, and the scheduled release after a bump finds the last release's layers.
-    let layer_cache = cache_root(&root);
+    let layer_cache = ctx.layout.layer_caches();
     let mut sides = Vec::new();
     for step in timed_steps(
         platform,

@@ -20,8 +20,7 @@ use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine;
 use crate::oci::archive::prepare_streaming;
 use crate::release::steps::{read_json, Step, StepRunner};
-use crate::util::repo_root;
-use crate::util::{print_json, state_dir};
+use crate::util::print_json;
 use template_formats::manifest::Platform;
 use template_formats::model::build::BuildReport;
 
@@ -77,13 +76,14 @@ pub(crate) fn round_steps(platform: Platform, round: u32, dir: &Path) -> [Step; 
     ]
 }
 
-pub async fn run(args: BenchReproduceArgs) -> Result<ExitCode> {
-    let root = repo_root();
+pub async fn run(args: BenchReproduceArgs, ctx: &crate::Context) -> Result<ExitCode> {
+    let root = ctx.layout.root().to_path_buf();
     let platform = args.platform;
-    let dir = state_dir(&root, "bench-reproduce");
+    let dir = ctx.layout.state("bench-reproduce");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut runner = StepRunner::new(&root, 4)?;
-    let docker = engine::connect().await?;
+    let docker = engine::connect(&ctx.settings).await?;
+    let interval = ctx.settings.verifier.transfer.progress_interval;
     let mut rounds = Vec::new();
     for round in 1..=2 {
         let started = std::time::Instant::now();
@@ -118,10 +118,11 @@ pub async fn run(args: BenchReproduceArgs) -> Result<ExitCode> {
             .context("cannot create a directory for the blobs")?;
         let export = engine::blocking_reader(docker.export_image(&build.image));
         let blob_dir = blobs.path().to_path_buf();
-        let prepared =
-            tokio::task::spawn_blocking(move || prepare_streaming(export, &blob_dir, &|_| {}))
-                .await
-                .context("the preparing thread panicked")??;
+        let prepared = tokio::task::spawn_blocking(move || {
+            prepare_streaming(export, &blob_dir, interval, &|_| {})
+        })
+        .await
+        .context("the preparing thread panicked")??;
         let base: serde_json::Value = read_json(&base_out, "a base report")?;
         rounds.push(Round {
             base_image_id: base["id"].as_str().unwrap_or_default().to_string(),

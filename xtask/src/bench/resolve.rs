@@ -18,9 +18,8 @@ use serde::Serialize;
 use crate::flags::BenchResolveArgs;
 use crate::npm::registry::{packument_url, Registry};
 use crate::npm::resolve;
-use crate::util::repo_root;
 use crate::util::{now_or, print_json, Progress};
-use template_formats::manifest::{Manifest, MANIFEST_PATH};
+use template_formats::manifest::Manifest;
 use template_formats::model::resolution::Resolution;
 
 #[derive(Serialize)]
@@ -37,9 +36,8 @@ struct BenchReport {
     ratio: f64,
 }
 
-pub async fn resolve(args: BenchResolveArgs) -> Result<ExitCode> {
-    let root = repo_root();
-    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+pub async fn resolve(args: BenchResolveArgs, ctx: &crate::Context) -> Result<ExitCode> {
+    let manifest = Manifest::load(&ctx.layout.manifest())?;
     let now = now_or(args.registry.now.as_deref())?;
     let progress = Progress::default();
     if args.runs == 0 {
@@ -51,7 +49,10 @@ pub async fn resolve(args: BenchResolveArgs) -> Result<ExitCode> {
         "snapshotting packuments from {}",
         args.registry.registry
     ));
-    let upstream = Registry::new(&args.registry.registry)?;
+    let upstream = Registry::new(
+        &args.registry.registry,
+        ctx.settings.verifier.transfer.retry_base,
+    )?;
     let warm =
         resolve::resolve_all(&manifest, &upstream, &Default::default(), now, &progress).await?;
     let names = upstream.cached_names().await;
@@ -63,6 +64,7 @@ pub async fn resolve(args: BenchResolveArgs) -> Result<ExitCode> {
         now,
         runs: args.runs,
         local: &local,
+        retry_base: ctx.settings.verifier.transfer.retry_base,
         progress: &progress,
     };
     let ours = bench
@@ -119,6 +121,8 @@ struct Bench<'a> {
     runs: u32,
     /// The snapshot server's URL.
     local: &'a str,
+    /// The first retry backoff, from the settings.
+    retry_base: Duration,
     progress: &'a Progress,
 }
 
@@ -127,7 +131,7 @@ impl Bench<'_> {
     async fn time_xtask_resolve(&self, warm: &Resolution, upstream: &str) -> Result<Vec<Duration>> {
         let mut ours = Vec::new();
         for run in 1..=self.runs {
-            let registry = Registry::new(self.local)?;
+            let registry = Registry::new(self.local, self.retry_base)?;
             let start = Instant::now();
             let again = resolve::resolve_all(
                 self.manifest,

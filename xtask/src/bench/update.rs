@@ -98,8 +98,8 @@ fn new_layers(previous: &[Descriptor], next: &[Descriptor]) -> Vec<NewLayer> {
         .collect()
 }
 
-async fn platform_of(image: &str) -> Result<Platform> {
-    let engine = crate::image::engine::connect().await?;
+async fn platform_of(image: &str, ctx: &crate::Context) -> Result<Platform> {
+    let engine = crate::image::engine::connect(&ctx.settings).await?;
     let inspect = crate::image::engine::inspect_image(&engine, image)
         .await?
         .with_context(|| {
@@ -110,10 +110,10 @@ async fn platform_of(image: &str) -> Result<Platform> {
         .map_err(|e: String| anyhow::anyhow!("image `{image}`: {e}"))
 }
 
-pub async fn run(args: BenchUpdateArgs) -> Result<ExitCode> {
+pub async fn run(args: BenchUpdateArgs, ctx: &crate::Context) -> Result<ExitCode> {
     let progress = Progress::default();
-    let platform = platform_of(&args.image).await?;
-    let previous_platform = platform_of(&args.previous).await?;
+    let platform = platform_of(&args.image, ctx).await?;
+    let previous_platform = platform_of(&args.previous, ctx).await?;
     if previous_platform != platform {
         anyhow::bail!(
             "`{}` is {previous_platform} but `{}` is {platform}: compare one platform's images",
@@ -138,7 +138,7 @@ pub async fn run(args: BenchUpdateArgs) -> Result<ExitCode> {
         "publishing the previous release's image {}",
         args.previous
     ));
-    let first = publish(&publish_one(&args.previous, None), &progress).await?;
+    let first = publish(&publish_one(&args.previous, None), ctx, &progress).await?;
     let before = registry.stored_bytes()?;
     let previous_reference = first
         .platforms
@@ -152,6 +152,7 @@ pub async fn run(args: BenchUpdateArgs) -> Result<ExitCode> {
     let start = std::time::Instant::now();
     let second = publish(
         &publish_one(&args.image, Some(previous_reference)),
+        ctx,
         &progress,
     )
     .await?;

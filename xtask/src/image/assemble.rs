@@ -144,22 +144,10 @@ pub(crate) fn chain_ids(diff_ids: &[Digest]) -> Vec<Digest> {
 /// The file an assembly holds locked in its cache directory.
 const LOCK_FILE: &str = ".lock";
 
-/// The layer cache of `platform`: `XTASK_LAYER_CACHE` when set (`bench rebuild` points its
-/// rebuild, which runs in a scratch root, at the cold build's cache, as one machine's releases
-/// share theirs), else `.xtask/layers` below the root; one directory per platform.
-pub(crate) fn cache_dir(root: &Path, platform: template_formats::manifest::Platform) -> PathBuf {
-    cache_root(root).join(platform.slug())
-}
-
-/// The directory that holds every platform's layer cache (see [`cache_dir`]).
-pub(crate) fn cache_root(root: &Path) -> PathBuf {
-    std::env::var_os(CACHE_ENV)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::util::state_dir(root, "layers"))
-}
-
-/// The environment variable that moves the layer cache.
+/// The environment variable that moves the layer cache (`Settings::layer_cache`; the cache's
+/// directory is `Layout::layer_cache`): `bench rebuild` sets it for its rebuild, which runs in
+/// a scratch root, so it uses the cold build's cache as one machine's releases share theirs.
+#[cfg_attr(not(feature = "bench"), allow(dead_code))]
 pub(crate) const CACHE_ENV: &str = "XTASK_LAYER_CACHE";
 
 /// Canonical layers kept between builds, one directory per platform: layer files named by

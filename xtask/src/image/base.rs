@@ -27,9 +27,8 @@ use crate::image::canonicalize::{self, LoadLayer};
 use crate::image::engine;
 use crate::image::identity::{self, ManifestRecords};
 use crate::oci::canonical::CanonicalLayer;
-use crate::util::repo_root;
 use crate::util::{atomic_write, print_json, Progress};
-use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::manifest::{Manifest, Platform};
 
 /// Where root filesystems and archives are cached: the state directory `.xtask/base`.
 pub(crate) const CACHE_DIR: &str = "base";
@@ -83,7 +82,7 @@ impl Privilege {
 }
 
 pub(crate) fn plan(
-    root: &Path,
+    layout: &crate::layout::Layout,
     suite: &str,
     platform: Platform,
     host: Option<Platform>,
@@ -92,7 +91,7 @@ pub(crate) fn plan(
 ) -> BasePlan {
     // The epoch is in the cache's name: a root filesystem made for another epoch is not reused.
     let stem = format!("{suite}-{}-{source_date_epoch}", platform.arch());
-    let cache = crate::util::state_dir(root, CACHE_DIR);
+    let cache = layout.state(CACHE_DIR);
     let rootfs = cache.join(format!("{stem}.rootfs.tar"));
     let mut mmdebstrap = match privilege {
         Privilege::Root => vec![],
@@ -199,19 +198,19 @@ struct BaseReport<'a> {
     rootfs: &'a Path,
 }
 
-pub async fn run(args: BaseArgs) -> Result<ExitCode> {
+pub async fn run(args: BaseArgs, ctx: &crate::Context) -> Result<ExitCode> {
     let progress = Progress::default();
-    let root = repo_root();
-    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+    let root = &ctx.layout;
+    let manifest = Manifest::load(&root.manifest())?;
     let plan = plan(
-        &root,
+        root,
         &args.suite,
         args.platform,
         Platform::host(),
         Privilege::current(),
         manifest.image.source_date_epoch,
     );
-    let docker = engine::connect().await?;
+    let docker = engine::connect(&ctx.settings).await?;
     let existing = engine::inspect_image(&docker, &plan.image).await?;
 
     let report = |id: Option<String>, built: bool, dry_run: bool| BaseReport {
@@ -240,7 +239,7 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
                 plan.image
             ));
             if args.json {
-                let id = identity::tool_image_id(&docker, &root, &plan.image, image).await?;
+                let id = identity::tool_image_id(&docker, root, &plan.image, image).await?;
                 print_json(&report(Some(id), false, args.dry_run))?;
             }
             return Ok(ExitCode::SUCCESS);
@@ -283,7 +282,7 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
     // Loaded in the form the engine's store loads, and checked after loading (the config and
     // the layer): the same as the assembled image's load.
     let engine_info = engine::engine_info(&docker).await?;
-    let records = ManifestRecords::new(&identity::records_dir(&root));
+    let records = ManifestRecords::new(&identity::records_dir(root));
     let layers = [LoadLayer {
         layer: &layer,
         file: Some(&plan.rootfs),
@@ -316,7 +315,7 @@ pub async fn run(args: BaseArgs) -> Result<ExitCode> {
         image.id.as_deref().unwrap_or("?")
     ));
     if args.json {
-        let id = identity::tool_image_id(&docker, &root, &plan.image, &image).await?;
+        let id = identity::tool_image_id(&docker, root, &plan.image, &image).await?;
         print_json(&report(Some(id), true, false))?;
     }
     Ok(ExitCode::SUCCESS)
@@ -587,7 +586,7 @@ mod tests {
     async fn a_second_base_waits_for_the_cache_entry_the_first_holds() {
         let dir = tempfile::tempdir().unwrap();
         let p = plan(
-            dir.path(),
+            &crate::layout::Layout::at(dir.path()),
             "bookworm",
             Platform::LinuxAmd64,
             Some(Platform::LinuxAmd64),
@@ -617,7 +616,7 @@ mod tests {
     #[test]
     fn plan_names_image_cache_and_architecture() {
         let p = plan(
-            Path::new("/repo"),
+            &crate::layout::Layout::at("/repo"),
             "bookworm",
             Platform::LinuxArm64,
             Some(Platform::LinuxAmd64),
@@ -634,7 +633,7 @@ mod tests {
         assert!(p.mmdebstrap.contains(&"--variant=minbase".to_string()));
         assert!(p.mmdebstrap.last().unwrap().ends_with(".partial.tar"));
         let native = plan(
-            Path::new("/repo"),
+            &crate::layout::Layout::at("/repo"),
             "bookworm",
             Platform::LinuxAmd64,
             Some(Platform::LinuxAmd64),

@@ -31,8 +31,7 @@ use crate::image::dockerfile::{check_stage_starts, final_stage, stage_images};
 use crate::image::engine::{self, EngineInfo};
 use crate::image::identity::{self, ManifestRecords};
 use crate::npm::inventory::INVENTORY_PATH;
-use crate::util::repo_root;
-use crate::util::{print_json, sha256_hex, state_dir, Progress};
+use crate::util::{print_json, sha256_hex, Progress};
 use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
 use template_formats::model::build::BuildReport;
 use template_formats::model::inventory::{Inventory, NodeRuntime};
@@ -68,19 +67,18 @@ pub struct BuildInputs {
 }
 
 impl BuildInputs {
-    pub fn load(root: &Path) -> Result<BuildInputs> {
-        let read = |rel: &str| {
-            std::fs::read(root.join(rel))
-                .with_context(|| format!("cannot read {}", root.join(rel).display()))
+    /// The build's inputs in the checkout `layout`.
+    pub fn load(layout: &crate::layout::Layout) -> Result<BuildInputs> {
+        let read = |path: PathBuf| {
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))
         };
-        let manifest_path = root.join(MANIFEST_PATH);
         Ok(BuildInputs {
-            dockerfile: read(DOCKERFILE_PATH)?,
-            package_json: read(PACKAGE_JSON_PATH)?,
-            package_lock: read(PACKAGE_LOCK_PATH)?,
-            manifest_text: read(MANIFEST_PATH)?,
-            manifest: Manifest::load(&manifest_path)?,
-            node: Inventory::load(&root.join(INVENTORY_PATH))?.node,
+            dockerfile: read(layout.dockerfile())?,
+            package_json: read(layout.package_json())?,
+            package_lock: read(layout.package_lock())?,
+            manifest_text: read(layout.manifest())?,
+            manifest: Manifest::load(&layout.manifest())?,
+            node: Inventory::load(&layout.inventory())?.node,
         })
     }
 }
@@ -203,15 +201,15 @@ pub(crate) fn choose_ca_bundle(
         .or_else(|| system_bundle_exists.then(|| PathBuf::from(SYSTEM_CA_BUNDLE)))
 }
 
-/// The CA bundle the host would use, following [`choose_ca_bundle`] with this process's
-/// environment.
-pub fn host_ca_bundle(flag: Option<&Path>) -> Option<PathBuf> {
-    let ssl_cert_file = std::env::var_os("SSL_CERT_FILE")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from);
+/// The CA bundle the host would use, following [`choose_ca_bundle`] with the settings'
+/// `SSL_CERT_FILE`.
+pub fn host_ca_bundle(
+    flag: Option<&Path>,
+    settings: &crate::settings::Settings,
+) -> Option<PathBuf> {
     choose_ca_bundle(
         flag,
-        ssl_cert_file.as_deref(),
+        settings.ssl_cert_file.as_deref(),
         Path::new(SYSTEM_CA_BUNDLE).exists(),
     )
 }
@@ -255,10 +253,10 @@ fn engine_digest(id: &str, image: &str) -> Result<Digest> {
         .with_context(|| format!("the engine's id of {image} is not a sha256 digest"))
 }
 
-pub async fn run(args: BuildArgs) -> Result<ExitCode> {
+pub async fn run(args: BuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
     let progress = Progress::default();
-    let root = repo_root();
-    let inputs = BuildInputs::load(&root)?;
+    let layout = &ctx.layout;
+    let inputs = BuildInputs::load(layout)?;
     let platform = args.platform;
     if !inputs.manifest.platforms.contains(&platform) {
         bail!("{MANIFEST_PATH} does not list {platform} under `platforms`");
@@ -273,16 +271,16 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     }
     let mut build_args = build_args(&inputs, platform)?;
 
-    let docker = engine::connect().await?;
+    let docker = engine::connect(&ctx.settings).await?;
     let engine_info = engine::engine_info(&docker).await?;
     progress.step(format!("engine: {engine_info}"));
-    let records = ManifestRecords::new(&state_dir(&root, "engine-manifests"));
+    let records = ManifestRecords::new(&crate::image::identity::records_dir(layout));
     let (base_image, base_image_id) = inspect_base(&docker, &engine_info, &records, &args).await?;
     build_args.insert("BASE_IMAGE".into(), base_image.clone());
 
     let build_id = build_id(&inputs, &build_args, &base_image_id, platform);
     let tag = image_tag(&build_id);
-    let ca_bundle = host_ca_bundle(args.ca_bundle.as_deref());
+    let ca_bundle = host_ca_bundle(args.ca_bundle.as_deref(), &ctx.settings);
     let started = Instant::now();
     let mut report = BuildReport {
         image: tag.clone(),
@@ -340,7 +338,7 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
             engine_tag: &engine_tag,
             tag: &tag,
             epoch,
-            cache_dir: &crate::image::assemble::cache_dir(&root, platform),
+            cache_dir: &layout.layer_cache(platform),
             no_cache: args.no_cache,
             extra_labels: &[(BUILD_ID_LABEL.to_string(), build_id.clone())],
             engine: &engine_info,
@@ -694,7 +692,8 @@ mod tests {
     use super::*;
 
     fn inputs() -> BuildInputs {
-        BuildInputs::load(&repo_root()).expect("the committed template files load")
+        BuildInputs::load(&crate::layout::Layout::at(crate::util::repo_root()))
+            .expect("the committed template files load")
     }
 
     #[test]

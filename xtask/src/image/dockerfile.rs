@@ -428,7 +428,8 @@ LABEL org.example.lock=\"${LOCKFILE_SHA256}\" \\
     #[test]
     fn the_committed_dockerfile_assembles() {
         let root = crate::util::repo_root();
-        let inputs = crate::image::build::BuildInputs::load(&root).unwrap();
+        let inputs =
+            crate::image::build::BuildInputs::load(&crate::layout::Layout::at(&root)).unwrap();
         let args = crate::image::build::build_args(
             &inputs,
             template_formats::manifest::Platform::LinuxAmd64,

@@ -147,7 +147,8 @@ const SETUP_HINT: &str = "run `bash scripts/setup-host.sh` (installs and starts 
 
 /// Connects to the local engine (DOCKER_HOST or the default socket) and negotiates the API
 /// version down to what the engine speaks.
-pub async fn connect() -> Result<Docker> {
+/// `settings` names the engine in the error (bollard itself reads `DOCKER_HOST` to connect).
+pub async fn connect(settings: &crate::settings::Settings) -> Result<Docker> {
     let docker = Docker::connect_with_defaults()
         .with_context(|| format!("cannot connect to the Docker engine; {SETUP_HINT}"))?
         // Builds and image exports stream for minutes; bollard's timeout covers waiting for
@@ -156,7 +157,10 @@ pub async fn connect() -> Result<Docker> {
     let docker = docker.negotiate_version().await.with_context(|| {
         format!(
             "the Docker engine at {} does not answer; {SETUP_HINT}",
-            std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into())
+            settings
+                .docker_host
+                .as_deref()
+                .unwrap_or("unix:///var/run/docker.sock")
         )
     })?;
     Ok(docker)

@@ -232,22 +232,22 @@ pub(crate) async fn inspect(
     }))
 }
 
-/// The directory of [`ManifestRecords`] below the checkout `root`.
-pub(crate) fn records_dir(root: &Path) -> PathBuf {
-    crate::util::state_dir(root, "engine-manifests")
+/// The directory of [`ManifestRecords`] in the checkout's state.
+pub(crate) fn records_dir(layout: &crate::layout::Layout) -> PathBuf {
+    layout.state("engine-manifests")
 }
 
 /// The tool's id (canonical config digest, `sha256:…`) of the engine's image `inspect` of
 /// `reference`: what smoke, SBOM and publish report and compare, on every engine.
 pub(crate) async fn tool_image_id(
     docker: &Docker,
-    root: &Path,
+    layout: &crate::layout::Layout,
     reference: &str,
     inspect: &ImageInspect,
 ) -> Result<String> {
     let engine = engine::engine_info(docker).await?;
     let engine_id = engine_id_of(&engine, reference, inspect)?;
-    let records = ManifestRecords::new(&records_dir(root));
+    let records = ManifestRecords::new(&records_dir(layout));
     Ok(
         config_digest_or_recover(docker, &engine, reference, &engine_id, &records)
             .await?

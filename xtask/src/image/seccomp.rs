@@ -3,8 +3,6 @@
 //! entry that allows exactly `allows`, so that what a platform is asked to grant is visibly
 //! no more than that: [`verify`] checks both, without trusting the file's own words.
 
-use std::path::Path;
-
 use anyhow::{bail, Context, Result};
 use serde_json::{Map, Value};
 
@@ -16,8 +14,8 @@ pub(crate) const ADDED_ENTRY_COMMENT: &str = "coding-agent template";
 
 /// Reads the profile the manifest names (relative to `root`) and returns its text once it
 /// verifies, ready to hand to the engine as `seccomp=<json>`.
-pub(crate) fn load(root: &Path, spec: &SeccompSpec) -> Result<String> {
-    let path = root.join(&spec.profile);
+pub(crate) fn load(layout: &crate::layout::Layout, spec: &SeccompSpec) -> Result<String> {
+    let path = layout.file(&spec.profile);
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read the seccomp profile {}", path.display()))?;
     verify(&text, spec).with_context(|| {
@@ -124,7 +122,7 @@ mod tests {
 
     #[test]
     fn the_committed_profile_is_its_base_plus_the_allowance() {
-        load(&repo_root(), &spec()).unwrap();
+        load(&crate::layout::Layout::at(repo_root()), &spec()).unwrap();
     }
 
     #[test]

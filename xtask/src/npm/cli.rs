@@ -12,27 +12,28 @@ use std::process::Stdio;
 use anyhow::{bail, Context, Result};
 
 use crate::npm::registry::{download_verified, Registry};
-use crate::util::repo_root;
-use crate::util::state_dir;
 
 /// A verified npm CLI on disk, run with the host's `node`.
 pub(crate) struct Npm {
     pub version: String,
     cli: PathBuf,
-}
-
-/// The directory where verified tool downloads are kept between runs: `XTASK_CACHE_DIR`, else
-/// the state directory `.xtask/cache`.
-pub(crate) fn cache_dir() -> PathBuf {
-    std::env::var_os("XTASK_CACHE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| state_dir(&repo_root(), "cache"))
+    /// The inherited `npm_config_*` variables, removed from npm's environment.
+    scrub: Vec<std::ffi::OsString>,
+    /// The inherited `NODE_OPTIONS`, which npm gets with the tool's own option added.
+    node_options: Option<String>,
 }
 
 impl Npm {
     /// The pinned npm, from the cache when its integrity marker matches, else downloaded from
     /// `registry` and verified.
-    pub(crate) async fn pinned(registry: &Registry, version: &str) -> Result<Npm> {
+    /// `ctx` says where the cache is (`Layout::tool_cache`) and what of the environment npm
+    /// must not see.
+    pub(crate) async fn pinned(
+        registry: &Registry,
+        version: &str,
+        ctx: &crate::Context,
+    ) -> Result<Npm> {
+        let cache_dir = ctx.layout.tool_cache();
         let packument = registry.packument("npm").await?;
         let meta = packument.versions.get(version).with_context(|| {
             format!(
@@ -47,7 +48,7 @@ impl Npm {
                 registry.base()
             );
         };
-        let dir = cache_dir().join(format!("npm-{version}"));
+        let dir = cache_dir.join(format!("npm-{version}"));
         let cli = dir.join("package/bin/npm-cli.js");
         let cached = || {
             std::fs::read_to_string(dir.join(".integrity"))
@@ -59,13 +60,15 @@ impl Npm {
         let pinned = || Npm {
             version: version.to_owned(),
             cli: cli.clone(),
+            scrub: ctx.settings.npm_config_names.clone(),
+            node_options: ctx.settings.node_options.clone(),
         };
         if cached() {
             return Ok(pinned());
         }
         eprintln!("downloading npm {version} from {tarball}");
         let bytes = download_verified(tarball, integrity).await?;
-        let staging = tempfile::tempdir_in(cache_dir_created()?)?;
+        let staging = tempfile::tempdir_in(cache_dir_created(&cache_dir)?)?;
         tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()))
             .unpack(staging.path())
             .with_context(|| format!("cannot unpack {tarball}"))?;
@@ -95,24 +98,15 @@ impl Npm {
         std::fs::write(&global, "")?;
         let mut command = tokio::process::Command::new("node");
         command.arg(&self.cli).args(args).current_dir(dir);
-        for (key, _) in std::env::vars_os() {
-            if key
-                .to_string_lossy()
-                .to_ascii_lowercase()
-                .starts_with("npm_config_")
-            {
-                command.env_remove(key);
-            }
+        for key in &self.scrub {
+            command.env_remove(key);
         }
         command
             .env("NPM_CONFIG_USERCONFIG", &user)
             .env("NPM_CONFIG_GLOBALCONFIG", &global)
             .env("NPM_CONFIG_CACHE", config_dir.path().join("cache"))
             .env("NPM_CONFIG_UPDATE_NOTIFIER", "false")
-            .env(
-                "NODE_OPTIONS",
-                node_options(std::env::var("NODE_OPTIONS").ok().as_deref()),
-            )
+            .env("NODE_OPTIONS", node_options(self.node_options.as_deref()))
             .stdin(Stdio::null());
         let output = command.output().await.with_context(|| {
             "cannot run `node`: the lock step needs Node.js on PATH (apt-get install nodejs)"
@@ -131,9 +125,8 @@ impl Npm {
     }
 }
 
-fn cache_dir_created() -> Result<PathBuf> {
-    let dir = cache_dir();
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+fn cache_dir_created(dir: &Path) -> Result<&Path> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(dir)
 }
 

@@ -21,9 +21,8 @@ use crate::npm::inventory::{INVENTORY_MD_PATH, INVENTORY_PATH};
 use crate::npm::lockfile::{self, Policy};
 use crate::npm::registry::{Packument, Registry};
 use crate::npm::resolve;
-use crate::util::repo_root;
 use crate::util::{now_or, print_json, Progress};
-use template_formats::manifest::{Manifest, MANIFEST_PATH};
+use template_formats::manifest::Manifest;
 use template_formats::model::inventory::{
     Inventory, NodeRuntime, Publisher, Tarball, INVENTORY_SCHEMA_VERSION,
 };
@@ -61,6 +60,7 @@ pub(crate) async fn generate(request: &LockRequest<'_>, progress: &Progress) -> 
         registry,
         locked,
         now,
+        ctx: _,
     } = *request;
     let resolution = resolve::resolve_all(manifest, registry, locked, now, progress).await?;
     resolve::warn_rollbacks(&resolution);
@@ -122,6 +122,8 @@ pub(crate) struct LockRequest<'a> {
     pub registry: &'a Registry,
     pub locked: &'a resolve::Locked,
     pub now: DateTime<Utc>,
+    /// Where the pinned npm is cached and what of the environment it must not see.
+    pub ctx: &'a crate::Context,
 }
 
 /// The text of the lockfile the pinned npm writes for `package_json`, seeing only what was
@@ -137,7 +139,12 @@ async fn npm_lock(
         "fetching the pinned npm {}",
         manifest.node.npm_version
     ));
-    let npm = Npm::pinned(registry, &manifest.node.npm_version.to_string()).await?;
+    let npm = Npm::pinned(
+        registry,
+        &manifest.node.npm_version.to_string(),
+        request.ctx,
+    )
+    .await?;
     let work = tempfile::tempdir()?;
     std::fs::write(work.path().join("package.json"), package_json)?;
     progress.step(format!(
@@ -374,34 +381,38 @@ struct Report<'a> {
     packages: &'a [template_formats::model::resolution::Resolved],
 }
 
-pub async fn run(args: LockArgs) -> Result<ExitCode> {
-    let root = repo_root();
-    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+pub async fn run(args: LockArgs, ctx: &crate::Context) -> Result<ExitCode> {
+    let layout = &ctx.layout;
+    let manifest = Manifest::load(&layout.manifest())?;
     let now = match (&args.registry.now, args.check) {
         (Some(now), _) => now_or(Some(now))?,
         // --check replays the committed resolution's clock so it is deterministic.
-        (None, true) => Inventory::load(&root.join(INVENTORY_PATH))?.resolved_at,
+        (None, true) => Inventory::load(&layout.inventory())?.resolved_at,
         (None, false) => now_or(None)?,
     };
-    let registry = Registry::new(&args.registry.registry)?;
+    let registry = Registry::new(
+        &args.registry.registry,
+        ctx.settings.verifier.transfer.retry_base,
+    )?;
     let progress = Progress::default();
-    crate::npm::template_swap::clear_leftover(&root, &progress)?;
-    let locked = resolve::read_locked(&root)?;
+    crate::npm::template_swap::clear_leftover(layout, &progress)?;
+    let locked = resolve::read_locked(layout)?;
     let request = LockRequest {
         manifest: &manifest,
         registry: &registry,
         locked: &locked,
         now,
+        ctx,
     };
     let generated = generate(&request, &progress).await?;
 
-    let (mut changed, mut diffs) = changes_against(&root, &generated)?;
+    let (mut changed, mut diffs) = changes_against(layout, &generated)?;
     // A new clock alone is not a change: when the pinned files are as committed and the
     // inventory differs only in when it was resolved, the committed inventory stays (its
     // clock is what `lock --check` replays), so a run with nothing new leaves the checkout
     // untouched.
     if !args.check {
-        let current_inventory = read_or_empty(&root.join(INVENTORY_PATH))?;
+        let current_inventory = read_or_empty(&layout.inventory())?;
         if clock_only_change(&changed, &current_inventory, &generated.inventory) {
             changed.clear();
             diffs.clear();
@@ -417,7 +428,7 @@ pub async fn run(args: LockArgs) -> Result<ExitCode> {
     let write = mode == "write" && !changed.is_empty();
     if write {
         // One swap of the whole directory: a kill leaves the old version or the new one.
-        crate::npm::template_swap::write_template(&root, &generated.files, &progress)?;
+        crate::npm::template_swap::write_template(layout, &generated.files, &progress)?;
     }
     if args.json {
         print_json(&Report {
@@ -439,11 +450,14 @@ pub async fn run(args: LockArgs) -> Result<ExitCode> {
 }
 
 /// The generated files that differ from the checkout, and their diffs.
-fn changes_against(root: &Path, generated: &Generated) -> Result<(Vec<&'static str>, String)> {
+fn changes_against(
+    layout: &crate::layout::Layout,
+    generated: &Generated,
+) -> Result<(Vec<&'static str>, String)> {
     let mut changed = Vec::new();
     let mut diffs = String::new();
     for (path, content) in &generated.files {
-        let current = read_or_empty(&root.join(path))?;
+        let current = read_or_empty(&layout.file(path))?;
         let d = diff(path, &current, content);
         if !d.is_empty() {
             changed.push(*path);

@@ -131,19 +131,15 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    pub(crate) fn new(base: &str) -> Result<Registry> {
+    /// `retry_base` is the first backoff (`XTASK_RETRY_BASE_MS`, from the settings).
+    pub(crate) fn new(base: &str, retry_base: Duration) -> Result<Registry> {
         let http = http::client_for_url(base, Timeout::Total(Duration::from_secs(60)))
             .with_context(|| format!("--registry `{base}`"))?;
         Ok(Registry {
             base: base.trim_end_matches('/').to_owned(),
             http,
             cache: Arc::default(),
-            // TODO(#26 xtask settings): passed from main once the xtask's Settings lands.
-            retry: Retry::with_base(
-                template_verify::settings::Environment::from_process()
-                    .transfer
-                    .retry_base,
-            ),
+            retry: Retry::with_base(retry_base),
         })
     }
 

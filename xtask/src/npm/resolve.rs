@@ -13,7 +13,6 @@
 //! - no eligible candidate: fail, listing why each was rejected, and write nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -22,9 +21,8 @@ use semver::Version;
 
 use crate::flags::ResolveArgs;
 use crate::npm::registry::{Packument, Registry};
-use crate::util::repo_root;
 use crate::util::{now_or, print_json, Progress};
-use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::manifest::{Manifest, Platform};
 use template_formats::model::package_json::PackageJson;
 use template_formats::model::resolution::{Rejection, Resolution, Resolved};
 use template_formats::model::rfc3339;
@@ -265,8 +263,8 @@ fn rejections(inputs: &Inputs<'_>, candidate: &Version) -> Vec<String> {
 }
 
 /// The versions pinned in `template/package.json`; empty when there is none yet.
-pub(crate) fn read_locked(root: &Path) -> Result<Locked> {
-    let path = root.join("template/package.json");
+pub(crate) fn read_locked(layout: &crate::layout::Layout) -> Result<Locked> {
+    let path = layout.package_json();
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Locked::new()),
@@ -428,12 +426,14 @@ pub(crate) fn warn_rollbacks(resolution: &Resolution) {
     }
 }
 
-pub async fn run(args: ResolveArgs) -> Result<ExitCode> {
-    let root = repo_root();
-    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+pub async fn run(args: ResolveArgs, ctx: &crate::Context) -> Result<ExitCode> {
+    let manifest = Manifest::load(&ctx.layout.manifest())?;
     let now = now_or(args.registry.now.as_deref())?;
-    let registry = Registry::new(&args.registry.registry)?;
-    let locked = read_locked(&root)?;
+    let registry = Registry::new(
+        &args.registry.registry,
+        ctx.settings.verifier.transfer.retry_base,
+    )?;
+    let locked = read_locked(&ctx.layout)?;
     let progress = Progress::default();
     let resolution = resolve_all(&manifest, &registry, &locked, now, &progress).await?;
     warn_rollbacks(&resolution);

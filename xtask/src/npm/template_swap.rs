@@ -15,11 +15,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use rustix::io::Errno;
 
-use crate::util::{atomic_write, state_dir, Progress};
+use crate::layout::Layout;
+use crate::util::{atomic_write, Progress};
 
 /// Where the next `template/` is staged.
-pub(crate) fn staging_dir(root: &Path) -> PathBuf {
-    state_dir(root, "lock-template")
+pub(crate) fn staging_dir(layout: &Layout) -> PathBuf {
+    layout.state("lock-template")
 }
 
 /// Whether the failed swap means the filesystem cannot exchange two directories (then the
@@ -31,8 +32,8 @@ pub(crate) fn swap_unsupported(errno: Errno) -> bool {
 /// Removes what a killed lock left in the staging place, saying so: template/ itself is
 /// whole either way, so nothing there is worth keeping. Every lock calls it first, also one
 /// that finds nothing to write (a lock killed after its swap left the old version there).
-pub(crate) fn clear_leftover(root: &Path, progress: &Progress) -> Result<()> {
-    let staging = staging_dir(root);
+pub(crate) fn clear_leftover(layout: &Layout, progress: &Progress) -> Result<()> {
+    let staging = staging_dir(layout);
     if !staging.exists() {
         return Ok(());
     }
@@ -46,13 +47,13 @@ pub(crate) fn clear_leftover(root: &Path, progress: &Progress) -> Result<()> {
 
 /// Replaces `files` (paths below `root`, each in `template/`) in one swap of `template/`.
 pub(crate) fn write_template(
-    root: &Path,
+    layout: &Layout,
     files: &[(&str, String)],
     progress: &Progress,
 ) -> Result<()> {
-    let template = root.join("template");
-    let staging = staging_dir(root);
-    clear_leftover(root, progress)?;
+    let template = layout.template();
+    let staging = staging_dir(layout);
+    clear_leftover(layout, progress)?;
     let next = staging.join("next");
     copy_tree(&template, &next)?;
     let mut staged = Vec::new();
@@ -161,7 +162,7 @@ mod tests {
         std::fs::write(template.join("seccomp/profile.json"), "{}\n").unwrap();
         std::fs::write(template.join("package.json"), "old\n").unwrap();
         // What a killed run leaves: a half-staged next version.
-        let leftover = staging_dir(root.path()).join("next");
+        let leftover = staging_dir(&Layout::at(root.path())).join("next");
         std::fs::create_dir_all(&leftover).unwrap();
         std::fs::write(leftover.join("package.json"), "half\n").unwrap();
 
@@ -169,13 +170,13 @@ mod tests {
             ("template/package.json", "new\n".to_string()),
             ("template/package-lock.json", "lock\n".to_string()),
         ];
-        write_template(root.path(), &files, &Progress::default()).unwrap();
+        write_template(&Layout::at(root.path()), &files, &Progress::default()).unwrap();
         let read = |p: &str| std::fs::read_to_string(template.join(p)).unwrap();
         assert_eq!(read("package.json"), "new\n");
         assert_eq!(read("package-lock.json"), "lock\n");
         assert_eq!(read("manifest.yaml"), "kept\n");
         assert_eq!(read("seccomp/profile.json"), "{}\n");
-        assert!(!staging_dir(root.path()).exists());
+        assert!(!staging_dir(&Layout::at(root.path())).exists());
     }
 
     #[test]
@@ -183,7 +184,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(root.path().join("template")).unwrap();
         let err = write_template(
-            root.path(),
+            &Layout::at(root.path()),
             &[("Dockerfile", String::new())],
             &Progress::default(),
         )

@@ -251,14 +251,10 @@ impl Queue {
     }
 }
 
-fn compress_job(job: &Job) -> Result<Blob> {
+fn compress_job(job: &Job, interval: std::time::Duration) -> Result<Blob> {
     let raw = std::fs::File::open(&job.raw)
         .with_context(|| format!("cannot read {}", job.raw.display()))?;
     // Minutes for a multi-GB layer: say how far it got.
-    // TODO(#26 xtask settings): passed from main once the xtask's Settings lands.
-    let interval = template_verify::settings::Environment::from_process()
-        .transfer
-        .progress_interval;
     let progress = TransferProgress::new(&format!("compress {}", job.name), job.size, interval);
     let counted = CountingReader {
         inner: io::BufReader::with_capacity(1 << 20, raw),
@@ -420,8 +416,12 @@ fn read_entries(
 /// engines; both carry `manifest.json`) and prepares the image's blobs in `dir`.
 #[cfg(test)]
 pub(crate) fn prepare_from_archive(archive: impl Read, dir: &Path) -> Result<PreparedImage> {
-    prepare_streaming(archive, dir, &|_| {})
+    prepare_streaming(archive, dir, TEST_PROGRESS_INTERVAL, &|_| {})
 }
+
+/// The progress interval of the tests' preparations (they print nothing worth reading).
+#[cfg(test)]
+const TEST_PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// [`prepare_from_archive`], handing each large layer's blob to `on_blob` as soon as it is
 /// compressed (from a compressing thread), while the export and other layers go on. The
@@ -429,16 +429,18 @@ pub(crate) fn prepare_from_archive(archive: impl Read, dir: &Path) -> Result<Pre
 pub(crate) fn prepare_streaming(
     archive: impl Read,
     dir: &Path,
+    progress_interval: std::time::Duration,
     on_blob: &(dyn Fn(&Blob) + Sync),
 ) -> Result<PreparedImage> {
     // Files up to this size (configs, manifests, tiny layers) are read into memory.
-    prepare_with_limit(archive, dir, 16 << 20, on_blob)
+    prepare_with_limit(archive, dir, 16 << 20, progress_interval, on_blob)
 }
 
 fn prepare_with_limit(
     archive: impl Read,
     dir: &Path,
     small_limit: u64,
+    progress_interval: std::time::Duration,
     on_blob: &(dyn Fn(&Blob) + Sync),
 ) -> Result<PreparedImage> {
     let queue = Queue::default();
@@ -446,7 +448,7 @@ fn prepare_with_limit(
         for _ in 0..compressors() {
             scope.spawn(|| {
                 while let Some(job) = queue.next() {
-                    let result = compress_job(&job);
+                    let result = compress_job(&job, progress_interval);
                     if let Ok(blob) = &result {
                         on_blob(blob);
                     }
@@ -515,6 +517,7 @@ pub(crate) fn prepare_from_layers(
     layers: &[LayerFile],
     reused: &BTreeMap<String, KnownBlob>,
     dir: &Path,
+    progress_interval: std::time::Duration,
     on_blob: &(dyn Fn(&Blob) + Sync),
 ) -> Result<PreparedImage> {
     let platform = config_platform(config)?;
@@ -545,7 +548,12 @@ pub(crate) fn prepare_from_layers(
                     return;
                 };
                 let layer = &layers[i];
-                let result = compress_layer_file(layer, size, &dir.join(format!("layer-{i}")));
+                let result = compress_layer_file(
+                    layer,
+                    size,
+                    &dir.join(format!("layer-{i}")),
+                    progress_interval,
+                );
                 if let Ok(blob) = &result {
                     on_blob(blob);
                 } else {
@@ -578,14 +586,15 @@ pub(crate) fn prepare_from_layers(
 
 /// Compresses the canonical layer `layer` (`size` bytes) into `out`; its bytes must hash to
 /// its diff id (a damaged layer cache is an error that says how to rebuild it).
-fn compress_layer_file(layer: &LayerFile, size: u64, out: &Path) -> Result<Blob> {
+fn compress_layer_file(
+    layer: &LayerFile,
+    size: u64,
+    out: &Path,
+    interval: std::time::Duration,
+) -> Result<Blob> {
     // From its start, whoever read the open file before.
     io::Seek::seek(&mut &layer.file, io::SeekFrom::Start(0))
         .with_context(|| format!("cannot read {}", layer.path.display()))?;
-    // TODO(#26 xtask settings): passed from main once the xtask's Settings lands.
-    let interval = template_verify::settings::Environment::from_process()
-        .transfer
-        .progress_interval;
     let progress = TransferProgress::new(&format!("compress {}", layer.diff_id), size, interval);
     let mut hashing = crate::oci::read_back::Hashing::new(CountingReader {
         inner: io::BufReader::with_capacity(1 << 20, &layer.file),
@@ -765,9 +774,13 @@ mod tests {
         let dir2 = tempfile::tempdir().unwrap();
         let handed = Mutex::new(Vec::new());
         // Every layer counts as large: it goes through disk and the thread pool.
-        let pooled = prepare_with_limit(whole.as_slice(), dir2.path(), 4096, &|blob: &Blob| {
-            handed.lock().unwrap().push(blob.digest.clone())
-        })
+        let pooled = prepare_with_limit(
+            whole.as_slice(),
+            dir2.path(),
+            4096,
+            TEST_PROGRESS_INTERVAL,
+            &|blob: &Blob| handed.lock().unwrap().push(blob.digest.clone()),
+        )
         .unwrap();
         assert_eq!(pooled.manifest_digest, in_memory.manifest_digest);
         assert_eq!(pooled.layers[0].digest, in_memory.layers[0].digest);
@@ -783,7 +796,14 @@ mod tests {
             .collect();
         assert!(left.is_empty(), "{left:?}");
         // A truncated export is an error, also on this path.
-        assert!(prepare_with_limit(&whole[..whole.len() / 2], dir2.path(), 4096, &|_| {}).is_err());
+        assert!(prepare_with_limit(
+            &whole[..whole.len() / 2],
+            dir2.path(),
+            4096,
+            TEST_PROGRESS_INTERVAL,
+            &|_| {}
+        )
+        .is_err());
     }
 
     /// A `docker save`-shaped archive of `layers` under `config`, and the same layers as
@@ -833,9 +853,14 @@ mod tests {
         let exported = prepare_from_archive(saved.as_slice(), out.path()).unwrap();
         let none = BTreeMap::new();
         let handed = Mutex::new(Vec::new());
-        let fresh = prepare_from_layers(&config, &files, &none, out.path(), &|b: &Blob| {
-            handed.lock().unwrap().push(b.digest.clone())
-        })
+        let fresh = prepare_from_layers(
+            &config,
+            &files,
+            &none,
+            out.path(),
+            TEST_PROGRESS_INTERVAL,
+            &|b: &Blob| handed.lock().unwrap().push(b.digest.clone()),
+        )
         .unwrap();
         // The cache path and the export path make the same image.
         assert_eq!(fresh.manifest_digest, exported.manifest_digest);
@@ -851,11 +876,15 @@ mod tests {
             crate::oci::reuse::reusable_layers("prev", &fresh.manifest, &config).unwrap();
         assert_eq!(previous.by_diff_id.len(), 3);
         let handed = Mutex::new(0);
-        let reused =
-            prepare_from_layers(&config, &files, &previous.by_diff_id, out.path(), &|_| {
-                *handed.lock().unwrap() += 1
-            })
-            .unwrap();
+        let reused = prepare_from_layers(
+            &config,
+            &files,
+            &previous.by_diff_id,
+            out.path(),
+            TEST_PROGRESS_INTERVAL,
+            &|_| *handed.lock().unwrap() += 1,
+        )
+        .unwrap();
         assert_eq!(*handed.lock().unwrap(), 0);
         assert_eq!(reused.manifest, fresh.manifest);
         // One CLI changed: only its layer is compressed; the manifest is again the fresh one.
@@ -863,14 +892,25 @@ mod tests {
         let cache2 = tempfile::tempdir().unwrap();
         let (_, config2, files2) = image_both_ways(&changed, cache2.path());
         let handed = Mutex::new(0);
-        let update =
-            prepare_from_layers(&config2, &files2, &previous.by_diff_id, out.path(), &|_| {
-                *handed.lock().unwrap() += 1
-            })
-            .unwrap();
+        let update = prepare_from_layers(
+            &config2,
+            &files2,
+            &previous.by_diff_id,
+            out.path(),
+            TEST_PROGRESS_INTERVAL,
+            &|_| *handed.lock().unwrap() += 1,
+        )
+        .unwrap();
         assert_eq!(*handed.lock().unwrap(), 1);
-        let update_fresh =
-            prepare_from_layers(&config2, &files2, &none, out.path(), &|_| {}).unwrap();
+        let update_fresh = prepare_from_layers(
+            &config2,
+            &files2,
+            &none,
+            out.path(),
+            TEST_PROGRESS_INTERVAL,
+            &|_| {},
+        )
+        .unwrap();
         assert_eq!(update.manifest_digest, update_fresh.manifest_digest);
 
         // A previous release whose blobs another compressor made (level 1, no annotation):
@@ -891,8 +931,15 @@ mod tests {
         .unwrap();
         let foreign =
             crate::oci::reuse::reusable_layers("prev", &foreign_manifest, &config).unwrap();
-        let after_foreign =
-            prepare_from_layers(&config, &files, &foreign.by_diff_id, out.path(), &|_| {}).unwrap();
+        let after_foreign = prepare_from_layers(
+            &config,
+            &files,
+            &foreign.by_diff_id,
+            out.path(),
+            TEST_PROGRESS_INTERVAL,
+            &|_| {},
+        )
+        .unwrap();
         assert_eq!(after_foreign.manifest_digest, fresh.manifest_digest);
         assert_eq!(foreign.foreign, 3);
     }
@@ -907,8 +954,15 @@ mod tests {
             ..files.into_iter().next().unwrap()
         }];
         let out = tempfile::tempdir().unwrap();
-        let err = prepare_from_layers(&config, &files, &BTreeMap::new(), out.path(), &|_| {})
-            .unwrap_err();
+        let err = prepare_from_layers(
+            &config,
+            &files,
+            &BTreeMap::new(),
+            out.path(),
+            TEST_PROGRESS_INTERVAL,
+            &|_| {},
+        )
+        .unwrap_err();
         let text = format!("{err:#}");
         assert!(text.contains("not to its diff id"), "{text}");
         assert!(

@@ -18,9 +18,8 @@ use anyhow::{Context, Result};
 use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
 
 use crate::flags::GateArgs;
-use crate::util::repo_root;
 use crate::util::{now_or, print_json};
-use template_formats::manifest::{Manifest, MANIFEST_PATH};
+use template_formats::manifest::Manifest;
 use template_formats::model::gate::{GateDecision, Trigger};
 use template_verify::receipt_policy::ReceiptPolicy;
 
@@ -130,12 +129,12 @@ pub(crate) fn github_output_lines(decision: &GateDecision) -> String {
     )
 }
 
-pub fn run(args: GateArgs) -> Result<ExitCode> {
+pub fn run(args: GateArgs, ctx: &crate::Context) -> Result<ExitCode> {
     let now = now_or(args.now.as_deref())?;
-    let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH))?;
+    let manifest = Manifest::load(&ctx.layout.manifest())?;
     // After re-runs or hand edits there may be several receipts: the newest that verifies is
     // the previous release; the others are named and ignored.
-    let policy = ReceiptPolicy::checkout(&repo_root().join(MANIFEST_PATH))?;
+    let policy = ReceiptPolicy::checkout(&ctx.layout.manifest())?;
     let selection = crate::release::previous::newest_verified(&args.previous_receipt, &policy)?;
     for line in &selection.ignored {
         eprintln!("gate: {line}");
@@ -156,7 +155,10 @@ pub fn run(args: GateArgs) -> Result<ExitCode> {
         .transpose()?;
     let decision = decide(now, manifest.cadence.interval_days, args.force, previous);
 
-    crate::util::append_to_github_file("GITHUB_OUTPUT", &github_output_lines(&decision))?;
+    crate::util::append_to_github_file(
+        &ctx.settings.verifier.github_output,
+        &github_output_lines(&decision),
+    )?;
 
     if args.json {
         print_json(&decision)?;

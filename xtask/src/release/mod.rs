@@ -29,38 +29,37 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 
 use anyhow::{bail, Context, Result};
-use chrono::{DateTime, Utc};
 use futures_util::future::join_all;
 use serde::Serialize;
 
 use crate::flags::{PlanFlags, ReleaseAllArgs, ReleaseArgs, ReleasePhase};
 use crate::release::steps::{render_times, Step, StepRunner};
 use crate::util::print_json;
-use crate::util::repo_root;
-use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::manifest::{Manifest, Platform};
 use template_formats::model::plan::{Action, ReleasePlan, Target};
 use template_formats::model::platform_results::StepTime;
 
-pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
+pub async fn run(args: ReleaseArgs, ctx: &crate::Context) -> Result<ExitCode> {
     match args.phase {
-        None => run_all(args.all).await,
+        None => run_all(args.all, ctx).await,
         Some(ReleasePhase::Plan(a)) => {
-            let root = repo_root();
+            let root = ctx.layout.root().to_path_buf();
             let out = absolute(&a.out)?;
             let platforms = if a.plan.platforms.is_empty() {
-                Manifest::load(&root.join(MANIFEST_PATH))?.platforms
+                Manifest::load(&ctx.layout.manifest())?.platforms
             } else {
                 a.plan.platforms.clone()
             };
             let mut runner = StepRunner::new(&root, plan::STEP_NAMES.len())?;
             let plan = plan::run(
                 plan::PlanRequest {
+                    verifier: &ctx.settings.verifier,
                     flags: &a.plan,
                     root: &root,
                     out: &out,
-                    now: clock(&a.plan)?,
+                    now: ctx.release_now(a.plan.registry.now.as_deref())?,
                     platforms,
-                    github: plan::github_env_from_process()?,
+                    github: plan::github_env(&ctx.settings)?,
                 },
                 &mut runner,
             )
@@ -73,7 +72,7 @@ pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(ReleasePhase::Build(a)) => {
-            let root = repo_root();
+            let root = ctx.layout.root().to_path_buf();
             let plan_dir = absolute(&a.plan)?;
             let plan = crate::release::plan::load_plan(&plan_dir)?;
             if plan.publish {
@@ -98,11 +97,12 @@ pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(ReleasePhase::Ship(a)) => {
-            let root = repo_root();
+            let root = ctx.layout.root().to_path_buf();
             let plan_dir = absolute(&a.plan)?;
             let plan = crate::release::plan::load_plan(&plan_dir)?;
             ensure_local_registry(&root, &plan.target).await?;
             let shipped = ship::run(ship::ShipRequest {
+                verifier: &ctx.settings.verifier,
                 root: &root,
                 plan_dir: &plan_dir,
                 plan: &plan,
@@ -120,12 +120,6 @@ pub async fn run(args: ReleaseArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// The release clock: `--now`, else `XTASK_NOW` (tests and reproductions), else the time.
-fn clock(flags: &PlanFlags) -> Result<DateTime<Utc>> {
-    let env = std::env::var("XTASK_NOW").ok().filter(|s| !s.is_empty());
-    crate::util::now_or(flags.registry.now.as_deref().or(env.as_deref()))
 }
 
 fn absolute(path: &Path) -> Result<PathBuf> {
@@ -248,10 +242,10 @@ struct Outcome<'a> {
     steps: &'a [StepTime],
 }
 
-async fn run_all(args: ReleaseAllArgs) -> Result<ExitCode> {
-    let root = repo_root();
-    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
-    let now = clock(&args.plan)?;
+async fn run_all(args: ReleaseAllArgs, ctx: &crate::Context) -> Result<ExitCode> {
+    let root = ctx.layout.root().to_path_buf();
+    let manifest = Manifest::load(&ctx.layout.manifest())?;
+    let now = ctx.release_now(args.plan.registry.now.as_deref())?;
     let platforms = release_platforms(&args.plan, &manifest)?;
     let ca = args.ca_bundle.as_deref().map(absolute).transpose()?;
     if args.dry_run {
@@ -263,8 +257,10 @@ async fn run_all(args: ReleaseAllArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    let run_dir =
-        crate::util::state_dir(&root, "runs").join(now.format("%Y%m%dT%H%M%SZ").to_string());
+    let run_dir = ctx
+        .layout
+        .state("runs")
+        .join(now.format("%Y%m%dT%H%M%SZ").to_string());
     let mut times = Vec::new();
     let mut runner = StepRunner::new(&root, plan::STEP_NAMES.len())?;
     runner
@@ -272,12 +268,13 @@ async fn run_all(args: ReleaseAllArgs) -> Result<ExitCode> {
         .step(format!("release run in {}", run_dir.display()));
     let plan = plan::run(
         plan::PlanRequest {
+            verifier: &ctx.settings.verifier,
             flags: &args.plan,
             root: &root,
             out: &run_dir,
             now,
             platforms: platforms.clone(),
-            github: plan::github_env_from_process()?,
+            github: plan::github_env(&ctx.settings)?,
         },
         &mut runner,
     )
@@ -293,6 +290,7 @@ async fn run_all(args: ReleaseAllArgs) -> Result<ExitCode> {
     let tag = plan.release_tag()?.to_string();
     let assets = root.join(&args.plan.previous_receipts).join(&tag);
     let shipped = ship::run(ship::ShipRequest {
+        verifier: &ctx.settings.verifier,
         root: &root,
         plan_dir: &run_dir,
         plan: &plan,

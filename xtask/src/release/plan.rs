@@ -297,18 +297,19 @@ pub(crate) fn summary_markdown(plan: &ReleasePlan) -> String {
     out
 }
 
-/// The GitHub context, read from the environment the runner sets (a command's edge only).
-pub(crate) fn github_env_from_process() -> Result<Option<GithubEnv>> {
-    if std::env::var("GITHUB_ACTIONS").as_deref() != Ok("true") {
+/// The GitHub context of the settings (the variables the runner sets, read once by main),
+/// with the event payload its `GITHUB_EVENT_PATH` names.
+pub(crate) fn github_env(settings: &crate::settings::Settings) -> Result<Option<GithubEnv>> {
+    let Some(github) = &settings.github else {
         return Ok(None);
-    }
-    let payload = match std::env::var_os("GITHUB_EVENT_PATH").filter(|p| !p.is_empty()) {
+    };
+    let payload = match &github.event_path {
         None => None,
-        Some(path) => Some(read_json(Path::new(&path), "the GitHub event")?),
+        Some(path) => Some(read_json(path, "the GitHub event (GITHUB_EVENT_PATH)")?),
     };
     Ok(Some(GithubEnv {
-        event_name: std::env::var("GITHUB_EVENT_NAME").unwrap_or_default(),
-        git_ref: std::env::var("GITHUB_REF").unwrap_or_default(),
+        event_name: github.event_name.clone(),
+        git_ref: github.git_ref.clone(),
         payload,
     }))
 }
@@ -354,6 +355,8 @@ pub(crate) struct PlanRequest<'a> {
     pub platforms: Vec<Platform>,
     /// What the GitHub runner says about the run; `None` off GitHub (a maintainer's run).
     pub github: Option<GithubEnv>,
+    /// Where the plan's outputs and summary go (`GITHUB_OUTPUT`, `GITHUB_STEP_SUMMARY`).
+    pub verifier: &'a template_verify::settings::Environment,
 }
 
 /// Runs the plan phase: previous release, gate, and when due resolve + lock, then decides.
@@ -365,6 +368,7 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
         now,
         platforms,
         github,
+        verifier,
     } = request;
     let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
     for p in &platforms {
@@ -438,8 +442,8 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
         changes,
     };
     write_json(&out.join(PLAN_FILE), &plan)?;
-    crate::util::append_to_github_file("GITHUB_OUTPUT", &github_outputs(&plan))?;
-    crate::util::append_to_github_file("GITHUB_STEP_SUMMARY", &summary_markdown(&plan))?;
+    crate::util::append_to_github_file(&verifier.github_output, &github_outputs(&plan))?;
+    crate::util::append_to_github_file(&verifier.github_step_summary, &summary_markdown(&plan))?;
     announce(&plan, runner);
     Ok(plan)
 }

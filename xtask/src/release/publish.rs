@@ -37,9 +37,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use crate::flags::PublishArgs;
 use crate::oci::archive::{prepare_from_layers, prepare_streaming, Blob, PreparedImage};
 use crate::oci::reuse::{platform_manifest, reusable_layers, KnownBlob, Reusable};
-use crate::util::repo_root;
-use crate::util::{atomic_write, print_json, sha256_hex, state_dir, Progress};
-use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use crate::util::{atomic_write, print_json, sha256_hex, Progress};
+use template_formats::manifest::{Manifest, Platform};
 use template_formats::model::publish::{IndexEntry, PublishReport, PublishedIndex, PushedImage};
 use template_formats::model::tag::is_valid_tag;
 use template_formats::model::Digest;
@@ -136,7 +135,11 @@ impl Previous {
     }
 }
 
+// One image's push: the context (layout for the records and caches) joined the engine, the
+// client, the image and its options; a struct for one caller would only rename them.
+#[allow(clippy::too_many_arguments)]
 async fn push_image(
+    ctx: &crate::Context,
     docker: &bollard::Docker,
     client: &RegistryClient,
     platform: Platform,
@@ -155,7 +158,7 @@ async fn push_image(
         .clone()
         .with_context(|| format!("the engine reports no id for `{image}`"))?;
     let image_id =
-        crate::image::identity::tool_image_id(docker, &repo_root(), image, &inspect).await?;
+        crate::image::identity::tool_image_id(docker, &ctx.layout, image, &inspect).await?;
     let (os, arch) = (
         inspect.os.clone().unwrap_or_default(),
         inspect.architecture.clone().unwrap_or_default(),
@@ -168,7 +171,7 @@ async fn push_image(
 
     // An image already pushed to this repository by an earlier run is not exported again:
     // the record of that push is reused once the registry confirms it still has the manifest.
-    let cache = push_cache_path(&client.target, &image_id);
+    let cache = push_cache_path(&ctx.layout, &client.target, &image_id);
     if let Some(cached) = read_push_cache(&cache) {
         if cached.platform == platform
             && client
@@ -195,10 +198,8 @@ async fn push_image(
         .tempdir()
         .context("cannot create a temporary directory for the image's blobs")?;
     let dir_path = dir.path().to_path_buf();
-    let locations_path = BlobLocations::path(
-        &state_dir(&repo_root(), "blob-locations"),
-        &client.target.host,
-    );
+    let locations_path =
+        BlobLocations::path(&ctx.layout.state("blob-locations"), &client.target.host);
     let mut locations = BlobLocations::load(&locations_path);
     let push = BlobPushing {
         client,
@@ -213,7 +214,8 @@ async fn push_image(
     };
     // Blobs already in the registry: neither compressed nor uploaded.
     let mut pushed_blobs = BTreeSet::new();
-    let cache_dir = crate::image::assemble::cache_dir(&repo_root(), platform);
+    let cache_dir = ctx.layout.layer_cache(platform);
+    let progress_interval = ctx.settings.verifier.transfer.progress_interval;
     let cached = crate::image::assemble::cached_image(&cache_dir, &image_id)?;
     // Before anything is written: the blobs go to the temp dir (at most the image's size:
     // gzip of these layers is smaller), and an export, when the layer cache lacks the image,
@@ -268,7 +270,14 @@ async fn push_image(
                 reusable.foreign
             ));
             tokio::task::spawn_blocking(move || {
-                prepare_from_layers(&config, &files, &reused, &dir_path, &on_blob)
+                prepare_from_layers(
+                    &config,
+                    &files,
+                    &reused,
+                    &dir_path,
+                    progress_interval,
+                    &on_blob,
+                )
             })
         }
         None => {
@@ -279,7 +288,9 @@ async fn push_image(
                 cache_dir.display()
             ));
             let archive = crate::image::engine::blocking_reader(docker.export_image(&handle));
-            tokio::task::spawn_blocking(move || prepare_streaming(archive, &dir_path, &on_blob))
+            tokio::task::spawn_blocking(move || {
+                prepare_streaming(archive, &dir_path, progress_interval, &on_blob)
+            })
         }
     };
     let (prepared, uploaded) =
@@ -484,7 +495,11 @@ impl BlobPushing<'_> {
 }
 
 /// Where the record of pushing `image_id` to `target` is kept between runs.
-fn push_cache_path(target: &RegistryTarget, image_id: &str) -> PathBuf {
+fn push_cache_path(
+    layout: &crate::layout::Layout,
+    target: &RegistryTarget,
+    image_id: &str,
+) -> PathBuf {
     // The compressor is part of the key: a record from a tool that described (or compressed)
     // layers otherwise names another manifest than this tool makes.
     let key = sha256_hex(
@@ -496,7 +511,7 @@ fn push_cache_path(target: &RegistryTarget, image_id: &str) -> PathBuf {
         )
         .as_bytes(),
     );
-    state_dir(&repo_root(), "pushed").join(format!("{key}.json"))
+    layout.state("pushed").join(format!("{key}.json"))
 }
 
 fn read_push_cache(path: &Path) -> Option<PushedImage> {
@@ -506,6 +521,7 @@ fn read_push_cache(path: &Path) -> Option<PushedImage> {
 /// The whole publish: push the local images, then (with a tag) the index.
 pub(crate) async fn publish(
     options: &PublishOptions,
+    ctx: &crate::Context,
     progress: &Progress,
 ) -> Result<PublishReport> {
     let target = RegistryTarget::parse(&options.registry, &options.repository)?;
@@ -551,8 +567,7 @@ pub(crate) async fn publish(
         }
     }
 
-    // TODO(#26 xtask settings): passed from main once the xtask's Settings lands.
-    let env = Environment::from_process();
+    let env = &ctx.settings.verifier;
     let client = RegistryClient::new(
         target.clone(),
         credentials_for(
@@ -569,14 +584,15 @@ pub(crate) async fn publish(
 
     let previous = match &options.previous {
         None => None,
-        Some(reference) => Some(previous_of(reference, &target, &env).await?),
+        Some(reference) => Some(previous_of(reference, &target, env).await?),
     };
     let mut pushed = Vec::new();
     if !options.images.is_empty() {
-        let docker = crate::image::engine::connect().await?;
+        let docker = crate::image::engine::connect(&ctx.settings).await?;
         for (platform, image) in &options.images {
             pushed.push(
                 push_image(
+                    ctx,
                     &docker,
                     &client,
                     *platform,
@@ -732,7 +748,7 @@ fn parse_image_flag(flag: &str) -> Result<(Platform, String)> {
     Ok((platform, image.to_string()))
 }
 
-pub async fn run(args: PublishArgs) -> Result<ExitCode> {
+pub async fn run(args: PublishArgs, ctx: &crate::Context) -> Result<ExitCode> {
     if args.images.is_empty() && args.pushed.is_empty() {
         bail!("nothing to publish: give --image PLATFORM=REF and/or --pushed FILE");
     }
@@ -762,7 +778,7 @@ pub async fn run(args: PublishArgs) -> Result<ExitCode> {
     let required_platforms = if args.partial {
         Vec::new()
     } else {
-        Manifest::load(&repo_root().join(MANIFEST_PATH))?.platforms
+        Manifest::load(&ctx.layout.manifest())?.platforms
     };
     let options = PublishOptions {
         registry: args.target.oci_registry,
@@ -776,7 +792,7 @@ pub async fn run(args: PublishArgs) -> Result<ExitCode> {
         previous: args.previous,
     };
     let progress = Progress::default();
-    let report = publish(&options, &progress).await?;
+    let report = publish(&options, ctx, &progress).await?;
     if args.json {
         print_json(&report)?;
     } else {

@@ -10,7 +10,6 @@ use serde::Serialize;
 
 use crate::flags::ReceiptWriteArgs;
 use crate::npm::inventory::INVENTORY_PATH;
-use crate::util::repo_root;
 use crate::util::{atomic_write, now_or, read_json, sha256_file, sha256_hex};
 use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
 use template_formats::model::build::BuildReport;
@@ -397,11 +396,9 @@ fn platform_record(
 // ---------------------------------------------------------------------------------------------
 // `receipt write`
 
-fn source_commit(root: &Path) -> Result<String> {
-    if let Ok(sha) = std::env::var("GITHUB_SHA") {
-        if !sha.is_empty() {
-            return Ok(sha);
-        }
+fn source_commit(root: &Path, github_sha: Option<&str>) -> Result<String> {
+    if let Some(sha) = github_sha {
+        return Ok(sha.to_string());
     }
     let out = std::process::Command::new("git")
         .arg("-C")
@@ -512,10 +509,11 @@ fn sbom_records(paths: &[PathBuf]) -> Result<SbomRecords> {
     Ok((spdx, cdx))
 }
 
-pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
-    let root = repo_root();
-    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
-    let inventory = Inventory::load(&root.join(INVENTORY_PATH))?;
+pub fn write_cmd(args: ReceiptWriteArgs, ctx: &crate::Context) -> Result<ExitCode> {
+    let layout = &ctx.layout;
+    let root = layout.root();
+    let manifest = Manifest::load(&layout.manifest())?;
+    let inventory = Inventory::load(&layout.inventory())?;
     let mut artifacts = Vec::new();
     for (name, path) in ARTIFACTS {
         let file = root.join(path);
@@ -529,7 +527,7 @@ pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
         created_at: now_or(args.now.as_deref())?,
         source_commit: match &args.source_commit {
             Some(sha) => sha.clone(),
-            None => source_commit(&root)?,
+            None => source_commit(root, ctx.settings.github_sha.as_deref())?,
         },
         gate: read_json(&args.gate, "`cargo xtask gate --json` output")?,
         resolve: read_json(&args.resolve, "`cargo xtask resolve --json` output")?,
@@ -557,13 +555,13 @@ pub fn write_cmd(args: ReceiptWriteArgs) -> Result<ExitCode> {
     let out_dir = args
         .out_dir
         .clone()
-        .unwrap_or_else(|| crate::util::state_dir(&root, "receipts"));
+        .unwrap_or_else(|| layout.state("receipts"));
     let path: PathBuf = out_dir.join(receipt_file_name(&receipt.release_tag, &digest));
     atomic_write(&path, &bytes)?;
 
     // Read back what is on disk and verify it as a consumer would.
     // As a consumer would: judged by the manifest the receipt records, which must be it.
-    let policy = ReceiptPolicy::release_asset(&root.join(MANIFEST_PATH))?;
+    let policy = ReceiptPolicy::release_asset(&layout.manifest())?;
     let check = verify_file(&path, None, &policy)?;
     let report = WriteReport {
         path: path.display().to_string(),

@@ -128,6 +128,8 @@ pub(crate) struct ShipRequest<'a> {
     /// Where the consumer's verifier binaries are (`template-verify-<os>-<arch>`, one per
     /// manifest platform): they become assets and the receipt records them.
     pub verifiers: Option<&'a Path>,
+    /// Where the outputs and summary go (`GITHUB_OUTPUT`, `GITHUB_STEP_SUMMARY`).
+    pub verifier: &'a template_verify::settings::Environment,
 }
 
 pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
@@ -139,6 +141,7 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
         assets,
         defer_tag,
         verifiers,
+        verifier,
     } = request;
     let tag = plan.release_tag()?.to_string();
     if !plan.publish {
@@ -156,7 +159,7 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
     };
 
     // The subcommands read files; write each platform's pieces where they can.
-    let work = crate::util::state_dir(root, "ship").join(&tag);
+    let work = crate::layout::Layout::at(root).state("ship").join(&tag);
     std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
     let stage_files = write_stage_files(&work, plan, &platforms)?;
     let steps = ShipSteps::new(&ShipContext {
@@ -201,10 +204,13 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
         debian_difference: first_two_differ(&platforms),
         steps: runner.times.clone(),
     };
-    write_workflow_outputs(&shipped, &receipt)?;
+    write_workflow_outputs(&shipped, &receipt, verifier)?;
     if !defer_tag {
         // Once per release: the deferred run is followed by the one that tags.
-        append_to_github_file("GITHUB_STEP_SUMMARY", &summary_markdown(&shipped, &receipt))?;
+        append_to_github_file(
+            &verifier.github_step_summary,
+            &summary_markdown(&shipped, &receipt),
+        )?;
     }
     eprint!("{}", render_times("ship steps:", &runner.times));
     Ok(shipped)
@@ -456,9 +462,13 @@ fn first_two_differ(platforms: &[PlatformResults]) -> DebianDifference {
     }
 }
 
-fn write_workflow_outputs(shipped: &Shipped, receipt: &Receipt) -> Result<()> {
+fn write_workflow_outputs(
+    shipped: &Shipped,
+    receipt: &Receipt,
+    verifier: &template_verify::settings::Environment,
+) -> Result<()> {
     append_to_github_file(
-        "GITHUB_OUTPUT",
+        &verifier.github_output,
         &format!(
             "tag={}\nreceipt={}\nreference={}\n{}",
             shipped.tag,

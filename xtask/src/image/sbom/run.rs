@@ -12,15 +12,10 @@ use super::cyclonedx::bom_bytes;
 use super::files::{dpkg_owned, elf_files, unowned, ElfFile};
 use super::npm::{is_platform_specific, npm_candidates, npm_manifest, package_dir, NpmManifest};
 use super::spdx::Document;
-use super::{
-    document, document_bytes, stats, SbomInput, SbomReport, LOCKFILE_PATH, NPM_CLI_PREFIX,
-    NPM_PREFIX,
-};
+use super::{document, document_bytes, stats, SbomInput, SbomReport, NPM_CLI_PREFIX, NPM_PREFIX};
 use crate::flags::SbomArgs;
 use crate::image::dpkg::{os_release, OsRelease};
 use crate::image::engine;
-use crate::npm::inventory::INVENTORY_PATH;
-use crate::util::repo_root;
 use crate::util::{atomic_write, print_json, sha256_hex};
 use template_formats::manifest::Platform;
 use template_formats::model::inventory::Inventory;
@@ -46,17 +41,17 @@ fn is_not_found(err: &anyhow::Error) -> bool {
     })
 }
 
-pub async fn run(args: SbomArgs) -> Result<ExitCode> {
-    let root = repo_root();
-    let lock_path = root.join(LOCKFILE_PATH);
+pub async fn run(args: SbomArgs, ctx: &crate::Context) -> Result<ExitCode> {
+    let root = &ctx.layout;
+    let lock_path = root.package_lock();
     let lock_text = std::fs::read_to_string(&lock_path)
         .with_context(|| format!("cannot read {}", lock_path.display()))?;
     let lockfile = Lockfile::parse(&lock_text)?;
-    let inventory = Inventory::load(&root.join(INVENTORY_PATH))?;
+    let inventory = Inventory::load(&root.inventory())?;
 
-    let docker = engine::connect().await?;
+    let docker = engine::connect(&ctx.settings).await?;
     let image = &args.image;
-    let (image_id, created) = inspect_image(&docker, &root, &args).await?;
+    let (image_id, created) = inspect_image(&docker, root, &args).await?;
     let contents = ImageContents::read(&docker, image, &lockfile, args.platform).await?;
 
     let doc = document(&SbomInput {
@@ -140,7 +135,7 @@ fn published(args: &SbomArgs) -> Result<Option<template_formats::sbom::Published
 /// the platform.
 async fn inspect_image(
     docker: &bollard::Docker,
-    root: &std::path::Path,
+    root: &crate::layout::Layout,
     args: &SbomArgs,
 ) -> Result<(String, String)> {
     let image = &args.image;

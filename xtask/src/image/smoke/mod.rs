@@ -51,11 +51,10 @@ use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 
 use crate::flags::SmokeArgs;
-use crate::image::build::{locked_versions, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
+use crate::image::build::{locked_versions, PACKAGE_JSON_PATH};
 use crate::image::engine;
-use crate::util::repo_root;
 use crate::util::{print_json, Progress};
-use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::manifest::{Manifest, Platform};
 
 pub use checks::{EMULATED_CHROMIUM_CHECK, PLAYWRIGHT_CHECK};
 
@@ -64,10 +63,10 @@ use container::{timed, Ctx, Limits};
 
 pub(crate) use template_formats::model::smoke::{Check, SmokeReport};
 
-pub async fn run(args: SmokeArgs) -> Result<ExitCode> {
+pub async fn run(args: SmokeArgs, ctx: &crate::Context) -> Result<ExitCode> {
     let progress = Progress::default();
-    let root = repo_root();
-    let docker = engine::connect().await?;
+    let root = &ctx.layout;
+    let docker = engine::connect(&ctx.settings).await?;
     let run_id = engine::new_run_id("smoke");
     // Containers of runs that were killed (their process is gone) have nobody else to
     // remove them: a killed release left six of them.
@@ -77,13 +76,13 @@ pub async fn run(args: SmokeArgs) -> Result<ExitCode> {
             "removed {dead} container(s) and volume(s) left by runs that no longer exist"
         ));
     }
-    let ca_bundle = crate::image::build::host_ca_bundle(args.ca_bundle.as_deref());
+    let ca_bundle = crate::image::build::host_ca_bundle(args.ca_bundle.as_deref(), &ctx.settings);
     let target = SmokeTarget {
         image: &args.image,
         platform: args.platform,
         ca_bundle: ca_bundle.as_deref(),
     };
-    let smoke = smoke(&docker, &root, &target, &run_id, &progress);
+    let smoke = smoke(&docker, root, &target, &run_id, &progress);
     let outcome = tokio::select! {
         outcome = smoke => outcome,
         _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
@@ -146,16 +145,16 @@ struct Expectations {
 }
 
 impl Expectations {
-    fn load(root: &Path) -> Result<Expectations> {
-        let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
-        let package_json = std::fs::read(root.join(PACKAGE_JSON_PATH))
-            .with_context(|| format!("cannot read {}", root.join(PACKAGE_JSON_PATH).display()))?;
+    fn load(root: &crate::layout::Layout) -> Result<Expectations> {
+        let manifest = Manifest::load(&root.manifest())?;
+        let package_json = std::fs::read(root.package_json())
+            .with_context(|| format!("cannot read {}", root.package_json().display()))?;
         let seccomp_profile = crate::image::seccomp::load(root, &manifest.runtime.seccomp)?;
         Ok(Expectations {
             seccomp_profile,
             manifest,
             versions: locked_versions(&package_json)?,
-            lockfile_sha: crate::util::sha256_file(&root.join(PACKAGE_LOCK_PATH))?,
+            lockfile_sha: crate::util::sha256_file(&root.package_lock())?,
         })
     }
 }
@@ -164,7 +163,7 @@ impl Expectations {
 /// checks cannot run at all (no engine, no image, unreadable repository files).
 pub(crate) async fn smoke(
     docker: &Docker,
-    root: &Path,
+    root: &crate::layout::Layout,
     target: &SmokeTarget<'_>,
     run_id: &str,
     progress: &Progress,
@@ -326,6 +325,8 @@ mod tests {
 
     use super::*;
     use crate::image::build::locked_versions;
+    use crate::util::repo_root;
+    use template_formats::manifest::MANIFEST_PATH;
 
     /// The manifest's required smoke checks (what receipts are judged by) are exactly the
     /// checks this module runs, for each platform built natively and under emulation.
