@@ -178,6 +178,15 @@ pub fn sbom_problems(
     out
 }
 
+/// The SPDX ids of what the document DESCRIBES (the image package).
+fn described_ids(doc: &Document) -> BTreeSet<&str> {
+    doc.relationships
+        .iter()
+        .filter(|rel| rel.spdx_element_id == doc.spdx_id && rel.relationship_type == "DESCRIBES")
+        .map(|rel| rel.related_spdx_element.as_str())
+        .collect()
+}
+
 /// The described image must be named by its `pkg:oci` purl with this platform's manifest
 /// digest (the receipt's `platforms[].digest`, which `--check-registry` holds against the
 /// registry) and the release tag: the image config's digest alone ties the SBOM to the image,
@@ -189,12 +198,7 @@ fn published_name_problems(
     doc: &Document,
     release_tag: &str,
 ) -> Vec<Problem> {
-    let described: BTreeSet<&str> = doc
-        .relationships
-        .iter()
-        .filter(|rel| rel.spdx_element_id == doc.spdx_id && rel.relationship_type == "DESCRIBES")
-        .map(|rel| rel.related_spdx_element.as_str())
-        .collect();
+    let described = described_ids(doc);
     let named: Vec<Purl> = doc
         .packages
         .iter()
@@ -244,12 +248,7 @@ fn one_sbom_problems(
     let mut out = Vec::new();
     let name = &p.sbom.name;
     // The image: what the document DESCRIBES carries the image id (the config's sha256).
-    let described: BTreeSet<&str> = doc
-        .relationships
-        .iter()
-        .filter(|rel| rel.spdx_element_id == doc.spdx_id && rel.relationship_type == "DESCRIBES")
-        .map(|rel| rel.related_spdx_element.as_str())
-        .collect();
+    let described = described_ids(doc);
     let image_hex = p.image_id.strip_prefix("sha256:").unwrap_or(&p.image_id);
     let names_image = doc.packages.iter().any(|pkg| {
         described.contains(pkg.spdx_id.as_str())
