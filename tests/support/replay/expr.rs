@@ -19,7 +19,6 @@
 //! The evaluator knows nothing about jobs or steps: a [`Scope`] provides the contexts, the
 //! status functions and `hashFiles`.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -640,48 +639,35 @@ impl Parser<'_> {
         if !matches!(e, Expr::Group(_) | Expr::Call(..) | Expr::Context(_)) {
             return Ok(e);
         }
+        // Each `[...]` and `.name` is one level deeper until the chain ends. An error ends
+        // the whole parse, so only the way out without one has to give the levels back.
         let mut deeper = 0;
-        let result = loop {
+        loop {
             if self.eat(&Tok::LBrack) {
                 let index = if self.eat(&Tok::Star) {
                     None
                 } else {
-                    match self.expression() {
-                        Ok(i) => Some(Box::new(i)),
-                        Err(err) => break Err(err),
-                    }
+                    Some(Box::new(self.expression()?))
                 };
-                if let Err(err) = self.expect(&Tok::RBrack) {
-                    break Err(err);
-                }
-                if let Err(err) = self.deeper() {
-                    break Err(err);
-                }
+                self.expect(&Tok::RBrack)?;
+                self.deeper()?;
                 deeper += 1;
                 e = Expr::Index(Box::new(e), index);
             } else if self.eat(&Tok::Dot) {
-                if let Err(err) = self.deeper() {
-                    break Err(err);
-                }
+                self.deeper()?;
                 deeper += 1;
-                match self.peek().cloned() {
-                    Some(Tok::Ident(name)) => {
-                        self.pos += 1;
-                        let name = Expr::Lit(Data::Str(name));
-                        e = Expr::Index(Box::new(e), Some(Box::new(name)));
-                    }
-                    Some(Tok::Star) => {
-                        self.pos += 1;
-                        e = Expr::Index(Box::new(e), None);
-                    }
-                    _ => break Err(self.unexpected()),
-                }
+                let index = match self.peek().cloned() {
+                    Some(Tok::Ident(name)) => Some(Box::new(Expr::Lit(Data::Str(name)))),
+                    Some(Tok::Star) => None,
+                    _ => return Err(self.unexpected()),
+                };
+                self.pos += 1;
+                e = Expr::Index(Box::new(e), index);
             } else {
-                break Ok(e);
+                self.depth -= deeper;
+                return Ok(e);
             }
-        };
-        self.depth -= deeper;
-        result
+        }
     }
     fn call(&mut self) -> Result<Expr, String> {
         let Some(Tok::Ident(name)) = self.peek().cloned() else {
@@ -880,7 +866,7 @@ fn compare(op: CmpOp, a: &Data, b: &Data) -> bool {
 /// object every time the expression names it.
 struct Evaluation<'s> {
     scope: &'s dyn Scope,
-    contexts: RefCell<BTreeMap<String, Data>>,
+    contexts: BTreeMap<String, Data>,
 }
 
 pub fn eval(e: &Expr, scope: &dyn Scope) -> Result<Value, String> {
@@ -898,10 +884,7 @@ pub fn eval_data(e: &Expr, scope: &dyn Scope) -> Result<Data, String> {
         let value = Data::from_json(&scope.context(&name)?);
         contexts.insert(name, value);
     }
-    let evaluation = Evaluation {
-        scope,
-        contexts: RefCell::new(contexts),
-    };
+    let evaluation = Evaluation { scope, contexts };
     evaluation.eval(e).map(|(d, _)| d)
 }
 
@@ -914,15 +897,10 @@ impl Evaluation<'_> {
         Ok(match e {
             Expr::Lit(v) => (v.clone(), None),
             Expr::Context(name) => {
-                let value = self.contexts.borrow().get(name).cloned();
-                let value = match value {
-                    Some(v) => v,
-                    None => {
-                        let v = Data::from_json(&self.scope.context(name)?);
-                        self.contexts.borrow_mut().insert(name.clone(), v.clone());
-                        v
-                    }
-                };
+                // eval_data resolved every context the expression names before it began.
+                let value = self.contexts.get(name).cloned().ok_or_else(|| {
+                    format!("the `{name}` context was not resolved before evaluation")
+                })?;
                 (value, Some(vec![name.clone()]))
             }
             Expr::Group(inner) => (self.eval(inner)?.0, None),
@@ -1201,12 +1179,11 @@ fn format(fmt: &str, args: &[Data]) -> Result<String, String> {
                     return Err(invalid());
                 }
             }
-            (None, None) => {
+            // No brace left (a lone `{` went to the first arm).
+            (_, None) => {
                 out.extend(&chars[index..]);
                 break;
             }
-            // `(Some(l), Some(r))` with r < l falls to the arm above.
-            (Some(_), None) => unreachable!("covered by the first arm"),
         }
     }
     Ok(out)
