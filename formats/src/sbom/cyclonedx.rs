@@ -351,8 +351,62 @@ pub fn check_file(path: &Path, spdx: &Document) -> Result<()> {
             spdx.name
         );
     }
+    // Everything else the form carries, licenses, suppliers and dependencies above all: the
+    // SPDX document decides the whole BOM (`bom`), so the file must be that BOM, compared as
+    // parsed documents (formatting and key order are the writer's).
+    if theirs != ours {
+        let mut differs: Vec<&str> = bom_parts(&theirs)
+            .into_iter()
+            .zip(bom_parts(&ours))
+            .filter(|(a, b)| a.1 != b.1)
+            .map(|(a, _)| a.0)
+            .collect();
+        // The last part holds every component field: named only when no narrower one is.
+        if differs.len() > 1 {
+            differs.retain(|part| *part != OTHER_FIELDS);
+        }
+        let differs = match differs.is_empty() {
+            true => "serial number, version or format fields".to_string(),
+            false => differs.join(", "),
+        };
+        bail!(
+            "{} is not the CycloneDX form of {}: its {differs} differ from what the SPDX \
+             document says; make both with the same `cargo xtask sbom` run",
+            path.display(),
+            spdx.name
+        );
+    }
     Ok(())
 }
+
+/// The parts of a BOM named in a mismatch, each as comparable text: which one a tampered
+/// file changed (a license, a supplier, a dependency edge) is what the message says.
+fn bom_parts(bom: &Bom) -> [(&'static str, String); 5] {
+    let components = |pick: fn(&Component) -> String| {
+        fn walk(cs: &[Component], pick: fn(&Component) -> String, out: &mut Vec<String>) {
+            for c in cs {
+                out.push(format!("{:?} {}", c.bom_ref, pick(c)));
+                if let Some(inner) = &c.components {
+                    walk(&inner.0, pick, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        if let Some(cs) = &bom.components {
+            walk(&cs.0, pick, &mut out);
+        }
+        out.join("\n")
+    };
+    [
+        ("licenses", components(|c| format!("{:?}", c.licenses))),
+        ("suppliers", components(|c| format!("{:?}", c.supplier))),
+        ("dependencies", format!("{:?}", bom.dependencies)),
+        ("metadata", format!("{:?}", bom.metadata)),
+        (OTHER_FIELDS, components(|c| format!("{c:?}"))),
+    ]
+}
+
+const OTHER_FIELDS: &str = "other component fields";
 
 /// (bom-ref, version, purl, hashes) of every component, nested ones included: the hashes so
 /// that a file entry's (or a package's) digest cannot differ between the two files.

@@ -41,7 +41,10 @@ pub(crate) fn compress(
     level: u32,
     threads: usize,
 ) -> io::Result<()> {
-    assert!((2..=8).contains(&level), "the header is flate2's for levels 2-8");
+    assert!(
+        (2..=8).contains(&level),
+        "the header is flate2's for levels 2-8"
+    );
     let threads = threads.max(1);
     out.write_all(&HEADER)?;
     let mut crc = Crc::new();
@@ -210,7 +213,10 @@ mod tests {
             // gzip's trailer describes.
             let mut decoder = flate2::bufread::GzDecoder::new(blob.as_slice());
             std::io::copy(&mut decoder, &mut std::io::sink()).unwrap();
-            assert!(decoder.into_inner().is_empty(), "{len} bytes: bytes after the member");
+            assert!(
+                decoder.into_inner().is_empty(),
+                "{len} bytes: bytes after the member"
+            );
         }
     }
 
@@ -219,7 +225,10 @@ mod tests {
         let data = sample(5 * BLOCK_SIZE + 777);
         let one = gzip(&data, 1);
         for threads in [2, 3, 4, 16] {
-            assert!(gzip(&data, threads) == one, "{threads} threads made other bytes");
+            assert!(
+                gzip(&data, threads) == one,
+                "{threads} threads made other bytes"
+            );
         }
     }
 
@@ -271,7 +280,11 @@ mod tests {
             .arg(&path)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(out.stdout == data);
     }
 }

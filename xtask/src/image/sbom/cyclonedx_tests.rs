@@ -276,3 +276,57 @@ fn read_artifacts_judges_the_cyclonedx_file_against_the_spdx_one_beside_it() {
         .unwrap_err();
     assert!(why.contains("describes another image"), "{why}");
 }
+
+/// What the form says beyond bom-refs, versions, purls and hashes is held against the SPDX
+/// document too: a license, a supplier or a dependency edge edited in the CycloneDX file is
+/// refused, naming what differs (before, only the packages' identities were compared, and
+/// each of these edits was accepted).
+#[test]
+fn check_file_refuses_a_form_whose_licenses_suppliers_or_dependencies_were_edited() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(cyclonedx_file_name(Platform::LinuxAmd64));
+    let doc = make(Platform::LinuxAmd64, &[], CLOCK);
+    let genuine: serde_json::Value = serde_json::from_slice(&bom_bytes(&doc).unwrap()).unwrap();
+    let with_license = |c: &serde_json::Value| c.get("licenses").is_some();
+    let with_supplier = |c: &serde_json::Value| c.get("supplier").is_some();
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(&str, &dyn Fn(&serde_json::Value) -> bool, Edit); 3] = [
+        ("licenses", &with_license, |c| {
+            c["licenses"] = serde_json::json!([{"expression": "MIT"}]);
+        }),
+        ("suppliers", &with_supplier, |c| {
+            c["supplier"] = serde_json::json!({"name": "Someone Else"});
+        }),
+        ("dependencies", &|_| true, |_| {}),
+    ];
+    for (part, pick, edit) in cases {
+        let mut bom = genuine.clone();
+        if part == "dependencies" {
+            let edges = bom["dependencies"]
+                .as_array_mut()
+                .expect("the fixture has edges");
+            let first = edges
+                .iter_mut()
+                .find(|d| d["dependsOn"].as_array().is_some_and(|a| !a.is_empty()))
+                .expect("an edge to remove");
+            first["dependsOn"].as_array_mut().unwrap().pop();
+        } else {
+            let component = bom["components"]
+                .as_array_mut()
+                .unwrap()
+                .iter_mut()
+                .find(|c| pick(c))
+                .unwrap_or_else(|| panic!("the fixture has a component with {part}"));
+            edit(component);
+        }
+        std::fs::write(&path, serde_json::to_vec(&bom).unwrap()).unwrap();
+        let err = check_file(&path, &doc).expect_err(part);
+        assert!(
+            format!("{err:#}").contains(&format!("its {part} differ")),
+            "{part}: {err:#}"
+        );
+    }
+    // The genuine file, re-serialised with other formatting, is still the form.
+    std::fs::write(&path, serde_json::to_vec(&genuine).unwrap()).unwrap();
+    check_file(&path, &doc).unwrap();
+}
