@@ -287,17 +287,24 @@ fn check_file_refuses_a_form_whose_licenses_suppliers_or_dependencies_were_edite
     let path = dir.path().join(cyclonedx_file_name(Platform::LinuxAmd64));
     let doc = make(Platform::LinuxAmd64, &[], CLOCK);
     let genuine: serde_json::Value = serde_json::from_slice(&bom_bytes(&doc).unwrap()).unwrap();
-    let with_license = |c: &serde_json::Value| c.get("licenses").is_some();
-    let with_supplier = |c: &serde_json::Value| c.get("supplier").is_some();
+    type Pick = fn(&serde_json::Value) -> bool;
     type Edit = fn(&mut serde_json::Value);
-    let cases: [(&str, &dyn Fn(&serde_json::Value) -> bool, Edit); 3] = [
-        ("licenses", &with_license, |c| {
-            c["licenses"] = serde_json::json!([{"expression": "MIT"}]);
-        }),
-        ("suppliers", &with_supplier, |c| {
-            c["supplier"] = serde_json::json!({"name": "Someone Else"});
-        }),
-        ("dependencies", &|_| true, |_| {}),
+    let cases: [(&str, Pick, Edit); 3] = [
+        (
+            "licenses",
+            |c| c.get("licenses").is_some(),
+            |c| {
+                c["licenses"] = serde_json::json!([{"expression": "MIT"}]);
+            },
+        ),
+        (
+            "suppliers",
+            |c| c.get("supplier").is_some(),
+            |c| {
+                c["supplier"] = serde_json::json!({"name": "Someone Else"});
+            },
+        ),
+        ("dependencies", |_| true, |_| {}),
     ];
     for (part, pick, edit) in cases {
         let mut bom = genuine.clone();
