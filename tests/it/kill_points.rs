@@ -22,7 +22,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::support::docker::{light_docker, load_tiny_image, remove_images};
+use crate::support::docker::{light_docker, load_layered_image, load_tiny_image, remove_images};
 use crate::support::genuine_release::{
     debian_packages, publish_command, resolve_json_of, write_sbom, Published,
 };
@@ -300,100 +300,245 @@ fn plan_points(
 /// The tag of the fixture releases `publish` writes.
 const TAG: &str = "2026.12.02-0123456789ab";
 
-/// `publish` of two tiny images killed mid-upload, between the platforms' manifests and
-/// before the tag; the re-run must give the index an uninterrupted publish gives.
+/// A layer of `bytes` hex digits, deterministic and compressing to about half: its blob
+/// spans several of the upload's 1 MiB body chunks, so a kill at its second chunk is one
+/// after some of the blob's bytes went to the registry and before the upload is committed.
+fn multi_chunk_content(salt: &str, bytes: usize) -> String {
+    let mut out = String::with_capacity(bytes + 64);
+    let mut link = crate::support::sha256_hex(salt.as_bytes());
+    while out.len() < bytes {
+        link = crate::support::sha256_hex(link.as_bytes());
+        out.push_str(&link);
+    }
+    out.truncate(bytes);
+    out
+}
+
+/// The size of the last blob a publish's log says it began uploading
+/// (`uploading sha256:… (N bytes)`).
+fn last_upload_size(stderr: &str) -> Option<u64> {
+    let line = stderr
+        .lines()
+        .rev()
+        .find(|l| l.contains(": uploading sha256:"))?;
+    let (_, rest) = line.split_once(" (")?;
+    rest.split_once(" bytes)")?.0.parse().ok()
+}
+
+/// The blob directories (`xtask-publish-*`) a publish left in the temporary directory `tmp`.
+fn blob_dirs_in(tmp: &Path) -> Vec<String> {
+    let mut found: Vec<String> = std::fs::read_dir(tmp)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("xtask-publish"))
+        .collect();
+    found.sort();
+    found
+}
+
+/// Whether the manifest `digest` in `repository` is whole: absent (Ok(false)), or there
+/// (Ok(true)) with its config and every layer in the registry, each hashing to its digest.
+/// Err names a blob it references that is missing or partial.
+fn manifest_whole(registry: &Registry, repository: &str, digest: &str) -> Result<bool, String> {
+    let Some(manifest) = registry.get_body(repository, "manifests", digest) else {
+        return Ok(false);
+    };
+    let manifest: Value = serde_json::from_slice(&manifest).unwrap();
+    let layers = manifest["layers"].as_array().cloned().unwrap_or_default();
+    for blob in std::iter::once(&manifest["config"]).chain(&layers) {
+        let blob_digest = blob["digest"].as_str().unwrap();
+        match registry.get_body(repository, "blobs", blob_digest) {
+            None => return Err(format!("{digest} names {blob_digest}, which is missing")),
+            Some(bytes) => {
+                let got = format!("sha256:{}", crate::support::sha256_hex(&bytes));
+                if got != blob_digest || Some(bytes.len() as u64) != blob["size"].as_u64() {
+                    return Err(format!(
+                        "{digest} names {blob_digest}, whose bytes in the registry ({} of \
+                         them) hash to {got}",
+                        bytes.len()
+                    ));
+                }
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// `publish` of two tiny images (amd64's with a multi-chunk layer) killed mid-upload of a
+/// blob, between blobs, between the platforms' manifests and before the tag; the re-run must
+/// give the index an uninterrupted publish gives, every manifest it names whole, and remove
+/// the compressed blobs the killed run left in its temporary directory, saying so.
 fn publish_points(tried: &mut Vec<Tried>) {
     let salt = unique("kill-points");
+    let big = multi_chunk_content(&salt, 5 << 20);
     let mut tags = Vec::new();
     let mut images = Vec::new();
     for arch in ["amd64", "arm64"] {
         let tag = format!("xtask-test-kill-points:{arch}-{}", std::process::id());
-        load_tiny_image(&tag, arch, &format!("{arch} {salt}"));
+        let small = format!("{arch} {salt}");
+        let contents: Vec<&str> = match arch {
+            "amd64" => vec![&small, &big],
+            _ => vec![&small],
+        };
+        load_layered_image(&tag, arch, &contents);
         images.push("--image".to_string());
         images.push(format!("linux/{arch}={tag}"));
         tags.push(tag);
     }
-    let publish = |root: &Path, repository: &str, extra: &[&str]| -> Xtask {
+    // Each run's temporary directory is the test's: what a killed run leaves there is seen,
+    // and removed with the test.
+    let publish = |root: &Path, tmp: &Path, repository: &str, extra: &[&str]| -> Xtask {
         let mut args: Vec<&str> = images.iter().map(String::as_str).collect();
         args.extend(["--tag", TAG]);
         args.extend(extra);
         let mut command = publish_command(repository, &args);
-        command.env("XTASK_ROOT", root);
+        command.env("XTASK_ROOT", root).env("TMPDIR", tmp);
         command
     };
     let index_of = |run: &Run| -> String { run.json()["index"]["digest"].as_str().unwrap().into() };
 
     // What an uninterrupted publish gives: the images are content-addressed, so every
-    // repository gets the same index.
+    // repository gets the same index and platform manifests.
     let reference_root = scratch_root_with(&["template/manifest.yaml"]);
+    let reference_tmp = tempfile::tempdir().unwrap();
     let reference = publish(
         reference_root.path(),
+        reference_tmp.path(),
         &unique("xtask-test/kill-points").to_lowercase(),
         &[],
     )
     .run();
     let expected = index_of(reference.assert_success());
+    let manifests: Vec<String> = reference.json()["platforms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["digest"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        blob_dirs_in(reference_tmp.path()).is_empty(),
+        "an uninterrupted publish leaves no blob directory"
+    );
 
     let registry = Registry::local();
     for (point, defer_tag) in [
         ("publish:blob-body#1", false),
-        ("publish:blob-body#3", false),
+        // The second 1 MiB chunk of amd64's multi-chunk layer: the first is on its way.
+        ("publish:blob-body#2", false),
+        ("publish:blob-body#4", false),
+        // Committed blobs: amd64's first, its last (no manifest yet), arm64's first.
+        ("publish:blob-uploaded#1", false),
+        ("publish:blob-uploaded#3", false),
+        ("publish:blob-uploaded#4", false),
         ("publish:manifest-pushed#1", false),
         ("publish:manifest-pushed#2", false),
         ("publish:index-pushed", true),
     ] {
         let root = scratch_root_with(&["template/manifest.yaml"]);
+        let tmp = tempfile::tempdir().unwrap();
         let repository = unique("xtask-test/kill-points").to_lowercase();
         let extra: &[&str] = if defer_tag { &["--defer-tag"] } else { &[] };
-        let verdict =
-            killed_at(&mut publish(root.path(), &repository, extra), point).and_then(|_| {
-                let (status, _) = registry.get_manifest(&repository, TAG, None);
-                if status != 404 {
+        let verdict = killed_at(
+            &mut publish(root.path(), tmp.path(), &repository, extra),
+            point,
+        )
+        .and_then(|killed| {
+            // The second chunk's kill is mid-blob only if that blob spans chunks.
+            if point == "publish:blob-body#2" {
+                let uploading = last_upload_size(&killed.stderr_text());
+                if uploading.is_none_or(|size| size <= 1 << 20) {
                     return Err(format!(
-                        "the tag {TAG} exists after a kill before it was written (GET {status})"
+                        "the blob being uploaded at the kill ({uploading:?} bytes) fits in \
+                             one chunk: the kill is not mid-blob"
                     ));
                 }
-                // The re-run: the same command; a deferred tag is then written as ship does.
-                let rerun = publish(root.path(), &repository, extra).run();
-                if !rerun.success() {
+            }
+            let (status, _) = registry.get_manifest(&repository, TAG, None);
+            if status != 404 {
+                return Err(format!(
+                    "the tag {TAG} exists after a kill before it was written (GET {status})"
+                ));
+            }
+            // A manifest the kill let through names only whole blobs.
+            let mut there = 0;
+            for manifest in &manifests {
+                there += usize::from(
+                    manifest_whole(&registry, &repository, manifest)
+                        .map_err(|e| format!("at the kill: {e}"))?,
+                );
+            }
+            let left = blob_dirs_in(tmp.path());
+            // The re-run: the same command; a deferred tag is then written as ship does.
+            let rerun = publish(root.path(), tmp.path(), &repository, extra).run();
+            if !rerun.success() {
+                return Err(format!(
+                    "the re-run failed: {}",
+                    tail(&rerun.stderr_text(), 600)
+                ));
+            }
+            let still = blob_dirs_in(tmp.path());
+            if !still.is_empty() {
+                return Err(format!(
+                    "the re-run left the killed run's compressed blobs in the temporary \
+                         directory: {still:?}"
+                ));
+            }
+            if !left.is_empty()
+                && !rerun
+                    .stderr_text()
+                    .contains("the compressed blobs of a publish that was killed")
+            {
+                return Err("the re-run removed the killed run's blobs without a word".into());
+            }
+            let rerun = if defer_tag {
+                publish(root.path(), tmp.path(), &repository, &[]).run()
+            } else {
+                rerun
+            };
+            if !rerun.success() {
+                return Err(format!(
+                    "writing the tag failed: {}",
+                    tail(&rerun.stderr_text(), 600)
+                ));
+            }
+            let index = index_of(&rerun);
+            if index != expected {
+                return Err(format!(
+                    "the re-run published index {index}, an uninterrupted run {expected}"
+                ));
+            }
+            let read_back = rerun.json()["platforms"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| p["read_back"] == Value::Bool(true));
+            if !read_back {
+                return Err("a platform of the re-run was not read back".into());
+            }
+            let (status, tagged) = registry.get_manifest(&repository, TAG, None);
+            if (status, tagged.as_str()) != (200, index.as_str()) {
+                return Err(format!(
+                    "the tag {TAG} names {tagged} (GET {status}), not the index {index}"
+                ));
+            }
+            for manifest in &manifests {
+                if !manifest_whole(&registry, &repository, manifest)? {
                     return Err(format!(
-                        "the re-run failed: {}",
-                        tail(&rerun.stderr_text(), 600)
+                        "after the re-run {manifest} is not in the registry"
                     ));
                 }
-                let rerun = if defer_tag {
-                    publish(root.path(), &repository, &[]).run()
-                } else {
-                    rerun
-                };
-                if !rerun.success() {
-                    return Err(format!(
-                        "writing the tag failed: {}",
-                        tail(&rerun.stderr_text(), 600)
-                    ));
-                }
-                let index = index_of(&rerun);
-                if index != expected {
-                    return Err(format!(
-                        "the re-run published index {index}, an uninterrupted run {expected}"
-                    ));
-                }
-                let read_back = rerun.json()["platforms"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .all(|p| p["read_back"] == Value::Bool(true));
-                if !read_back {
-                    return Err("a platform of the re-run was not read back".into());
-                }
-                let (status, tagged) = registry.get_manifest(&repository, TAG, None);
-                if (status, tagged.as_str()) != (200, index.as_str()) {
-                    return Err(format!(
-                        "the tag {TAG} names {tagged} (GET {status}), not the index {index}"
-                    ));
-                }
-                Ok("no tag at the kill; the re-run tagged the same index, read back".into())
-            });
+            }
+            let blobs = match left.len() {
+                0 => String::new(),
+                n => format!(", its {n} blob dir removed saying so"),
+            };
+            Ok(format!(
+                "no tag, {there} whole manifest(s) at the kill{blobs}; the re-run tagged the \
+                     same index, every blob whole"
+            ))
+        });
         tried.push(Tried {
             area: "publish",
             point: point.to_string(),
@@ -721,7 +866,10 @@ fn killed_at_every_kill_point_the_re_run_recovers() {
             Ok(text) => ("recovered", text.as_str()),
             Err(text) => ("NOT RECOVERED", text.as_str()),
         };
-        table.push_str(&format!("  {:<8} {:<32} {mark}: {text}\n", t.area, t.point));
+        table.push_str(&format!(
+            "  {:<19} {:<40} {mark}: {text}\n",
+            t.area, t.point
+        ));
     }
     table.push_str(&format!(
         "recoveries {recovered} of {} kill points ({:.0} s)\n",
