@@ -424,9 +424,11 @@ fn publish_points(tried: &mut Vec<Tried>) {
 
     let registry = Registry::local();
     for (point, defer_tag) in [
+        // amd64's blobs go config, small layer, multi-chunk layer (2.8 MB compressed, three
+        // chunks): the first blob's body, the big one's first chunk, its second (the first
+        // MiB is on its way, the upload not committed).
         ("publish:blob-body#1", false),
-        // The second 1 MiB chunk of amd64's multi-chunk layer: the first is on its way.
-        ("publish:blob-body#2", false),
+        ("publish:blob-body#3", false),
         ("publish:blob-body#4", false),
         // Committed blobs: amd64's first, its last (no manifest yet), arm64's first.
         ("publish:blob-uploaded#1", false),
@@ -445,8 +447,8 @@ fn publish_points(tried: &mut Vec<Tried>) {
             point,
         )
         .and_then(|killed| {
-            // The second chunk's kill is mid-blob only if that blob spans chunks.
-            if point == "publish:blob-body#2" {
+            // The big layer's second chunk is mid-blob only if that blob spans chunks.
+            if point == "publish:blob-body#4" {
                 let uploading = last_upload_size(&killed.stderr_text());
                 if uploading.is_none_or(|size| size <= 1 << 20) {
                     return Err(format!(
@@ -546,6 +548,271 @@ fn publish_points(tried: &mut Vec<Tried>) {
         });
     }
     remove_images(&tags);
+}
+
+/// The fixture image `build` assembles for the assembly's kill points: the shape of the
+/// template's Dockerfile at a fixture's size (a stage holding three trees, the first a few
+/// MiB so its layer file is written in several pieces; a system stage; a final stage of
+/// COPYs). `salt` makes the build id this run's own; the engine's build cache ignores it.
+fn assembly_dockerfile(salt: &str) -> String {
+    format!(
+        "# fixture of tests/it/kill_points.rs, {salt}\n\
+         ARG BASE_IMAGE\n\
+         FROM ${{BASE_IMAGE}} AS stage\n\
+         RUN mkdir -p /staging/big/opt/big /staging/b/opt/b /staging/c/opt/c \\\n\
+             && seq 1 600000 > /staging/big/opt/big/numbers \\\n\
+             && echo b > /staging/b/opt/b/file && echo c > /staging/c/opt/c/file\n\
+         FROM ${{BASE_IMAGE}} AS system\n\
+         RUN mkdir -p /opt\n\
+         FROM system\n\
+         COPY --from=stage /staging/big/ /\n\
+         COPY --from=stage /staging/b/ /\n\
+         COPY --from=stage /staging/c/ /\n"
+    )
+}
+
+/// The files of a layer cache directory, by name, each `<diff id hex>.tar` checked to hash
+/// to its name (Err names one that does not: a cache that would be trusted half written).
+/// `hashed` holds the reference cache's files (device, inode), checked once: a layer
+/// hard-linked from there is the same file (the system's layer is the base's size). Only
+/// those are remembered: the reference outlives every case, so their inodes are never
+/// reused, while a case's removed file's inode may be.
+fn cache_listing(
+    dir: &Path,
+    hashed: &mut std::collections::BTreeSet<(u64, u64)>,
+    remember: bool,
+) -> Result<std::collections::BTreeSet<String>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut names = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let meta = entry.metadata().unwrap();
+        if let Some(hex) = name.strip_suffix(".tar") {
+            if !hashed.contains(&(meta.dev(), meta.ino())) {
+                // sha256sum: the test's own hashing is unoptimised, some 20 times slower.
+                let out = std::process::Command::new("sha256sum")
+                    .arg(entry.path())
+                    .output()
+                    .unwrap();
+                let text = String::from_utf8_lossy(&out.stdout);
+                let got = text.split_whitespace().next().unwrap_or_default();
+                if got != hex {
+                    return Err(format!("the cached layer {name} hashes to {got}"));
+                }
+                if remember {
+                    hashed.insert((meta.dev(), meta.ino()));
+                }
+            }
+        }
+        names.insert(name);
+    }
+    Ok(names)
+}
+
+/// A layer cache holding only what the system stage gave (the uninterrupted run's system
+/// entry and layers, hard-linked from `reference`: files there are replaced by rename,
+/// never rewritten): the tree kill points then start where a bump's build starts.
+fn seed_system_only(reference: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    let config = std::fs::read_dir(reference)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".config.json"))
+        .expect("the reference cache holds the assembled config");
+    let config: Value = serde_json::from_slice(&std::fs::read(config).unwrap()).unwrap();
+    let diff_ids = config["rootfs"]["diff_ids"].as_array().unwrap();
+    // The fixture's last three layers are its COPYs.
+    let trees: Vec<String> = diff_ids[diff_ids.len() - 3..]
+        .iter()
+        .map(|d| format!("{}.tar", d.as_str().unwrap().trim_start_matches("sha256:")))
+        .collect();
+    for entry in std::fs::read_dir(reference).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let tree_entry = name.ends_with(".json")
+            && serde_json::from_slice::<Value>(&std::fs::read(&path).unwrap())
+                .is_ok_and(|v| v.get("diff_id").is_some());
+        if trees.contains(&name) || tree_entry || name.ends_with(".config.json") {
+            continue;
+        }
+        std::fs::hard_link(&path, to.join(&name)).unwrap();
+    }
+}
+
+/// The containers of the engine labelled by a run of process `pid` (`engine::RUN_LABEL`:
+/// `<command>-<pid>-<nanos>`).
+fn containers_of(pid: u32) -> Vec<String> {
+    let out = std::process::Command::new("docker")
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            "label=org.sandbox0.xtask.run",
+            "--format",
+        ])
+        .arg("{{.ID}} {{.Label \"org.sandbox0.xtask.run\"}}")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| {
+            l.split_once(' ')
+                .is_some_and(|(_, run)| run.split('-').nth(1) == Some(&pid.to_string()))
+        })
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect()
+}
+
+/// `build` killed while the assembly writes the layer cache: mid-way through a layer's file,
+/// with a whole layer not yet under its name, with a layer named but no entry, between
+/// layers, between the system's layers, after the config. The re-run must load the image an
+/// uninterrupted build assembles (the same config digest, so the same layers), leave the
+/// cache an uninterrupted build leaves (each layer hashing to its name, nothing partial),
+/// and say what it removed or made again.
+fn assemble_points(tried: &mut Vec<Tried>) {
+    // The base the image tests build on; a lookup when the engine has it.
+    let base = xtask()
+        .args(["base", "--platform", "linux/amd64", "--json"])
+        .run();
+    let base = base.assert_success().json()["image"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let root = scratch_root_with(&[
+        "template/manifest.yaml",
+        "template/inventory.json",
+        "template/package.json",
+        "template/package-lock.json",
+    ]);
+    std::fs::write(
+        root.path().join("Dockerfile"),
+        assembly_dockerfile(&unique("kill-assemble")),
+    )
+    .unwrap();
+    let build = |caches: &Path| -> Xtask {
+        let mut command = xtask();
+        command
+            .args(["build", "--platform", "linux/amd64", "--json"])
+            .args(["--base-image", &base])
+            .env("XTASK_ROOT", root.path())
+            .env("XTASK_LAYER_CACHE", caches);
+        command
+    };
+    let reference_caches = tempfile::tempdir().unwrap();
+    let reference = build(reference_caches.path()).run();
+    let report = reference.assert_success().json();
+    let (image, image_id) = (
+        report["image"].as_str().unwrap().to_string(),
+        report["image_id"].as_str().unwrap().to_string(),
+    );
+    let engine_tag = format!(
+        "coding-agent-engine:{}",
+        report["build_id"].as_str().unwrap()
+    );
+    let reference_cache = reference_caches.path().join("linux-amd64");
+    let mut hashed = std::collections::BTreeSet::new();
+    let expected =
+        cache_listing(&reference_cache, &mut hashed, true).expect("an uninterrupted build's cache");
+
+    for (point, system_cached) in [
+        ("assemble:layer-bytes-written#1", true),
+        ("assemble:layer-file-complete#1", true),
+        ("assemble:layer-file-kept#1", true),
+        ("assemble:tree-entry-written#2", true),
+        ("assemble:system-layer-kept#1", false),
+        ("assemble:config-written", true),
+    ] {
+        // The image is not in the engine, so the build assembles it.
+        remove_images(std::slice::from_ref(&image));
+        let caches = tempfile::tempdir().unwrap();
+        let cache = caches.path().join("linux-amd64");
+        if system_cached {
+            seed_system_only(&reference_cache, &cache);
+        }
+        let verdict = killed_at(&mut build(caches.path()), point).and_then(|killed| {
+            let partial: Vec<String> = std::fs::read_dir(&cache)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(".tmp") || n.starts_with("export-"))
+                .collect();
+            let left_containers = containers_of(killed.pid);
+            let rerun = build(caches.path()).run();
+            if !rerun.success() {
+                return Err(format!(
+                    "the re-run failed: {}",
+                    tail(&rerun.stderr_text(), 600)
+                ));
+            }
+            let stderr = rerun.stderr_text();
+            let again = rerun.json();
+            if again["image"] != image.as_str() || again["image_id"] != image_id.as_str() {
+                return Err(format!(
+                    "the re-run assembled {} ({}), an uninterrupted build {image} ({image_id})",
+                    again["image"], again["image_id"]
+                ));
+            }
+            let listing = cache_listing(&cache, &mut hashed, false)
+                .map_err(|e| format!("after the re-run {e}"))?;
+            if listing != expected {
+                return Err(format!(
+                    "after the re-run the layer cache holds {listing:?}, an uninterrupted \
+                     build's {expected:?}"
+                ));
+            }
+            if !partial.is_empty()
+                && !stderr.contains("that a killed assembly left in the layer cache")
+            {
+                return Err(format!(
+                    "the re-run removed the killed run's partial files {partial:?} without a word"
+                ));
+            }
+            if !left_containers.is_empty() {
+                if !containers_of(killed.pid).is_empty() {
+                    return Err(format!(
+                        "the killed run's containers {left_containers:?} are still there"
+                    ));
+                }
+                if !stderr.contains("left by runs that no longer exist") {
+                    return Err(
+                        "the re-run removed the killed run's container without a word".into(),
+                    );
+                }
+            }
+            // Every layer group (the system's, each tree's) is either taken from the cache
+            // or made again saying the cache lacked it: nothing is rebuilt silently.
+            let made_again = stderr.matches(": not in the layer cache;").count();
+            let from_cache = stderr.matches(": from the cache").count();
+            if made_again + from_cache != 4 {
+                return Err(format!(
+                    "of the system's and three trees' layers, the re-run said {from_cache} came \
+                     from the cache and {made_again} were not in it: the rest were made again \
+                     without a word"
+                ));
+            }
+            let mut found = format!(
+                "same image; cache whole ({from_cache} from it, {made_again} made again, said so)"
+            );
+            if !partial.is_empty() {
+                found.push_str(&format!(
+                    ", {} partial file(s) removed saying so",
+                    partial.len()
+                ));
+            }
+            if !left_containers.is_empty() {
+                found.push_str(", the killed run's container removed saying so");
+            }
+            Ok(found)
+        });
+        tried.push(Tried {
+            area: "assemble",
+            point: point.to_string(),
+            verdict,
+        });
+    }
+    remove_images(&[image, engine_tag]);
 }
 
 /// What `release ship` needs, made from tiny images: a plan, both platforms' results and
@@ -849,14 +1116,26 @@ fn retarget_results(f: &ShipFixture, repository: &str) {
     }
 }
 
+/// One area's kill points: each tried point is added to the list.
+type Points = fn(&mut Vec<Tried>);
+
 #[test]
 fn killed_at_every_kill_point_the_re_run_recovers() {
     let _docker = light_docker();
     let started = std::time::Instant::now();
     let mut tried = Vec::new();
-    lock_points(&mut tried);
-    publish_points(&mut tried);
-    ship_points(&mut tried);
+    let mut cost = Vec::new();
+    let areas: [(&str, Points); 4] = [
+        ("lock and plan", lock_points),
+        ("assemble", assemble_points),
+        ("publish", publish_points),
+        ("ship", ship_points),
+    ];
+    for (area, points) in areas {
+        let started = std::time::Instant::now();
+        points(&mut tried);
+        cost.push(format!("{area} {:.0} s", started.elapsed().as_secs_f64()));
+    }
 
     let recovered = tried.iter().filter(|t| t.verdict.is_ok()).count();
     let mut table =
@@ -872,9 +1151,10 @@ fn killed_at_every_kill_point_the_re_run_recovers() {
         ));
     }
     table.push_str(&format!(
-        "recoveries {recovered} of {} kill points ({:.0} s)\n",
+        "recoveries {recovered} of {} kill points ({:.0} s: {})\n",
         tried.len(),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        cost.join(", ")
     ));
     // Written past libtest's capture (which takes print! and eprint! only), so the figure is
     // in .ci/run's log whether the test passes or fails.
