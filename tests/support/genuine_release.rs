@@ -138,7 +138,11 @@ pub fn release() -> &'static Release {
             ));
         }
         let images: Vec<&str> = images.iter().map(String::as_str).collect();
-        let out = publish(&repository, &[&images[..], &["--tag", TAG]].concat());
+        // In the scratch root: its push records and blob locations are the fixture's, not
+        // the checkout's `.xtask/`.
+        let out = publish_command(&repository, &[&images[..], &["--tag", TAG]].concat())
+            .env("XTASK_ROOT", root.path())
+            .run();
         out.assert_success();
         let publish = inputs.join("publish.json");
         std::fs::write(&publish, &out.stdout).unwrap();
