@@ -350,8 +350,11 @@ pub fn sbom_path(platform: &str, image_id: &str, name: &Published) -> PathBuf {
         )
         .as_bytes(),
     );
-    release()
-        .inputs
+    // Under this test process's run directory, not the genuine release's inputs: a test
+    // that only needs an SBOM (kill_points) then publishes no release, whose two images
+    // would outlive the run.
+    crate::support::run_dir()
+        .join("fixture-sboms")
         .join(format!("sbom-of-{}", &key[..16]))
         .join(format!("sbom-{}.spdx.json", platform.replace('/', "-")))
 }
