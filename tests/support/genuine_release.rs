@@ -138,7 +138,11 @@ pub fn release() -> &'static Release {
             ));
         }
         let images: Vec<&str> = images.iter().map(String::as_str).collect();
-        let out = publish(&repository, &[&images[..], &["--tag", TAG]].concat());
+        // In the scratch root: its push records and blob locations are the fixture's, not
+        // the checkout's `.xtask/`.
+        let out = publish_command(&repository, &[&images[..], &["--tag", TAG]].concat())
+            .env("XTASK_ROOT", root.path())
+            .run();
         out.assert_success();
         let publish = inputs.join("publish.json");
         std::fs::write(&publish, &out.stdout).unwrap();
@@ -346,8 +350,11 @@ pub fn sbom_path(platform: &str, image_id: &str, name: &Published) -> PathBuf {
         )
         .as_bytes(),
     );
-    release()
-        .inputs
+    // Under this test process's run directory, not the genuine release's inputs: a test
+    // that only needs an SBOM (kill_points) then publishes no release, whose two images
+    // would outlive the run.
+    crate::support::run_dir()
+        .join("fixture-sboms")
         .join(format!("sbom-of-{}", &key[..16]))
         .join(format!("sbom-{}.spdx.json", platform.replace('/', "-")))
 }
@@ -385,8 +392,11 @@ fn npm_purl(name: &str, version: &str) -> String {
 /// The packages package-lock.json installs on every platform (not dev, not a link, no
 /// os/cpu/libc condition): those an SBOM of any platform must list.
 fn common_npm_packages() -> Vec<(String, String)> {
+    // The checkout's lockfile, which the release's scratch root is a copy of: an SBOM needs
+    // no published release, and asking for one would load and publish two images (which
+    // outlive the test process: the release is a static) for every test that writes one.
     let lock: Value = serde_json::from_slice(
-        &std::fs::read(release().root.path().join("template/package-lock.json")).unwrap(),
+        &std::fs::read(crate::support::repo_root().join("template/package-lock.json")).unwrap(),
     )
     .unwrap();
     let mut out = Vec::new();

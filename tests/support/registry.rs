@@ -92,4 +92,24 @@ impl Registry {
             );
         });
     }
+
+    /// `GET` of a manifest (by tag or digest) or of a blob (`what`: `manifests` or `blobs`):
+    /// its body when the registry answers 200, `None` when 404; fails the test otherwise.
+    pub fn get_body(&self, repository: &str, what: &str, reference: &str) -> Option<Vec<u8>> {
+        let url = format!("{}/v2/{repository}/{what}/{reference}", self.base);
+        runtime().block_on(async {
+            let response = self
+                .client()
+                .get(&url)
+                .header("Accept", MANIFEST_ACCEPT)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+            match response.status().as_u16() {
+                200 => Some(response.bytes().await.unwrap().to_vec()),
+                404 => None,
+                other => panic!("GET {url}: {other}"),
+            }
+        })
+    }
 }

@@ -7,6 +7,18 @@
 //! phase too: the group is what a runner loses. The group is killed only when its leader is
 //! this same executable (the test starts the tool with a process group of its own), so a
 //! stray variable in a shell never kills the shell; otherwise only this process dies.
+//!
+//! The points (each one `reached` call, tried by the test):
+//! - `after-step:<step>`: a step of `release plan`/`build`/`ship` finished (`release/steps.rs`);
+//! - `lock:template-file-written`, `lock:template-swapped`: lock's staging of `template/`;
+//! - `assemble:layer-bytes-written` (per MiB reaching a tree's layer file),
+//!   `assemble:layer-file-complete` (the whole layer still in its temporary file),
+//!   `assemble:layer-file-kept` (under its diff id, no entry yet), `assemble:tree-entry-written`
+//!   (between trees), `assemble:system-layer-kept` (between the system's layers),
+//!   `assemble:config-written` (the new config, before the load and the prune);
+//! - `publish:blob-body` (per 1 MiB chunk of a blob's upload body, before the upload is
+//!   committed), `publish:blob-uploaded` (a blob committed, the next not begun),
+//!   `publish:manifest-pushed`, `publish:index-pushed`.
 
 use std::sync::OnceLock;
 

@@ -200,6 +200,45 @@ impl LayerCache {
         Ok(())
     }
 
+    /// Removes what a killed assembly was writing when it died: temporary files (a layer
+    /// or an entry not yet renamed into place, `.tmp*`) and system export directories
+    /// (`export-*`). Layer files and entries only ever enter the cache whole, by rename, so
+    /// nothing else can be partial. Called under the cache's exclusive lock, when no other
+    /// assembly writes here. Returns how many and their bytes.
+    fn remove_killed_writes(&self) -> (usize, u64) {
+        let Ok(listing) = std::fs::read_dir(&self.dir) else {
+            return (0, 0);
+        };
+        let (mut count, mut bytes) = (0, 0);
+        for entry in listing.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if !(name.starts_with(".tmp") || name.starts_with("export-")) {
+                continue;
+            }
+            let path = entry.path();
+            let size = match path.is_dir() {
+                true => std::fs::read_dir(&path)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum(),
+                false => entry.metadata().map_or(0, |m| m.len()),
+            };
+            let removed = match path.is_dir() {
+                true => std::fs::remove_dir_all(&path),
+                false => std::fs::remove_file(&path),
+            };
+            if removed.is_ok() {
+                count += 1;
+                bytes += size;
+            }
+        }
+        (count, bytes)
+    }
+
     /// Removes every layer file and entry that `kept` does not name: the cache holds one image
     /// per platform, the last one assembled.
     fn prune(&self, kept: &[CanonicalLayer], entries: &[PathBuf]) {
@@ -308,6 +347,15 @@ pub(crate) async fn assemble(
         cache.dir.display()
     );
     let lock = crate::util::lock_exclusive_waiting(&lock_path, &waiting, progress).await?;
+    let (count, bytes) = cache.remove_killed_writes();
+    if count > 0 {
+        progress.step(format!(
+            "removed {count} partial file(s) ({}) that a killed assembly left in the layer \
+             cache {}: what they were to hold is made again",
+            crate::disk::human(bytes),
+            cache.dir.display()
+        ));
+    }
     let epoch = assembly.epoch;
     let mut entries = Vec::new();
 
@@ -322,6 +370,10 @@ pub(crate) async fn assemble(
             system
         }
         _ => {
+            progress.step(format!(
+                "system layers of {} ({system_id}): not in the layer cache; exporting them",
+                assembly.system_image
+            ));
             // The system's export passes through the engine's data root and its canonical
             // layers stay in the cache: each about the system image's size.
             let size = crate::image::engine::inspect_image(docker, assembly.system_image)
@@ -359,6 +411,9 @@ pub(crate) async fn assemble(
             .await?;
             for (file, layer) in &files.layers {
                 cache.keep(file, layer)?;
+                // A whole layer under its diff id, no entry naming it yet; the others may
+                // still be in the export directory.
+                crate::kill_point::reached("assemble:system-layer-kept");
             }
             let system = SystemEntry {
                 config: String::from_utf8(files.config)
@@ -395,6 +450,9 @@ pub(crate) async fn assemble(
     // The config too, so `publish` compresses from this cache instead of an export.
     let config_file = cache.config_file(&Digest::of(&config));
     atomic_write(&config_file, &config)?;
+    // The cache names the new image; the engine has not loaded it, the old image's layers
+    // are not pruned.
+    crate::kill_point::reached("assemble:config-written");
     entries.push(config_file);
     let layers: Vec<CanonicalLayer> = system.layers.iter().chain(&copied).cloned().collect();
     let held = held_chains(docker).await?;
@@ -477,10 +535,13 @@ async fn tree_layer(
         ));
         return Ok((layer, entry));
     }
+    progress.step(format!(
+        "{stage} {tree}: not in the layer cache; reading it from {image}"
+    ));
     let top = tree.rsplit('/').next().unwrap_or(tree).to_string();
     let file = tempfile::NamedTempFile::new_in(&cache.dir)
         .with_context(|| format!("cannot create a file in {}", cache.dir.display()))?;
-    let writer = file.reopen()?;
+    let writer = KillPointWriter(file.reopen()?);
     let layer = engine::read_image_tree(
         docker,
         &image_id,
@@ -490,6 +551,8 @@ async fn tree_layer(
             let mut out = std::io::BufWriter::with_capacity(1 << 20, writer);
             let layer = canonical_layer_of_tree(archive, &top, &mut out, epoch)?;
             std::io::Write::flush(&mut out)?;
+            // The whole layer is in the temporary file, not yet under its diff id.
+            crate::kill_point::reached("assemble:layer-file-complete");
             Ok(layer)
         },
     )
@@ -503,8 +566,29 @@ async fn tree_layer(
     ));
     file.persist(cache.layer_file(&layer))
         .with_context(|| format!("cannot keep the layer of {tree} in {}", cache.dir.display()))?;
+    // The layer file is in place under its diff id; no entry names it yet.
+    crate::kill_point::reached("assemble:layer-file-kept");
     cache.write(&entry, &layer)?;
+    // Between layers: this tree's entry is written, the next tree not begun.
+    crate::kill_point::reached("assemble:tree-entry-written");
     Ok((layer, entry))
+}
+
+/// The writer of a layer's temporary file: each write that reaches the file (the buffer in
+/// front of it passes 1 MiB at a time) is the kill point `assemble:layer-bytes-written`, so
+/// the crash test can leave a layer file half written; one lookup per MiB otherwise.
+struct KillPointWriter(std::fs::File);
+
+impl std::io::Write for KillPointWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let written = self.0.write(bytes)?;
+        crate::kill_point::reached("assemble:layer-bytes-written");
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }
 
 /// The engine's full id of `image`.

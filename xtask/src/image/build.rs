@@ -274,6 +274,16 @@ pub async fn run(args: BuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
     let docker = engine::connect(&ctx.settings).await?;
     let engine_info = engine::engine_info(&docker).await?;
     progress.step(format!("engine: {engine_info}"));
+    // The assembly reads each tree through a created container: a build killed meanwhile
+    // cannot remove it, and a re-run of the build alone (no smoke after it) would not.
+    if !args.dry_run {
+        let dead = engine::remove_dead_runs(&docker, false).await?;
+        if dead > 0 {
+            progress.step(format!(
+                "removed {dead} container(s) and volume(s) left by runs that no longer exist"
+            ));
+        }
+    }
     let records = ManifestRecords::new(&crate::image::identity::records_dir(layout));
     let (base_image, base_image_id) = inspect_base(&docker, &engine_info, &records, &args).await?;
     build_args.insert("BASE_IMAGE".into(), base_image.clone());

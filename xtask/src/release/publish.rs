@@ -193,11 +193,8 @@ async fn push_image(
         }
     }
 
-    let dir = tempfile::Builder::new()
-        .prefix("xtask-publish-")
-        .tempdir()
-        .context("cannot create a temporary directory for the image's blobs")?;
-    let dir_path = dir.path().to_path_buf();
+    let dir = BlobDir::create(&std::env::temp_dir(), progress)?;
+    let dir_path = dir.path.clone();
     let locations_path =
         BlobLocations::path(&ctx.layout.state("blob-locations"), &client.target.host);
     let mut locations = BlobLocations::load(&locations_path);
@@ -354,6 +351,103 @@ async fn push_image(
     Ok(pushed)
 }
 
+/// Where one image's compressed blobs wait for their upload: `<tmp>/xtask-publish-*`, held
+/// locked (`flock` on the directory) while the push runs and removed when it ends. A publish
+/// that is killed cannot remove its own, and it holds up to the image's size (a killed
+/// release left 1.8 GB): the next publish removes every such directory no live publish
+/// holds, saying so ([`remove_killed_blob_dirs`]).
+struct BlobDir {
+    path: PathBuf,
+    /// The lock is the directory's own open file: the kernel drops it with the process, so a
+    /// killed publish's directory is free to take.
+    _lock: std::fs::File,
+}
+
+/// The name every publish's blob directory starts with.
+const BLOB_DIR_PREFIX: &str = "xtask-publish-";
+
+impl BlobDir {
+    fn create(tmp: &Path, progress: &Progress) -> Result<BlobDir> {
+        remove_killed_blob_dirs(tmp, progress);
+        // Made under another name, locked, then renamed: a directory with the prefix is
+        // either locked by its live publish or abandoned, never caught between the two.
+        let staging = tempfile::Builder::new()
+            .prefix("xtask-publishing-")
+            .tempdir_in(tmp)
+            .context("cannot create a temporary directory for the image's blobs")?;
+        let lock = std::fs::File::open(staging.path())
+            .with_context(|| format!("cannot open {}", staging.path().display()))?;
+        // Best effort: where the filesystem has no flock, a scanner cannot take the lock
+        // either and leaves the directory alone; the publish itself needs none.
+        let _ = lock.try_lock();
+        let name = staging
+            .path()
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("xtask-publishing-"))
+            .context("tempfile named the directory without its prefix")?;
+        let path = tmp.join(format!("{BLOB_DIR_PREFIX}{name}"));
+        std::fs::rename(staging.path(), &path).with_context(|| {
+            format!(
+                "cannot rename {} to {}",
+                staging.path().display(),
+                path.display()
+            )
+        })?;
+        // Renamed away: the staging guard has nothing left to remove.
+        let _ = staging.keep();
+        Ok(BlobDir { path, _lock: lock })
+    }
+}
+
+impl Drop for BlobDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Removes the blob directories in `tmp` that publishes killed mid-push left (none of them
+/// holds its lock any more), naming each and its size. Best effort: what cannot be removed
+/// only costs disk.
+fn remove_killed_blob_dirs(tmp: &Path, progress: &Progress) {
+    let Ok(listing) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in listing.flatten() {
+        let path = entry.path();
+        let ours = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(BLOB_DIR_PREFIX));
+        if !ours || !path.is_dir() {
+            continue;
+        }
+        // Held by a live publish (here or in another process): not ours to take.
+        let Ok(dir) = std::fs::File::open(&path) else {
+            continue;
+        };
+        if dir.try_lock().is_err() {
+            continue;
+        }
+        // A blob directory is flat: its files are the blobs.
+        let bytes: u64 = std::fs::read_dir(&path)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum();
+        if std::fs::remove_dir_all(&path).is_ok() {
+            progress.step(format!(
+                "removed {} ({}): the compressed blobs of a publish that was killed \
+                 before it could remove them",
+                path.display(),
+                crate::disk::human(bytes)
+            ));
+        }
+    }
+}
+
 /// Reads the pushed image back (`oci::read_back`): the published bytes must be the tested
 /// image. Always true when it returns.
 async fn read_back_step(
@@ -489,6 +583,9 @@ impl BlobPushing<'_> {
             }
             BlobPush::Uploaded => blob.size,
         };
+        // Between blobs: this one is committed in the registry, the next not begun, no
+        // manifest names either, and the record of where blobs are is not saved.
+        crate::kill_point::reached("publish:blob-uploaded");
         locations.record(&blob.digest, repository);
         Ok(uploaded)
     }
@@ -825,6 +922,43 @@ pub async fn run(args: PublishArgs, ctx: &crate::Context) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_blob_dirs_no_live_publish_holds_are_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let progress = Progress::default();
+        // A killed publish's directory: nobody holds its lock.
+        let killed = tmp.path().join(format!("{BLOB_DIR_PREFIX}killed"));
+        std::fs::create_dir(&killed).unwrap();
+        std::fs::write(killed.join("layer-0"), b"compressed").unwrap();
+        let other = tmp.path().join("someone-else");
+        std::fs::create_dir(&other).unwrap();
+        let live = BlobDir::create(tmp.path(), &progress).unwrap();
+        assert!(
+            !killed.exists(),
+            "the killed publish's blobs are still there"
+        );
+        assert!(
+            other.exists(),
+            "a directory that is not a publish's was removed"
+        );
+        // A second publish beside the live one leaves its directory alone.
+        let second = BlobDir::create(tmp.path(), &progress).unwrap();
+        assert!(live.path.is_dir() && second.path.is_dir());
+        assert!(live
+            .path
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with(BLOB_DIR_PREFIX));
+        let path = live.path.clone();
+        drop(live);
+        assert!(
+            !path.exists(),
+            "a finished publish removes its own directory"
+        );
+    }
 
     fn entry(platform: Platform, digest_byte: &str) -> IndexEntry {
         IndexEntry {
