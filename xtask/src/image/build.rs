@@ -404,7 +404,7 @@ async fn inspect_base(
 }
 
 /// What one engine build is asked to produce.
-struct BuildRequest<'a> {
+struct EngineBuild<'a> {
     tag: &'a str,
     /// The stage to build up to (the classic builder builds every stage above it too).
     target: &'a str,
@@ -454,7 +454,7 @@ pub async fn build_assembled(
         .filter(|(name, _)| final_stage.engine_args.contains(*name))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let request = BuildRequest {
+    let engine_build = EngineBuild {
         tag: job.engine_tag,
         target: &final_stage.system,
         platform: job.platform,
@@ -466,7 +466,7 @@ pub async fn build_assembled(
         "building the stages up to `{}` as {} for {}",
         final_stage.system, job.engine_tag, job.platform
     ));
-    let output = stream_build(docker, &request, job.context).await?;
+    let output = stream_build(docker, &engine_build, job.context).await?;
     let image = engine::inspect_image(docker, job.engine_tag)
         .await?
         .with_context(|| {
@@ -581,22 +581,22 @@ pub(crate) fn installed_packages(status: &str) -> Vec<String> {
 /// Sends the context and streams the builder's output to stderr; returns the whole output.
 async fn stream_build(
     docker: &bollard::Docker,
-    request: &BuildRequest<'_>,
+    engine_build: &EngineBuild<'_>,
     context: Vec<u8>,
 ) -> Result<String> {
     let buildargs: std::collections::HashMap<String, String> =
-        request.build_args.clone().into_iter().collect();
+        engine_build.build_args.clone().into_iter().collect();
     // No build-id label here: it changes with every input, and on the system stage it would
     // make a new system image (and so a new export) for every bump. The assembler adds it.
     let options = BuildImageOptionsBuilder::default()
         .dockerfile(DOCKERFILE_PATH)
-        .t(request.tag)
-        .target(request.target)
+        .t(engine_build.tag)
+        .target(engine_build.target)
         .rm(true)
         .forcerm(true)
         .buildargs(&buildargs)
-        .platform(&request.platform.to_string())
-        .nocache(request.no_cache)
+        .platform(&engine_build.platform.to_string())
+        .nocache(engine_build.no_cache)
         .build();
     let mut stream =
         std::pin::pin!(docker.build_image(options, None, Some(bollard::body_full(context.into()))));
@@ -622,7 +622,7 @@ async fn stream_build(
             Err(err) => {
                 bail!(
                     "building {} failed: {err}\nlast output:\n{}",
-                    request.tag,
+                    engine_build.tag,
                     log.last_lines.join("")
                 );
             }

@@ -54,19 +54,19 @@ pub(crate) fn render_package_json(resolution: &Resolution) -> String {
 }
 
 /// Resolves, runs npm, checks the lockfile and builds the inventory; writes nothing.
-pub(crate) async fn generate(request: &LockRequest<'_>, progress: &Progress) -> Result<Generated> {
-    let LockRequest {
+pub(crate) async fn generate(inputs: &LockInputs<'_>, progress: &Progress) -> Result<Generated> {
+    let LockInputs {
         manifest,
         registry,
         locked,
         now,
         ctx: _,
-    } = *request;
+    } = *inputs;
     let resolution = resolve::resolve_all(manifest, registry, locked, now, progress).await?;
     resolve::warn_rollbacks(&resolution);
     let package_json = render_package_json(&resolution);
     let registry_url = ensure_trailing_slash(registry.base());
-    let lock_text = npm_lock(request, &package_json, resolution.cutoff, progress).await?;
+    let lock_text = npm_lock(inputs, &package_json, resolution.cutoff, progress).await?;
     let lock = Lockfile::parse(&lock_text)?;
 
     let pinned: BTreeMap<String, String> = resolution
@@ -117,7 +117,7 @@ pub(crate) async fn generate(request: &LockRequest<'_>, progress: &Progress) -> 
 
 /// What a lock is made from: the policy, the registry, the current pins and the clock.
 #[derive(Clone, Copy)]
-pub(crate) struct LockRequest<'a> {
+pub(crate) struct LockInputs<'a> {
     pub manifest: &'a Manifest,
     pub registry: &'a Registry,
     pub locked: &'a resolve::Locked,
@@ -129,12 +129,12 @@ pub(crate) struct LockRequest<'a> {
 /// The text of the lockfile the pinned npm writes for `package_json`, seeing only what was
 /// published before the cutoff.
 async fn npm_lock(
-    request: &LockRequest<'_>,
+    inputs: &LockInputs<'_>,
     package_json: &str,
     cutoff: DateTime<Utc>,
     progress: &Progress,
 ) -> Result<String> {
-    let (manifest, registry) = (request.manifest, request.registry);
+    let (manifest, registry) = (inputs.manifest, inputs.registry);
     progress.step(format!(
         "fetching the pinned npm {}",
         manifest.node.npm_version
@@ -142,7 +142,7 @@ async fn npm_lock(
     let npm = Npm::pinned(
         registry,
         &manifest.node.npm_version.to_string(),
-        request.ctx,
+        inputs.ctx,
     )
     .await?;
     let work = tempfile::tempdir()?;
@@ -397,14 +397,14 @@ pub async fn run(args: LockArgs, ctx: &crate::Context) -> Result<ExitCode> {
     let progress = Progress::default();
     crate::npm::template_swap::clear_leftover(layout, &progress)?;
     let locked = resolve::read_locked(layout)?;
-    let request = LockRequest {
+    let inputs = LockInputs {
         manifest: &manifest,
         registry: &registry,
         locked: &locked,
         now,
         ctx,
     };
-    let generated = generate(&request, &progress).await?;
+    let generated = generate(&inputs, &progress).await?;
 
     let (mut changed, mut diffs) = changes_against(layout, &generated)?;
     // A new clock alone is not a change: when the pinned files are as committed and the

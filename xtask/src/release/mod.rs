@@ -80,7 +80,7 @@ pub async fn run(args: ReleaseArgs, ctx: &crate::Context) -> Result<ExitCode> {
             }
             let out = absolute(&a.out)?;
             let ca = a.ca_bundle.as_deref().map(absolute).transpose()?;
-            let (results, path) = platform::run(platform::BuildRequest {
+            let (results, path) = platform::run(platform::PlatformBuild {
                 root: &root,
                 plan: &plan,
                 platform: a.platform,
@@ -402,7 +402,7 @@ async fn build_platforms(
     }
     let side_by_side = plan.platforms.len() > 1;
     let runs = plan.platforms.iter().map(|p| {
-        platform::run(platform::BuildRequest {
+        platform::run(platform::PlatformBuild {
             root,
             plan,
             platform: *p,

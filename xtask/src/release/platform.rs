@@ -161,7 +161,8 @@ impl PlatformSteps<'_> {
     }
 }
 
-pub(crate) struct BuildRequest<'a> {
+/// One platform's build phase as the release runs it: the plan, where its results go.
+pub(crate) struct PlatformBuild<'a> {
     pub root: &'a Path,
     pub plan: &'a ReleasePlan,
     pub platform: Platform,
@@ -173,15 +174,15 @@ pub(crate) struct BuildRequest<'a> {
 
 /// Runs the platform's steps and writes its results file; returns it and its path. A failed
 /// smoke test still writes the results (the evidence), then fails.
-pub(crate) async fn run(request: BuildRequest<'_>) -> Result<(PlatformResults, PathBuf)> {
-    let BuildRequest {
+pub(crate) async fn run(build: PlatformBuild<'_>) -> Result<(PlatformResults, PathBuf)> {
+    let PlatformBuild {
         root,
         plan,
         platform,
         out,
         ca_bundle,
         side_by_side,
-    } = request;
+    } = build;
     let tag = plan.release_tag()?.to_string();
     if !plan.platforms.contains(&platform) {
         bail!(
