@@ -22,7 +22,6 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::bench::bump::{bump, packuments_needed, parse_spec};
-use crate::flags::BenchRebuildArgs;
 use crate::image::assemble::CACHE_ENV;
 use crate::image::build::{DOCKERFILE_PATH, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
 use crate::image::canonicalize::ENGINE_REPOSITORY;
@@ -108,10 +107,20 @@ pub(crate) fn timed_steps(
     })
 }
 
-pub async fn run(args: BenchRebuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// `cargo xtask-bench rebuild`: the one package bump, where to resolve it, the platform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BenchRebuildRequest {
+    pub registry: crate::npm::resolve::RegistryAndClock,
+    /// The package and the version it changes to, `NAME@VERSION`.
+    pub bump: String,
+    pub platform: Platform,
+    pub json: bool,
+}
+
+pub async fn run(request: BenchRebuildRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let root = ctx.layout.root().to_path_buf();
-    let platform = args.platform;
-    let (name, version) = parse_spec(&args.bump)?;
+    let platform = request.platform;
+    let (name, version) = parse_spec(&request.bump)?;
     let read = |rel: &str| {
         std::fs::read_to_string(root.join(rel))
             .with_context(|| format!("cannot read {}", root.join(rel).display()))
@@ -119,7 +128,7 @@ pub async fn run(args: BenchRebuildArgs, ctx: &crate::Context) -> Result<ExitCod
     let package_json = read(PACKAGE_JSON_PATH)?;
     let package_lock = read(PACKAGE_LOCK_PATH)?;
     let registry = Registry::new(
-        &args.registry.registry,
+        &request.registry.registry,
         ctx.settings.verifier.transfer.retry_base,
     )?;
     let mut packuments: BTreeMap<String, Packument> = BTreeMap::new();
@@ -222,7 +231,7 @@ pub async fn run(args: BenchRebuildArgs, ctx: &crate::Context) -> Result<ExitCod
         cold,
         rebuild,
     };
-    if args.json {
+    if request.json {
         print_json(&report)?;
     } else {
         println!(

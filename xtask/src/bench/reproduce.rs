@@ -15,7 +15,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::flags::BenchReproduceArgs;
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine;
 use crate::oci::archive::prepare_streaming;
@@ -76,9 +75,16 @@ pub(crate) fn round_steps(platform: Platform, round: u32, dir: &Path) -> [Step; 
     ]
 }
 
-pub async fn run(args: BenchReproduceArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// `cargo xtask-bench reproduce`: the platform built twice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BenchReproduceRequest {
+    pub platform: Platform,
+    pub json: bool,
+}
+
+pub async fn run(request: BenchReproduceRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let root = ctx.layout.root().to_path_buf();
-    let platform = args.platform;
+    let platform = request.platform;
     let dir = ctx.layout.state("bench-reproduce");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut runner = StepRunner::new(&root, 4)?;
@@ -145,7 +151,7 @@ pub async fn run(args: BenchReproduceArgs, ctx: &crate::Context) -> Result<ExitC
         manifest_identical: first.manifest_digest == second.manifest_digest,
         rounds: [first, second],
     };
-    if args.json {
+    if request.json {
         print_json(&report)?;
     } else {
         let [a, b] = &report.rounds;

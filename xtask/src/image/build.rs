@@ -24,7 +24,6 @@ use anyhow::{bail, Context, Result};
 use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures_util::StreamExt;
 
-use crate::flags::BuildArgs;
 use crate::image::assemble::{assemble, Assembly, Canonical};
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::dockerfile::{check_stage_starts, final_stage, stage_images};
@@ -253,11 +252,26 @@ fn engine_digest(id: &str, image: &str) -> Result<Digest> {
         .with_context(|| format!("the engine's id of {image} is not a sha256 digest"))
 }
 
-pub async fn run(args: BuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// `cargo xtask build`: one platform's template image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildRequest {
+    pub platform: Platform,
+    /// Base image reference; `None` is the local base that `cargo xtask base` makes.
+    pub base_image: Option<String>,
+    /// Extra CA bundle (PEM) for the download steps only (a TLS-inspecting proxy's).
+    pub ca_bundle: Option<PathBuf>,
+    /// Print the build id and the reference it would build, build nothing.
+    pub dry_run: bool,
+    /// Rebuild every layer (no build cache), even when the image exists.
+    pub no_cache: bool,
+    pub json: bool,
+}
+
+pub async fn run(request: BuildRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let progress = Progress::default();
     let layout = &ctx.layout;
     let inputs = BuildInputs::load(layout)?;
-    let platform = args.platform;
+    let platform = request.platform;
     if !inputs.manifest.platforms.contains(&platform) {
         bail!("{MANIFEST_PATH} does not list {platform} under `platforms`");
     }
@@ -275,12 +289,13 @@ pub async fn run(args: BuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
     let engine_info = engine::engine_info(&docker).await?;
     progress.step(format!("engine: {engine_info}"));
     let records = ManifestRecords::new(&crate::image::identity::records_dir(layout));
-    let (base_image, base_image_id) = inspect_base(&docker, &engine_info, &records, &args).await?;
+    let (base_image, base_image_id) =
+        inspect_base(&docker, &engine_info, &records, &request).await?;
     build_args.insert("BASE_IMAGE".into(), base_image.clone());
 
     let build_id = build_id(&inputs, &build_args, &base_image_id, platform);
     let tag = image_tag(&build_id);
-    let ca_bundle = host_ca_bundle(args.ca_bundle.as_deref(), &ctx.settings);
+    let ca_bundle = host_ca_bundle(request.ca_bundle.as_deref(), &ctx.settings);
     let started = Instant::now();
     let mut report = BuildReport {
         image: tag.clone(),
@@ -293,12 +308,12 @@ pub async fn run(args: BuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
         base_image: base_image.clone(),
         base_image_id: engine_digest(&base_image_id, &base_image)?,
         ca_bundle: ca_bundle.clone(),
-        dry_run: args.dry_run,
+        dry_run: request.dry_run,
         duration_secs: 0.0,
         debian_packages: Vec::new(),
     };
 
-    let existing = match args.no_cache {
+    let existing = match request.no_cache {
         true => None,
         false => identity::inspect(&docker, &engine_info, &tag, &records).await?,
     };
@@ -316,7 +331,7 @@ pub async fn run(args: BuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
             Some(existing.config_digest.to_string()),
             existing.inspect.size,
         )?;
-    } else if args.dry_run {
+    } else if request.dry_run {
         progress.step(format!(
             "would build the stages up to `{}` as {engine_tag} for {platform} from \
              {base_image}{}, then assemble the final stage and load it as {tag}",
@@ -339,7 +354,7 @@ pub async fn run(args: BuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
             tag: &tag,
             epoch,
             cache_dir: &layout.layer_cache(platform),
-            no_cache: args.no_cache,
+            no_cache: request.no_cache,
             extra_labels: &[(BUILD_ID_LABEL.to_string(), build_id.clone())],
             engine: &engine_info,
             records: &records,
@@ -361,7 +376,7 @@ pub async fn run(args: BuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
             started.elapsed().as_secs_f64()
         ));
     }
-    if !args.dry_run {
+    if !request.dry_run {
         report.debian_packages = debian_packages(&docker, &tag).await?;
         progress.step(format!(
             "{tag}: {} Debian packages installed",
@@ -369,7 +384,7 @@ pub async fn run(args: BuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
         ));
     }
     report.duration_secs = started.elapsed().as_secs_f64();
-    if args.json {
+    if request.json {
         print_json(&report)?;
     } else {
         println!("{}", report.image);
@@ -383,10 +398,10 @@ async fn inspect_base(
     docker: &bollard::Docker,
     engine: &EngineInfo,
     records: &ManifestRecords,
-    args: &BuildArgs,
+    request: &BuildRequest,
 ) -> Result<(String, String)> {
-    let platform = args.platform;
-    let base_image = args
+    let platform = request.platform;
+    let base_image = request
         .base_image
         .clone()
         .unwrap_or_else(|| crate::image::base::image_ref(DEFAULT_SUITE, platform));

@@ -15,7 +15,6 @@ use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::flags::LockArgs;
 use crate::npm::cli::{ensure_trailing_slash, lock_npmrc, Npm};
 use crate::npm::inventory::{INVENTORY_MD_PATH, INVENTORY_PATH};
 use crate::npm::lockfile::{self, Policy};
@@ -139,12 +138,7 @@ async fn npm_lock(
         "fetching the pinned npm {}",
         manifest.node.npm_version
     ));
-    let npm = Npm::pinned(
-        registry,
-        &manifest.node.npm_version.to_string(),
-        inputs.ctx,
-    )
-    .await?;
+    let npm = Npm::pinned(registry, &manifest.node.npm_version.to_string(), inputs.ctx).await?;
     let work = tempfile::tempdir()?;
     std::fs::write(work.path().join("package.json"), package_json)?;
     progress.step(format!(
@@ -381,17 +375,28 @@ struct Report<'a> {
     packages: &'a [template_formats::model::resolution::Resolved],
 }
 
-pub async fn run(args: LockArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// `cargo xtask lock`: where to resolve, and whether to write, only show, or check for drift.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockRequest {
+    pub registry: resolve::RegistryAndClock,
+    /// Regenerate in a temporary directory and fail with a diff when template/ drifted.
+    pub check: bool,
+    /// Generate and check everything, print what would change, write nothing.
+    pub dry_run: bool,
+    pub json: bool,
+}
+
+pub async fn run(request: LockRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let layout = &ctx.layout;
     let manifest = Manifest::load(&layout.manifest())?;
-    let now = match (&args.registry.now, args.check) {
+    let now = match (&request.registry.now, request.check) {
         (Some(now), _) => now_or(Some(now))?,
         // --check replays the committed resolution's clock so it is deterministic.
         (None, true) => Inventory::load(&layout.inventory())?.resolved_at,
         (None, false) => now_or(None)?,
     };
     let registry = Registry::new(
-        &args.registry.registry,
+        &request.registry.registry,
         ctx.settings.verifier.transfer.retry_base,
     )?;
     let progress = Progress::default();
@@ -411,16 +416,16 @@ pub async fn run(args: LockArgs, ctx: &crate::Context) -> Result<ExitCode> {
     // inventory differs only in when it was resolved, the committed inventory stays (its
     // clock is what `lock --check` replays), so a run with nothing new leaves the checkout
     // untouched.
-    if !args.check {
+    if !request.check {
         let current_inventory = read_or_empty(&layout.inventory())?;
         if clock_only_change(&changed, &current_inventory, &generated.inventory) {
             changed.clear();
             diffs.clear();
         }
     }
-    let mode = if args.check {
+    let mode = if request.check {
         "check"
-    } else if args.dry_run {
+    } else if request.dry_run {
         "dry-run"
     } else {
         "write"
@@ -430,7 +435,7 @@ pub async fn run(args: LockArgs, ctx: &crate::Context) -> Result<ExitCode> {
         // One swap of the whole directory: a kill leaves the old version or the new one.
         crate::npm::template_swap::write_template(layout, &generated.files, &progress)?;
     }
-    if args.json {
+    if request.json {
         print_json(&Report {
             cutoff: generated.resolution.cutoff,
             resolved_at: generated.resolution.now,
@@ -443,7 +448,7 @@ pub async fn run(args: LockArgs, ctx: &crate::Context) -> Result<ExitCode> {
     } else {
         print_text(&generated, mode, &changed, &diffs);
     }
-    if args.check && !changed.is_empty() {
+    if request.check && !changed.is_empty() {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)

@@ -11,7 +11,9 @@ use clap::Parser;
 
 #[cfg(feature = "bench")]
 use crate::bench::{rebuild as bench_rebuild, reproduce as bench_reproduce};
-use crate::flags::{Cli, OciTargetArgs, PlanFlags, RegistryArgs, DEFAULT_NPM_REGISTRY};
+use crate::flags::{Cli, DEFAULT_NPM_REGISTRY};
+use crate::npm::resolve::RegistryAndClock;
+use crate::release::plan::PlanOptions;
 use crate::release::steps::Step;
 use crate::release::{plan, platform, ship};
 use template_formats::manifest::Platform;
@@ -34,9 +36,9 @@ fn emitted(variant: impl Into<String>, steps: impl IntoIterator<Item = Step>) ->
         .collect()
 }
 
-fn plan_flags(force: bool, no_publish: bool, platforms: &[Platform]) -> PlanFlags {
-    PlanFlags {
-        registry: RegistryArgs {
+fn plan_flags(force: bool, no_publish: bool, platforms: &[Platform]) -> PlanOptions {
+    PlanOptions {
+        registry: RegistryAndClock {
             registry: DEFAULT_NPM_REGISTRY.into(),
             now: None,
         },
@@ -44,8 +46,8 @@ fn plan_flags(force: bool, no_publish: bool, platforms: &[Platform]) -> PlanFlag
         no_publish,
         previous_receipts: ".xtask/releases".into(),
         platforms: platforms.to_vec(),
-        target: OciTargetArgs {
-            oci_registry: "ghcr.io".into(),
+        target: Target {
+            registry: "ghcr.io".into(),
             repository: "sandbox0/coding-agent".into(),
         },
     }

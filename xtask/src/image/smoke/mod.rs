@@ -40,7 +40,7 @@ mod container;
 mod scripts;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -50,7 +50,6 @@ use bollard::Docker;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 
-use crate::flags::SmokeArgs;
 use crate::image::build::{locked_versions, PACKAGE_JSON_PATH};
 use crate::image::engine;
 use crate::util::{print_json, Progress};
@@ -63,7 +62,20 @@ use container::{timed, Ctx, Limits};
 
 pub(crate) use template_formats::model::smoke::{Check, SmokeReport};
 
-pub async fn run(args: SmokeArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// `cargo xtask smoke`: the image to check, and what it must be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmokeRequest {
+    /// Image reference (tag or id).
+    pub image: String,
+    /// The platform the image must report; `None` is the image's own.
+    pub platform: Option<Platform>,
+    /// The extra CA bundle the build may have used: none of its certificates that Debian
+    /// does not ship may appear in a layer.
+    pub ca_bundle: Option<PathBuf>,
+    pub json: bool,
+}
+
+pub async fn run(request: SmokeRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let progress = Progress::default();
     let root = &ctx.layout;
     let docker = engine::connect(&ctx.settings).await?;
@@ -76,10 +88,11 @@ pub async fn run(args: SmokeArgs, ctx: &crate::Context) -> Result<ExitCode> {
             "removed {dead} container(s) and volume(s) left by runs that no longer exist"
         ));
     }
-    let ca_bundle = crate::image::build::host_ca_bundle(args.ca_bundle.as_deref(), &ctx.settings);
+    let ca_bundle =
+        crate::image::build::host_ca_bundle(request.ca_bundle.as_deref(), &ctx.settings);
     let target = SmokeTarget {
-        image: &args.image,
-        platform: args.platform,
+        image: &request.image,
+        platform: request.platform,
         ca_bundle: ca_bundle.as_deref(),
     };
     let smoke = smoke(&docker, root, &target, &run_id, &progress);
@@ -93,7 +106,7 @@ pub async fn run(args: SmokeArgs, ctx: &crate::Context) -> Result<ExitCode> {
         progress.step(format!("removed {leftovers} container(s) left by checks"));
     }
     let report = outcome?;
-    if args.json {
+    if request.json {
         print_json(&report)?;
     } else {
         print_report(&report);
