@@ -189,28 +189,10 @@ fn edge_reads(src: &Path) -> Vec<(String, Vec<&'static str>)> {
     found
 }
 
-/// Files still converting to the edge rule (issue 26): each leaves this list when it takes
-/// its values from the `Context` and its request; the test fails on a listed file that no
-/// longer needs the exception, so the list only shrinks.
-const NOT_YET_AT_THE_EDGE: &[&str] = &[
-    "disk.rs",
-];
-
 #[test]
 fn only_the_edge_reads_the_environment_the_root_or_the_command_line() {
     let src = crate::util::repo_root().join("xtask/src");
-    let found: Vec<_> = edge_reads(&src)
-        .into_iter()
-        .filter(|(file, _)| !NOT_YET_AT_THE_EDGE.contains(&file.as_str()))
-        .collect();
-    let clean: Vec<_> = NOT_YET_AT_THE_EDGE
-        .iter()
-        .filter(|f| !edge_reads(&src).iter().any(|(file, _)| file == *f))
-        .collect();
-    assert!(
-        clean.is_empty(),
-        "these files no longer read the edge: remove them from NOT_YET_AT_THE_EDGE: {clean:?}"
-    );
+    let found = edge_reads(&src);
     assert!(
         found.is_empty(),
         "only xtask/src/{{{}}} may read the environment, decide the repository root or use \

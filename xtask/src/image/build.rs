@@ -358,6 +358,7 @@ pub async fn run(request: BuildRequest, ctx: &crate::Context) -> Result<ExitCode
             extra_labels: &[(BUILD_ID_LABEL.to_string(), build_id.clone())],
             engine: &engine_info,
             records: &records,
+            docker_host: ctx.settings.docker_host.as_deref(),
         };
         let canonical = build_assembled(&docker, job, &progress)
             .await
@@ -451,6 +452,8 @@ pub struct AssembledBuild<'a> {
     pub engine: &'a EngineInfo,
     /// Where the load manifests given to a containerd store are kept.
     pub records: &'a ManifestRecords,
+    /// The settings' `DOCKER_HOST`: whether the engine's data root is a local path.
+    pub docker_host: Option<&'a str>,
 }
 
 /// Has the engine build the stages up to the final stage's `FROM`, then assembles the final
@@ -507,6 +510,7 @@ pub async fn build_assembled(
         cache_dir: job.cache_dir,
         engine: job.engine,
         records: job.records,
+        docker_host: job.docker_host,
     };
     assemble(docker, &assembly, progress).await
 }

@@ -228,8 +228,14 @@ async fn push_image(
     }];
     if cached.is_none() {
         needs.extend(
-            crate::disk::engine_need(docker, size, format!("the export of {image}"), progress)
-                .await,
+            crate::disk::engine_need(
+                docker,
+                ctx.settings.docker_host.as_deref(),
+                size,
+                format!("the export of {image}"),
+                progress,
+            )
+            .await,
         );
     }
     crate::disk::ensure_space(&format!("publishing {image} ({platform})"), needs)?;

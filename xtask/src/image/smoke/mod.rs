@@ -94,6 +94,7 @@ pub async fn run(request: SmokeRequest, ctx: &crate::Context) -> Result<ExitCode
         image: &request.image,
         platform: request.platform,
         ca_bundle: ca_bundle.as_deref(),
+        docker_host: ctx.settings.docker_host.as_deref(),
     };
     let smoke = smoke(&docker, root, &target, &run_id, &progress);
     let outcome = tokio::select! {
@@ -145,6 +146,8 @@ pub(crate) struct SmokeTarget<'a> {
     pub platform: Option<Platform>,
     /// The host's CA bundle, whose extra certificates must be nowhere in the image.
     pub ca_bundle: Option<&'a Path>,
+    /// The settings' `DOCKER_HOST`, for the CA scan's check of the engine's free space.
+    pub docker_host: Option<&'a str>,
 }
 
 /// The repository files the checks are judged against.
@@ -218,6 +221,7 @@ pub(crate) async fn smoke(
             env: image_env(&inspect),
             forbidden_env: expected.manifest.image.forbidden_env.clone(),
             bundle: target.ca_bundle.map(Path::to_path_buf),
+            docker_host: target.docker_host.map(str::to_string),
         };
         tokio::spawn(async move { timed(ca_scan::ca_bundle_absent(&ctx, inputs)).await })
     };
