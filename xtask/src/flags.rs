@@ -185,7 +185,7 @@ pub struct BaseArgs {
     #[arg(long, value_name = "linux/amd64|linux/arm64")]
     pub platform: Platform,
     /// Debian suite of the root filesystem.
-    #[arg(long, default_value = "bookworm")]
+    #[arg(long, default_value = crate::image::base::DEFAULT_SUITE)]
     pub suite: String,
     /// Rebuild even when the image already exists.
     #[arg(long)]

@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use crate::bench::bump::{bump, packuments_needed, parse_spec};
 use crate::image::assemble::CACHE_ENV;
-use crate::image::build::{DOCKERFILE_PATH, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
+use crate::image::build::{BuildRequest, DOCKERFILE_PATH, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine;
 use crate::npm::inventory::INVENTORY_PATH;
@@ -65,13 +65,25 @@ fn changed_positions(a: &[String], b: &[String]) -> Vec<usize> {
 /// The bumped template's build id and image, without building: images of those inputs that the
 /// engine already holds must go first, or the rebuild would be skipped.
 pub(crate) fn dry_build_step(platform: Platform, scratch: &Path, output: &Path) -> Step {
-    Step::new(
-        "the bumped template's image",
-        &["build", "--dry-run", "--json"],
-    )
-    .arg("--platform", platform.to_string())
-    .env("XTASK_ROOT", scratch)
-    .output(output)
+    let dry_build = BuildRequest {
+        dry_run: true,
+        ..build_of(platform)
+    };
+    Step::new("the bumped template's image", dry_build)
+        .env("XTASK_ROOT", scratch)
+        .output(output)
+}
+
+/// `build --json --platform P`, the benchmark's builds before their one difference.
+fn build_of(platform: Platform) -> BuildRequest {
+    BuildRequest {
+        platform,
+        base_image: None,
+        ca_bundle: None,
+        dry_run: false,
+        no_cache: false,
+        json: true,
+    }
 }
 
 /// The two timed builds, cold first: the committed template without build cache, then the
@@ -88,21 +100,20 @@ pub(crate) fn timed_steps(
             "cold",
             Step::new(
                 "cold build of the committed template",
-                &["build", "--no-cache", "--json"],
+                BuildRequest {
+                    no_cache: true,
+                    ..build_of(platform)
+                },
             ),
         ),
         (
             "rebuild",
-            Step::new(
-                format!("rebuild with {name} {version}"),
-                &["build", "--json"],
-            )
-            .env("XTASK_ROOT", scratch),
+            Step::new(format!("rebuild with {name} {version}"), build_of(platform))
+                .env("XTASK_ROOT", scratch),
         ),
     ]
     .map(|(what, step)| {
-        step.arg("--platform", platform.to_string())
-            .env(CACHE_ENV, layer_cache)
+        step.env(CACHE_ENV, layer_cache)
             .output(dir.join(format!("{what}.json")))
     })
 }

@@ -62,15 +62,26 @@ pub(crate) fn round_steps(platform: Platform, round: u32, dir: &Path) -> [Step; 
     [
         Step::new(
             format!("base, round {round}"),
-            &["base", "--rebuild", "--json"],
+            crate::image::base::BaseRequest {
+                platform,
+                suite: crate::image::base::DEFAULT_SUITE.to_string(),
+                rebuild: true,
+                dry_run: false,
+                json: true,
+            },
         )
-        .arg("--platform", platform.to_string())
         .output(dir.join(format!("base-{round}.json"))),
         Step::new(
             format!("cold build, round {round}"),
-            &["build", "--no-cache", "--json"],
+            crate::image::build::BuildRequest {
+                platform,
+                base_image: None,
+                ca_bundle: None,
+                dry_run: false,
+                no_cache: true,
+                json: true,
+            },
         )
-        .arg("--platform", platform.to_string())
         .output(dir.join(format!("build-{round}.json"))),
     ]
 }

@@ -209,6 +209,26 @@ pub struct BaseRequest {
     pub json: bool,
 }
 
+/// The suite `--suite` defaults to.
+pub const DEFAULT_SUITE: &str = "bookworm";
+
+impl BaseRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        // `--suite` only when it is not the default: clap's default (no environment
+        // variable behind it) gives the same back, and the steps print as they always did.
+        let suite = (self.suite != DEFAULT_SUITE).then_some(&self.suite);
+        crate::util::Argv::command(&["base"])
+            .switch("--rebuild", self.rebuild)
+            .switch("--dry-run", self.dry_run)
+            .switch("--json", self.json)
+            .value("--platform", self.platform.to_string())
+            .option("--suite", suite)
+            .into_vec()
+    }
+}
+
 pub async fn run(request: BaseRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let progress = Progress::default();
     let root = &ctx.layout;

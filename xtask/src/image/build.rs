@@ -267,6 +267,25 @@ pub struct BuildRequest {
     pub json: bool,
 }
 
+impl BuildRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    /// An absent `base_image` or `ca_bundle` renders no flag, so the child falls back to
+    /// XTASK_BASE_IMAGE / XTASK_EXTRA_CA_BUNDLE of the environment it inherits, as a person's
+    /// `cargo xtask build` would: the parent never chose one (the round-trip test parses
+    /// without those variables, so a present one must be rendered to come back).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        crate::util::Argv::command(&["build"])
+            .switch("--dry-run", self.dry_run)
+            .switch("--no-cache", self.no_cache)
+            .switch("--json", self.json)
+            .value("--platform", self.platform.to_string())
+            .option("--base-image", self.base_image.as_ref())
+            .option("--ca-bundle", self.ca_bundle.as_ref())
+            .into_vec()
+    }
+}
+
 pub async fn run(request: BuildRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let progress = Progress::default();
     let layout = &ctx.layout;

@@ -386,6 +386,21 @@ pub struct LockRequest {
     pub json: bool,
 }
 
+impl LockRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        // `--registry` always, as for `resolve`.
+        crate::util::Argv::command(&["lock"])
+            .switch("--check", self.check)
+            .switch("--dry-run", self.dry_run)
+            .switch("--json", self.json)
+            .value("--registry", &self.registry.registry)
+            .option("--now", self.registry.now.as_ref())
+            .into_vec()
+    }
+}
+
 pub async fn run(request: LockRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let layout = &ctx.layout;
     let manifest = Manifest::load(&layout.manifest())?;

@@ -443,6 +443,20 @@ pub struct ResolveRequest {
     pub json: bool,
 }
 
+impl ResolveRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        // `--registry` always, though it has a default: the child must not take the
+        // environment's XTASK_NPM_REGISTRY instead of the one the parent resolved.
+        crate::util::Argv::command(&["resolve"])
+            .switch("--json", self.json)
+            .value("--registry", &self.registry.registry)
+            .option("--now", self.registry.now.as_ref())
+            .into_vec()
+    }
+}
+
 pub async fn run(request: ResolveRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let manifest = Manifest::load(&ctx.layout.manifest())?;
     let now = now_or(request.registry.now.as_deref())?;

@@ -141,6 +141,19 @@ pub struct GateRequest {
     pub json: bool,
 }
 
+impl GateRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        crate::util::Argv::command(&["gate"])
+            .switch("--json", self.json)
+            .option("--now", self.now.as_ref())
+            .switch("--force", self.force)
+            .each("--previous-receipt", &self.previous_receipt)
+            .into_vec()
+    }
+}
+
 pub fn run(request: GateRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let now = now_or(request.now.as_deref())?;
     let manifest = Manifest::load(&ctx.layout.manifest())?;

@@ -498,16 +498,16 @@ pub(crate) fn gate_step(
     previous_receipt: Option<&Path>,
     out: &Path,
 ) -> Step {
-    let mut gate = Step::new("gate", &["gate", "--json"])
-        .arg("--now", now_text)
-        .output(out.join("gate.json"));
-    if options.force {
-        gate = gate.flag("--force");
-    }
-    if let Some(path) = previous_receipt {
-        gate = gate.arg("--previous-receipt", path);
-    }
-    gate
+    let gate = crate::release::gate::GateRequest {
+        now: Some(now_text.to_string()),
+        force: options.force,
+        previous_receipt: previous_receipt
+            .map(Path::to_path_buf)
+            .into_iter()
+            .collect(),
+        json: true,
+    };
+    Step::new("gate", gate).output(out.join("gate.json"))
 }
 
 /// `resolve` and `lock`, in that order: both ask the same registry with the plan's clock.
@@ -516,12 +516,24 @@ pub(crate) fn resolve_and_lock_steps(
     now_text: &str,
     out: &Path,
 ) -> [Step; 2] {
-    ["resolve", "lock"].map(|name| {
-        Step::new(name, &[name, "--json"])
-            .arg("--registry", &options.registry.registry)
-            .arg("--now", now_text)
-            .output(out.join(format!("{name}.json")))
-    })
+    let registry = crate::npm::resolve::RegistryAndClock {
+        registry: options.registry.registry.clone(),
+        now: Some(now_text.to_string()),
+    };
+    let resolve = crate::npm::resolve::ResolveRequest {
+        registry: registry.clone(),
+        json: true,
+    };
+    let lock = crate::npm::lock::LockRequest {
+        registry,
+        check: false,
+        dry_run: false,
+        json: true,
+    };
+    [
+        Step::new("resolve", resolve).output(out.join("resolve.json")),
+        Step::new("lock", lock).output(out.join("lock.json")),
+    ]
 }
 
 /// Runs `resolve` and `lock` as children and reads back the resolution.

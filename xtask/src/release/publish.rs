@@ -777,6 +777,27 @@ pub struct PublishRequest {
     pub json: bool,
 }
 
+impl PublishRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        // The registry and repository always, though they have defaults: the child must not
+        // take XTASK_OCI_REGISTRY / XTASK_OCI_REPOSITORY instead of the plan's target.
+        crate::util::Argv::command(&["publish"])
+            .switch("--json", self.json)
+            .value("--oci-registry", &self.target.registry)
+            .value("--repository", &self.target.repository)
+            .option("--tag", self.tag.as_ref())
+            .each("--image", &self.images)
+            .each("--pushed", &self.pushed)
+            .switch("--partial", self.partial)
+            .switch("--defer-tag", self.defer_tag)
+            .option("--previous", self.previous.as_ref())
+            .switch("--dry-run", self.dry_run)
+            .into_vec()
+    }
+}
+
 pub async fn run(request: PublishRequest, ctx: &crate::Context) -> Result<ExitCode> {
     if request.images.is_empty() && request.pushed.is_empty() {
         bail!("nothing to publish: give --image PLATFORM=REF and/or --pushed FILE");

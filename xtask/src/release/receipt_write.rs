@@ -536,6 +536,27 @@ pub struct ReceiptWriteRequest {
     pub json: bool,
 }
 
+impl ReceiptWriteRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        crate::util::Argv::command(&["receipt", "write"])
+            .switch("--json", self.json)
+            .value("--gate", &self.gate)
+            .value("--resolve", &self.resolve)
+            .value("--publish", &self.publish)
+            .option("--tag", self.tag.as_ref())
+            .option("--now", self.now.as_ref())
+            .option("--out-dir", self.out_dir.as_ref())
+            .each("--build", &self.builds)
+            .each("--smoke", &self.smokes)
+            .each("--sbom", &self.sboms)
+            .each("--verifier", &self.verifiers)
+            .option("--source-commit", self.source_commit.as_ref())
+            .into_vec()
+    }
+}
+
 pub fn write_cmd(request: ReceiptWriteRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let layout = &ctx.layout;
     let root = layout.root();

@@ -62,6 +62,24 @@ pub struct SbomRequest {
     pub json: bool,
 }
 
+impl SbomRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        crate::util::Argv::command(&["sbom"])
+            .switch("--json", self.json)
+            .value("--platform", self.platform.to_string())
+            .value("--image", &self.image)
+            .value("--output", &self.output)
+            .option("--cyclonedx", self.cyclonedx.as_ref())
+            .option("--now", self.now.as_ref())
+            .option("--manifest-digest", self.manifest_digest.as_ref())
+            .option("--repository", self.repository.as_ref())
+            .option("--release-tag", self.release_tag.as_ref())
+            .into_vec()
+    }
+}
+
 pub async fn run(request: SbomRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let root = &ctx.layout;
     let lock_path = root.package_lock();

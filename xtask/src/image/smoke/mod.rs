@@ -75,6 +75,21 @@ pub struct SmokeRequest {
     pub json: bool,
 }
 
+impl SmokeRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    /// An absent `ca_bundle` renders no flag: the child takes XTASK_EXTRA_CA_BUNDLE from
+    /// the environment it inherits, as for `build`.
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        crate::util::Argv::command(&["smoke"])
+            .switch("--json", self.json)
+            .option("--platform", self.platform.map(|p| p.to_string()))
+            .value("--image", &self.image)
+            .option("--ca-bundle", self.ca_bundle.as_ref())
+            .into_vec()
+    }
+}
+
 pub async fn run(request: SmokeRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let progress = Progress::default();
     let root = &ctx.layout;
