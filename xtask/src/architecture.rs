@@ -99,8 +99,9 @@ const EDGE_ONLY: &[&str] = &[
     concat!("from_", "process("),
 ];
 
-/// The files that may: the binary's entry point, its command line, and the two types main
-/// builds once from the process (the layout of the checkout, the settings of the environment).
+/// The files that may: the binary's entry point and its command line (`flags.rs`, which only
+/// main.rs declares: the library has no command line), and the two types main builds once
+/// from the process (the layout of the checkout, the settings of the environment).
 const THE_EDGE: &[&str] = &["main.rs", "flags.rs", "settings.rs", "layout.rs"];
 
 /// `text` without its `#[cfg(test)]` items (a `mod tests { ... }` block, or any item the
@@ -163,9 +164,14 @@ fn edge_reads(src: &Path) -> Vec<(String, Vec<&'static str>)> {
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
         let dir = file.parent().unwrap();
+        // A crate root's or a mod.rs's child is beside it; any other file's is in the folder
+        // of its name (`flags.rs` declares `flags/round_trip.rs`).
+        let own_folder = dir.join(file.file_stem().unwrap());
         for name in test_only_modules(&text) {
-            test_only.push(dir.join(format!("{name}.rs")));
-            test_only.push(dir.join(&name).join("mod.rs"));
+            for folder in [dir, own_folder.as_path()] {
+                test_only.push(folder.join(format!("{name}.rs")));
+                test_only.push(folder.join(&name).join("mod.rs"));
+            }
         }
     }
     let mut found = Vec::new();
@@ -192,6 +198,12 @@ fn edge_reads(src: &Path) -> Vec<(String, Vec<&'static str>)> {
 #[test]
 fn only_the_edge_reads_the_environment_the_root_or_the_command_line() {
     let src = crate::util::repo_root().join("xtask/src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    assert!(
+        !lib.contains(concat!("mod ", "flags")),
+        "lib.rs declares the command line: only main.rs may (`mod flags;`); the library's \
+         modules take requests"
+    );
     let found = edge_reads(&src);
     assert!(
         found.is_empty(),

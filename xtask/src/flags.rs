@@ -1,4 +1,6 @@
-//! Command-line interface: every subcommand and its flags, nothing else.
+//! Command-line interface: every subcommand and its flags (clap derive), and their
+//! conversion into the requests the library's modules run. Only the binary has it: no module
+//! of the library knows clap or these types (`architecture.rs` keeps it so).
 
 use std::path::PathBuf;
 
@@ -8,8 +10,7 @@ use template_formats::manifest::Platform;
 // The verifier's commands the xtask offers too, with the verifier's own arguments.
 pub use template_verify::cli::{PinArgs, ReceiptVerifyArgs};
 
-/// The npm registry used when `--registry` is not given.
-pub const DEFAULT_NPM_REGISTRY: &str = "https://registry.npmjs.org/";
+use xtask::npm::resolve::DEFAULT_NPM_REGISTRY;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -185,7 +186,7 @@ pub struct BaseArgs {
     #[arg(long, value_name = "linux/amd64|linux/arm64")]
     pub platform: Platform,
     /// Debian suite of the root filesystem.
-    #[arg(long, default_value = crate::image::base::DEFAULT_SUITE)]
+    #[arg(long, default_value = xtask::image::base::DEFAULT_SUITE)]
     pub suite: String,
     /// Rebuild even when the image already exists.
     #[arg(long)]
@@ -513,20 +514,20 @@ pub struct ReleaseShipArgs {
 // these conversions' results, never clap or this file (the architecture test keeps it so).
 // Every field is carried; where a request groups flags differently, the match says so.
 
-use crate::image::base::BaseRequest;
-use crate::image::build::BuildRequest;
-use crate::image::sbom::SbomRequest;
-use crate::image::smoke::SmokeRequest;
-use crate::npm::lock::LockRequest;
-use crate::npm::resolve::{RegistryAndClock, ResolveRequest};
-use crate::release::gate::GateRequest;
-use crate::release::plan::PlanOptions;
-use crate::release::publish::PublishRequest;
-use crate::release::receipt_write::ReceiptWriteRequest;
-use crate::release::{
-    ReleaseAllRequest, ReleaseBuildRequest, ReleasePlanRequest, ReleaseRequest, ReleaseShipRequest,
-};
 use template_formats::model::plan::Target;
+use xtask::image::base::BaseRequest;
+use xtask::image::build::BuildRequest;
+use xtask::image::sbom::SbomRequest;
+use xtask::image::smoke::SmokeRequest;
+use xtask::npm::lock::LockRequest;
+use xtask::npm::resolve::{RegistryAndClock, ResolveRequest};
+use xtask::release::gate::GateRequest;
+use xtask::release::publish::PublishRequest;
+use xtask::release::receipt_write::ReceiptWriteRequest;
+use xtask::release::{
+    PlanOptions, ReleaseAllRequest, ReleaseBuildRequest, ReleasePlanRequest, ReleaseRequest,
+    ReleaseShipRequest,
+};
 
 impl From<RegistryArgs> for RegistryAndClock {
     fn from(args: RegistryArgs) -> RegistryAndClock {
@@ -713,9 +714,9 @@ impl From<ReleaseArgs> for ReleaseRequest {
 }
 
 #[cfg(feature = "bench")]
-impl From<BenchCommand> for crate::bench::BenchRequest {
-    fn from(command: BenchCommand) -> crate::bench::BenchRequest {
-        use crate::bench::{publish, rebuild, reproduce, resolve, update, BenchRequest};
+impl From<BenchCommand> for xtask::bench::BenchRequest {
+    fn from(command: BenchCommand) -> xtask::bench::BenchRequest {
+        use xtask::bench::{publish, rebuild, reproduce, resolve, update, BenchRequest};
         match command {
             BenchCommand::Resolve(a) => BenchRequest::Resolve(resolve::BenchResolveRequest {
                 registry: a.registry.into(),
@@ -746,3 +747,6 @@ impl From<BenchCommand> for crate::bench::BenchRequest {
         }
     }
 }
+
+#[cfg(test)]
+mod round_trip;

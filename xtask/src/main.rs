@@ -1,12 +1,15 @@
 //! `cargo xtask`: the edge. Reads the environment once (`Settings`), decides where the
-//! repository is (`Layout`), parses the command line and hands each subcommand to its module
-//! with that `Context`.
+//! repository is (`Layout`), parses the command line (`flags.rs`, the binary's own), turns
+//! each subcommand's arguments into its module's request and hands it over with that
+//! `Context`.
+
+mod flags;
 
 use std::process::ExitCode;
 
 use clap::Parser;
+use flags::{Cli, Command, ReceiptCommand};
 use template_verify::receipt_policy::ReceiptPolicy;
-use xtask::flags::{Cli, Command, ReceiptCommand};
 use xtask::settings::Settings;
 use xtask::Context;
 

@@ -425,6 +425,9 @@ pub(crate) fn warn_rollbacks(resolution: &Resolution) {
     }
 }
 
+/// The npm registry used when `--registry` is not given.
+pub const DEFAULT_NPM_REGISTRY: &str = "https://registry.npmjs.org/";
+
 /// The npm registry a command asks and the clock it decides at (`--registry`, `--now`),
 /// shared by every command that resolves.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,8 +14,7 @@
 //! release` runs the same phases in the same order on one machine. Both therefore make the same
 //! tag from the same inputs and both stop after the plan on a day with nothing to do.
 
-#[cfg(test)]
-mod every_step_parses;
+pub mod every_step;
 pub mod gate;
 pub(crate) mod plan;
 pub(crate) mod platform;
@@ -23,7 +22,7 @@ pub(crate) mod previous;
 pub mod publish;
 pub mod receipt_write;
 pub(crate) mod ship;
-pub(crate) mod steps;
+pub mod steps;
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
@@ -32,7 +31,7 @@ use anyhow::{bail, Context, Result};
 use futures_util::future::join_all;
 use serde::Serialize;
 
-use crate::release::plan::PlanOptions;
+pub use crate::release::plan::PlanOptions;
 use crate::release::steps::{render_times, Step, StepRunner};
 use crate::util::print_json;
 use template_formats::manifest::{Manifest, Platform};

@@ -68,7 +68,7 @@ pub(crate) fn previous_for<'a>(target: &Target, previous: Option<&'a str>) -> Op
 }
 
 /// The platform's steps as pure functions of the plan, so that the phase, `release --dry-run`
-/// and the test that parses every step against `flags.rs` build the very same command lines.
+/// and the test that parses every step back with `flags.rs` build the very same command lines.
 /// The steps after the build take the image it made; the dry run shows a placeholder there.
 impl PlatformSteps<'_> {
     fn output(&self, what: &str) -> PathBuf {

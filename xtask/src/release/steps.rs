@@ -133,7 +133,7 @@ impl Step {
     }
 
     /// The command line a person would type.
-    pub(crate) fn command_line(&self) -> String {
+    pub fn command_line(&self) -> String {
         let env: String = self.env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
         format!("{env}cargo xtask {}", self.args.join(" "))
     }
