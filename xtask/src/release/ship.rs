@@ -339,7 +339,7 @@ pub(crate) struct ShipContext<'a> {
 }
 
 /// The phase's child commands, pure functions of the context, so that the phase,
-/// `release --dry-run` and the test that parses every step against `flags.rs` build the very
+/// `release --dry-run` and the test that parses every step back with `flags.rs` build the very
 /// same command lines. `verify` needs the written receipt's path, so it is made later.
 pub(crate) struct ShipSteps {
     pub index: Step,
