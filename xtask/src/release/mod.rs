@@ -31,9 +31,9 @@ use anyhow::{bail, Context, Result};
 use futures_util::future::join_all;
 use serde::Serialize;
 
-pub use crate::release::plan::PlanOptions;
 use crate::release::steps::{render_times, Step, StepRunner};
 use crate::util::print_json;
+pub use plan::PlanOptions;
 use template_formats::manifest::{Manifest, Platform};
 use template_formats::model::plan::{Action, ReleasePlan, Target};
 use template_formats::model::platform_results::StepTime;

@@ -345,7 +345,7 @@ pub(crate) fn ensure_checkout_matches(root: &Path, plan: &ReleasePlan) -> Result
     Ok(())
 }
 
-/// What a plan is made from, shared by `release` and `release plan` (their `PlanFlags`).
+/// What a plan is made from: the options `release` and `release plan` share.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanOptions {
     pub registry: crate::npm::resolve::RegistryAndClock,

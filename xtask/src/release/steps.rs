@@ -6,6 +6,10 @@
 //!
 //! Children rather than function calls, because each subcommand is also what a maintainer runs
 //! by hand: the release is exactly those commands, in that order, with those files.
+//!
+//! A step is made from the child's request (`ChildRequest`), and its command line is that
+//! request's `to_args`: the phases decide values, never flag spellings, and the binary's
+//! round-trip test parses every step back into the request it came from.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
