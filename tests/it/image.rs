@@ -611,6 +611,8 @@ fn build_assembled(
     let args = std::collections::BTreeMap::from([("FIXTURE".to_string(), "assembled".to_string())]);
     let cache = cache.to_path_buf();
     let records_dir = cache.join("engine-manifests");
+    // The engine this process connects to, as the binary's settings would name it.
+    let docker_host = xtask::settings::Settings::from_process().docker_host;
     on_engine(|docker| async move {
         let engine_info = engine::engine_info(&docker).await.unwrap();
         let records = xtask::image::identity::ManifestRecords::new(&records_dir);
@@ -627,6 +629,7 @@ fn build_assembled(
             extra_labels: &[],
             engine: &engine_info,
             records: &records,
+            docker_host: docker_host.as_deref(),
         };
         let canonical = xtask::image::build::build_assembled(&docker, job, &Default::default())
             .await

@@ -149,9 +149,12 @@ pub(crate) fn engine_root(
     }
 }
 
-/// [`engine_root`] of the connected engine (its `/info`) from this process's DOCKER_HOST and
-/// hostname.
-pub(crate) async fn engine_root_of(docker: &bollard::Docker) -> Result<PathBuf, String> {
+/// [`engine_root`] of the connected engine (its `/info`) from `docker_host` (the settings'
+/// `DOCKER_HOST`, which bollard connected by) and this machine's hostname.
+pub(crate) async fn engine_root_of(
+    docker: &bollard::Docker,
+    docker_host: Option<&str>,
+) -> Result<PathBuf, String> {
     let info = docker
         .info()
         .await
@@ -160,7 +163,7 @@ pub(crate) async fn engine_root_of(docker: &bollard::Docker) -> Result<PathBuf, 
         .map(|h| h.trim().to_string())
         .unwrap_or_default();
     engine_root(
-        std::env::var("DOCKER_HOST").ok().as_deref(),
+        docker_host,
         info.name.as_deref(),
         &hostname,
         info.docker_root_dir.as_deref(),
@@ -169,14 +172,15 @@ pub(crate) async fn engine_root_of(docker: &bollard::Docker) -> Result<PathBuf, 
 
 /// The needs of a step that makes the engine write `bytes` into its data root (an image
 /// export goes through `<root>/tmp`): one need when the root is local, none (and a progress
-/// line saying why) otherwise.
+/// line saying why) otherwise. `docker_host` is the settings' `DOCKER_HOST`.
 pub(crate) async fn engine_need(
     docker: &bollard::Docker,
+    docker_host: Option<&str>,
     bytes: u64,
     what: String,
     progress: &crate::util::Progress,
 ) -> Vec<Need> {
-    match engine_root_of(docker).await {
+    match engine_root_of(docker, docker_host).await {
         Ok(dir) => vec![Need { dir, bytes, what }],
         Err(why) => {
             progress.step(format!("not checking the engine's free space: {why}"));

@@ -1,4 +1,6 @@
-//! Command-line interface: every subcommand and its flags, nothing else.
+//! Command-line interface: every subcommand and its flags (clap derive), and their
+//! conversion into the requests the library's modules run. Only the binary has it: no module
+//! of the library knows clap or these types (`architecture.rs` keeps it so).
 
 use std::path::PathBuf;
 
@@ -8,8 +10,7 @@ use template_formats::manifest::Platform;
 // The verifier's commands the xtask offers too, with the verifier's own arguments.
 pub use template_verify::cli::{PinArgs, ReceiptVerifyArgs};
 
-/// The npm registry used when `--registry` is not given.
-pub const DEFAULT_NPM_REGISTRY: &str = "https://registry.npmjs.org/";
+use xtask::npm::resolve::DEFAULT_NPM_REGISTRY;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -185,7 +186,7 @@ pub struct BaseArgs {
     #[arg(long, value_name = "linux/amd64|linux/arm64")]
     pub platform: Platform,
     /// Debian suite of the root filesystem.
-    #[arg(long, default_value = "bookworm")]
+    #[arg(long, default_value = xtask::image::base::DEFAULT_SUITE)]
     pub suite: String,
     /// Rebuild even when the image already exists.
     #[arg(long)]
@@ -508,3 +509,244 @@ pub struct ReleaseShipArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+// Each command's clap arguments become the request its module runs: the domain modules know
+// these conversions' results, never clap or this file (the architecture test keeps it so).
+// Every field is carried; where a request groups flags differently, the match says so.
+
+use template_formats::model::plan::Target;
+use xtask::image::base::BaseRequest;
+use xtask::image::build::BuildRequest;
+use xtask::image::sbom::SbomRequest;
+use xtask::image::smoke::SmokeRequest;
+use xtask::npm::lock::LockRequest;
+use xtask::npm::resolve::{RegistryAndClock, ResolveRequest};
+use xtask::release::gate::GateRequest;
+use xtask::release::publish::PublishRequest;
+use xtask::release::receipt_write::ReceiptWriteRequest;
+use xtask::release::{
+    PlanOptions, ReleaseAllRequest, ReleaseBuildRequest, ReleasePlanRequest, ReleaseRequest,
+    ReleaseShipRequest,
+};
+
+impl From<RegistryArgs> for RegistryAndClock {
+    fn from(args: RegistryArgs) -> RegistryAndClock {
+        RegistryAndClock {
+            registry: args.registry,
+            now: args.now,
+        }
+    }
+}
+
+impl From<OciTargetArgs> for Target {
+    fn from(args: OciTargetArgs) -> Target {
+        Target {
+            registry: args.oci_registry,
+            repository: args.repository,
+        }
+    }
+}
+
+impl From<ResolveArgs> for ResolveRequest {
+    fn from(args: ResolveArgs) -> ResolveRequest {
+        ResolveRequest {
+            registry: args.registry.into(),
+            json: args.json,
+        }
+    }
+}
+
+impl From<LockArgs> for LockRequest {
+    fn from(args: LockArgs) -> LockRequest {
+        LockRequest {
+            registry: args.registry.into(),
+            check: args.check,
+            dry_run: args.dry_run,
+            json: args.json,
+        }
+    }
+}
+
+impl From<BaseArgs> for BaseRequest {
+    fn from(args: BaseArgs) -> BaseRequest {
+        BaseRequest {
+            platform: args.platform,
+            suite: args.suite,
+            rebuild: args.rebuild,
+            dry_run: args.dry_run,
+            json: args.json,
+        }
+    }
+}
+
+impl From<BuildArgs> for BuildRequest {
+    fn from(args: BuildArgs) -> BuildRequest {
+        BuildRequest {
+            platform: args.platform,
+            base_image: args.base_image,
+            ca_bundle: args.ca_bundle,
+            dry_run: args.dry_run,
+            no_cache: args.no_cache,
+            json: args.json,
+        }
+    }
+}
+
+impl From<SmokeArgs> for SmokeRequest {
+    fn from(args: SmokeArgs) -> SmokeRequest {
+        SmokeRequest {
+            image: args.image,
+            platform: args.platform,
+            ca_bundle: args.ca_bundle,
+            json: args.json,
+        }
+    }
+}
+
+impl From<SbomArgs> for SbomRequest {
+    fn from(args: SbomArgs) -> SbomRequest {
+        SbomRequest {
+            image: args.image,
+            platform: args.platform,
+            output: args.output,
+            cyclonedx: args.cyclonedx,
+            now: args.now,
+            manifest_digest: args.manifest_digest,
+            repository: args.repository,
+            release_tag: args.release_tag,
+            json: args.json,
+        }
+    }
+}
+
+impl From<GateArgs> for GateRequest {
+    fn from(args: GateArgs) -> GateRequest {
+        GateRequest {
+            now: args.now,
+            force: args.force,
+            previous_receipt: args.previous_receipt,
+            json: args.json,
+        }
+    }
+}
+
+impl From<PublishArgs> for PublishRequest {
+    fn from(args: PublishArgs) -> PublishRequest {
+        PublishRequest {
+            target: args.target.into(),
+            tag: args.tag,
+            images: args.images,
+            pushed: args.pushed,
+            partial: args.partial,
+            defer_tag: args.defer_tag,
+            previous: args.previous,
+            dry_run: args.dry_run,
+            json: args.json,
+        }
+    }
+}
+
+impl From<ReceiptWriteArgs> for ReceiptWriteRequest {
+    fn from(args: ReceiptWriteArgs) -> ReceiptWriteRequest {
+        ReceiptWriteRequest {
+            gate: args.gate,
+            resolve: args.resolve,
+            builds: args.builds,
+            smokes: args.smokes,
+            sboms: args.sboms,
+            verifiers: args.verifiers,
+            publish: args.publish,
+            tag: args.tag,
+            source_commit: args.source_commit,
+            now: args.now,
+            out_dir: args.out_dir,
+            json: args.json,
+        }
+    }
+}
+
+impl From<PlanFlags> for PlanOptions {
+    fn from(args: PlanFlags) -> PlanOptions {
+        PlanOptions {
+            registry: args.registry.into(),
+            force: args.force,
+            no_publish: args.no_publish,
+            previous_receipts: args.previous_receipts,
+            platforms: args.platforms,
+            target: args.target.into(),
+        }
+    }
+}
+
+/// `release` with a phase is that phase's request; without, the whole release's (clap lets
+/// the whole release's flags through only when no phase is named).
+impl From<ReleaseArgs> for ReleaseRequest {
+    fn from(args: ReleaseArgs) -> ReleaseRequest {
+        match args.phase {
+            None => ReleaseRequest::All(ReleaseAllRequest {
+                plan: args.all.plan.into(),
+                ca_bundle: args.all.ca_bundle,
+                dry_run: args.all.dry_run,
+                json: args.all.json,
+            }),
+            Some(ReleasePhase::Plan(a)) => ReleaseRequest::Plan(ReleasePlanRequest {
+                plan: a.plan.into(),
+                out: a.out,
+                json: a.json,
+            }),
+            Some(ReleasePhase::Build(a)) => ReleaseRequest::Build(ReleaseBuildRequest {
+                plan: a.plan,
+                platform: a.platform,
+                out: a.out,
+                ca_bundle: a.ca_bundle,
+                json: a.json,
+            }),
+            Some(ReleasePhase::Ship(a)) => ReleaseRequest::Ship(ReleaseShipRequest {
+                plan: a.plan,
+                results: a.results,
+                assets: a.assets,
+                defer_tag: a.defer_tag,
+                verifiers: a.verifiers,
+                json: a.json,
+            }),
+        }
+    }
+}
+
+#[cfg(feature = "bench")]
+impl From<BenchCommand> for xtask::bench::BenchRequest {
+    fn from(command: BenchCommand) -> xtask::bench::BenchRequest {
+        use xtask::bench::{publish, rebuild, reproduce, resolve, update, BenchRequest};
+        match command {
+            BenchCommand::Resolve(a) => BenchRequest::Resolve(resolve::BenchResolveRequest {
+                registry: a.registry.into(),
+                runs: a.runs,
+                json: a.json,
+            }),
+            BenchCommand::Publish(a) => BenchRequest::Publish(publish::BenchPublishRequest {
+                image: a.image,
+                json: a.json,
+            }),
+            BenchCommand::Update(a) => BenchRequest::Update(update::BenchUpdateRequest {
+                previous: a.previous,
+                image: a.image,
+                json: a.json,
+            }),
+            BenchCommand::Rebuild(a) => BenchRequest::Rebuild(rebuild::BenchRebuildRequest {
+                registry: a.registry.into(),
+                bump: a.bump,
+                platform: a.platform,
+                json: a.json,
+            }),
+            BenchCommand::Reproduce(a) => {
+                BenchRequest::Reproduce(reproduce::BenchReproduceRequest {
+                    platform: a.platform,
+                    json: a.json,
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod round_trip;

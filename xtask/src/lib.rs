@@ -1,13 +1,14 @@
 //! The coding-agent template's release toolchain, for its maintainers and its workflow.
-//! `main.rs` dispatches; each folder below is one sub-domain. It builds on the file formats
+//! The binary (`main.rs`, `flags.rs`) parses the command line into each command's request and
+//! dispatches; each folder below is one sub-domain. It builds on the file formats
 //! (`template_formats`) and the consumer's verifier (`template_verify`), which know nothing
 //! of it. See ARCHITECTURE.md for the map and the invariants between modules.
 
-// Shared ground: the command line, free space, small IO helpers.
+// Shared ground: the environment's settings, the checkout's layout, free space, small IO
+// helpers. The command line is the binary's (main.rs, flags.rs).
 #[cfg(test)]
 mod architecture;
 pub(crate) mod disk;
-pub mod flags;
 pub mod kill_point;
 pub mod layout;
 pub mod settings;

@@ -1,12 +1,15 @@
 //! `cargo xtask`: the edge. Reads the environment once (`Settings`), decides where the
-//! repository is (`Layout`), parses the command line and hands each subcommand to its module
-//! with that `Context`.
+//! repository is (`Layout`), parses the command line (`flags.rs`, the binary's own), turns
+//! each subcommand's arguments into its module's request and hands it over with that
+//! `Context`.
+
+mod flags;
 
 use std::process::ExitCode;
 
 use clap::Parser;
+use flags::{Cli, Command, ReceiptCommand};
 use template_verify::receipt_policy::ReceiptPolicy;
-use xtask::flags::{Cli, Command, ReceiptCommand};
 use xtask::settings::Settings;
 use xtask::Context;
 
@@ -18,33 +21,33 @@ fn main() -> ExitCode {
         xtask::kill_point::init(ctx.settings.kill_at.as_deref())?;
         let ctx = &ctx;
         match cli.command {
-            Command::Resolve(args) => xtask::npm::resolve::run(args, ctx).await,
-            Command::Lock(args) => xtask::npm::lock::run(args, ctx).await,
+            Command::Resolve(args) => xtask::npm::resolve::run(args.into(), ctx).await,
+            Command::Lock(args) => xtask::npm::lock::run(args.into(), ctx).await,
             #[cfg(feature = "bench")]
-            Command::Bench(command) => xtask::bench::run(command, ctx).await,
+            Command::Bench(command) => xtask::bench::run(command.into(), ctx).await,
             #[cfg(not(feature = "bench"))]
             Command::Bench(_) => Err(anyhow::anyhow!(
                 "the benchmarks are built only with the `bench` feature: run `cargo xtask-bench \
                  <name> ...` (the alias in .cargo/config.toml) instead of `cargo xtask bench`"
             )),
-            Command::Base(args) => xtask::image::base::run(args, ctx).await,
-            Command::Build(args) => xtask::image::build::run(args, ctx).await,
-            Command::Smoke(args) => xtask::image::smoke::run(args, ctx).await,
-            Command::Sbom(args) => xtask::image::sbom::run(args, ctx).await,
-            Command::Gate(args) => xtask::release::gate::run(args, ctx),
-            Command::Publish(args) => xtask::release::publish::run(args, ctx).await,
+            Command::Base(args) => xtask::image::base::run(args.into(), ctx).await,
+            Command::Build(args) => xtask::image::build::run(args.into(), ctx).await,
+            Command::Smoke(args) => xtask::image::smoke::run(args.into(), ctx).await,
+            Command::Sbom(args) => xtask::image::sbom::run(args.into(), ctx).await,
+            Command::Gate(args) => xtask::release::gate::run(args.into(), ctx),
+            Command::Publish(args) => xtask::release::publish::run(args.into(), ctx).await,
             Command::Receipt(ReceiptCommand::Verify(args)) => {
                 let policy = checkout_policy(args.manifest.as_deref(), ctx)?;
                 template_verify::receipt::verify_cmd(args.into(), &policy, &ctx.settings.verifier)
             }
             Command::Receipt(ReceiptCommand::Write(args)) => {
-                xtask::release::receipt_write::write_cmd(*args, ctx)
+                xtask::release::receipt_write::write_cmd((*args).into(), ctx)
             }
             Command::Pin(args) => {
                 let policy = checkout_policy(args.manifest.as_deref(), ctx)?;
                 template_verify::pin::run(args.into(), &policy, &ctx.settings.verifier)
             }
-            Command::Release(args) => xtask::release::run(*args, ctx).await,
+            Command::Release(args) => xtask::release::run((*args).into(), ctx).await,
         }
     })
 }

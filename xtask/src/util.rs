@@ -98,3 +98,60 @@ pub(crate) fn repo_root() -> std::path::PathBuf {
         .root()
         .to_path_buf()
 }
+
+/// A child's command line, built flag by flag: what each request's `to_args` renders (the
+/// release runs its steps as `cargo xtask <argv>`). Absent options and false switches add
+/// nothing, so clap gives the child the same default as a person who left the flag out.
+#[derive(Debug, Default)]
+pub(crate) struct Argv(Vec<std::ffi::OsString>);
+
+impl Argv {
+    /// The subcommand's words, e.g. `["receipt", "write"]`.
+    pub(crate) fn command(words: &[&str]) -> Argv {
+        Argv(words.iter().map(Into::into).collect())
+    }
+
+    /// `flag` when `on`.
+    pub(crate) fn switch(mut self, flag: &str, on: bool) -> Argv {
+        if on {
+            self.0.push(flag.into());
+        }
+        self
+    }
+
+    /// `flag value`.
+    pub(crate) fn value(mut self, flag: &str, value: impl AsRef<std::ffi::OsStr>) -> Argv {
+        self.0.push(flag.into());
+        self.0.push(value.as_ref().to_owned());
+        self
+    }
+
+    /// `flag value` when there is a value.
+    pub(crate) fn option<V: AsRef<std::ffi::OsStr>>(self, flag: &str, value: Option<V>) -> Argv {
+        match value {
+            Some(value) => self.value(flag, value),
+            None => self,
+        }
+    }
+
+    /// `flag value` once per value, in order.
+    pub(crate) fn each<V: AsRef<std::ffi::OsStr>>(
+        self,
+        flag: &str,
+        values: impl IntoIterator<Item = V>,
+    ) -> Argv {
+        values
+            .into_iter()
+            .fold(self, |argv, value| argv.value(flag, value))
+    }
+
+    /// A positional argument.
+    pub(crate) fn positional(mut self, value: impl AsRef<std::ffi::OsStr>) -> Argv {
+        self.0.push(value.as_ref().to_owned());
+        self
+    }
+
+    pub(crate) fn into_vec(self) -> Vec<std::ffi::OsString> {
+        self.0
+    }
+}

@@ -737,7 +737,7 @@ pub fn print_problems(problems: &[Problem]) {
 /// What `receipt verify` is asked, as the library takes it (`cli.rs` converts the command
 /// line's `ReceiptVerifyArgs` into it). The manifest is not here: it is the [`ReceiptPolicy`]
 /// the caller made at its edge.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyRequest {
     /// The receipt file.
     pub file: std::path::PathBuf,

@@ -21,15 +21,23 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use crate::flags::BenchCommand;
+/// `cargo xtask-bench <name>`: one benchmark's request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BenchRequest {
+    Resolve(resolve::BenchResolveRequest),
+    Publish(publish::BenchPublishRequest),
+    Update(update::BenchUpdateRequest),
+    Rebuild(rebuild::BenchRebuildRequest),
+    Reproduce(reproduce::BenchReproduceRequest),
+}
 
 /// Runs one benchmark.
-pub async fn run(command: BenchCommand, ctx: &crate::Context) -> Result<ExitCode> {
-    match command {
-        BenchCommand::Resolve(args) => resolve::resolve(args, ctx).await,
-        BenchCommand::Publish(args) => publish::run(args, ctx).await,
-        BenchCommand::Update(args) => update::run(args, ctx).await,
-        BenchCommand::Rebuild(args) => rebuild::run(args, ctx).await,
-        BenchCommand::Reproduce(args) => reproduce::run(args, ctx).await,
+pub async fn run(request: BenchRequest, ctx: &crate::Context) -> Result<ExitCode> {
+    match request {
+        BenchRequest::Resolve(request) => resolve::resolve(request, ctx).await,
+        BenchRequest::Publish(request) => publish::run(request, ctx).await,
+        BenchRequest::Update(request) => update::run(request, ctx).await,
+        BenchRequest::Rebuild(request) => rebuild::run(request, ctx).await,
+        BenchRequest::Reproduce(request) => reproduce::run(request, ctx).await,
     }
 }

@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use crate::flags::BenchPublishArgs;
 use crate::release::publish::{publish, PublishOptions};
 use crate::util::{print_json, Progress};
 use template_formats::manifest::Platform;
@@ -182,32 +181,43 @@ async fn docker(args: &[&str], what: &str) -> Result<()> {
     Ok(())
 }
 
-pub async fn run(args: BenchPublishArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// `cargo xtask-bench publish`: the local image both sides push.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BenchPublishRequest {
+    /// A local image in the engine.
+    pub image: String,
+    pub json: bool,
+}
+
+pub async fn run(request: BenchPublishRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let progress = Progress::default();
     let engine = crate::image::engine::connect(&ctx.settings).await?;
-    let inspect = engine.inspect_image(&args.image).await.with_context(|| {
-        format!(
-            "image `{}` is not in the local engine; `docker images` lists what is",
-            args.image
-        )
-    })?;
+    let inspect = engine
+        .inspect_image(&request.image)
+        .await
+        .with_context(|| {
+            format!(
+                "image `{}` is not in the local engine; `docker images` lists what is",
+                request.image
+            )
+        })?;
     let arch = inspect.architecture.clone().unwrap_or_default();
     let platform: Platform = format!("linux/{arch}")
         .parse()
-        .map_err(|e: String| anyhow::anyhow!("image `{}` is linux/{arch}: {e}", args.image))?;
+        .map_err(|e: String| anyhow::anyhow!("image `{}` is linux/{arch}: {e}", request.image))?;
 
     progress.step(format!(
         "reading {} once (docker save to nowhere) so both sides start from a warm page cache",
-        args.image
+        request.image
     ));
     let status = tokio::process::Command::new("docker")
-        .args(["save", &args.image])
+        .args(["save", &request.image])
         .stdout(Stdio::null())
         .status()
         .await
         .context("cannot run `docker save`")?;
     if !status.success() {
-        bail!("`docker save {}` failed", args.image);
+        bail!("`docker save {}` failed", request.image);
     }
 
     let theirs = Registry::start().await?;
@@ -217,7 +227,7 @@ pub async fn run(args: BenchPublishArgs, ctx: &crate::Context) -> Result<ExitCod
         theirs.addr, ours.addr
     ));
 
-    let docker_secs = docker_push(&theirs, &args.image, REPOSITORY, &progress).await?;
+    let docker_secs = docker_push(&theirs, &request.image, REPOSITORY, &progress).await?;
     let docker_bytes = theirs.stored_bytes()?;
     progress.step(format!(
         "docker push: {docker_secs:.1} s, {docker_bytes} bytes stored"
@@ -228,12 +238,12 @@ pub async fn run(args: BenchPublishArgs, ctx: &crate::Context) -> Result<ExitCod
 
     progress.step(format!(
         "cargo xtask publish --registry {} --repository {REPOSITORY} --image {platform}={}",
-        ours.addr, args.image
+        ours.addr, request.image
     ));
     let options = PublishOptions {
         registry: ours.addr.clone(),
         repository: REPOSITORY.to_string(),
-        images: vec![(platform, args.image.clone())],
+        images: vec![(platform, request.image.clone())],
         pushed: Vec::new(),
         tag: None,
         required_platforms: Vec::new(),
@@ -262,7 +272,7 @@ pub async fn run(args: BenchPublishArgs, ctx: &crate::Context) -> Result<ExitCod
     ));
 
     let report = BenchReport {
-        image: args.image.clone(),
+        image: request.image.clone(),
         platform: platform.to_string(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         docker_push_registry: docker_registry,
@@ -274,7 +284,7 @@ pub async fn run(args: BenchPublishArgs, ctx: &crate::Context) -> Result<ExitCod
         xtask_manifest_digest: digest,
         ratio: our_secs / docker_secs,
     };
-    if args.json {
+    if request.json {
         print_json(&report)?;
     } else {
         println!(

@@ -22,9 +22,8 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::bench::bump::{bump, packuments_needed, parse_spec};
-use crate::flags::BenchRebuildArgs;
 use crate::image::assemble::CACHE_ENV;
-use crate::image::build::{DOCKERFILE_PATH, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
+use crate::image::build::{BuildRequest, DOCKERFILE_PATH, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine;
 use crate::npm::inventory::INVENTORY_PATH;
@@ -66,13 +65,25 @@ fn changed_positions(a: &[String], b: &[String]) -> Vec<usize> {
 /// The bumped template's build id and image, without building: images of those inputs that the
 /// engine already holds must go first, or the rebuild would be skipped.
 pub(crate) fn dry_build_step(platform: Platform, scratch: &Path, output: &Path) -> Step {
-    Step::new(
-        "the bumped template's image",
-        &["build", "--dry-run", "--json"],
-    )
-    .arg("--platform", platform.to_string())
-    .env("XTASK_ROOT", scratch)
-    .output(output)
+    let dry_build = BuildRequest {
+        dry_run: true,
+        ..build_of(platform)
+    };
+    Step::new("the bumped template's image", dry_build)
+        .env("XTASK_ROOT", scratch)
+        .output(output)
+}
+
+/// `build --json --platform P`, the benchmark's builds before their one difference.
+fn build_of(platform: Platform) -> BuildRequest {
+    BuildRequest {
+        platform,
+        base_image: None,
+        ca_bundle: None,
+        dry_run: false,
+        no_cache: false,
+        json: true,
+    }
 }
 
 /// The two timed builds, cold first: the committed template without build cache, then the
@@ -89,29 +100,38 @@ pub(crate) fn timed_steps(
             "cold",
             Step::new(
                 "cold build of the committed template",
-                &["build", "--no-cache", "--json"],
+                BuildRequest {
+                    no_cache: true,
+                    ..build_of(platform)
+                },
             ),
         ),
         (
             "rebuild",
-            Step::new(
-                format!("rebuild with {name} {version}"),
-                &["build", "--json"],
-            )
-            .env("XTASK_ROOT", scratch),
+            Step::new(format!("rebuild with {name} {version}"), build_of(platform))
+                .env("XTASK_ROOT", scratch),
         ),
     ]
     .map(|(what, step)| {
-        step.arg("--platform", platform.to_string())
-            .env(CACHE_ENV, layer_cache)
+        step.env(CACHE_ENV, layer_cache)
             .output(dir.join(format!("{what}.json")))
     })
 }
 
-pub async fn run(args: BenchRebuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// `cargo xtask-bench rebuild`: the one package bump, where to resolve it, the platform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BenchRebuildRequest {
+    pub registry: crate::npm::resolve::RegistryAndClock,
+    /// The package and the version it changes to, `NAME@VERSION`.
+    pub bump: String,
+    pub platform: Platform,
+    pub json: bool,
+}
+
+pub async fn run(request: BenchRebuildRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let root = ctx.layout.root().to_path_buf();
-    let platform = args.platform;
-    let (name, version) = parse_spec(&args.bump)?;
+    let platform = request.platform;
+    let (name, version) = parse_spec(&request.bump)?;
     let read = |rel: &str| {
         std::fs::read_to_string(root.join(rel))
             .with_context(|| format!("cannot read {}", root.join(rel).display()))
@@ -119,7 +139,7 @@ pub async fn run(args: BenchRebuildArgs, ctx: &crate::Context) -> Result<ExitCod
     let package_json = read(PACKAGE_JSON_PATH)?;
     let package_lock = read(PACKAGE_LOCK_PATH)?;
     let registry = Registry::new(
-        &args.registry.registry,
+        &request.registry.registry,
         ctx.settings.verifier.transfer.retry_base,
     )?;
     let mut packuments: BTreeMap<String, Packument> = BTreeMap::new();
@@ -222,7 +242,7 @@ pub async fn run(args: BenchRebuildArgs, ctx: &crate::Context) -> Result<ExitCod
         cold,
         rebuild,
     };
-    if args.json {
+    if request.json {
         print_json(&report)?;
     } else {
         println!(

@@ -15,7 +15,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::flags::BenchReproduceArgs;
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine;
 use crate::oci::archive::prepare_streaming;
@@ -63,22 +62,40 @@ pub(crate) fn round_steps(platform: Platform, round: u32, dir: &Path) -> [Step; 
     [
         Step::new(
             format!("base, round {round}"),
-            &["base", "--rebuild", "--json"],
+            crate::image::base::BaseRequest {
+                platform,
+                suite: crate::image::base::DEFAULT_SUITE.to_string(),
+                rebuild: true,
+                dry_run: false,
+                json: true,
+            },
         )
-        .arg("--platform", platform.to_string())
         .output(dir.join(format!("base-{round}.json"))),
         Step::new(
             format!("cold build, round {round}"),
-            &["build", "--no-cache", "--json"],
+            crate::image::build::BuildRequest {
+                platform,
+                base_image: None,
+                ca_bundle: None,
+                dry_run: false,
+                no_cache: true,
+                json: true,
+            },
         )
-        .arg("--platform", platform.to_string())
         .output(dir.join(format!("build-{round}.json"))),
     ]
 }
 
-pub async fn run(args: BenchReproduceArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// `cargo xtask-bench reproduce`: the platform built twice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BenchReproduceRequest {
+    pub platform: Platform,
+    pub json: bool,
+}
+
+pub async fn run(request: BenchReproduceRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let root = ctx.layout.root().to_path_buf();
-    let platform = args.platform;
+    let platform = request.platform;
     let dir = ctx.layout.state("bench-reproduce");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut runner = StepRunner::new(&root, 4)?;
@@ -145,7 +162,7 @@ pub async fn run(args: BenchReproduceArgs, ctx: &crate::Context) -> Result<ExitC
         manifest_identical: first.manifest_digest == second.manifest_digest,
         rounds: [first, second],
     };
-    if args.json {
+    if request.json {
         print_json(&report)?;
     } else {
         let [a, b] = &report.rounds;

@@ -15,7 +15,6 @@ use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::flags::BenchResolveArgs;
 use crate::npm::registry::{packument_url, Registry};
 use crate::npm::resolve;
 use crate::util::{now_or, print_json, Progress};
@@ -36,21 +35,30 @@ struct BenchReport {
     ratio: f64,
 }
 
-pub async fn resolve(args: BenchResolveArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// `cargo xtask-bench resolve`: the registry to snapshot and how many runs a side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BenchResolveRequest {
+    pub registry: crate::npm::resolve::RegistryAndClock,
+    /// How many times to run each side (the median is reported).
+    pub runs: u32,
+    pub json: bool,
+}
+
+pub async fn resolve(request: BenchResolveRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let manifest = Manifest::load(&ctx.layout.manifest())?;
-    let now = now_or(args.registry.now.as_deref())?;
+    let now = now_or(request.registry.now.as_deref())?;
     let progress = Progress::default();
-    if args.runs == 0 {
+    if request.runs == 0 {
         bail!("--runs must be at least 1");
     }
 
     // Snapshot: every packument a resolution reads, as raw bytes.
     progress.step(format!(
         "snapshotting packuments from {}",
-        args.registry.registry
+        request.registry.registry
     ));
     let upstream = Registry::new(
-        &args.registry.registry,
+        &request.registry.registry,
         ctx.settings.verifier.transfer.retry_base,
     )?;
     let warm =
@@ -62,29 +70,29 @@ pub async fn resolve(args: BenchResolveArgs, ctx: &crate::Context) -> Result<Exi
     let bench = Bench {
         manifest: &manifest,
         now,
-        runs: args.runs,
+        runs: request.runs,
         local: &local,
         retry_base: ctx.settings.verifier.transfer.retry_base,
         progress: &progress,
     };
     let ours = bench
-        .time_xtask_resolve(&warm, &args.registry.registry)
+        .time_xtask_resolve(&warm, &request.registry.registry)
         .await?;
     let theirs = bench.time_npm_view().await?;
 
     let report = BenchReport {
-        registry_snapshot_of: args.registry.registry.clone(),
+        registry_snapshot_of: request.registry.registry.clone(),
         local_registry: local,
         packages: manifest.packages.len(),
         packuments_served: names.len(),
-        runs: args.runs,
+        runs: request.runs,
         xtask_resolve_median_ms: median(&ours).as_millis(),
         npm_view_median_ms: median(&theirs).as_millis(),
         ratio: ms(median(&ours)) / ms(median(&theirs)),
         xtask_resolve_ms: ours.iter().map(Duration::as_millis).collect(),
         npm_view_ms: theirs.iter().map(Duration::as_millis).collect(),
     };
-    if args.json {
+    if request.json {
         print_json(&report)?;
     } else {
         print_report(&report);

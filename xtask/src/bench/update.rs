@@ -22,7 +22,6 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::bench::publish::Registry;
-use crate::flags::BenchUpdateArgs;
 use crate::release::publish::{publish, PublishOptions};
 use crate::util::{print_json, Progress};
 use template_formats::manifest::Platform;
@@ -110,15 +109,25 @@ async fn platform_of(image: &str, ctx: &crate::Context) -> Result<Platform> {
         .map_err(|e: String| anyhow::anyhow!("image `{image}`: {e}"))
 }
 
-pub async fn run(args: BenchUpdateArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// `cargo xtask-bench update`: the previous release's image and the new one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BenchUpdateRequest {
+    /// The previous release's image (a local image in the engine).
+    pub previous: String,
+    /// The new release's image, same platform.
+    pub image: String,
+    pub json: bool,
+}
+
+pub async fn run(request: BenchUpdateRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let progress = Progress::default();
-    let platform = platform_of(&args.image, ctx).await?;
-    let previous_platform = platform_of(&args.previous, ctx).await?;
+    let platform = platform_of(&request.image, ctx).await?;
+    let previous_platform = platform_of(&request.previous, ctx).await?;
     if previous_platform != platform {
         anyhow::bail!(
             "`{}` is {previous_platform} but `{}` is {platform}: compare one platform's images",
-            args.previous,
-            args.image
+            request.previous,
+            request.image
         );
     }
     let registry = Registry::start().await?;
@@ -136,9 +145,9 @@ pub async fn run(args: BenchUpdateArgs, ctx: &crate::Context) -> Result<ExitCode
     };
     progress.step(format!(
         "publishing the previous release's image {}",
-        args.previous
+        request.previous
     ));
-    let first = publish(&publish_one(&args.previous, None), ctx, &progress).await?;
+    let first = publish(&publish_one(&request.previous, None), ctx, &progress).await?;
     let before = registry.stored_bytes()?;
     let previous_reference = first
         .platforms
@@ -147,11 +156,11 @@ pub async fn run(args: BenchUpdateArgs, ctx: &crate::Context) -> Result<ExitCode
         .context("publish reported no image")?;
     progress.step(format!(
         "publishing the new release's image {} with --previous {previous_reference}",
-        args.image
+        request.image
     ));
     let start = std::time::Instant::now();
     let second = publish(
-        &publish_one(&args.image, Some(previous_reference)),
+        &publish_one(&request.image, Some(previous_reference)),
         ctx,
         &progress,
     )
@@ -169,7 +178,7 @@ pub async fn run(args: BenchUpdateArgs, ctx: &crate::Context) -> Result<ExitCode
     );
     let config_size = registry.blob(&config_digest)?.len() as u64;
     let docker_secs =
-        crate::bench::publish::docker_push(&registry, &args.image, DOCKER_REPOSITORY, &progress)
+        crate::bench::publish::docker_push(&registry, &request.image, DOCKER_REPOSITORY, &progress)
             .await?;
     let docker_stored = registry.stored_bytes()?.saturating_sub(after);
     let digest_of = |report: &template_formats::model::publish::PublishReport| {
@@ -192,8 +201,8 @@ pub async fn run(args: BenchUpdateArgs, ctx: &crate::Context) -> Result<ExitCode
     let largest = new.iter().map(|l| l.size).max().unwrap_or(0);
     let added = after.saturating_sub(before);
     let report = UpdateReport {
-        previous: args.previous.clone(),
-        image: args.image.clone(),
+        previous: request.previous.clone(),
+        image: request.image.clone(),
         platform: platform.to_string(),
         previous_digest,
         digest,
@@ -214,7 +223,7 @@ pub async fn run(args: BenchUpdateArgs, ctx: &crate::Context) -> Result<ExitCode
         time_ratio: publish_secs / docker_secs,
         new_layers: new,
     };
-    if args.json {
+    if request.json {
         print_json(&report)?;
     } else {
         println!(

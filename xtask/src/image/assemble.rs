@@ -327,6 +327,8 @@ pub(crate) struct Assembly<'a> {
     pub engine: &'a EngineInfo,
     /// Where the load manifests given to a containerd store are kept.
     pub records: &'a ManifestRecords,
+    /// The settings' `DOCKER_HOST`: whether the engine's data root is a local path.
+    pub docker_host: Option<&'a str>,
 }
 
 /// Assembles the final image and loads it as `assembly.tag`.
@@ -390,6 +392,7 @@ pub(crate) async fn assemble(
             needs.extend(
                 crate::disk::engine_need(
                     docker,
+                    assembly.docker_host,
                     size,
                     format!("the export of {system_image}"),
                     progress,

@@ -22,7 +22,6 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
-use crate::flags::BaseArgs;
 use crate::image::canonicalize::{self, LoadLayer};
 use crate::image::engine;
 use crate::image::identity::{self, ManifestRecords};
@@ -198,14 +197,46 @@ struct BaseReport<'a> {
     rootfs: &'a Path,
 }
 
-pub async fn run(args: BaseArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// `cargo xtask base`: the platform and suite of the local base image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseRequest {
+    pub platform: Platform,
+    /// Debian suite of the root filesystem.
+    pub suite: String,
+    /// Rebuild even when the image already exists.
+    pub rebuild: bool,
+    pub dry_run: bool,
+    pub json: bool,
+}
+
+/// The suite `--suite` defaults to.
+pub const DEFAULT_SUITE: &str = "bookworm";
+
+impl BaseRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        // `--suite` only when it is not the default: clap's default (no environment
+        // variable behind it) gives the same back, and the steps print as they always did.
+        let suite = (self.suite != DEFAULT_SUITE).then_some(&self.suite);
+        crate::util::Argv::command(&["base"])
+            .switch("--rebuild", self.rebuild)
+            .switch("--dry-run", self.dry_run)
+            .switch("--json", self.json)
+            .value("--platform", self.platform.to_string())
+            .option("--suite", suite)
+            .into_vec()
+    }
+}
+
+pub async fn run(request: BaseRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let progress = Progress::default();
     let root = &ctx.layout;
     let manifest = Manifest::load(&root.manifest())?;
     let plan = plan(
         root,
-        &args.suite,
-        args.platform,
+        &request.suite,
+        request.platform,
         Platform::host(),
         Privilege::current(),
         manifest.image.source_date_epoch,
@@ -226,7 +257,7 @@ pub async fn run(args: BaseArgs, ctx: &crate::Context) -> Result<ExitCode> {
 
     // A base made for another epoch (or by a version of this tool that used the clock) would
     // make every image after it differ from a fresh machine's: it is made again.
-    if let (Some(image), false) = (&existing, args.rebuild) {
+    if let (Some(image), false) = (&existing, request.rebuild) {
         engine::ensure_image_platform(&plan.image, image, plan.platform).with_context(|| {
             format!(
                 "remove it (docker rmi {}) or run with --rebuild",
@@ -238,9 +269,9 @@ pub async fn run(args: BaseArgs, ctx: &crate::Context) -> Result<ExitCode> {
                 "{} exists; nothing to do (--rebuild makes it again)",
                 plan.image
             ));
-            if args.json {
+            if request.json {
                 let id = identity::tool_image_id(&docker, root, &plan.image, image).await?;
-                print_json(&report(Some(id), false, args.dry_run))?;
+                print_json(&report(Some(id), false, request.dry_run))?;
             }
             return Ok(ExitCode::SUCCESS);
         }
@@ -252,7 +283,7 @@ pub async fn run(args: BaseArgs, ctx: &crate::Context) -> Result<ExitCode> {
             plan.source_date_epoch
         ));
     }
-    if args.dry_run {
+    if request.dry_run {
         progress.step(format!(
             "would run `{}` (unless {} is cached) and load {} for {}",
             plan.mmdebstrap.join(" "),
@@ -260,7 +291,7 @@ pub async fn run(args: BaseArgs, ctx: &crate::Context) -> Result<ExitCode> {
             plan.image,
             plan.platform
         ));
-        if args.json {
+        if request.json {
             print_json(&report(None, false, true))?;
         }
         return Ok(ExitCode::SUCCESS);
@@ -270,7 +301,7 @@ pub async fn run(args: BaseArgs, ctx: &crate::Context) -> Result<ExitCode> {
     // engines, say): the first makes the root filesystem and the archive, the other waits for
     // it and then uses them, instead of both writing the same partial files.
     let _cache_lock = lock_cache_entry(&plan, &progress).await?;
-    if args.rebuild || !plan.rootfs.exists() {
+    if request.rebuild || !plan.rootfs.exists() {
         make_rootfs(&plan, &progress).await?;
     } else {
         progress.step(format!(
@@ -314,7 +345,7 @@ pub async fn run(args: BaseArgs, ctx: &crate::Context) -> Result<ExitCode> {
         engine::image_platform(&image),
         image.id.as_deref().unwrap_or("?")
     ));
-    if args.json {
+    if request.json {
         let id = identity::tool_image_id(&docker, root, &plan.image, &image).await?;
         print_json(&report(Some(id), true, false))?;
     }

@@ -24,7 +24,6 @@ use anyhow::{bail, Context, Result};
 use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures_util::StreamExt;
 
-use crate::flags::BuildArgs;
 use crate::image::assemble::{assemble, Assembly, Canonical};
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::dockerfile::{check_stage_starts, final_stage, stage_images};
@@ -253,11 +252,45 @@ fn engine_digest(id: &str, image: &str) -> Result<Digest> {
         .with_context(|| format!("the engine's id of {image} is not a sha256 digest"))
 }
 
-pub async fn run(args: BuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// `cargo xtask build`: one platform's template image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildRequest {
+    pub platform: Platform,
+    /// Base image reference; `None` is the local base that `cargo xtask base` makes.
+    pub base_image: Option<String>,
+    /// Extra CA bundle (PEM) for the download steps only (a TLS-inspecting proxy's).
+    pub ca_bundle: Option<PathBuf>,
+    /// Print the build id and the reference it would build, build nothing.
+    pub dry_run: bool,
+    /// Rebuild every layer (no build cache), even when the image exists.
+    pub no_cache: bool,
+    pub json: bool,
+}
+
+impl BuildRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    /// An absent `base_image` or `ca_bundle` renders no flag, so the child falls back to
+    /// XTASK_BASE_IMAGE / XTASK_EXTRA_CA_BUNDLE of the environment it inherits, as a person's
+    /// `cargo xtask build` would: the parent never chose one (the round-trip test parses
+    /// without those variables, so a present one must be rendered to come back).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        crate::util::Argv::command(&["build"])
+            .switch("--dry-run", self.dry_run)
+            .switch("--no-cache", self.no_cache)
+            .switch("--json", self.json)
+            .value("--platform", self.platform.to_string())
+            .option("--base-image", self.base_image.as_ref())
+            .option("--ca-bundle", self.ca_bundle.as_ref())
+            .into_vec()
+    }
+}
+
+pub async fn run(request: BuildRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let progress = Progress::default();
     let layout = &ctx.layout;
     let inputs = BuildInputs::load(layout)?;
-    let platform = args.platform;
+    let platform = request.platform;
     if !inputs.manifest.platforms.contains(&platform) {
         bail!("{MANIFEST_PATH} does not list {platform} under `platforms`");
     }
@@ -285,12 +318,13 @@ pub async fn run(args: BuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
         }
     }
     let records = ManifestRecords::new(&crate::image::identity::records_dir(layout));
-    let (base_image, base_image_id) = inspect_base(&docker, &engine_info, &records, &args).await?;
+    let (base_image, base_image_id) =
+        inspect_base(&docker, &engine_info, &records, &request).await?;
     build_args.insert("BASE_IMAGE".into(), base_image.clone());
 
     let build_id = build_id(&inputs, &build_args, &base_image_id, platform);
     let tag = image_tag(&build_id);
-    let ca_bundle = host_ca_bundle(args.ca_bundle.as_deref(), &ctx.settings);
+    let ca_bundle = host_ca_bundle(request.ca_bundle.as_deref(), &ctx.settings);
     let started = Instant::now();
     let mut report = BuildReport {
         image: tag.clone(),
@@ -303,12 +337,12 @@ pub async fn run(args: BuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
         base_image: base_image.clone(),
         base_image_id: engine_digest(&base_image_id, &base_image)?,
         ca_bundle: ca_bundle.clone(),
-        dry_run: args.dry_run,
+        dry_run: request.dry_run,
         duration_secs: 0.0,
         debian_packages: Vec::new(),
     };
 
-    let existing = match args.no_cache {
+    let existing = match request.no_cache {
         true => None,
         false => identity::inspect(&docker, &engine_info, &tag, &records).await?,
     };
@@ -326,7 +360,7 @@ pub async fn run(args: BuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
             Some(existing.config_digest.to_string()),
             existing.inspect.size,
         )?;
-    } else if args.dry_run {
+    } else if request.dry_run {
         progress.step(format!(
             "would build the stages up to `{}` as {engine_tag} for {platform} from \
              {base_image}{}, then assemble the final stage and load it as {tag}",
@@ -349,10 +383,11 @@ pub async fn run(args: BuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
             tag: &tag,
             epoch,
             cache_dir: &layout.layer_cache(platform),
-            no_cache: args.no_cache,
+            no_cache: request.no_cache,
             extra_labels: &[(BUILD_ID_LABEL.to_string(), build_id.clone())],
             engine: &engine_info,
             records: &records,
+            docker_host: ctx.settings.docker_host.as_deref(),
         };
         let canonical = build_assembled(&docker, job, &progress)
             .await
@@ -371,7 +406,7 @@ pub async fn run(args: BuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
             started.elapsed().as_secs_f64()
         ));
     }
-    if !args.dry_run {
+    if !request.dry_run {
         report.debian_packages = debian_packages(&docker, &tag).await?;
         progress.step(format!(
             "{tag}: {} Debian packages installed",
@@ -379,7 +414,7 @@ pub async fn run(args: BuildArgs, ctx: &crate::Context) -> Result<ExitCode> {
         ));
     }
     report.duration_secs = started.elapsed().as_secs_f64();
-    if args.json {
+    if request.json {
         print_json(&report)?;
     } else {
         println!("{}", report.image);
@@ -393,10 +428,10 @@ async fn inspect_base(
     docker: &bollard::Docker,
     engine: &EngineInfo,
     records: &ManifestRecords,
-    args: &BuildArgs,
+    request: &BuildRequest,
 ) -> Result<(String, String)> {
-    let platform = args.platform;
-    let base_image = args
+    let platform = request.platform;
+    let base_image = request
         .base_image
         .clone()
         .unwrap_or_else(|| crate::image::base::image_ref(DEFAULT_SUITE, platform));
@@ -414,7 +449,7 @@ async fn inspect_base(
 }
 
 /// What one engine build is asked to produce.
-struct BuildRequest<'a> {
+struct EngineBuild<'a> {
     tag: &'a str,
     /// The stage to build up to (the classic builder builds every stage above it too).
     target: &'a str,
@@ -446,6 +481,8 @@ pub struct AssembledBuild<'a> {
     pub engine: &'a EngineInfo,
     /// Where the load manifests given to a containerd store are kept.
     pub records: &'a ManifestRecords,
+    /// The settings' `DOCKER_HOST`: whether the engine's data root is a local path.
+    pub docker_host: Option<&'a str>,
 }
 
 /// Has the engine build the stages up to the final stage's `FROM`, then assembles the final
@@ -464,7 +501,7 @@ pub async fn build_assembled(
         .filter(|(name, _)| final_stage.engine_args.contains(*name))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let request = BuildRequest {
+    let engine_build = EngineBuild {
         tag: job.engine_tag,
         target: &final_stage.system,
         platform: job.platform,
@@ -476,7 +513,7 @@ pub async fn build_assembled(
         "building the stages up to `{}` as {} for {}",
         final_stage.system, job.engine_tag, job.platform
     ));
-    let output = stream_build(docker, &request, job.context).await?;
+    let output = stream_build(docker, &engine_build, job.context).await?;
     let image = engine::inspect_image(docker, job.engine_tag)
         .await?
         .with_context(|| {
@@ -502,6 +539,7 @@ pub async fn build_assembled(
         cache_dir: job.cache_dir,
         engine: job.engine,
         records: job.records,
+        docker_host: job.docker_host,
     };
     assemble(docker, &assembly, progress).await
 }
@@ -591,22 +629,22 @@ pub(crate) fn installed_packages(status: &str) -> Vec<String> {
 /// Sends the context and streams the builder's output to stderr; returns the whole output.
 async fn stream_build(
     docker: &bollard::Docker,
-    request: &BuildRequest<'_>,
+    engine_build: &EngineBuild<'_>,
     context: Vec<u8>,
 ) -> Result<String> {
     let buildargs: std::collections::HashMap<String, String> =
-        request.build_args.clone().into_iter().collect();
+        engine_build.build_args.clone().into_iter().collect();
     // No build-id label here: it changes with every input, and on the system stage it would
     // make a new system image (and so a new export) for every bump. The assembler adds it.
     let options = BuildImageOptionsBuilder::default()
         .dockerfile(DOCKERFILE_PATH)
-        .t(request.tag)
-        .target(request.target)
+        .t(engine_build.tag)
+        .target(engine_build.target)
         .rm(true)
         .forcerm(true)
         .buildargs(&buildargs)
-        .platform(&request.platform.to_string())
-        .nocache(request.no_cache)
+        .platform(&engine_build.platform.to_string())
+        .nocache(engine_build.no_cache)
         .build();
     let mut stream =
         std::pin::pin!(docker.build_image(options, None, Some(bollard::body_full(context.into()))));
@@ -632,7 +670,7 @@ async fn stream_build(
             Err(err) => {
                 bail!(
                     "building {} failed: {err}\nlast output:\n{}",
-                    request.tag,
+                    engine_build.tag,
                     log.last_lines.join("")
                 );
             }

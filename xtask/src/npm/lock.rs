@@ -15,7 +15,6 @@ use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::flags::LockArgs;
 use crate::npm::cli::{ensure_trailing_slash, lock_npmrc, Npm};
 use crate::npm::inventory::{INVENTORY_MD_PATH, INVENTORY_PATH};
 use crate::npm::lockfile::{self, Policy};
@@ -54,19 +53,19 @@ pub(crate) fn render_package_json(resolution: &Resolution) -> String {
 }
 
 /// Resolves, runs npm, checks the lockfile and builds the inventory; writes nothing.
-pub(crate) async fn generate(request: &LockRequest<'_>, progress: &Progress) -> Result<Generated> {
-    let LockRequest {
+pub(crate) async fn generate(inputs: &LockInputs<'_>, progress: &Progress) -> Result<Generated> {
+    let LockInputs {
         manifest,
         registry,
         locked,
         now,
         ctx: _,
-    } = *request;
+    } = *inputs;
     let resolution = resolve::resolve_all(manifest, registry, locked, now, progress).await?;
     resolve::warn_rollbacks(&resolution);
     let package_json = render_package_json(&resolution);
     let registry_url = ensure_trailing_slash(registry.base());
-    let lock_text = npm_lock(request, &package_json, resolution.cutoff, progress).await?;
+    let lock_text = npm_lock(inputs, &package_json, resolution.cutoff, progress).await?;
     let lock = Lockfile::parse(&lock_text)?;
 
     let pinned: BTreeMap<String, String> = resolution
@@ -117,7 +116,7 @@ pub(crate) async fn generate(request: &LockRequest<'_>, progress: &Progress) -> 
 
 /// What a lock is made from: the policy, the registry, the current pins and the clock.
 #[derive(Clone, Copy)]
-pub(crate) struct LockRequest<'a> {
+pub(crate) struct LockInputs<'a> {
     pub manifest: &'a Manifest,
     pub registry: &'a Registry,
     pub locked: &'a resolve::Locked,
@@ -129,22 +128,17 @@ pub(crate) struct LockRequest<'a> {
 /// The text of the lockfile the pinned npm writes for `package_json`, seeing only what was
 /// published before the cutoff.
 async fn npm_lock(
-    request: &LockRequest<'_>,
+    inputs: &LockInputs<'_>,
     package_json: &str,
     cutoff: DateTime<Utc>,
     progress: &Progress,
 ) -> Result<String> {
-    let (manifest, registry) = (request.manifest, request.registry);
+    let (manifest, registry) = (inputs.manifest, inputs.registry);
     progress.step(format!(
         "fetching the pinned npm {}",
         manifest.node.npm_version
     ));
-    let npm = Npm::pinned(
-        registry,
-        &manifest.node.npm_version.to_string(),
-        request.ctx,
-    )
-    .await?;
+    let npm = Npm::pinned(registry, &manifest.node.npm_version.to_string(), inputs.ctx).await?;
     let work = tempfile::tempdir()?;
     std::fs::write(work.path().join("package.json"), package_json)?;
     progress.step(format!(
@@ -381,46 +375,72 @@ struct Report<'a> {
     packages: &'a [template_formats::model::resolution::Resolved],
 }
 
-pub async fn run(args: LockArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// `cargo xtask lock`: where to resolve, and whether to write, only show, or check for drift.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockRequest {
+    pub registry: resolve::RegistryAndClock,
+    /// Regenerate in a temporary directory and fail with a diff when template/ drifted.
+    pub check: bool,
+    /// Generate and check everything, print what would change, write nothing.
+    pub dry_run: bool,
+    pub json: bool,
+}
+
+impl LockRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        // `--registry` always, as for `resolve`.
+        crate::util::Argv::command(&["lock"])
+            .switch("--check", self.check)
+            .switch("--dry-run", self.dry_run)
+            .switch("--json", self.json)
+            .value("--registry", &self.registry.registry)
+            .option("--now", self.registry.now.as_ref())
+            .into_vec()
+    }
+}
+
+pub async fn run(request: LockRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let layout = &ctx.layout;
     let manifest = Manifest::load(&layout.manifest())?;
-    let now = match (&args.registry.now, args.check) {
+    let now = match (&request.registry.now, request.check) {
         (Some(now), _) => now_or(Some(now))?,
         // --check replays the committed resolution's clock so it is deterministic.
         (None, true) => Inventory::load(&layout.inventory())?.resolved_at,
         (None, false) => now_or(None)?,
     };
     let registry = Registry::new(
-        &args.registry.registry,
+        &request.registry.registry,
         ctx.settings.verifier.transfer.retry_base,
     )?;
     let progress = Progress::default();
     crate::npm::template_swap::clear_leftover(layout, &progress)?;
     let locked = resolve::read_locked(layout)?;
-    let request = LockRequest {
+    let inputs = LockInputs {
         manifest: &manifest,
         registry: &registry,
         locked: &locked,
         now,
         ctx,
     };
-    let generated = generate(&request, &progress).await?;
+    let generated = generate(&inputs, &progress).await?;
 
     let (mut changed, mut diffs) = changes_against(layout, &generated)?;
     // A new clock alone is not a change: when the pinned files are as committed and the
     // inventory differs only in when it was resolved, the committed inventory stays (its
     // clock is what `lock --check` replays), so a run with nothing new leaves the checkout
     // untouched.
-    if !args.check {
+    if !request.check {
         let current_inventory = read_or_empty(&layout.inventory())?;
         if clock_only_change(&changed, &current_inventory, &generated.inventory) {
             changed.clear();
             diffs.clear();
         }
     }
-    let mode = if args.check {
+    let mode = if request.check {
         "check"
-    } else if args.dry_run {
+    } else if request.dry_run {
         "dry-run"
     } else {
         "write"
@@ -430,7 +450,7 @@ pub async fn run(args: LockArgs, ctx: &crate::Context) -> Result<ExitCode> {
         // One swap of the whole directory: a kill leaves the old version or the new one.
         crate::npm::template_swap::write_template(layout, &generated.files, &progress)?;
     }
-    if args.json {
+    if request.json {
         print_json(&Report {
             cutoff: generated.resolution.cutoff,
             resolved_at: generated.resolution.now,
@@ -443,7 +463,7 @@ pub async fn run(args: LockArgs, ctx: &crate::Context) -> Result<ExitCode> {
     } else {
         print_text(&generated, mode, &changed, &diffs);
     }
-    if args.check && !changed.is_empty() {
+    if request.check && !changed.is_empty() {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)

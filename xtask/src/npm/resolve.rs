@@ -19,7 +19,6 @@ use anyhow::{bail, Context, Result};
 use chrono::{DateTime, SubsecRound, Utc};
 use semver::Version;
 
-use crate::flags::ResolveArgs;
 use crate::npm::registry::{Packument, Registry};
 use crate::util::{now_or, print_json, Progress};
 use template_formats::manifest::{Manifest, Platform};
@@ -426,18 +425,53 @@ pub(crate) fn warn_rollbacks(resolution: &Resolution) {
     }
 }
 
-pub async fn run(args: ResolveArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// The npm registry used when `--registry` is not given.
+pub const DEFAULT_NPM_REGISTRY: &str = "https://registry.npmjs.org/";
+
+/// The npm registry a command asks and the clock it decides at (`--registry`, `--now`),
+/// shared by every command that resolves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryAndClock {
+    /// The registry every request of the command goes to.
+    pub registry: String,
+    /// The clock (RFC 3339) to resolve at instead of the time, e.g. to reproduce a past day.
+    pub now: Option<String>,
+}
+
+/// `cargo xtask resolve`: what to resolve against, and how to print the answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolveRequest {
+    pub registry: RegistryAndClock,
+    /// One JSON object instead of a table.
+    pub json: bool,
+}
+
+impl ResolveRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        // `--registry` always, though it has a default: the child must not take the
+        // environment's XTASK_NPM_REGISTRY instead of the one the parent resolved.
+        crate::util::Argv::command(&["resolve"])
+            .switch("--json", self.json)
+            .value("--registry", &self.registry.registry)
+            .option("--now", self.registry.now.as_ref())
+            .into_vec()
+    }
+}
+
+pub async fn run(request: ResolveRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let manifest = Manifest::load(&ctx.layout.manifest())?;
-    let now = now_or(args.registry.now.as_deref())?;
+    let now = now_or(request.registry.now.as_deref())?;
     let registry = Registry::new(
-        &args.registry.registry,
+        &request.registry.registry,
         ctx.settings.verifier.transfer.retry_base,
     )?;
     let locked = read_locked(&ctx.layout)?;
     let progress = Progress::default();
     let resolution = resolve_all(&manifest, &registry, &locked, now, &progress).await?;
     warn_rollbacks(&resolution);
-    if args.json {
+    if request.json {
         print_json(&resolution)?;
     } else {
         print!("{}", render_table(&resolution));

@@ -12,12 +12,12 @@
 //!
 //! [`decide`] is the whole policy, a pure function; `run` only reads its inputs and prints.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
 
-use crate::flags::GateArgs;
 use crate::util::{now_or, print_json};
 use template_formats::manifest::Manifest;
 use template_formats::model::gate::{GateDecision, Trigger};
@@ -129,13 +129,38 @@ pub(crate) fn github_output_lines(decision: &GateDecision) -> String {
     )
 }
 
-pub fn run(args: GateArgs, ctx: &crate::Context) -> Result<ExitCode> {
-    let now = now_or(args.now.as_deref())?;
+/// `cargo xtask gate`: the clock, whether to force, and the previous releases' receipts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateRequest {
+    /// The clock (RFC 3339) instead of the time.
+    pub now: Option<String>,
+    /// Proceed whatever the day; the answer records that it was forced.
+    pub force: bool,
+    /// Receipts of previous releases: the newest that verifies is the previous release.
+    pub previous_receipt: Vec<PathBuf>,
+    pub json: bool,
+}
+
+impl GateRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        crate::util::Argv::command(&["gate"])
+            .switch("--json", self.json)
+            .option("--now", self.now.as_ref())
+            .switch("--force", self.force)
+            .each("--previous-receipt", &self.previous_receipt)
+            .into_vec()
+    }
+}
+
+pub fn run(request: GateRequest, ctx: &crate::Context) -> Result<ExitCode> {
+    let now = now_or(request.now.as_deref())?;
     let manifest = Manifest::load(&ctx.layout.manifest())?;
     // After re-runs or hand edits there may be several receipts: the newest that verifies is
     // the previous release; the others are named and ignored.
     let policy = ReceiptPolicy::checkout(&ctx.layout.manifest())?;
-    let selection = crate::release::previous::newest_verified(&args.previous_receipt, &policy)?;
+    let selection = crate::release::previous::newest_verified(&request.previous_receipt, &policy)?;
     for line in &selection.ignored {
         eprintln!("gate: {line}");
     }
@@ -153,14 +178,14 @@ pub fn run(args: GateArgs, ctx: &crate::Context) -> Result<ExitCode> {
                 })
         })
         .transpose()?;
-    let decision = decide(now, manifest.cadence.interval_days, args.force, previous);
+    let decision = decide(now, manifest.cadence.interval_days, request.force, previous);
 
     crate::util::append_to_github_file(
         &ctx.settings.verifier.github_output,
         &github_output_lines(&decision),
     )?;
 
-    if args.json {
+    if request.json {
         print_json(&decision)?;
     } else {
         println!(

@@ -14,8 +14,7 @@
 //! release` runs the same phases in the same order on one machine. Both therefore make the same
 //! tag from the same inputs and both stop after the plan on a day with nothing to do.
 
-#[cfg(test)]
-mod every_step_parses;
+pub mod every_step;
 pub mod gate;
 pub(crate) mod plan;
 pub(crate) mod platform;
@@ -23,7 +22,7 @@ pub(crate) mod previous;
 pub mod publish;
 pub mod receipt_write;
 pub(crate) mod ship;
-pub(crate) mod steps;
+pub mod steps;
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
@@ -32,17 +31,75 @@ use anyhow::{bail, Context, Result};
 use futures_util::future::join_all;
 use serde::Serialize;
 
-use crate::flags::{PlanFlags, ReleaseAllArgs, ReleaseArgs, ReleasePhase};
 use crate::release::steps::{render_times, Step, StepRunner};
 use crate::util::print_json;
+pub use plan::PlanOptions;
 use template_formats::manifest::{Manifest, Platform};
 use template_formats::model::plan::{Action, ReleasePlan, Target};
 use template_formats::model::platform_results::StepTime;
 
-pub async fn run(args: ReleaseArgs, ctx: &crate::Context) -> Result<ExitCode> {
-    match args.phase {
-        None => run_all(args.all, ctx).await,
-        Some(ReleasePhase::Plan(a)) => {
+/// `cargo xtask release`: the whole release on this machine, or one of its phases.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReleaseRequest {
+    /// `release` alone: the three phases in turn.
+    All(ReleaseAllRequest),
+    Plan(ReleasePlanRequest),
+    Build(ReleaseBuildRequest),
+    Ship(ReleaseShipRequest),
+}
+
+/// `cargo xtask release` without a phase.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReleaseAllRequest {
+    pub plan: PlanOptions,
+    /// The extra CA bundle for the builds' download steps.
+    pub ca_bundle: Option<PathBuf>,
+    /// Print the plan and change nothing.
+    pub dry_run: bool,
+    pub json: bool,
+}
+
+/// `cargo xtask release plan`: the plan, written into `out`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReleasePlanRequest {
+    pub plan: PlanOptions,
+    /// The plan directory.
+    pub out: PathBuf,
+    pub json: bool,
+}
+
+/// `cargo xtask release build`: one platform of a plan, its results written into `out`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseBuildRequest {
+    /// The directory `release plan` wrote.
+    pub plan: PathBuf,
+    pub platform: Platform,
+    /// Where the results file goes.
+    pub out: PathBuf,
+    pub ca_bundle: Option<PathBuf>,
+    pub json: bool,
+}
+
+/// `cargo xtask release ship`: the index, the receipt and the tag of a built plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseShipRequest {
+    /// The directory `release plan` wrote.
+    pub plan: PathBuf,
+    /// The directory holding every platform's `results-*.json`.
+    pub results: PathBuf,
+    /// Where the release assets go.
+    pub assets: PathBuf,
+    /// Stop before writing the tag.
+    pub defer_tag: bool,
+    /// A directory of the consumer's static verifier binaries, one per platform.
+    pub verifiers: Option<PathBuf>,
+    pub json: bool,
+}
+
+pub async fn run(request: ReleaseRequest, ctx: &crate::Context) -> Result<ExitCode> {
+    match request {
+        ReleaseRequest::All(all) => run_all(all, ctx).await,
+        ReleaseRequest::Plan(a) => {
             let root = ctx.layout.root().to_path_buf();
             let out = absolute(&a.out)?;
             let platforms = if a.plan.platforms.is_empty() {
@@ -54,7 +111,7 @@ pub async fn run(args: ReleaseArgs, ctx: &crate::Context) -> Result<ExitCode> {
             let plan = plan::run(
                 plan::PlanRequest {
                     verifier: &ctx.settings.verifier,
-                    flags: &a.plan,
+                    options: &a.plan,
                     root: &root,
                     out: &out,
                     now: ctx.release_now(a.plan.registry.now.as_deref())?,
@@ -71,7 +128,7 @@ pub async fn run(args: ReleaseArgs, ctx: &crate::Context) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Some(ReleasePhase::Build(a)) => {
+        ReleaseRequest::Build(a) => {
             let root = ctx.layout.root().to_path_buf();
             let plan_dir = absolute(&a.plan)?;
             let plan = crate::release::plan::load_plan(&plan_dir)?;
@@ -80,7 +137,7 @@ pub async fn run(args: ReleaseArgs, ctx: &crate::Context) -> Result<ExitCode> {
             }
             let out = absolute(&a.out)?;
             let ca = a.ca_bundle.as_deref().map(absolute).transpose()?;
-            let (results, path) = platform::run(platform::BuildRequest {
+            let (results, path) = platform::run(platform::PlatformBuild {
                 root: &root,
                 plan: &plan,
                 platform: a.platform,
@@ -96,7 +153,7 @@ pub async fn run(args: ReleaseArgs, ctx: &crate::Context) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Some(ReleasePhase::Ship(a)) => {
+        ReleaseRequest::Ship(a) => {
             let root = ctx.layout.root().to_path_buf();
             let plan_dir = absolute(&a.plan)?;
             let plan = crate::release::plan::load_plan(&plan_dir)?;
@@ -158,23 +215,23 @@ const BUILT_IMAGE: &str = "<built image>";
 /// Every step a run would take, without a plan: the plan's outputs are shown as placeholders.
 /// The steps come from the functions the phases run, so the listing is what a run executes.
 fn dry_run(
-    flags: &PlanFlags,
+    options: &PlanOptions,
     platforms: &[Platform],
     manifest_platforms: &[Platform],
     ca: Option<&Path>,
 ) -> DryRun {
     let run_dir = Path::new("<run dir>");
     let target = Target {
-        registry: flags.target.oci_registry.clone(),
-        repository: flags.target.repository.to_lowercase(),
+        registry: options.target.registry.clone(),
+        repository: options.target.repository.to_lowercase(),
     };
     let mut plan_steps = vec![plan::gate_step(
-        flags,
+        options,
         PLAN_CLOCK,
         Some(Path::new("<previous receipt>")),
         run_dir,
     )];
-    plan_steps.extend(plan::resolve_and_lock_steps(flags, PLAN_CLOCK, run_dir));
+    plan_steps.extend(plan::resolve_and_lock_steps(options, PLAN_CLOCK, run_dir));
     let mut phases = vec![DryRunPhase {
         phase: "plan".into(),
         steps: plan_steps,
@@ -182,7 +239,7 @@ fn dry_run(
     for p in platforms {
         let work = platform::work_dir(run_dir, *p);
         let steps = platform::PlatformSteps {
-            publish: (!flags.no_publish).then_some(&target),
+            publish: (!options.no_publish).then_some(&target),
             platform: *p,
             work: &work,
             out: run_dir,
@@ -197,8 +254,8 @@ fn dry_run(
             steps: steps.all(BUILT_IMAGE),
         });
     }
-    if !flags.no_publish {
-        let assets = flags.previous_receipts.join(PLAN_TAG);
+    if !options.no_publish {
+        let assets = options.previous_receipts.join(PLAN_TAG);
         let work = Path::new("<ship dir>");
         let receipt_sboms: Vec<PathBuf> = platforms
             .iter()
@@ -242,15 +299,20 @@ struct Outcome<'a> {
     steps: &'a [StepTime],
 }
 
-async fn run_all(args: ReleaseAllArgs, ctx: &crate::Context) -> Result<ExitCode> {
+async fn run_all(request: ReleaseAllRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let root = ctx.layout.root().to_path_buf();
     let manifest = Manifest::load(&ctx.layout.manifest())?;
-    let now = ctx.release_now(args.plan.registry.now.as_deref())?;
-    let platforms = release_platforms(&args.plan, &manifest)?;
-    let ca = args.ca_bundle.as_deref().map(absolute).transpose()?;
-    if args.dry_run {
-        let plan = dry_run(&args.plan, &platforms, &manifest.platforms, ca.as_deref());
-        match args.json {
+    let now = ctx.release_now(request.plan.registry.now.as_deref())?;
+    let platforms = release_platforms(&request.plan, &manifest)?;
+    let ca = request.ca_bundle.as_deref().map(absolute).transpose()?;
+    if request.dry_run {
+        let plan = dry_run(
+            &request.plan,
+            &platforms,
+            &manifest.platforms,
+            ca.as_deref(),
+        );
+        match request.json {
             true => print_json(&plan)?,
             false => print_dry_run(&plan),
         }
@@ -269,7 +331,7 @@ async fn run_all(args: ReleaseAllArgs, ctx: &crate::Context) -> Result<ExitCode>
     let plan = plan::run(
         plan::PlanRequest {
             verifier: &ctx.settings.verifier,
-            flags: &args.plan,
+            options: &request.plan,
             root: &root,
             out: &run_dir,
             now,
@@ -281,14 +343,14 @@ async fn run_all(args: ReleaseAllArgs, ctx: &crate::Context) -> Result<ExitCode>
     .await?;
     times.extend(runner.times.iter().cloned());
     if plan.action != Action::Release {
-        return finish(args.json, &Outcome::planned(&plan, &run_dir, &times));
+        return finish(request.json, &Outcome::planned(&plan, &run_dir, &times));
     }
     times.extend(build_platforms(&root, &plan, &run_dir, ca.as_deref()).await?);
     if !plan.publish {
-        return finish(args.json, &Outcome::tested(&plan, &run_dir, &times));
+        return finish(request.json, &Outcome::tested(&plan, &run_dir, &times));
     }
     let tag = plan.release_tag()?.to_string();
-    let assets = root.join(&args.plan.previous_receipts).join(&tag);
+    let assets = root.join(&request.plan.previous_receipts).join(&tag);
     let shipped = ship::run(ship::ShipRequest {
         verifier: &ctx.settings.verifier,
         root: &root,
@@ -302,7 +364,7 @@ async fn run_all(args: ReleaseAllArgs, ctx: &crate::Context) -> Result<ExitCode>
     .await?;
     times.extend(shipped.steps.iter().cloned());
     finish(
-        args.json,
+        request.json,
         &Outcome::released(&plan, &run_dir, &shipped, &times),
     )
 }
@@ -357,11 +419,11 @@ impl<'a> Outcome<'a> {
 }
 
 /// `--platform` when given, else every manifest platform this machine can build.
-fn release_platforms(flags: &PlanFlags, manifest: &Manifest) -> Result<Vec<Platform>> {
-    let platforms = if flags.platforms.is_empty() {
+fn release_platforms(options: &PlanOptions, manifest: &Manifest) -> Result<Vec<Platform>> {
+    let platforms = if options.platforms.is_empty() {
         runnable_platforms(manifest)
     } else {
-        flags.platforms.clone()
+        options.platforms.clone()
     };
     if platforms.is_empty() {
         bail!(
@@ -402,7 +464,7 @@ async fn build_platforms(
     }
     let side_by_side = plan.platforms.len() > 1;
     let runs = plan.platforms.iter().map(|p| {
-        platform::run(platform::BuildRequest {
+        platform::run(platform::PlatformBuild {
             root,
             plan,
             platform: *p,

@@ -10,12 +10,11 @@
 //! The plan's clock (`now`) is the release's clock: the receipt's `created_at` comes from it,
 //! so re-running any later phase of the same plan writes the same receipt, byte for byte.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
 
-use crate::flags::PlanFlags;
 use crate::release::previous::{self, PreviousRelease};
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 use crate::util::{sha256_file, sha256_hex};
@@ -346,9 +345,25 @@ pub(crate) fn ensure_checkout_matches(root: &Path, plan: &ReleasePlan) -> Result
     Ok(())
 }
 
-/// The flags the plan was made from, resolved to values.
+/// What a plan is made from: the options `release` and `release plan` share.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanOptions {
+    pub registry: crate::npm::resolve::RegistryAndClock,
+    /// Proceed whatever the cadence says.
+    pub force: bool,
+    /// Build and smoke-test only: push nothing, publish no release.
+    pub no_publish: bool,
+    /// Where previous releases' receipts are (`receipt-*.json`, in subdirectories too).
+    pub previous_receipts: PathBuf,
+    /// The platforms to release; empty is the command's default (see `release::run`).
+    pub platforms: Vec<Platform>,
+    /// Where the images and the index go; the repository as given (the plan lowercases it).
+    pub target: Target,
+}
+
+/// The options the plan was made from, resolved to values.
 pub(crate) struct PlanRequest<'a> {
-    pub flags: &'a PlanFlags,
+    pub options: &'a PlanOptions,
     pub root: &'a Path,
     pub out: &'a Path,
     pub now: DateTime<Utc>,
@@ -362,7 +377,7 @@ pub(crate) struct PlanRequest<'a> {
 /// Runs the plan phase: previous release, gate, and when due resolve + lock, then decides.
 pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Result<ReleasePlan> {
     let PlanRequest {
-        flags,
+        options,
         root,
         out,
         now,
@@ -379,12 +394,12 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let now_text = rfc3339(now);
 
-    let previous = find_previous(root, flags, runner)?;
+    let previous = find_previous(root, options, runner)?;
     let previous = previous.as_ref();
 
     runner
         .run(&gate_step(
-            flags,
+            options,
             &now_text,
             previous.map(|p| p.path.as_path()),
             out,
@@ -393,7 +408,7 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
     let gate: GateDecision = read_json(&out.join("gate.json"), "the gate's decision")?;
 
     let (inputs, changes) = if gate.due {
-        let resolution = resolve_and_lock(runner, flags, &now_text, out).await?;
+        let resolution = resolve_and_lock(runner, options, &now_text, out).await?;
         (
             current_inputs(root)?,
             changes_since(previous.map(|p| &p.receipt), &resolution),
@@ -410,7 +425,7 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
         &platforms,
     );
     let (publish, publish_reason) =
-        publish_decision(flags.no_publish, github.as_ref().map(github_ref).as_ref());
+        publish_decision(options.no_publish, github.as_ref().map(github_ref).as_ref());
     let plan = ReleasePlan {
         schema_version: PLAN_SCHEMA_VERSION,
         now,
@@ -422,10 +437,10 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
         platforms,
         // OCI repository names are lowercase; GitHub owners (`<owner>/coding-agent`) may not be.
         target: Target {
-            registry: flags.target.oci_registry.clone(),
-            repository: flags.target.repository.to_lowercase(),
+            registry: options.target.registry.clone(),
+            repository: options.target.repository.to_lowercase(),
         },
-        npm_registry: flags.registry.registry.clone(),
+        npm_registry: options.registry.registry.clone(),
         gate,
         previous: previous.map(|p| PreviousSummary {
             receipt: p.path.clone(),
@@ -451,10 +466,10 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
 /// The newest previous receipt that verifies; the ones passed over are reported, with why.
 fn find_previous(
     root: &Path,
-    flags: &PlanFlags,
+    options: &PlanOptions,
     runner: &StepRunner,
 ) -> Result<Option<PreviousRelease>> {
-    let candidates = previous::receipts_below(&root.join(&flags.previous_receipts))?;
+    let candidates = previous::receipts_below(&root.join(&options.previous_receipts))?;
     let policy = ReceiptPolicy::checkout(&root.join(MANIFEST_PATH))?;
     let selection = previous::newest_verified(&candidates, &policy)?;
     for line in &selection.ignored {
@@ -469,7 +484,7 @@ fn find_previous(
         None => runner.progress.step(format!(
             "no previous release verifies among {} receipt(s) in {}",
             candidates.len(),
-            flags.previous_receipts.display()
+            options.previous_receipts.display()
         )),
     }
     Ok(selection.newest)
@@ -478,41 +493,57 @@ fn find_previous(
 /// The gate step: the plan's clock, `--force`, and the previous release's receipt when one
 /// verifies (its `created_at` decides a catch-up).
 pub(crate) fn gate_step(
-    flags: &PlanFlags,
+    options: &PlanOptions,
     now_text: &str,
     previous_receipt: Option<&Path>,
     out: &Path,
 ) -> Step {
-    let mut gate = Step::new("gate", &["gate", "--json"])
-        .arg("--now", now_text)
-        .output(out.join("gate.json"));
-    if flags.force {
-        gate = gate.flag("--force");
-    }
-    if let Some(path) = previous_receipt {
-        gate = gate.arg("--previous-receipt", path);
-    }
-    gate
+    let gate = crate::release::gate::GateRequest {
+        now: Some(now_text.to_string()),
+        force: options.force,
+        previous_receipt: previous_receipt
+            .map(Path::to_path_buf)
+            .into_iter()
+            .collect(),
+        json: true,
+    };
+    Step::new("gate", gate).output(out.join("gate.json"))
 }
 
 /// `resolve` and `lock`, in that order: both ask the same registry with the plan's clock.
-pub(crate) fn resolve_and_lock_steps(flags: &PlanFlags, now_text: &str, out: &Path) -> [Step; 2] {
-    ["resolve", "lock"].map(|name| {
-        Step::new(name, &[name, "--json"])
-            .arg("--registry", &flags.registry.registry)
-            .arg("--now", now_text)
-            .output(out.join(format!("{name}.json")))
-    })
+pub(crate) fn resolve_and_lock_steps(
+    options: &PlanOptions,
+    now_text: &str,
+    out: &Path,
+) -> [Step; 2] {
+    let registry = crate::npm::resolve::RegistryAndClock {
+        registry: options.registry.registry.clone(),
+        now: Some(now_text.to_string()),
+    };
+    let resolve = crate::npm::resolve::ResolveRequest {
+        registry: registry.clone(),
+        json: true,
+    };
+    let lock = crate::npm::lock::LockRequest {
+        registry,
+        check: false,
+        dry_run: false,
+        json: true,
+    };
+    [
+        Step::new("resolve", resolve).output(out.join("resolve.json")),
+        Step::new("lock", lock).output(out.join("lock.json")),
+    ]
 }
 
 /// Runs `resolve` and `lock` as children and reads back the resolution.
 async fn resolve_and_lock(
     runner: &mut StepRunner,
-    flags: &PlanFlags,
+    options: &PlanOptions,
     now_text: &str,
     out: &Path,
 ) -> Result<Resolution> {
-    for step in resolve_and_lock_steps(flags, now_text, out) {
+    for step in resolve_and_lock_steps(options, now_text, out) {
         runner.run(&step).await?;
     }
     read_json(&out.join("resolve.json"), "a resolution")

@@ -68,7 +68,7 @@ pub(crate) fn previous_for<'a>(target: &Target, previous: Option<&'a str>) -> Op
 }
 
 /// The platform's steps as pure functions of the plan, so that the phase, `release --dry-run`
-/// and the test that parses every step against `flags.rs` build the very same command lines.
+/// and the test that parses every step back with `flags.rs` build the very same command lines.
 /// The steps after the build take the image it made; the dry run shows a placeholder there.
 impl PlatformSteps<'_> {
     fn output(&self, what: &str) -> PathBuf {
@@ -77,70 +77,76 @@ impl PlatformSteps<'_> {
     }
 
     pub(crate) fn base(&self) -> Step {
-        Step::new(format!("base {}", self.platform), &["base", "--json"])
-            .arg("--platform", self.platform.to_string())
-            .output(self.output("base"))
+        let base = crate::image::base::BaseRequest {
+            platform: self.platform,
+            suite: crate::image::base::DEFAULT_SUITE.to_string(),
+            rebuild: false,
+            dry_run: false,
+            json: true,
+        };
+        Step::new(format!("base {}", self.platform), base).output(self.output("base"))
     }
 
     pub(crate) fn build(&self) -> Step {
-        let mut build = Step::new(format!("build {}", self.platform), &["build", "--json"])
-            .arg("--platform", self.platform.to_string())
-            .output(self.output("build"));
-        if let Some(ca) = self.ca_bundle {
-            build = build.arg("--ca-bundle", ca);
-        }
-        build
+        let build = crate::image::build::BuildRequest {
+            platform: self.platform,
+            base_image: None,
+            ca_bundle: self.ca_bundle.map(Path::to_path_buf),
+            dry_run: false,
+            no_cache: false,
+            json: true,
+        };
+        Step::new(format!("build {}", self.platform), build).output(self.output("build"))
     }
 
     /// The SBOM comes after the push, so it can name the image by the manifest digest the
     /// push made (`published`: repository, digest, release tag); a run that does not publish
     /// (or whose smoke test failed) makes it without, and ships nothing.
     pub(crate) fn sbom(&self, image: &str, published: Option<PublishedImage<'_>>) -> Step {
-        let mut sbom = Step::new(format!("sbom {}", self.platform), &["sbom", "--json"])
-            .arg("--platform", self.platform.to_string())
-            .arg("--image", image)
-            .arg("--output", self.out.join(sbom_file_name(self.platform)))
-            .arg(
-                "--cyclonedx",
-                self.out.join(cyclonedx_file_name(self.platform)),
-            )
-            .arg("--now", self.now);
-        if let Some(p) = published {
-            sbom = sbom
-                .arg("--manifest-digest", p.manifest_digest)
-                .arg("--repository", p.repository)
-                .arg("--release-tag", p.tag);
-        }
-        sbom.output(self.output("sbom"))
+        let sbom = crate::image::sbom::SbomRequest {
+            image: image.to_string(),
+            platform: self.platform,
+            output: self.out.join(sbom_file_name(self.platform)),
+            cyclonedx: Some(self.out.join(cyclonedx_file_name(self.platform))),
+            now: Some(self.now.to_string()),
+            manifest_digest: published.as_ref().map(|p| p.manifest_digest.to_string()),
+            repository: published.as_ref().map(|p| p.repository.to_string()),
+            release_tag: published.as_ref().map(|p| p.tag.to_string()),
+            json: true,
+        };
+        Step::new(format!("sbom {}", self.platform), sbom).output(self.output("sbom"))
     }
 
     /// The smoke test gets the build's CA bundle too: its scan looks for that bundle's
     /// certificates in every layer, and without it would only find the environment's.
     pub(crate) fn smoke(&self, image: &str) -> Step {
-        let mut smoke = Step::new(format!("smoke {}", self.platform), &["smoke", "--json"])
-            .arg("--platform", self.platform.to_string())
-            .arg("--image", image)
-            .output(self.output("smoke"));
-        if let Some(ca) = self.ca_bundle {
-            smoke = smoke.arg("--ca-bundle", ca);
-        }
-        smoke
+        let smoke = crate::image::smoke::SmokeRequest {
+            image: image.to_string(),
+            platform: Some(self.platform),
+            ca_bundle: self.ca_bundle.map(Path::to_path_buf),
+            json: true,
+        };
+        Step::new(format!("smoke {}", self.platform), smoke).output(self.output("smoke"))
     }
 
     /// The push by digest, only when the plan publishes.
     pub(crate) fn push(&self, image: &str) -> Option<Step> {
         let target = self.publish?;
-        let mut push = Step::new(
-            format!("push {} by digest", self.platform),
-            &["publish", "--json"],
+        let push = crate::release::publish::PublishRequest {
+            target: target.clone(),
+            tag: None,
+            images: vec![format!("{}={image}", self.platform)],
+            pushed: Vec::new(),
+            partial: false,
+            defer_tag: false,
+            previous: previous_for(target, self.previous).map(str::to_string),
+            dry_run: false,
+            json: true,
+        };
+        Some(
+            Step::new(format!("push {} by digest", self.platform), push)
+                .output(self.output("pushed")),
         )
-        .arg("--oci-registry", &target.registry)
-        .arg("--repository", &target.repository)
-        .arg("--image", format!("{}={image}", self.platform));
-        if let Some(previous) = previous_for(target, self.previous) {
-            push = push.arg("--previous", previous);
-        }
-        Some(push.output(self.output("pushed")))
     }
 
     /// Every step, in order, with `image` for the one the build makes (and placeholders for
@@ -161,7 +167,8 @@ impl PlatformSteps<'_> {
     }
 }
 
-pub(crate) struct BuildRequest<'a> {
+/// One platform's build phase as the release runs it: the plan, where its results go.
+pub(crate) struct PlatformBuild<'a> {
     pub root: &'a Path,
     pub plan: &'a ReleasePlan,
     pub platform: Platform,
@@ -173,15 +180,15 @@ pub(crate) struct BuildRequest<'a> {
 
 /// Runs the platform's steps and writes its results file; returns it and its path. A failed
 /// smoke test still writes the results (the evidence), then fails.
-pub(crate) async fn run(request: BuildRequest<'_>) -> Result<(PlatformResults, PathBuf)> {
-    let BuildRequest {
+pub(crate) async fn run(build: PlatformBuild<'_>) -> Result<(PlatformResults, PathBuf)> {
+    let PlatformBuild {
         root,
         plan,
         platform,
         out,
         ca_bundle,
         side_by_side,
-    } = request;
+    } = build;
     let tag = plan.release_tag()?.to_string();
     if !plan.platforms.contains(&platform) {
         bail!(

@@ -34,11 +34,11 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use crate::flags::PublishArgs;
 use crate::oci::archive::{prepare_from_layers, prepare_streaming, Blob, PreparedImage};
 use crate::oci::reuse::{platform_manifest, reusable_layers, KnownBlob, Reusable};
 use crate::util::{atomic_write, print_json, sha256_hex, Progress};
 use template_formats::manifest::{Manifest, Platform};
+use template_formats::model::plan::Target;
 use template_formats::model::publish::{IndexEntry, PublishReport, PublishedIndex, PushedImage};
 use template_formats::model::tag::is_valid_tag;
 use template_formats::model::Digest;
@@ -225,8 +225,14 @@ async fn push_image(
     }];
     if cached.is_none() {
         needs.extend(
-            crate::disk::engine_need(docker, size, format!("the export of {image}"), progress)
-                .await,
+            crate::disk::engine_need(
+                docker,
+                ctx.settings.docker_host.as_deref(),
+                size,
+                format!("the export of {image}"),
+                progress,
+            )
+            .await,
         );
     }
     crate::disk::ensure_space(&format!("publishing {image} ({platform})"), needs)?;
@@ -845,17 +851,61 @@ fn parse_image_flag(flag: &str) -> Result<(Platform, String)> {
     Ok((platform, image.to_string()))
 }
 
-pub async fn run(args: PublishArgs, ctx: &crate::Context) -> Result<ExitCode> {
-    if args.images.is_empty() && args.pushed.is_empty() {
+/// `cargo xtask publish`: where to, which images (local, or already pushed elsewhere), and
+/// whether to make the index under a tag.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PublishRequest {
+    /// The registry (`--oci-registry`) and repository within it.
+    pub target: Target,
+    /// The release tag of the index; `None` pushes the platform images by digest only.
+    pub tag: Option<String>,
+    /// Tested local images, `PLATFORM=REF`, one per platform.
+    pub images: Vec<String>,
+    /// The `--json` output of earlier `publish --image ...` runs (other runners' platforms).
+    pub pushed: Vec<PathBuf>,
+    /// Allow an index that lacks some of the manifest's platforms.
+    pub partial: bool,
+    /// With `tag`: push the index by digest and check the tag, but do not write it.
+    pub defer_tag: bool,
+    /// The previous release, `host/repository@digest`, whose layers need no upload.
+    pub previous: Option<String>,
+    /// Read the registry, write nothing to it.
+    pub dry_run: bool,
+    pub json: bool,
+}
+
+impl PublishRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        // The registry and repository always, though they have defaults: the child must not
+        // take XTASK_OCI_REGISTRY / XTASK_OCI_REPOSITORY instead of the plan's target.
+        crate::util::Argv::command(&["publish"])
+            .switch("--json", self.json)
+            .value("--oci-registry", &self.target.registry)
+            .value("--repository", &self.target.repository)
+            .option("--tag", self.tag.as_ref())
+            .each("--image", &self.images)
+            .each("--pushed", &self.pushed)
+            .switch("--partial", self.partial)
+            .switch("--defer-tag", self.defer_tag)
+            .option("--previous", self.previous.as_ref())
+            .switch("--dry-run", self.dry_run)
+            .into_vec()
+    }
+}
+
+pub async fn run(request: PublishRequest, ctx: &crate::Context) -> Result<ExitCode> {
+    if request.images.is_empty() && request.pushed.is_empty() {
         bail!("nothing to publish: give --image PLATFORM=REF and/or --pushed FILE");
     }
-    let images = args
+    let images = request
         .images
         .iter()
         .map(|f| parse_image_flag(f))
         .collect::<Result<Vec<_>>>()?;
     let mut pushed = Vec::new();
-    for file in &args.pushed {
+    for file in &request.pushed {
         let text = std::fs::read_to_string(file)
             .with_context(|| format!("cannot read --pushed {}", file.display()))?;
         let report: PublishReport = serde_json::from_str(&text).with_context(|| {
@@ -872,25 +922,25 @@ pub async fn run(args: PublishArgs, ctx: &crate::Context) -> Result<ExitCode> {
         }
         pushed.extend(report.platforms);
     }
-    let required_platforms = if args.partial {
+    let required_platforms = if request.partial {
         Vec::new()
     } else {
         Manifest::load(&ctx.layout.manifest())?.platforms
     };
     let options = PublishOptions {
-        registry: args.target.oci_registry,
-        repository: args.target.repository,
+        registry: request.target.registry,
+        repository: request.target.repository,
         images,
         pushed,
-        tag: args.tag,
+        tag: request.tag,
         required_platforms,
-        dry_run: args.dry_run,
-        defer_tag: args.defer_tag,
-        previous: args.previous,
+        dry_run: request.dry_run,
+        defer_tag: request.defer_tag,
+        previous: request.previous,
     };
     let progress = Progress::default();
     let report = publish(&options, ctx, &progress).await?;
-    if args.json {
+    if request.json {
         print_json(&report)?;
     } else {
         for p in &report.platforms {

@@ -8,7 +8,6 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use crate::flags::ReceiptWriteArgs;
 use crate::npm::inventory::INVENTORY_PATH;
 use crate::util::{atomic_write, now_or, read_json, sha256_file, sha256_hex};
 use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
@@ -509,7 +508,56 @@ fn sbom_records(paths: &[PathBuf]) -> Result<SbomRecords> {
     Ok((spdx, cdx))
 }
 
-pub fn write_cmd(args: ReceiptWriteArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// `cargo xtask receipt write`: the files a receipt is assembled from, and where it goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptWriteRequest {
+    /// `gate --json` output.
+    pub gate: PathBuf,
+    /// `resolve --json` output.
+    pub resolve: PathBuf,
+    /// `build --json` outputs, one per platform.
+    pub builds: Vec<PathBuf>,
+    /// `smoke --json` outputs, one per platform.
+    pub smokes: Vec<PathBuf>,
+    /// Each platform's SBOMs, SPDX and CycloneDX.
+    pub sboms: Vec<PathBuf>,
+    /// The consumer's static verifier binaries.
+    pub verifiers: Vec<PathBuf>,
+    /// `publish --tag T --json` output (with the index).
+    pub publish: PathBuf,
+    /// The release tag; `None` is the published index's.
+    pub tag: Option<String>,
+    /// The source commit; `None` is `$GITHUB_SHA`, else `git rev-parse HEAD`.
+    pub source_commit: Option<String>,
+    /// The receipt's creation time (RFC 3339); `None` is now.
+    pub now: Option<String>,
+    /// Where the receipt goes; `None` is .xtask/receipts.
+    pub out_dir: Option<PathBuf>,
+    pub json: bool,
+}
+
+impl ReceiptWriteRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        crate::util::Argv::command(&["receipt", "write"])
+            .switch("--json", self.json)
+            .value("--gate", &self.gate)
+            .value("--resolve", &self.resolve)
+            .value("--publish", &self.publish)
+            .option("--tag", self.tag.as_ref())
+            .option("--now", self.now.as_ref())
+            .option("--out-dir", self.out_dir.as_ref())
+            .each("--build", &self.builds)
+            .each("--smoke", &self.smokes)
+            .each("--sbom", &self.sboms)
+            .each("--verifier", &self.verifiers)
+            .option("--source-commit", self.source_commit.as_ref())
+            .into_vec()
+    }
+}
+
+pub fn write_cmd(request: ReceiptWriteRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let layout = &ctx.layout;
     let root = layout.root();
     let manifest = Manifest::load(&layout.manifest())?;
@@ -521,38 +569,38 @@ pub fn write_cmd(args: ReceiptWriteArgs, ctx: &crate::Context) -> Result<ExitCod
             .with_context(|| format!("artifact `{name}` ({path}) is needed for the receipt"))?;
         artifacts.push((name.to_string(), path.to_string(), digest));
     }
-    let (sboms, cyclonedx) = sbom_records(&args.sboms)?;
+    let (sboms, cyclonedx) = sbom_records(&request.sboms)?;
     let inputs = ReceiptInputs {
-        release_tag_override: args.tag.clone(),
-        created_at: now_or(args.now.as_deref())?,
-        source_commit: match &args.source_commit {
+        release_tag_override: request.tag.clone(),
+        created_at: now_or(request.now.as_deref())?,
+        source_commit: match &request.source_commit {
             Some(sha) => sha.clone(),
             None => source_commit(root, ctx.settings.github_sha.as_deref())?,
         },
-        gate: read_json(&args.gate, "`cargo xtask gate --json` output")?,
-        resolve: read_json(&args.resolve, "`cargo xtask resolve --json` output")?,
+        gate: read_json(&request.gate, "`cargo xtask gate --json` output")?,
+        resolve: read_json(&request.resolve, "`cargo xtask resolve --json` output")?,
         inventory,
         manifest,
         artifacts,
-        builds: args
+        builds: request
             .builds
             .iter()
             .map(|p| read_json(p, "`cargo xtask build --json` output"))
             .collect::<Result<_>>()?,
-        smokes: args
+        smokes: request
             .smokes
             .iter()
             .map(|p| read_json(p, "`cargo xtask smoke --json` output"))
             .collect::<Result<_>>()?,
         sboms,
         cyclonedx,
-        verifiers: verifier_records(&args.verifiers)?,
-        publish: read_json(&args.publish, "`cargo xtask publish --json` output")?,
+        verifiers: verifier_records(&request.verifiers)?,
+        publish: read_json(&request.publish, "`cargo xtask publish --json` output")?,
     };
     let receipt = assemble(inputs)?;
     let bytes = receipt_bytes(&receipt);
     let digest = sha256_hex(&bytes);
-    let out_dir = args
+    let out_dir = request
         .out_dir
         .clone()
         .unwrap_or_else(|| layout.state("receipts"));
@@ -571,7 +619,7 @@ pub fn write_cmd(args: ReceiptWriteArgs, ctx: &crate::Context) -> Result<ExitCod
         complete: receipt.complete,
         problems: check.problems,
     };
-    if args.json {
+    if request.json {
         template_verify::terminal_text::print_json_escaped(&report)?;
     } else {
         println!("{}", template_verify::terminal_text::escape(&report.path));

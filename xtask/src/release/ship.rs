@@ -270,8 +270,9 @@ pub(crate) fn is_partial(manifest_platforms: &[Platform], released: &[Platform])
 /// The files the `publish` and `receipt write` children read, one set per platform.
 pub(crate) struct StageFiles {
     pushed: Vec<PathBuf>,
-    /// `--build` / `--smoke` and their files, in the platforms' order.
-    receipt_args: Vec<(&'static str, PathBuf)>,
+    /// Each platform's `build` and `smoke` outputs, in the platforms' order.
+    builds: Vec<PathBuf>,
+    smokes: Vec<PathBuf>,
 }
 
 fn stage_file(work: &Path, what: &str, platform: Platform) -> PathBuf {
@@ -286,14 +287,13 @@ impl StageFiles {
                 .iter()
                 .map(|p| stage_file(work, "pushed", *p))
                 .collect(),
-            receipt_args: platforms
+            builds: platforms
                 .iter()
-                .flat_map(|p| {
-                    [
-                        ("--build", stage_file(work, "build", *p)),
-                        ("--smoke", stage_file(work, "smoke", *p)),
-                    ]
-                })
+                .map(|p| stage_file(work, "build", *p))
+                .collect(),
+            smokes: platforms
+                .iter()
+                .map(|p| stage_file(work, "smoke", *p))
                 .collect(),
         }
     }
@@ -339,7 +339,7 @@ pub(crate) struct ShipContext<'a> {
 }
 
 /// The phase's child commands, pure functions of the context, so that the phase,
-/// `release --dry-run` and the test that parses every step against `flags.rs` build the very
+/// `release --dry-run` and the test that parses every step back with `flags.rs` build the very
 /// same command lines. `verify` needs the written receipt's path, so it is made later.
 pub(crate) struct ShipSteps {
     pub index: Step,
@@ -352,41 +352,38 @@ pub(crate) struct ShipSteps {
 
 impl ShipSteps {
     pub(crate) fn new(c: &ShipContext<'_>) -> ShipSteps {
-        let publish = |name: &str| {
-            let mut step = Step::new(name, &["publish", "--json"])
-                .arg("--oci-registry", &c.target.registry)
-                .arg("--repository", &c.target.repository)
-                .arg("--tag", c.tag);
-            for file in &c.files.pushed {
-                step = step.arg("--pushed", file);
-            }
-            if c.partial {
-                // A maintainer's single-platform release: its receipt says it is incomplete.
-                step = step.flag("--partial");
-            }
-            step
+        // The index by digest first (the tag deferred), the tag itself last.
+        let publish = |defer_tag: bool| crate::release::publish::PublishRequest {
+            target: c.target.clone(),
+            tag: Some(c.tag.to_string()),
+            images: Vec::new(),
+            pushed: c.files.pushed.clone(),
+            // A maintainer's single-platform release: its receipt says it is incomplete.
+            partial: c.partial,
+            defer_tag,
+            previous: None,
+            dry_run: false,
+            json: true,
         };
-        let index = publish(STEP_NAMES[0])
-            .flag("--defer-tag")
-            .output(c.work.join("index.json"));
-        let mut write = Step::new(STEP_NAMES[1], &["receipt", "write", "--json"])
-            .arg("--gate", c.plan_dir.join("gate.json"))
-            .arg("--resolve", c.plan_dir.join("resolve.json"))
-            .arg("--publish", c.work.join("index.json"))
-            .arg("--tag", c.tag)
-            .arg("--now", c.now)
-            .arg("--out-dir", c.assets)
-            .output(c.work.join("receipt.json"));
-        for (flag, path) in &c.files.receipt_args {
-            write = write.arg(flag, path);
-        }
-        for path in c.receipt_sboms {
-            write = write.arg("--sbom", path);
-        }
-        for path in c.verifiers {
-            write = write.arg("--verifier", path);
-        }
-        let tag = (!c.defer_tag).then(|| publish(STEP_NAMES[3]).output(c.work.join("tagged.json")));
+        let index = Step::new(STEP_NAMES[0], publish(true)).output(c.work.join("index.json"));
+        let receipt = crate::release::receipt_write::ReceiptWriteRequest {
+            gate: c.plan_dir.join("gate.json"),
+            resolve: c.plan_dir.join("resolve.json"),
+            builds: c.files.builds.clone(),
+            smokes: c.files.smokes.clone(),
+            sboms: c.receipt_sboms.to_vec(),
+            verifiers: c.verifiers.to_vec(),
+            publish: c.work.join("index.json"),
+            tag: Some(c.tag.to_string()),
+            // The child finds it as it would alone ($GITHUB_SHA, else `git rev-parse HEAD`).
+            source_commit: None,
+            now: Some(c.now.to_string()),
+            out_dir: Some(c.assets.to_path_buf()),
+            json: true,
+        };
+        let write = Step::new(STEP_NAMES[1], receipt).output(c.work.join("receipt.json"));
+        let tag = (!c.defer_tag)
+            .then(|| Step::new(STEP_NAMES[3], publish(false)).output(c.work.join("tagged.json")));
         ShipSteps {
             index,
             write,
@@ -397,10 +394,14 @@ impl ShipSteps {
     }
 
     pub(crate) fn verify(&self, receipt: &Path) -> Step {
-        Step::new(STEP_NAMES[2], &["receipt", "verify", "--json"])
-            .arg("--artifacts", &self.assets)
-            .positional(receipt)
-            .output(self.verify_output.clone())
+        let verify = template_verify::receipt::VerifyRequest {
+            file: receipt.to_path_buf(),
+            artifacts: Some(self.assets.clone()),
+            check_registry: false,
+            credentials_registry: None,
+            json: true,
+        };
+        Step::new(STEP_NAMES[2], verify).output(self.verify_output.clone())
     }
 
     /// Every step, in the order the phase runs them, with `receipt` for the one written.

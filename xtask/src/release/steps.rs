@@ -6,6 +6,10 @@
 //!
 //! Children rather than function calls, because each subcommand is also what a maintainer runs
 //! by hand: the release is exactly those commands, in that order, with those files.
+//!
+//! A step is made from the child's request (`ChildRequest`), and its command line is that
+//! request's `to_args`: the phases decide values, never flag spellings, and the binary's
+//! round-trip test parses every step back into the request it came from.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -16,10 +20,83 @@ use serde::Serialize;
 
 use crate::util::{atomic_write, Progress};
 
+/// What a step asks its child to do: the request of one of the subcommands a phase runs.
+/// The step's argv is rendered from it, so what the child parses is what the phase decided
+/// (the binary's round-trip test parses every step back into its request).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChildRequest {
+    Gate(crate::release::gate::GateRequest),
+    Resolve(crate::npm::resolve::ResolveRequest),
+    Lock(crate::npm::lock::LockRequest),
+    Base(crate::image::base::BaseRequest),
+    Build(crate::image::build::BuildRequest),
+    Smoke(crate::image::smoke::SmokeRequest),
+    Sbom(crate::image::sbom::SbomRequest),
+    Publish(crate::release::publish::PublishRequest),
+    ReceiptWrite(crate::release::receipt_write::ReceiptWriteRequest),
+    /// The verifier's own request. No `--manifest`: the child judges the receipt by the
+    /// checkout's manifest, as `receipt verify` without it does.
+    ReceiptVerify(template_verify::receipt::VerifyRequest),
+}
+
+impl ChildRequest {
+    /// The child's argv after the program name.
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        match self {
+            ChildRequest::Gate(r) => r.to_args(),
+            ChildRequest::Resolve(r) => r.to_args(),
+            ChildRequest::Lock(r) => r.to_args(),
+            ChildRequest::Base(r) => r.to_args(),
+            ChildRequest::Build(r) => r.to_args(),
+            ChildRequest::Smoke(r) => r.to_args(),
+            ChildRequest::Sbom(r) => r.to_args(),
+            ChildRequest::Publish(r) => r.to_args(),
+            ChildRequest::ReceiptWrite(r) => r.to_args(),
+            ChildRequest::ReceiptVerify(r) => {
+                // `--credentials-registry` only when set: an absent one lets the child take
+                // XTASK_OCI_REGISTRY from the environment it inherits, as a person's would.
+                crate::util::Argv::command(&["receipt", "verify"])
+                    .switch("--json", r.json)
+                    .option("--artifacts", r.artifacts.as_ref())
+                    .switch("--check-registry", r.check_registry)
+                    .option("--credentials-registry", r.credentials_registry.as_ref())
+                    .positional(&r.file)
+                    .into_vec()
+            }
+        }
+    }
+}
+
+macro_rules! child_request_from {
+    ($($variant:ident($request:ty)),* $(,)?) => {
+        $(impl From<$request> for ChildRequest {
+            fn from(request: $request) -> ChildRequest {
+                ChildRequest::$variant(request)
+            }
+        })*
+    };
+}
+
+child_request_from!(
+    Gate(crate::release::gate::GateRequest),
+    Resolve(crate::npm::resolve::ResolveRequest),
+    Lock(crate::npm::lock::LockRequest),
+    Base(crate::image::base::BaseRequest),
+    Build(crate::image::build::BuildRequest),
+    Smoke(crate::image::smoke::SmokeRequest),
+    Sbom(crate::image::sbom::SbomRequest),
+    Publish(crate::release::publish::PublishRequest),
+    ReceiptWrite(crate::release::receipt_write::ReceiptWriteRequest),
+    ReceiptVerify(template_verify::receipt::VerifyRequest),
+);
+
 /// One subcommand: `cargo xtask <args>`, its stdout kept in `output` when given.
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub(crate) struct Step {
+pub struct Step {
     pub name: String,
+    /// What the child is asked; `args` is its rendering.
+    #[serde(skip)]
+    pub request: ChildRequest,
     pub args: Vec<String>,
     pub output: Option<PathBuf>,
     /// Environment variables set for this step only.
@@ -28,31 +105,20 @@ pub(crate) struct Step {
 }
 
 impl Step {
-    pub(crate) fn new(name: impl Into<String>, args: &[&str]) -> Step {
+    /// The step `name` that runs `request`, its argv rendered from it.
+    pub(crate) fn new(name: impl Into<String>, request: impl Into<ChildRequest>) -> Step {
+        let request = request.into();
         Step {
             name: name.into(),
-            args: args.iter().map(|s| s.to_string()).collect(),
+            args: request
+                .to_args()
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            request,
             output: None,
             env: Vec::new(),
         }
-    }
-
-    pub(crate) fn arg(mut self, flag: &str, value: impl AsRef<std::ffi::OsStr>) -> Step {
-        self.args.push(flag.to_owned());
-        self.args
-            .push(value.as_ref().to_string_lossy().into_owned());
-        self
-    }
-
-    pub(crate) fn positional(mut self, value: impl AsRef<std::ffi::OsStr>) -> Step {
-        self.args
-            .push(value.as_ref().to_string_lossy().into_owned());
-        self
-    }
-
-    pub(crate) fn flag(mut self, flag: &str) -> Step {
-        self.args.push(flag.to_owned());
-        self
     }
 
     pub(crate) fn output(mut self, path: impl Into<PathBuf>) -> Step {
@@ -71,7 +137,7 @@ impl Step {
     }
 
     /// The command line a person would type.
-    pub(crate) fn command_line(&self) -> String {
+    pub fn command_line(&self) -> String {
         let env: String = self.env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
         format!("{env}cargo xtask {}", self.args.join(" "))
     }
@@ -325,7 +391,15 @@ mod tests {
 
     #[test]
     fn steps_print_as_the_command_a_person_types() {
-        let step = Step::new("gate", &["gate", "--json"]).arg("--now", "2026-11-30T04:37:00Z");
+        let step = Step::new(
+            "gate",
+            crate::release::gate::GateRequest {
+                now: Some("2026-11-30T04:37:00Z".into()),
+                force: false,
+                previous_receipt: Vec::new(),
+                json: true,
+            },
+        );
         assert_eq!(
             step.command_line(),
             "cargo xtask gate --json --now 2026-11-30T04:37:00Z"

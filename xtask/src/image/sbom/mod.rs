@@ -39,7 +39,7 @@ use crate::image::dpkg::{dependency_edges, dpkg_packages, DebPackage, OsRelease}
 use copyright::{declared_license, DocTree, Evidence};
 use npm::{node_packages, npm_packages, NpmManifest};
 use purl::deb_purl;
-pub use run::run;
+pub use run::{run, SbomRequest};
 use template_formats::manifest::Platform;
 use template_formats::model::inventory::Inventory;
 use template_formats::model::lockfile::Lockfile;

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -13,7 +14,6 @@ use super::files::{dpkg_owned, elf_files, unowned, ElfFile};
 use super::npm::{is_platform_specific, npm_candidates, npm_manifest, package_dir, NpmManifest};
 use super::spdx::Document;
 use super::{document, document_bytes, stats, SbomInput, SbomReport, NPM_CLI_PREFIX, NPM_PREFIX};
-use crate::flags::SbomArgs;
 use crate::image::dpkg::{os_release, OsRelease};
 use crate::image::engine;
 use crate::util::{atomic_write, print_json, sha256_hex};
@@ -41,7 +41,46 @@ fn is_not_found(err: &anyhow::Error) -> bool {
     })
 }
 
-pub async fn run(args: SbomArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// `cargo xtask sbom`: the image to describe and where the documents go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SbomRequest {
+    /// Image reference (tag or id) in the local Docker engine.
+    pub image: String,
+    /// The platform the image must report.
+    pub platform: Platform,
+    /// Where the SPDX document goes.
+    pub output: PathBuf,
+    /// Where the same SBOM goes as CycloneDX, if anywhere.
+    pub cyclonedx: Option<PathBuf>,
+    /// The documents' creation time (RFC 3339); `None` is the image's creation time.
+    pub now: Option<String>,
+    /// The pushed manifest's digest, with `repository` and `release_tag`: the SBOM then names
+    /// the image as consumers pull it.
+    pub manifest_digest: Option<String>,
+    pub repository: Option<String>,
+    pub release_tag: Option<String>,
+    pub json: bool,
+}
+
+impl SbomRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        crate::util::Argv::command(&["sbom"])
+            .switch("--json", self.json)
+            .value("--platform", self.platform.to_string())
+            .value("--image", &self.image)
+            .value("--output", &self.output)
+            .option("--cyclonedx", self.cyclonedx.as_ref())
+            .option("--now", self.now.as_ref())
+            .option("--manifest-digest", self.manifest_digest.as_ref())
+            .option("--repository", self.repository.as_ref())
+            .option("--release-tag", self.release_tag.as_ref())
+            .into_vec()
+    }
+}
+
+pub async fn run(request: SbomRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let root = &ctx.layout;
     let lock_path = root.package_lock();
     let lock_text = std::fs::read_to_string(&lock_path)
@@ -50,12 +89,12 @@ pub async fn run(args: SbomArgs, ctx: &crate::Context) -> Result<ExitCode> {
     let inventory = Inventory::load(&root.inventory())?;
 
     let docker = engine::connect(&ctx.settings).await?;
-    let image = &args.image;
-    let (image_id, created) = inspect_image(&docker, root, &args).await?;
-    let contents = ImageContents::read(&docker, image, &lockfile, args.platform).await?;
+    let image = &request.image;
+    let (image_id, created) = inspect_image(&docker, root, &request).await?;
+    let contents = ImageContents::read(&docker, image, &lockfile, request.platform).await?;
 
     let doc = document(&SbomInput {
-        platform: args.platform,
+        platform: request.platform,
         image,
         image_id: &image_id,
         created: &created,
@@ -69,14 +108,14 @@ pub async fn run(args: SbomArgs, ctx: &crate::Context) -> Result<ExitCode> {
         npm_manifests: &contents.npm_manifests,
         npm_cli: &contents.npm_cli,
         elf_files: &contents.elf_files,
-        published: published(&args)?,
+        published: published(&request)?,
     })?;
     let bytes = document_bytes(&doc);
-    atomic_write(&args.output, &bytes)?;
-    if let Some(path) = &args.cyclonedx {
+    atomic_write(&request.output, &bytes)?;
+    if let Some(path) = &request.cyclonedx {
         atomic_write(path, &bom_bytes(&doc)?)?;
     }
-    let report = sbom_report(&args, &doc, &bytes, image_id);
+    let report = sbom_report(&request, &doc, &bytes, image_id);
     let c = &report.coverage;
     eprintln!(
         "{}: {} packages ({} Debian, {} npm, {} bundled in npm), {} bytes; licenses: {}/{} \
@@ -102,7 +141,7 @@ pub async fn run(args: SbomArgs, ctx: &crate::Context) -> Result<ExitCode> {
         contents.elf_files.len(),
         contents.elf_files.iter().map(|f| f.size).sum::<u64>(),
     );
-    if args.json {
+    if request.json {
         print_json(&report)?;
     }
     Ok(ExitCode::SUCCESS)
@@ -110,10 +149,12 @@ pub async fn run(args: SbomArgs, ctx: &crate::Context) -> Result<ExitCode> {
 
 /// The published image the flags name (`--manifest-digest`, `--repository`, `--release-tag`,
 /// which clap requires together), its digest checked to be `sha256:<64 hex>`.
-fn published(args: &SbomArgs) -> Result<Option<template_formats::sbom::PublishedImage<'_>>> {
-    let (Some(digest), Some(repository), Some(tag)) =
-        (&args.manifest_digest, &args.repository, &args.release_tag)
-    else {
+fn published(request: &SbomRequest) -> Result<Option<template_formats::sbom::PublishedImage<'_>>> {
+    let (Some(digest), Some(repository), Some(tag)) = (
+        &request.manifest_digest,
+        &request.repository,
+        &request.release_tag,
+    ) else {
         return Ok(None);
     };
     let hex = digest.strip_prefix("sha256:").unwrap_or_default();
@@ -136,16 +177,16 @@ fn published(args: &SbomArgs) -> Result<Option<template_formats::sbom::Published
 async fn inspect_image(
     docker: &bollard::Docker,
     root: &crate::layout::Layout,
-    args: &SbomArgs,
+    request: &SbomRequest,
 ) -> Result<(String, String)> {
-    let image = &args.image;
+    let image = &request.image;
     let inspect = engine::inspect_image(docker, image)
         .await?
-        .with_context(|| format!("the image {image} is not in the Docker engine; build it first (`cargo xtask build --platform {}`)", args.platform))?;
-    engine::ensure_image_platform(image, &inspect, args.platform)?;
+        .with_context(|| format!("the image {image} is not in the Docker engine; build it first (`cargo xtask build --platform {}`)", request.platform))?;
+    engine::ensure_image_platform(image, &inspect, request.platform)?;
     // The tool's id of the image (its config digest), not the engine's handle for it.
     let image_id = crate::image::identity::tool_image_id(docker, root, image, &inspect).await?;
-    let created = match (&args.now, &inspect.created) {
+    let created = match (&request.now, &inspect.created) {
         (Some(now), _) => crate::util::now_or(Some(now))?,
         (None, Some(created)) => chrono::DateTime::parse_from_rfc3339(created)
             .with_context(|| format!("{image}: the engine's creation time `{created}`"))?
@@ -276,15 +317,20 @@ impl ImageContents {
 /// The template's install tree: its archive's paths are the lockfile's (`node_modules/...`).
 const NPM_INSTALL_TREE: &str = "/opt/coding-agents/node_modules";
 
-fn sbom_report(args: &SbomArgs, doc: &Document, bytes: &[u8], image_id: String) -> SbomReport {
+fn sbom_report(
+    request: &SbomRequest,
+    doc: &Document,
+    bytes: &[u8],
+    image_id: String,
+) -> SbomReport {
     let coverage = stats(doc);
     SbomReport {
-        output: args.output.clone(),
+        output: request.output.clone(),
         sha256: sha256_hex(bytes),
         size: bytes.len() as u64,
-        image: args.image.clone(),
+        image: request.image.clone(),
         image_id,
-        platform: args.platform,
+        platform: request.platform,
         debian_packages: coverage.debian_packages,
         npm_packages: coverage.npm_packages,
         packages: coverage.packages,

@@ -245,6 +245,8 @@ pub(super) struct CaScanInputs {
     pub forbidden_env: Vec<String>,
     /// The host's CA bundle, when it has one.
     pub bundle: Option<PathBuf>,
+    /// The settings' `DOCKER_HOST`: whether the engine's data root is a local path.
+    pub docker_host: Option<String>,
 }
 
 pub(super) async fn ca_bundle_absent(ctx: &Ctx, inputs: CaScanInputs) -> Check {
@@ -316,6 +318,7 @@ async fn ca_bundle_absent_inner(ctx: &Ctx, inputs: CaScanInputs) -> Result<(bool
         .max(0) as u64;
     let needs = crate::disk::engine_need(
         &ctx.docker,
+        inputs.docker_host.as_deref(),
         size,
         format!("the export of {} for the scan", ctx.image),
         &crate::util::Progress::default(),

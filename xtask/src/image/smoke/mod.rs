@@ -40,7 +40,7 @@ mod container;
 mod scripts;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -50,7 +50,6 @@ use bollard::Docker;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 
-use crate::flags::SmokeArgs;
 use crate::image::build::{locked_versions, PACKAGE_JSON_PATH};
 use crate::image::engine;
 use crate::util::{print_json, Progress};
@@ -63,7 +62,35 @@ use container::{timed, Ctx, Limits};
 
 pub(crate) use template_formats::model::smoke::{Check, SmokeReport};
 
-pub async fn run(args: SmokeArgs, ctx: &crate::Context) -> Result<ExitCode> {
+/// `cargo xtask smoke`: the image to check, and what it must be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmokeRequest {
+    /// Image reference (tag or id).
+    pub image: String,
+    /// The platform the image must report; `None` is the image's own.
+    pub platform: Option<Platform>,
+    /// The extra CA bundle the build may have used: none of its certificates that Debian
+    /// does not ship may appear in a layer.
+    pub ca_bundle: Option<PathBuf>,
+    pub json: bool,
+}
+
+impl SmokeRequest {
+    /// This request as the command line that parses back into it (the release's steps run
+    /// their children this way; a test in main.rs checks the round trip).
+    /// An absent `ca_bundle` renders no flag: the child takes XTASK_EXTRA_CA_BUNDLE from
+    /// the environment it inherits, as for `build`.
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
+        crate::util::Argv::command(&["smoke"])
+            .switch("--json", self.json)
+            .option("--platform", self.platform.map(|p| p.to_string()))
+            .value("--image", &self.image)
+            .option("--ca-bundle", self.ca_bundle.as_ref())
+            .into_vec()
+    }
+}
+
+pub async fn run(request: SmokeRequest, ctx: &crate::Context) -> Result<ExitCode> {
     let progress = Progress::default();
     let root = &ctx.layout;
     let docker = engine::connect(&ctx.settings).await?;
@@ -76,11 +103,13 @@ pub async fn run(args: SmokeArgs, ctx: &crate::Context) -> Result<ExitCode> {
             "removed {dead} container(s) and volume(s) left by runs that no longer exist"
         ));
     }
-    let ca_bundle = crate::image::build::host_ca_bundle(args.ca_bundle.as_deref(), &ctx.settings);
+    let ca_bundle =
+        crate::image::build::host_ca_bundle(request.ca_bundle.as_deref(), &ctx.settings);
     let target = SmokeTarget {
-        image: &args.image,
-        platform: args.platform,
+        image: &request.image,
+        platform: request.platform,
         ca_bundle: ca_bundle.as_deref(),
+        docker_host: ctx.settings.docker_host.as_deref(),
     };
     let smoke = smoke(&docker, root, &target, &run_id, &progress);
     let outcome = tokio::select! {
@@ -93,7 +122,7 @@ pub async fn run(args: SmokeArgs, ctx: &crate::Context) -> Result<ExitCode> {
         progress.step(format!("removed {leftovers} container(s) left by checks"));
     }
     let report = outcome?;
-    if args.json {
+    if request.json {
         print_json(&report)?;
     } else {
         print_report(&report);
@@ -132,6 +161,8 @@ pub(crate) struct SmokeTarget<'a> {
     pub platform: Option<Platform>,
     /// The host's CA bundle, whose extra certificates must be nowhere in the image.
     pub ca_bundle: Option<&'a Path>,
+    /// The settings' `DOCKER_HOST`, for the CA scan's check of the engine's free space.
+    pub docker_host: Option<&'a str>,
 }
 
 /// The repository files the checks are judged against.
@@ -205,6 +236,7 @@ pub(crate) async fn smoke(
             env: image_env(&inspect),
             forbidden_env: expected.manifest.image.forbidden_env.clone(),
             bundle: target.ca_bundle.map(Path::to_path_buf),
+            docker_host: target.docker_host.map(str::to_string),
         };
         tokio::spawn(async move { timed(ca_scan::ca_bundle_absent(&ctx, inputs)).await })
     };
