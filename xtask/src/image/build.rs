@@ -309,7 +309,7 @@ pub async fn run(request: BuildRequest, ctx: &crate::Context) -> Result<ExitCode
     progress.step(format!("engine: {engine_info}"));
     // The assembly reads each tree through a created container: a build killed meanwhile
     // cannot remove it, and a re-run of the build alone (no smoke after it) would not.
-    if !args.dry_run {
+    if !request.dry_run {
         let dead = engine::remove_dead_runs(&docker, false).await?;
         if dead > 0 {
             progress.step(format!(
