@@ -679,12 +679,7 @@ fn assemble_points(tried: &mut Vec<Tried>) {
         .as_str()
         .unwrap()
         .to_string();
-    let root = scratch_root_with(&[
-        "template/manifest.yaml",
-        "template/inventory.json",
-        "template/package.json",
-        "template/package-lock.json",
-    ]);
+    let root = scratch_root_with(&crate::support::TEMPLATE_FILES);
     std::fs::write(
         root.path().join("Dockerfile"),
         assembly_dockerfile(&unique("kill-assemble")),

@@ -108,12 +108,7 @@ pub struct Release {
 pub fn release() -> &'static Release {
     static RELEASE: OnceLock<Release> = OnceLock::new();
     RELEASE.get_or_init(|| {
-        let root = scratch_root_with(&[
-            "template/manifest.yaml",
-            "template/inventory.json",
-            "template/package.json",
-            "template/package-lock.json",
-        ]);
+        let root = scratch_root_with(&crate::support::TEMPLATE_FILES);
         // The receipt only hashes the Dockerfile; a fixture keeps this test independent of it.
         std::fs::write(
             root.path().join("Dockerfile"),

@@ -163,6 +163,15 @@ pub fn scratch_repo(prefix: &str) -> tempfile::TempDir {
     scratch
 }
 
+/// The committed files a build or a receipt reads from `template/`: what a scratch root for
+/// an image or a release needs (with a Dockerfile of its own).
+pub const TEMPLATE_FILES: [&str; 4] = [
+    "template/manifest.yaml",
+    "template/inventory.json",
+    "template/package.json",
+    "template/package-lock.json",
+];
+
 /// A scratch root for `XTASK_ROOT` holding copies of `paths` (relative to the repository).
 pub fn scratch_root_with(paths: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir_in(run_dir()).unwrap();

@@ -20,11 +20,26 @@ use serde::Serialize;
 
 use crate::util::{atomic_write, Progress};
 
-/// What a step asks its child to do: the request of one of the subcommands a phase runs.
-/// The step's argv is rendered from it, so what the child parses is what the phase decided
-/// (the binary's round-trip test parses every step back into its request).
-#[derive(Debug, Clone, PartialEq)]
-pub enum ChildRequest {
+/// [`ChildRequest`] and a `From` for each request, from one list.
+macro_rules! child_requests {
+    ($($(#[$doc:meta])* $variant:ident($request:ty)),* $(,)?) => {
+        /// What a step asks its child to do: the request of one of the subcommands a phase
+        /// runs. The step's argv is rendered from it, so what the child parses is what the
+        /// phase decided (the binary's round-trip test parses every step back into its
+        /// request).
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum ChildRequest {
+            $($(#[$doc])* $variant($request),)*
+        }
+        $(impl From<$request> for ChildRequest {
+            fn from(request: $request) -> ChildRequest {
+                ChildRequest::$variant(request)
+            }
+        })*
+    };
+}
+
+child_requests!(
     Gate(crate::release::gate::GateRequest),
     Resolve(crate::npm::resolve::ResolveRequest),
     Lock(crate::npm::lock::LockRequest),
@@ -37,7 +52,7 @@ pub enum ChildRequest {
     /// The verifier's own request. No `--manifest`: the child judges the receipt by the
     /// checkout's manifest, as `receipt verify` without it does.
     ReceiptVerify(template_verify::receipt::VerifyRequest),
-}
+);
 
 impl ChildRequest {
     /// The child's argv after the program name.
@@ -66,29 +81,6 @@ impl ChildRequest {
         }
     }
 }
-
-macro_rules! child_request_from {
-    ($($variant:ident($request:ty)),* $(,)?) => {
-        $(impl From<$request> for ChildRequest {
-            fn from(request: $request) -> ChildRequest {
-                ChildRequest::$variant(request)
-            }
-        })*
-    };
-}
-
-child_request_from!(
-    Gate(crate::release::gate::GateRequest),
-    Resolve(crate::npm::resolve::ResolveRequest),
-    Lock(crate::npm::lock::LockRequest),
-    Base(crate::image::base::BaseRequest),
-    Build(crate::image::build::BuildRequest),
-    Smoke(crate::image::smoke::SmokeRequest),
-    Sbom(crate::image::sbom::SbomRequest),
-    Publish(crate::release::publish::PublishRequest),
-    ReceiptWrite(crate::release::receipt_write::ReceiptWriteRequest),
-    ReceiptVerify(template_verify::receipt::VerifyRequest),
-);
 
 /// One subcommand: `cargo xtask <args>`, its stdout kept in `output` when given.
 #[derive(Debug, Clone, Serialize, PartialEq)]
