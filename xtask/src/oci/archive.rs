@@ -4,9 +4,9 @@
 //!
 //! Speed: the export streams to disk layer by layer (never a whole layer in memory) while a
 //! pool of one thread per core compresses the layers already on disk, largest first, with the
-//! zlib-rs deflate backend, and each layer from the layer cache is itself compressed in 1 MiB
-//! blocks (`oci/gzip_blocks.rs`, pigz's scheme) on the cores the other layers leave, so one
-//! changed layer does not leave the other cores idle; each finished blob is handed to the caller at once, so uploading starts while other
+//! zlib-rs deflate backend, and each layer is itself compressed on every core in 1 MiB blocks
+//! (`oci/gzip_blocks.rs`, pigz's scheme), so one changed layer does not leave the other cores
+//! idle; each finished blob is handed to the caller at once, so uploading starts while other
 //! layers still compress. Determinism does not depend on the schedule or the number of cores:
 //! each layer is compressed alone, in fixed blocks, with a fixed level and a gzip header
 //! without time or name.
@@ -96,7 +96,7 @@ pub(crate) const LAYER_LEVEL: u32 = 6;
 /// deterministic), an already compressed
 /// one (gzip or zstd, as an engine with
 /// the containerd image store exports) is kept as it is.
-fn store_layer(mut source: impl Read, path: PathBuf, threads: usize) -> Result<Blob> {
+fn store_layer(mut source: impl Read, path: PathBuf) -> Result<Blob> {
     let mut magic = [0u8; 4];
     let mut filled = 0;
     while filled < magic.len() {
@@ -126,7 +126,7 @@ fn store_layer(mut source: impl Read, path: PathBuf, threads: usize) -> Result<B
             (kept, None)
         }
         None => {
-            crate::oci::gzip_blocks::compress(&mut source, &mut out, LAYER_LEVEL, threads)?;
+            crate::oci::gzip_blocks::compress(&mut source, &mut out, LAYER_LEVEL, compressors())?;
             (OCI_LAYER_GZIP, Some(COMPRESSOR))
         }
     };
@@ -261,8 +261,7 @@ fn compress_job(job: &Job, interval: std::time::Duration) -> Result<Blob> {
         inner: io::BufReader::with_capacity(1 << 20, raw),
         progress: &progress,
     };
-    // The export's layers compress side by side, one per core: one thread each.
-    let blob = store_layer(counted, job.out.clone(), 1)
+    let blob = store_layer(counted, job.out.clone())
         .with_context(|| format!("cannot compress layer {}", job.name))?;
     let _ = std::fs::remove_file(&job.raw);
     Ok(blob)
@@ -478,7 +477,7 @@ fn prepare_with_limit(
         let blob = if let Some(blob) = large.get(path) {
             blob.clone()
         } else if let Some(bytes) = saved.small(path) {
-            store_layer(bytes, dir.join(format!("small-layer-{i}")), 1)?
+            store_layer(bytes, dir.join(format!("small-layer-{i}")))?
         } else {
             bail!("the image archive lacks layer {path}");
         };
@@ -541,9 +540,6 @@ pub(crate) fn prepare_from_layers(
     }
     // Smallest first in the vector: `pop` hands out the largest.
     jobs.sort();
-    // Cores left over by the layers (a release where one CLI changed compresses one layer)
-    // compress blocks of each layer; the bytes are the same however many there are.
-    let block_threads = (compressors() / jobs.len().max(1)).max(1);
     let jobs = Mutex::new(jobs);
     let done: Mutex<BTreeMap<String, Result<Blob>>> = Mutex::new(BTreeMap::new());
     std::thread::scope(|scope| {
@@ -558,7 +554,6 @@ pub(crate) fn prepare_from_layers(
                     size,
                     &dir.join(format!("layer-{i}")),
                     progress_interval,
-                    block_threads,
                 );
                 if let Ok(blob) = &result {
                     on_blob(blob);
@@ -597,7 +592,6 @@ fn compress_layer_file(
     size: u64,
     out: &Path,
     interval: std::time::Duration,
-    threads: usize,
 ) -> Result<Blob> {
     // From its start, whoever read the open file before.
     io::Seek::seek(&mut &layer.file, io::SeekFrom::Start(0))
@@ -607,7 +601,7 @@ fn compress_layer_file(
         inner: io::BufReader::with_capacity(1 << 20, &layer.file),
         progress: &progress,
     });
-    let blob = store_layer(&mut hashing, out.to_path_buf(), threads)
+    let blob = store_layer(&mut hashing, out.to_path_buf())
         .with_context(|| format!("cannot compress the layer {}", layer.path.display()))?;
     let (read, _) = hashing.finish();
     if read != layer.diff_id {
@@ -737,8 +731,8 @@ mod tests {
     fn layers_compress_to_the_same_bytes_every_time() {
         let tar = layer_tar(8);
         let dir = tempfile::tempdir().unwrap();
-        let a = store_layer(tar.as_slice(), dir.path().join("a"), 1).unwrap();
-        let b = store_layer(tar.as_slice(), dir.path().join("b"), 1).unwrap();
+        let a = store_layer(tar.as_slice(), dir.path().join("a")).unwrap();
+        let b = store_layer(tar.as_slice(), dir.path().join("b")).unwrap();
         assert_eq!(a.digest, b.digest);
         assert_eq!(a.size, b.size);
         let (a_bytes, b_bytes) = (
@@ -751,7 +745,7 @@ mod tests {
         // fixed ones: bytes 4..8 are the mtime.
         assert_eq!(&a_bytes[..4], &[0x1f, 0x8b, 8, 0]);
         assert_eq!(&a_bytes[4..8], &[0, 0, 0, 0]);
-        let other = store_layer(layer_tar(9).as_slice(), dir.path().join("c"), 1).unwrap();
+        let other = store_layer(layer_tar(9).as_slice(), dir.path().join("c")).unwrap();
         assert_ne!(other.digest, a.digest);
     }
 
@@ -759,7 +753,7 @@ mod tests {
     fn compressed_layers_decompress_to_their_input() {
         let tar = layer_tar(5);
         let dir = tempfile::tempdir().unwrap();
-        let blob = store_layer(tar.as_slice(), dir.path().join("a"), 1).unwrap();
+        let blob = store_layer(tar.as_slice(), dir.path().join("a")).unwrap();
         assert_eq!(blob.media_type, OCI_LAYER_GZIP);
         assert!(blob.size < tar.len() as u64);
         let mut back = Vec::new();
@@ -769,7 +763,7 @@ mod tests {
         assert_eq!(back, tar);
         // An already compressed layer is kept byte for byte.
         let bytes = std::fs::read(&blob.path).unwrap();
-        let kept = store_layer(bytes.as_slice(), dir.path().join("b"), 1).unwrap();
+        let kept = store_layer(bytes.as_slice(), dir.path().join("b")).unwrap();
         assert_eq!(kept.digest, blob.digest);
     }
 
