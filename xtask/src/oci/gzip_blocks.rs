@@ -128,9 +128,7 @@ fn compress_batch(
 }
 
 /// One block as raw deflate, primed with `primed`, ended by a sync flush or, for the last
-/// block, the final block. A new stream for every block, never one `reset()` and reused:
-/// measured on a real 188 MB layer, a reused zlib-rs 0.6.8 stream made other bytes when the
-/// blocks were spread over two threads instead of one (some state survives the reset).
+/// block, the final block.
 fn compress_block(block: &[u8], primed: &[u8], last: bool, level: u32) -> io::Result<Vec<u8>> {
     let mut deflate = Compress::new(Compression::new(level), false);
     if !primed.is_empty() {
@@ -230,18 +228,6 @@ mod tests {
                 "{threads} threads made other bytes"
             );
         }
-    }
-
-    #[test]
-    fn real_bytes_do_not_depend_on_the_number_of_threads_either() {
-        // Real bytes, not only `sample`'s: this test's own executable, tens of MB of code,
-        // strings and tables; its first 12 MiB.
-        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
-        let data = &exe[..exe.len().min(12 * BLOCK_SIZE)];
-        let one = gzip(data, 1);
-        assert!(gzip(data, 2) == one, "2 threads made other bytes");
-        assert!(gzip(data, 5) == one, "5 threads made other bytes");
-        assert_eq!(gunzip(&one), data);
     }
 
     #[test]
