@@ -4,12 +4,9 @@
 //!
 //! Speed: the export streams to disk layer by layer (never a whole layer in memory) while a
 //! pool of one thread per core compresses the layers already on disk, largest first, with the
-//! zlib-rs deflate backend, and each layer is itself compressed on every core in 1 MiB blocks
-//! (`oci/gzip_blocks.rs`, pigz's scheme), so one changed layer does not leave the other cores
-//! idle; each finished blob is handed to the caller at once, so uploading starts while other
-//! layers still compress. Determinism does not depend on the schedule or the number of cores:
-//! each layer is compressed alone, in fixed blocks, with a fixed level and a gzip header
-//! without time or name.
+//! zlib-rs deflate backend; each finished blob is handed to the caller at once, so uploading
+//! starts while other layers still compress. Determinism does not depend on the schedule:
+//! each layer is compressed alone, with a fixed level and a gzip header without time or name.
 
 use std::collections::{BTreeMap, BinaryHeap};
 use std::io::{self, BufWriter, Read, Write};
@@ -92,8 +89,7 @@ impl<W: Write> Write for HashingWriter<W> {
 pub(crate) const LAYER_LEVEL: u32 = 6;
 
 /// Stores one layer as a registry blob: an uncompressed tar is gzip-compressed
-/// ([`LAYER_LEVEL`], in blocks on every core, no timestamp or name in the header:
-/// deterministic), an already compressed
+/// ([`LAYER_LEVEL`], no timestamp or name in the header: deterministic), an already compressed
 /// one (gzip or zstd, as an engine with
 /// the containerd image store exports) is kept as it is.
 fn store_layer(mut source: impl Read, path: PathBuf) -> Result<Blob> {
@@ -126,7 +122,10 @@ fn store_layer(mut source: impl Read, path: PathBuf) -> Result<Blob> {
             (kept, None)
         }
         None => {
-            crate::oci::gzip_blocks::compress(&mut source, &mut out, LAYER_LEVEL, compressors())?;
+            let mut gz =
+                flate2::write::GzEncoder::new(&mut out, flate2::Compression::new(LAYER_LEVEL));
+            io::copy(&mut source, &mut gz)?;
+            gz.finish()?;
             (OCI_LAYER_GZIP, Some(COMPRESSOR))
         }
     };
@@ -267,7 +266,7 @@ fn compress_job(job: &Job, interval: std::time::Duration) -> Result<Blob> {
     Ok(blob)
 }
 
-/// How many layers compress at once (one per core), and how many blocks of one layer.
+/// How many layers compress at once: one per core.
 fn compressors() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }

@@ -6,7 +6,6 @@
 
 pub(crate) mod archive;
 pub(crate) mod canonical;
-pub(crate) mod gzip_blocks;
 pub(crate) mod read_back;
 pub(crate) mod reuse;
 pub(crate) mod unchanged;

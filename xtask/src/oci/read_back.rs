@@ -8,7 +8,6 @@
 use std::io::{Read, Write};
 
 use anyhow::{bail, Context, Result};
-use futures_util::StreamExt as _;
 use sha2::{Digest as _, Sha256};
 
 use template_formats::model::Digest;
@@ -155,40 +154,24 @@ pub(crate) async fn read_back(
             diff_ids.len()
         );
     }
-    // One layer per core at once: each is one inflate and two hashes, on one core, and a
-    // release where one layer changed still reads back every layer. Results are checked in
-    // the manifest's order, so the first bad layer named is the same whatever finishes first.
-    let reference = &reference;
-    let checks = layers
-        .iter()
-        .zip(&diff_ids)
-        .map(|((digest, size), diff_id)| async move {
-            let response = client.get_blob(digest).await?;
-            let reader = template_verify::http::blocking_reader(response.bytes_stream());
-            let (compressed, count, plain) =
-                tokio::task::spawn_blocking(move || gzip_digests(reader))
-                    .await
-                    .context("the read-back task panicked")?
-                    .with_context(|| format!("{reference}: cannot read layer {digest} back"))?;
-            if compressed != *digest || count != *size {
-                bail!("{reference}: layer {digest} reads back as {compressed} ({count} bytes)");
-            }
-            if plain != *diff_id {
-                bail!(
-                    "{reference}: layer {digest} decompresses to {plain}, but the tested image's \
-                     layer is {diff_id}: what was published is not what was tested"
-                );
-            }
-            Ok(count)
-        });
-    let at_once = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let counts: Vec<Result<u64>> = futures_util::stream::iter(checks)
-        .buffered(at_once)
-        .collect()
-        .await;
     let mut bytes = 0;
-    for count in counts {
-        bytes += count?;
+    for ((digest, size), diff_id) in layers.iter().zip(&diff_ids) {
+        let response = client.get_blob(digest).await?;
+        let reader = template_verify::http::blocking_reader(response.bytes_stream());
+        let (compressed, count, plain) = tokio::task::spawn_blocking(move || gzip_digests(reader))
+            .await
+            .context("the read-back task panicked")?
+            .with_context(|| format!("{reference}: cannot read layer {digest} back"))?;
+        if compressed != *digest || count != *size {
+            bail!("{reference}: layer {digest} reads back as {compressed} ({count} bytes)");
+        }
+        if plain != *diff_id {
+            bail!(
+                "{reference}: layer {digest} decompresses to {plain}, but the tested image's \
+                 layer is {diff_id}: what was published is not what was tested"
+            );
+        }
+        bytes += count;
     }
     Ok(ReadBack {
         layers: layers.len(),

@@ -10,7 +10,7 @@
 //! update changes the bytes) or another level makes other, equally valid, blobs.
 //!
 //! The decision: every layer this tool compresses is described in its manifest with the
-//! annotation [`COMPRESSOR_ANNOTATION`] = [`COMPRESSOR`], which names the level, the block scheme, the header
+//! annotation [`COMPRESSOR_ANNOTATION`] = [`COMPRESSOR`], which names the level, the header
 //! form and the exact versions of flate2 and zlib-rs (a unit test ties it to `Cargo.lock`, so
 //! a dependency update cannot keep the old name). A previous blob is reused only when its
 //! descriptor carries exactly this identity and the gzip media type; anything else (no
@@ -35,12 +35,10 @@ use template_formats::oci::index::{OCI_INDEX, OCI_LAYER_GZIP, OCI_MANIFEST};
 pub(crate) const COMPRESSOR_ANNOTATION: &str = "dev.coding-agent.xtask.compressor";
 
 /// The compressor of every layer `oci::archive` compresses: gzip at
-/// [`crate::oci::archive::LAYER_LEVEL`], in [`crate::oci::gzip_blocks::BLOCK_SIZE`] blocks
-/// each primed with the 32 KiB before it, a header without time or name, flate2 on zlib-rs at
+/// [`crate::oci::archive::LAYER_LEVEL`], a header without time or name, flate2 on zlib-rs at
 /// the locked versions. Change it with any of those (the tests check the level and the
 /// versions in `Cargo.lock`).
-pub(crate) const COMPRESSOR: &str =
-    "gzip level 6, 1 MiB blocks primed with 32 KiB, no mtime or name; flate2 1.1.11, zlib-rs 0.6.8";
+pub(crate) const COMPRESSOR: &str = "gzip level 6, no mtime or name; flate2 1.1.11, zlib-rs 0.6.8";
 
 /// A blob the registry holds for a layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -271,9 +269,8 @@ mod tests {
             );
         }
         assert!(COMPRESSOR.starts_with(&format!(
-            "gzip level {}, {} MiB blocks primed with 32 KiB, ",
-            crate::oci::archive::LAYER_LEVEL,
-            crate::oci::gzip_blocks::BLOCK_SIZE >> 20
+            "gzip level {}, ",
+            crate::oci::archive::LAYER_LEVEL
         )));
     }
 
