@@ -24,7 +24,9 @@ use serde::Serialize;
 use crate::bench::bump::{bump, packuments_needed, parse_spec};
 use crate::flags::BenchRebuildArgs;
 use crate::image::assemble::CACHE_ENV;
-use crate::image::build::{DOCKERFILE_PATH, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
+use crate::image::build::{
+    DOCKERFILE_PATH, INSTALL_PLAN_PATH, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH,
+};
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine;
 use crate::npm::inventory::INVENTORY_PATH;
@@ -137,7 +139,12 @@ pub async fn run(args: BenchRebuildArgs, ctx: &crate::Context) -> Result<ExitCod
         .prefix("bumped-")
         .tempdir_in(&dir)
         .with_context(|| format!("cannot create a directory in {}", dir.display()))?;
-    for rel in [DOCKERFILE_PATH, MANIFEST_PATH, INVENTORY_PATH] {
+    for rel in [
+        DOCKERFILE_PATH,
+        INSTALL_PLAN_PATH,
+        MANIFEST_PATH,
+        INVENTORY_PATH,
+    ] {
         let to = scratch.path().join(rel);
         std::fs::create_dir_all(to.parent().expect("a file has a parent"))?;
         std::fs::copy(root.join(rel), &to)
