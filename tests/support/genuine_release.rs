@@ -113,6 +113,7 @@ pub fn release() -> &'static Release {
             "template/inventory.json",
             "template/package.json",
             "template/package-lock.json",
+            "template/install-plan.js",
         ]);
         // The receipt only hashes the Dockerfile; a fixture keeps this test independent of it.
         std::fs::write(
