@@ -183,72 +183,15 @@ RUN set -eu; \
 # version, so they change with every bump and get their own small layer, with the commands'
 # links into /usr/local/bin; every command must be a bin of a package in the lock, and no bin
 # may come from two groups (node_modules/.bin would keep the later layer's).
+# The split is template/install-plan.js, a program of its own so it can be read (and run on a
+# checkout: `AGENT_COMMANDS=... node template/install-plan.js template OUT GROUP=PACKAGE...`);
+# it is copied into this builder stage only, so the image holds its output, not the program.
 FROM npm AS install-plan
+COPY template/install-plan.js /tmp/install-plan.js
 COPY template/package.json template/package-lock.json /tmp/lock/
 RUN set -eu; \
-    node -e ' \
-        const fs = require("fs"); \
-        const [out, ...specs] = process.argv.slice(1); \
-        const pkg = JSON.parse(fs.readFileSync("/tmp/lock/package.json")); \
-        const lock = JSON.parse(fs.readFileSync("/tmp/lock/package-lock.json")); \
-        const all = lock.packages; \
-        const fail = (message) => { console.error("install plan: " + message); process.exit(1); }; \
-        const locate = (from, dep) => { \
-            for (let dir = from; ; ) { \
-                const path = (dir ? dir + "/" : "") + "node_modules/" + dep; \
-                if (all[path]) return path; \
-                if (!dir) return null; \
-                const cut = dir.lastIndexOf("/node_modules/"); \
-                dir = cut < 0 ? "" : dir.slice(0, cut); \
-            } \
-        }; \
-        const closure = (roots) => { \
-            const seen = new Set(), todo = roots.map((name) => ["", name, false]); \
-            while (todo.length) { \
-                const [from, dep, optional] = todo.pop(); \
-                const path = locate(from, dep); \
-                if (!path) { if (optional) continue; fail(dep + " (needed by " + (from || "package.json") + ") is not in the lock"); } \
-                if (seen.has(path)) continue; \
-                seen.add(path); \
-                const entry = all[path], meta = entry.peerDependenciesMeta || {}; \
-                for (const d of Object.keys(entry.dependencies || {})) todo.push([path, d, false]); \
-                for (const d of Object.keys(entry.optionalDependencies || {})) todo.push([path, d, true]); \
-                for (const d of Object.keys(entry.peerDependencies || {})) todo.push([path, d, !!(meta[d] && meta[d].optional)]); \
-            } \
-            return seen; \
-        }; \
-        const groups = specs.map((spec) => spec.split("=")); \
-        const named = new Set(groups.map(([, name]) => name)); \
-        for (const name of named) if (!(name in pkg.dependencies)) fail(name + " is not in package.json"); \
-        groups.push(["rest", ...Object.keys(pkg.dependencies).filter((name) => !named.has(name))]); \
-        const owner = new Map(); \
-        for (const [group, ...roots] of groups) { \
-            const paths = closure(roots); \
-            for (const path of paths) { \
-                if (owner.has(path)) fail(path + " is needed by both " + owner.get(path) + " and " + group + "; one layer each cannot hold it"); \
-                owner.set(path, group); \
-            } \
-            const dependencies = Object.fromEntries(roots.map((name) => [name, pkg.dependencies[name]])); \
-            const packages = { "": { ...all[""], dependencies } }; \
-            for (const [path, entry] of Object.entries(all)) if (paths.has(path)) packages[path] = entry; \
-            const dir = out + "/" + group; \
-            fs.mkdirSync(dir, { recursive: true }); \
-            fs.writeFileSync(dir + "/package.json", JSON.stringify({ ...pkg, dependencies }, null, 2) + "\n"); \
-            fs.writeFileSync(dir + "/package-lock.json", JSON.stringify({ ...lock, packages }, null, 2) + "\n"); \
-            console.log("build: install group " + group + ": " + roots.join(" ") + " (" + paths.size + " packages)"); \
-        } \
-        const stray = Object.keys(all).filter((path) => path && !owner.has(path) && !all[path].dev); \
-        if (stray.length) fail("the lock has packages no dependency needs: " + stray.join(" ")); \
-        const bins = new Map(); \
-        for (const [path, entry] of Object.entries(all)) \
-            if (/^node_modules\/(@[^/]+\/)?[^/]+$/.test(path)) for (const bin of Object.keys(entry.bin || {})) { \
-                const other = bins.get(bin); \
-                if (other && owner.get(other) !== owner.get(path)) fail("the bin " + bin + " of " + path + " and of " + other + " would land in two layers"); \
-                bins.set(bin, path); \
-            } \
-        for (const command of process.env.AGENT_COMMANDS.split(" ").filter(Boolean)) \
-            if (!bins.has(command)) fail("the command " + command + " is not a bin of any package in the lock"); \
-    ' /plan claude-code=@anthropic-ai/claude-code codex=@openai/codex opencode=opencode-ai; \
+    node /tmp/install-plan.js /tmp/lock /plan \
+        claude-code=@anthropic-ai/claude-code codex=@openai/codex opencode=opencode-ai; \
     lock=/staging/lock; \
     mkdir -p "$lock/opt/coding-agents" "$lock/usr/local/bin"; \
     cp /tmp/lock/package.json /tmp/lock/package-lock.json "$lock/opt/coding-agents/"; \

@@ -411,11 +411,8 @@ fn build_stage(
     }
     let ca = xtask::image::build::host_ca_bundle(None, &xtask::settings::Settings::from_process())
         .map(|p| std::fs::read(p).unwrap());
-    let mut context: std::collections::BTreeMap<&str, &[u8]> = std::collections::BTreeMap::from([
-        ("Dockerfile", &inputs.dockerfile[..]),
-        ("template/package.json", &inputs.package_json[..]),
-        ("template/package-lock.json", &inputs.package_lock[..]),
-    ]);
+    let mut context: std::collections::BTreeMap<&str, &[u8]> =
+        std::collections::BTreeMap::from(inputs.context_files());
     if let Some(ca) = &ca {
         context.insert(xtask::image::build::CONTEXT_CA_NAME, ca);
     }

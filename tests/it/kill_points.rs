@@ -138,6 +138,12 @@ fn lock_points(tried: &mut Vec<Tried>) {
     crate::lock::with_pinned_npm(&registry);
     registry.set_latest("opencode-ai", "1.0.0");
     let old_root = scratch_root(&[]);
+    // The checkout's install plan, which lock keeps and `release plan` hashes as an input.
+    std::fs::copy(
+        crate::support::repo_root().join("template/install-plan.js"),
+        old_root.path().join("template/install-plan.js"),
+    )
+    .unwrap();
     lock_command(old_root.path(), &registry)
         .run()
         .assert_success();
@@ -831,6 +837,7 @@ fn ship_fixture() -> ShipFixture {
         "template/inventory.json",
         "template/package.json",
         "template/package-lock.json",
+        "template/install-plan.js",
         "scripts/local-registry.sh",
         "schemas/receipt.v2.schema.json",
     ]);

@@ -165,11 +165,12 @@ pub fn scratch_repo(prefix: &str) -> tempfile::TempDir {
 
 /// The committed files a build or a receipt reads from `template/`: what a scratch root for
 /// an image or a release needs (with a Dockerfile of its own).
-pub const TEMPLATE_FILES: [&str; 4] = [
+pub const TEMPLATE_FILES: [&str; 5] = [
     "template/manifest.yaml",
     "template/inventory.json",
     "template/package.json",
     "template/package-lock.json",
+    "template/install-plan.js",
 ];
 
 /// A scratch root for `XTASK_ROOT` holding copies of `paths` (relative to the repository).

@@ -16,8 +16,8 @@ pub struct ReceiptVerifyArgs {
     /// The receipt, named `receipt-<tag>-<sha256 of the file>.json`.
     pub file: PathBuf,
     /// Directory holding the release's artifact files (package.json, package-lock.json,
-    /// inventory.json, Dockerfile, manifest.yaml, and each platform's
-    /// sbom-<os>-<arch>.spdx.json), checked against the receipt's sha256s.
+    /// inventory.json, Dockerfile, manifest.yaml, install-plan.js when the receipt records it,
+    /// and each platform's sbom-<os>-<arch>.spdx.json), checked against the receipt's sha256s.
     #[arg(long)]
     pub artifacts: Option<PathBuf>,
     /// The release's `manifest.yaml` asset to judge the receipt by; the receipt must record

@@ -81,6 +81,11 @@ impl Layout {
             .join(template_formats::model::inventory::INVENTORY_PATH)
     }
 
+    /// `template/install-plan.js`, the program the Dockerfile's install-plan stage runs.
+    pub fn install_plan(&self) -> PathBuf {
+        self.root.join(crate::image::build::INSTALL_PLAN_PATH)
+    }
+
     /// The `Dockerfile`.
     pub fn dockerfile(&self) -> PathBuf {
         self.root.join("Dockerfile")

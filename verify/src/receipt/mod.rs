@@ -45,13 +45,44 @@ pub const SCHEMA_PATH: &str = "schemas/receipt.v2.schema.json";
 
 /// The release's input files whose sha256 the receipt records: (asset name, repository path).
 /// The asset name is the file's name among the release assets and under `--artifacts DIR`.
-pub const ARTIFACTS: [(&str, &str); 5] = [
+/// `receipt write` records every one; the install plan came last (see [`INSTALL_PLAN_ARTIFACT`]),
+/// so the others keep their places (`artifacts[4]` is still the manifest).
+pub const ARTIFACTS: [(&str, &str); 6] = [
     ("package.json", "template/package.json"),
     ("package-lock.json", "template/package-lock.json"),
     ("inventory.json", INVENTORY_PATH),
     ("Dockerfile", "Dockerfile"),
     ("manifest.yaml", MANIFEST_PATH),
+    (INSTALL_PLAN_ARTIFACT, INSTALL_PLAN_PATH),
 ];
+
+/// The asset name of the install plan, the program the Dockerfile's install-plan stage copies
+/// and runs to split the lock into the image's install groups: it decides the image as the
+/// Dockerfile does, so the receipt records it. Receipts written before it was a file of its own
+/// (2026-12-02) record none, because their Dockerfile held the program inline; they are still
+/// version 2 and still verify. So a receipt without it is judged by the five it always had, and
+/// `--artifacts` refuses one only when its Dockerfile does copy the install plan
+/// ([`dockerfile_copies_install_plan`]): that release depends on a file its receipt does not
+/// vouch for.
+pub const INSTALL_PLAN_ARTIFACT: &str = "install-plan.js";
+/// Where the install plan lives in the repository, and the path the Dockerfile copies it from.
+pub const INSTALL_PLAN_PATH: &str = "template/install-plan.js";
+
+/// Whether every version-2 receipt records the artifact `name` (all but the install plan, which
+/// receipts record since 2026-12-02).
+pub fn always_recorded(name: &str) -> bool {
+    name != INSTALL_PLAN_ARTIFACT
+}
+
+/// Whether a Dockerfile's text copies the install plan from the build context: then the image
+/// it describes depends on that file.
+pub fn dockerfile_copies_install_plan(dockerfile: &str) -> bool {
+    dockerfile.lines().any(|line| {
+        let mut words = line.split_whitespace();
+        words.next().is_some_and(|w| w.eq_ignore_ascii_case("COPY"))
+            && words.any(|w| w == INSTALL_PLAN_PATH)
+    })
+}
 
 /// The bytes of a receipt file: pretty JSON and a final newline. Hashed as they are.
 pub fn receipt_bytes(receipt: &Receipt) -> Vec<u8> {

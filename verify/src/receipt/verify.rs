@@ -44,6 +44,8 @@ pub struct ArtifactEvidence {
     pub digests: BTreeMap<String, Result<String, String>>,
     /// package.json, package-lock.json and inventory.json, read as their types.
     pub documents: ArtifactDocuments,
+    /// Whether the Dockerfile found copies the install plan (`None`: no Dockerfile was read).
+    pub dockerfile_copies_install_plan: Option<bool>,
     /// Each platform's SBOM found under its fixed name, read as this tool's SPDX document.
     pub sboms: BTreeMap<Platform, super::contents::SbomReading>,
     /// Each platform's CycloneDX SBOM found under its fixed name, checked to be the form of
@@ -206,6 +208,24 @@ pub fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Verificatio
                     && evidence.digests.get(name).and_then(|d| d.as_ref().ok()) == Some(&a.sha256)
             })
         };
+        if named("Dockerfile")
+            && evidence.dockerfile_copies_install_plan == Some(true)
+            && !receipt
+                .artifacts
+                .iter()
+                .any(|a| a.name == super::INSTALL_PLAN_ARTIFACT)
+        {
+            v.problems.push(problem(
+                "artifacts",
+                format!(
+                    "has no entry for `{}`, but the release's Dockerfile copies {} and runs \
+                     it: the program that split the lock into the image's layers is not vouched \
+                     for; ask for a receipt that records it",
+                    super::INSTALL_PLAN_ARTIFACT,
+                    super::INSTALL_PLAN_PATH
+                ),
+            ));
+        }
         let docs = &evidence.documents;
         let verified = ArtifactDocuments {
             package_json: docs.package_json.clone().filter(|_| named("package.json")),
@@ -343,7 +363,7 @@ fn format_problems(r: &Receipt) -> Vec<Problem> {
         }
     }
     for (name, _) in ARTIFACTS {
-        if !names.contains(name) {
+        if super::always_recorded(name) && !names.contains(name) {
             out.push(problem("artifacts", format!("has no entry for `{name}`")));
         }
     }
@@ -586,6 +606,13 @@ pub fn read_artifacts(dir: &Path) -> ArtifactEvidence {
         let file = dir.join(name);
         let digest = sha256_regular(&file, MAX_ARTIFACT_BYTES, "release artifact")
             .map_err(|e| format!("{e:#}"));
+        if digest.is_ok() && name == "Dockerfile" {
+            if let Ok(bytes) = read_regular(&file, MAX_PARSED_ARTIFACT_BYTES, "release artifact") {
+                evidence.dockerfile_copies_install_plan = Some(
+                    super::dockerfile_copies_install_plan(&String::from_utf8_lossy(&bytes)),
+                );
+            }
+        }
         if digest.is_ok() && name.ends_with(".json") {
             if let Ok(bytes) = read_regular(&file, MAX_PARSED_ARTIFACT_BYTES, "release artifact") {
                 let docs = &mut evidence.documents;
@@ -1115,6 +1142,77 @@ mod tests {
             v.problems
         );
         assert!(fields(&v).contains(&"artifacts[4]"), "{:?}", v.problems);
+    }
+
+    /// A receipt written while the install plan was inline in the Dockerfile records five
+    /// artifacts, not six: it is still a version-2 receipt and still verifies, with its own
+    /// artifact files too, as long as its Dockerfile does not copy an install plan it leaves
+    /// out. One of the five missing is refused as before.
+    #[test]
+    fn a_receipt_from_before_the_install_plan_file_verifies_by_its_own_five_artifacts() {
+        let mut old = sample();
+        old.artifacts
+            .retain(|a| a.name != crate::receipt::INSTALL_PLAN_ARTIFACT);
+        assert_eq!(old.artifacts.len(), 5);
+        let v = verify_sample(&old);
+        assert!(v.valid, "{:?}", v.problems);
+        let (name, bytes, mut found) = with_evidence(&old);
+        // The old release's folder: no install-plan.js, a Dockerfile with the program inline.
+        found.digests.insert(
+            crate::receipt::INSTALL_PLAN_ARTIFACT.into(),
+            Err("no such file".into()),
+        );
+        found.dockerfile_copies_install_plan = Some(false);
+        let v = verify_bytes(&name, &bytes, Some(&found));
+        assert!(v.valid, "{:?}", v.problems);
+
+        let mut incomplete = old.clone();
+        incomplete.artifacts.retain(|a| a.name != "Dockerfile");
+        let v = verify_sample(&incomplete);
+        assert!(
+            v.problems
+                .iter()
+                .any(|p| p.field == "artifacts" && p.problem.contains("`Dockerfile`")),
+            "{:?}",
+            v.problems
+        );
+    }
+
+    /// A receipt that leaves the install plan out while its Dockerfile copies one does not
+    /// vouch for everything its image was made from: `--artifacts` refuses it, naming the file.
+    #[test]
+    fn a_receipt_without_the_install_plan_its_dockerfile_copies_is_refused() {
+        let mut stripped = sample();
+        stripped
+            .artifacts
+            .retain(|a| a.name != crate::receipt::INSTALL_PLAN_ARTIFACT);
+        let (name, bytes, mut found) = with_evidence(&stripped);
+        found.dockerfile_copies_install_plan = Some(true);
+        let v = verify_bytes(&name, &bytes, Some(&found));
+        assert!(!v.valid);
+        assert!(
+            v.problems.iter().any(|p| p.field == "artifacts"
+                && p.problem.contains("install-plan.js")
+                && p.problem.contains("template/install-plan.js")),
+            "{:?}",
+            v.problems
+        );
+        // The receipt this tool writes records it, and then the same folder verifies.
+        let (name, bytes, mut found) = with_evidence(&sample());
+        found.dockerfile_copies_install_plan = Some(true);
+        let v = verify_bytes(&name, &bytes, Some(&found));
+        assert!(v.valid, "{:?}", v.problems);
+    }
+
+    #[test]
+    fn the_committed_dockerfile_copies_the_install_plan_and_the_inline_one_did_not() {
+        let committed =
+            std::fs::read_to_string(repo_root().join("Dockerfile")).expect("the Dockerfile");
+        assert!(crate::receipt::dockerfile_copies_install_plan(&committed));
+        let inline = "FROM npm AS install-plan\n\
+                      COPY template/package.json template/package-lock.json /tmp/lock/\n\
+                      RUN node -e 'const fs = require(\"fs\");' /plan\n";
+        assert!(!crate::receipt::dockerfile_copies_install_plan(inline));
     }
 
     /// `r`'s file name and bytes, and artifact files that match every digest it records (the

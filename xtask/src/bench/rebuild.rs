@@ -23,7 +23,9 @@ use serde::Serialize;
 
 use crate::bench::bump::{bump, packuments_needed, parse_spec};
 use crate::image::assemble::CACHE_ENV;
-use crate::image::build::{BuildRequest, DOCKERFILE_PATH, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH};
+use crate::image::build::{
+    BuildRequest, DOCKERFILE_PATH, INSTALL_PLAN_PATH, PACKAGE_JSON_PATH, PACKAGE_LOCK_PATH,
+};
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::engine;
 use crate::npm::inventory::INVENTORY_PATH;
@@ -157,7 +159,12 @@ pub async fn run(request: BenchRebuildRequest, ctx: &crate::Context) -> Result<E
         .prefix("bumped-")
         .tempdir_in(&dir)
         .with_context(|| format!("cannot create a directory in {}", dir.display()))?;
-    for rel in [DOCKERFILE_PATH, MANIFEST_PATH, INVENTORY_PATH] {
+    for rel in [
+        DOCKERFILE_PATH,
+        INSTALL_PLAN_PATH,
+        MANIFEST_PATH,
+        INVENTORY_PATH,
+    ] {
         let to = scratch.path().join(rel);
         std::fs::create_dir_all(to.parent().expect("a file has a parent"))?;
         std::fs::copy(root.join(rel), &to)

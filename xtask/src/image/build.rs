@@ -2,8 +2,8 @@
 //! Engine API (classic builder, so Docker 20.10 and 28+ behave the same).
 //!
 //! The image is tagged `coding-agent:<build-id>`, the build id being a content hash of every
-//! input that decides the image: the Dockerfile, package.json, package-lock.json, the manifest,
-//! the build arguments derived from them and from the inventory, the base image's id and the
+//! input that decides the image: the Dockerfile, the install plan it runs, package.json,
+//! package-lock.json, the manifest, the build arguments derived from them and from the inventory, the base image's id and the
 //! platform. The same inputs give the same tag, so a build whose tag exists is skipped. The
 //! engine builds the Dockerfile's stages up to `system` (tagged `coding-agent-engine:<build-id>`,
 //! kept for the engine's layer cache), and [`assemble`](crate::image::assemble) makes the final
@@ -40,6 +40,9 @@ use template_formats::model::Digest;
 pub(crate) const DOCKERFILE_PATH: &str = "Dockerfile";
 pub(crate) const PACKAGE_JSON_PATH: &str = "template/package.json";
 pub(crate) const PACKAGE_LOCK_PATH: &str = "template/package-lock.json";
+/// The program the Dockerfile's `install-plan` stage copies and runs to split the lock into
+/// install groups: it decides the image as much as the Dockerfile does.
+pub const INSTALL_PLAN_PATH: &str = "template/install-plan.js";
 /// Name of the optional extra CA bundle inside the build context (see the Dockerfile).
 pub const CONTEXT_CA_NAME: &str = "extra-ca.pem";
 /// Repository of the built images; the tag is the build id.
@@ -57,6 +60,8 @@ pub(crate) const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 #[derive(Debug, Clone)]
 pub struct BuildInputs {
     pub dockerfile: Vec<u8>,
+    /// `template/install-plan.js`, which the Dockerfile copies into its install-plan stage.
+    pub install_plan: Vec<u8>,
     pub package_json: Vec<u8>,
     pub package_lock: Vec<u8>,
     pub manifest_text: Vec<u8>,
@@ -73,12 +78,26 @@ impl BuildInputs {
         };
         Ok(BuildInputs {
             dockerfile: read(layout.dockerfile())?,
+            install_plan: read(layout.install_plan())?,
             package_json: read(layout.package_json())?,
             package_lock: read(layout.package_lock())?,
             manifest_text: read(layout.manifest())?,
             manifest: Manifest::load(&layout.manifest())?,
             node: Inventory::load(&layout.inventory())?.node,
         })
+    }
+
+    /// The files the Dockerfile COPYs from the build context, by their path in it: what the
+    /// context holds besides the optional CA bundle, and what the build id covers besides the
+    /// manifest. One list, so a file the Dockerfile starts to need cannot be sent without also
+    /// naming the build.
+    pub fn context_files(&self) -> [(&'static str, &[u8]); 4] {
+        [
+            (DOCKERFILE_PATH, &self.dockerfile),
+            (INSTALL_PLAN_PATH, &self.install_plan),
+            (PACKAGE_JSON_PATH, &self.package_json),
+            (PACKAGE_LOCK_PATH, &self.package_lock),
+        ]
     }
 }
 
@@ -166,12 +185,8 @@ pub(crate) fn build_id(
     // tar modes with permission bits only, entries repeated from the layers below left out)
     // must not find an engine's image of the old form under their tag.
     let mut text = String::from("coding-agent build id v2\n");
-    for (name, bytes) in [
-        (DOCKERFILE_PATH, &inputs.dockerfile),
-        (PACKAGE_JSON_PATH, &inputs.package_json),
-        (PACKAGE_LOCK_PATH, &inputs.package_lock),
-        (MANIFEST_PATH, &inputs.manifest_text),
-    ] {
+    let manifest: (&str, &[u8]) = (MANIFEST_PATH, &inputs.manifest_text);
+    for (name, bytes) in inputs.context_files().into_iter().chain([manifest]) {
         text.push_str(&format!("file {name} sha256:{}\n", sha256_hex(bytes)));
     }
     for (name, value) in args {
@@ -554,7 +569,8 @@ fn record_image(report: &mut BuildReport, id: Option<String>, size: Option<i64>)
     Ok(())
 }
 
-/// The context tar: the Dockerfile, the package files and, when there is one, the CA bundle.
+/// The context tar: the Dockerfile, the install plan, the package files and, when there is one,
+/// the CA bundle.
 fn build_context(
     inputs: &BuildInputs,
     ca_bundle: Option<&Path>,
@@ -570,11 +586,7 @@ fn build_context(
         }
         None => None,
     };
-    let mut files: Vec<(&str, &[u8])> = vec![
-        (DOCKERFILE_PATH, &inputs.dockerfile),
-        (PACKAGE_JSON_PATH, &inputs.package_json),
-        (PACKAGE_LOCK_PATH, &inputs.package_lock),
-    ];
+    let mut files: Vec<(&str, &[u8])> = inputs.context_files().to_vec();
     if let Some(ca) = &ca {
         files.push((CONTEXT_CA_NAME, ca));
     }
@@ -856,6 +868,13 @@ mod tests {
         changed.dockerfile.extend_from_slice(b"# x\n");
         assert_ne!(id, build_id(&changed, &args, "sha256:base1", platform));
         let mut changed = inputs.clone();
+        changed.install_plan.extend_from_slice(b"// x\n");
+        assert_ne!(
+            id,
+            build_id(&changed, &args, "sha256:base1", platform),
+            "a changed install plan must not reuse the image of the old one"
+        );
+        let mut changed = inputs.clone();
         changed.manifest_text.push(b'\n');
         assert_ne!(id, build_id(&changed, &args, "sha256:base1", platform));
         let mut changed = inputs.clone();
@@ -909,6 +928,48 @@ mod tests {
             .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["Dockerfile", "template/package.json"]);
+    }
+
+    /// The sources of the Dockerfile's `COPY` steps from the build context (not `--from` a
+    /// stage), globs left out: the optional CA bundle is the one glob, and it is optional.
+    fn context_copies(dockerfile: &str) -> Vec<&str> {
+        dockerfile
+            .lines()
+            .filter_map(|line| line.strip_prefix("COPY "))
+            .filter(|rest| !rest.trim_start().starts_with("--from="))
+            .flat_map(|rest| {
+                let words: Vec<&str> = rest.split_whitespace().collect();
+                words[..words.len() - 1].to_vec()
+            })
+            .filter(|source| !source.contains('*'))
+            .collect()
+    }
+
+    /// A file the Dockerfile copies from the context but the build does not send fails the
+    /// engine's build only after minutes of earlier stages; and one the build id does not cover
+    /// would let a changed file reuse the image of the old one. Both come from
+    /// `context_files`, so checking that list checks both.
+    #[test]
+    fn the_context_and_the_build_id_hold_every_file_the_dockerfile_copies() {
+        let inputs = inputs();
+        let dockerfile = String::from_utf8(inputs.dockerfile.clone()).unwrap();
+        let copies = context_copies(&dockerfile);
+        assert!(copies.contains(&INSTALL_PLAN_PATH), "{copies:?}");
+        let sent: Vec<&str> = inputs.context_files().iter().map(|(n, _)| *n).collect();
+        for source in copies {
+            assert!(
+                sent.contains(&source),
+                "the Dockerfile copies {source} from the build context, but \
+                 BuildInputs::context_files does not send it: add it there"
+            );
+        }
+        let context = build_context(&inputs, None, &Progress::default()).unwrap();
+        let names: Vec<String> = tar::Archive::new(context.as_slice())
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, sent);
     }
 
     #[test]

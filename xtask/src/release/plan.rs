@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
 
+use crate::image::build::INSTALL_PLAN_PATH;
 use crate::release::previous::{self, PreviousRelease};
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 use crate::util::{sha256_file, sha256_hex};
@@ -35,11 +36,13 @@ pub(crate) const STEP_NAMES: [&str; 3] = ["gate", "resolve", "lock"];
 
 /// The files that decide what is released, relative to the repository root. The inventory is
 /// left out on purpose: it also records *when* it was resolved, and a new clock alone is not a
-/// change (its package data is derived from the lockfile, which is here).
-pub(crate) const RELEASE_INPUTS: [&str; 4] = [
+/// change (its package data is derived from the lockfile, which is here). The install plan is
+/// in: the Dockerfile runs it, so a change to it alone changes the image.
+pub(crate) const RELEASE_INPUTS: [&str; 5] = [
     "template/package.json",
     "template/package-lock.json",
     "Dockerfile",
+    INSTALL_PLAN_PATH,
     MANIFEST_PATH,
 ];
 
@@ -141,8 +144,8 @@ pub(crate) fn decide(
             return (
                 Action::Unchanged,
                 format!(
-                    "nothing changed since release {}: same versions, lockfile, Dockerfile and \
-                     manifest, so nothing is built or published",
+                    "nothing changed since release {}: same versions, lockfile, Dockerfile, \
+                     install plan and manifest, so nothing is built or published",
                     previous.release_tag
                 ),
                 None,
@@ -629,6 +632,25 @@ mod tests {
             decide(now, &gate, Some(&previous), &inputs, &[]).0,
             Action::Release
         );
+    }
+
+    /// A release made while the install plan was inline in the Dockerfile records no
+    /// install-plan.js: the checkout's install plan is then a new input, so the day releases
+    /// rather than call the new Dockerfile and its install plan unchanged.
+    #[test]
+    fn a_previous_release_without_the_install_plan_is_not_unchanged() {
+        let now = at("2026-11-30T04:37:00Z");
+        let gate = gate_decide(now, 3, false, None);
+        let mut previous = previous_receipt();
+        previous.platforms = vec![];
+        let inputs = inputs_of(&previous);
+        assert_eq!(
+            decide(now, &gate, Some(&previous), &inputs, &[]).0,
+            Action::Unchanged
+        );
+        previous.artifacts.retain(|a| a.path != INSTALL_PLAN_PATH);
+        let (action, reason, _) = decide(now, &gate, Some(&previous), &inputs, &[]);
+        assert_eq!(action, Action::Release, "{reason}");
     }
 
     #[test]
