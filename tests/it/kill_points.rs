@@ -1123,7 +1123,11 @@ type Points = fn(&mut Vec<Tried>);
 
 #[test]
 fn killed_at_every_kill_point_the_re_run_recovers() {
-    let _docker = light_docker();
+    // Skipped without an engine (a newcomer's `cargo test`): the guard is `None` then, and
+    // going on would fail at the first point that needs the engine.
+    let Some(_docker) = light_docker() else {
+        return;
+    };
     let started = std::time::Instant::now();
     let mut tried = Vec::new();
     let mut cost = Vec::new();
