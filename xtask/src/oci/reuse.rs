@@ -5,13 +5,14 @@
 //! registry holds for it. Using that blob is only correct if it is byte for byte the blob this
 //! tool would make now: otherwise the manifest digest of a publish would depend on whether a
 //! previous release exists (and on which one), and receipts, reproducible rebuilds and
-//! consumers compare those digests. Gzip is deterministic for one compressor at one level,
-//! but an older version of this tool, another deflate implementation (a flate2 or zlib-rs
-//! update changes the bytes) or another level makes other, equally valid, blobs.
+//! consumers compare those digests. Gzip is deterministic for one compressor at one level and
+//! member size, but an older version of this tool, another deflate implementation (a
+//! libdeflate update changes the bytes) or another level makes other, equally valid, blobs.
 //!
 //! The decision: every layer this tool compresses is described in its manifest with the
-//! annotation [`COMPRESSOR_ANNOTATION`] = [`COMPRESSOR`], which names the level, the header
-//! form and the exact versions of flate2 and zlib-rs (a unit test ties it to `Cargo.lock`, so
+//! annotation [`COMPRESSOR_ANNOTATION`] = [`COMPRESSOR`], which names the level, the member
+//! size, the header form and the exact versions of libdeflater and libdeflate-sys (the C
+//! library's bindings and sources; a unit test ties it to `Cargo.lock`, so
 //! a dependency update cannot keep the old name). A previous blob is reused only when its
 //! descriptor carries exactly this identity and the gzip media type; anything else (no
 //! annotation: an older tool, `docker push`, an engine's own compression; another identity)
@@ -35,10 +36,13 @@ use template_formats::oci::index::{OCI_INDEX, OCI_LAYER_GZIP, OCI_MANIFEST};
 pub(crate) const COMPRESSOR_ANNOTATION: &str = "dev.coding-agent.xtask.compressor";
 
 /// The compressor of every layer `oci::archive` compresses: gzip at
-/// [`crate::oci::archive::LAYER_LEVEL`], a header without time or name, flate2 on zlib-rs at
-/// the locked versions. Change it with any of those (the tests check the level and the
-/// versions in `Cargo.lock`).
-pub(crate) const COMPRESSOR: &str = "gzip level 6, no mtime or name; flate2 1.1.11, zlib-rs 0.6.8";
+/// [`crate::oci::archive::LAYER_LEVEL`] in members of [`crate::oci::archive::MEMBER_SIZE`],
+/// headers without time or name, libdeflate at the locked versions. Change it with any of
+/// those (the tests check the level, the member size and the versions in `Cargo.lock`).
+/// Before 2026-12-03 it was "gzip level 6, no mtime or name; flate2 1.1.11, zlib-rs 0.6.8"
+/// (one member): a release of then offers nothing to reuse.
+pub(crate) const COMPRESSOR: &str =
+    "gzip level 6, members of 4 MiB, no mtime or name; libdeflater 1.26.1, libdeflate-sys 1.26.1";
 
 /// A blob the registry holds for a layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -260,7 +264,7 @@ mod tests {
             let rest = &lock[at + pattern.len()..];
             rest[..rest.find('"').unwrap()].to_string()
         };
-        for crate_name in ["flate2", "zlib-rs"] {
+        for crate_name in ["libdeflater", "libdeflate-sys"] {
             let expected = format!("{crate_name} {}", locked(crate_name));
             assert!(
                 COMPRESSOR.contains(&expected),
@@ -269,8 +273,9 @@ mod tests {
             );
         }
         assert!(COMPRESSOR.starts_with(&format!(
-            "gzip level {}, ",
-            crate::oci::archive::LAYER_LEVEL
+            "gzip level {}, members of {} MiB, ",
+            crate::oci::archive::LAYER_LEVEL,
+            crate::oci::archive::MEMBER_SIZE >> 20
         )));
     }
 

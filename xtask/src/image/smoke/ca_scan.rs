@@ -133,7 +133,7 @@ pub(crate) fn scan_image_archive(
         if gzip || is_tar {
             stats.0 += 1;
             let reader: Box<dyn Read> = if gzip {
-                Box::new(flate2::read::GzDecoder::new(reader))
+                Box::new(flate2::read::MultiGzDecoder::new(reader))
             } else {
                 Box::new(reader)
             };
