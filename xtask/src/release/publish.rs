@@ -372,13 +372,21 @@ struct BlobDir {
 /// The name every publish's blob directory starts with.
 const BLOB_DIR_PREFIX: &str = "xtask-publish-";
 
+/// A blob directory's name before it is locked and renamed to [`BLOB_DIR_PREFIX`]; one is left,
+/// empty, only by a publish killed in between.
+const STAGING_PREFIX: &str = "xtask-publishing-";
+
+/// How old an empty staging directory must be before the next publish takes it as a killed
+/// one's: a live publish holds its own for microseconds, unlocked.
+const STAGING_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl BlobDir {
     fn create(tmp: &Path, progress: &Progress) -> Result<BlobDir> {
         remove_killed_blob_dirs(tmp, progress);
         // Made under another name, locked, then renamed: a directory with the prefix is
         // either locked by its live publish or abandoned, never caught between the two.
         let staging = tempfile::Builder::new()
-            .prefix("xtask-publishing-")
+            .prefix(STAGING_PREFIX)
             .tempdir_in(tmp)
             .context("cannot create a temporary directory for the image's blobs")?;
         let lock = std::fs::File::open(staging.path())
@@ -390,7 +398,7 @@ impl BlobDir {
             .path()
             .file_name()
             .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_prefix("xtask-publishing-"))
+            .and_then(|n| n.strip_prefix(STAGING_PREFIX))
             .context("tempfile named the directory without its prefix")?;
         let path = tmp.join(format!("{BLOB_DIR_PREFIX}{name}"));
         std::fs::rename(staging.path(), &path).with_context(|| {
@@ -421,11 +429,13 @@ fn remove_killed_blob_dirs(tmp: &Path, progress: &Progress) {
     };
     for entry in listing.flatten() {
         let path = entry.path();
-        let ours = entry
-            .file_name()
-            .to_str()
-            .is_some_and(|n| n.starts_with(BLOB_DIR_PREFIX));
-        if !ours || !path.is_dir() {
+        let name = entry.file_name();
+        let name = name.to_str().unwrap_or_default();
+        if name.starts_with(STAGING_PREFIX) {
+            remove_killed_staging_dir(&path, progress);
+            continue;
+        }
+        if !name.starts_with(BLOB_DIR_PREFIX) || !path.is_dir() {
             continue;
         }
         // Held by a live publish (here or in another process): not ours to take.
@@ -451,6 +461,23 @@ fn remove_killed_blob_dirs(tmp: &Path, progress: &Progress) {
                 crate::disk::human(bytes)
             ));
         }
+    }
+}
+
+/// Removes `path`, a staging directory, when it is empty and older than [`STAGING_GRACE`]:
+/// a publish killed between making it and renaming it left it (a live one is younger).
+fn remove_killed_staging_dir(path: &Path, progress: &Progress) {
+    let old = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|at| at.elapsed().ok())
+        .is_some_and(|age| age > STAGING_GRACE);
+    // `remove_dir` removes only an empty directory: anything inside is not a killed staging.
+    if old && std::fs::remove_dir(path).is_ok() {
+        progress.step(format!(
+            "removed {}: the empty blob directory of a publish that was killed as it began",
+            path.display()
+        ));
     }
 }
 
@@ -983,7 +1010,27 @@ mod tests {
         std::fs::write(killed.join("layer-0"), b"compressed").unwrap();
         let other = tmp.path().join("someone-else");
         std::fs::create_dir(&other).unwrap();
+        // Staging directories: one a publish killed as it began (empty, old), one a live
+        // publish is about to rename (empty, new), one with something in it (not a staging).
+        let staging = |name: &str, age_secs: u64, file: bool| {
+            let dir = tmp.path().join(format!("{STAGING_PREFIX}{name}"));
+            std::fs::create_dir(&dir).unwrap();
+            if file {
+                std::fs::write(dir.join("x"), b"x").unwrap();
+            }
+            let at = std::time::SystemTime::now() - std::time::Duration::from_secs(age_secs);
+            std::fs::File::open(&dir).unwrap().set_modified(at).unwrap();
+            dir
+        };
+        let killed_staging = staging("killed", 600, false);
+        let live_staging = staging("live", 0, false);
+        let full_staging = staging("full", 600, true);
         let live = BlobDir::create(tmp.path(), &progress).unwrap();
+        assert!(
+            !killed_staging.exists(),
+            "a killed publish's staging dir is left"
+        );
+        assert!(live_staging.exists() && full_staging.exists());
         assert!(
             !killed.exists(),
             "the killed publish's blobs are still there"
