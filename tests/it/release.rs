@@ -30,6 +30,105 @@ fn is_digest(v: &Value) -> bool {
     })
 }
 
+/// A layer larger than one gzip member (`oci/archive.rs`, MEMBER_SIZE: 4 MiB) is published as
+/// several members, and the engine pulls it: it decompresses every member and checks the
+/// result against the config's diff id (moby 20.10 `distribution/pull_v2.go` fails a pull
+/// whose layers do not match the configuration; the stream is read by Go's `compress/gzip`,
+/// multistream by default, or unpigz). Docker 28 and containerd read layers with the same
+/// `compress/gzip`; the nested engines cannot reach the host's loopback registry, so only the
+/// host's engine pulls here.
+#[test]
+fn the_engine_pulls_a_layer_of_several_gzip_members() {
+    let Some(_docker) = light_docker() else {
+        return;
+    };
+    const MEMBER: usize = 4 << 20;
+    // 9 MiB of hex digits from a xorshift: three members, compressible to about half.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(std::process::id());
+    let mut big = String::with_capacity(9 << 20);
+    while big.len() < 9 << 20 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        big.push_str(&format!("{state:016x}"));
+    }
+    let tag = format!("xtask-test-members:{}", std::process::id());
+    let loaded = load_layered_image(&tag, "amd64", &[&big, "and a small layer"]);
+    let repository = unique("xtask-test/members").to_lowercase();
+    let out = publish(
+        &repository,
+        &["--image", &format!("linux/amd64={tag}"), "--partial"],
+    );
+    assert!(out.status.success(), "{}", out.stderr_text());
+    let digest = out.json()["platforms"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The large layer is several members: its first one alone is MEMBER bytes of the layer.
+    let registry = Registry::local();
+    let manifest: Value = serde_json::from_slice(
+        &registry
+            .get_body(&repository, "manifests", &digest)
+            .expect("the pushed manifest"),
+    )
+    .unwrap();
+    let layer = manifest["layers"][0]["digest"].as_str().unwrap();
+    let blob = registry
+        .get_body(&repository, "blobs", layer)
+        .expect("the pushed layer");
+    let mut first = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(blob.as_slice()),
+        &mut first,
+    )
+    .unwrap();
+    assert_eq!(
+        first.len(),
+        MEMBER,
+        "the layer is not a series of 4 MiB members"
+    );
+    assert_eq!(first[..], loaded.layers[0][..MEMBER]);
+
+    // Gone from the engine, then pulled back by digest: the same image.
+    remove_images(std::slice::from_ref(&tag));
+    let reference = format!("{}/{repository}@{digest}", local_registry());
+    let id = loaded.id.clone();
+    let pulled = on_engine(|docker| {
+        let reference = reference.clone();
+        async move {
+            use futures_util::StreamExt;
+            let absent = docker.inspect_image(&id).await.is_err();
+            let mut pull = docker.create_image(
+                Some(
+                    bollard::query_parameters::CreateImageOptionsBuilder::default()
+                        .from_image(&reference)
+                        .build(),
+                ),
+                None,
+                None,
+            );
+            while let Some(item) = pull.next().await {
+                item.unwrap_or_else(|e| panic!("docker pull {reference}: {e}"));
+            }
+            let id = docker.inspect_image(&reference).await.unwrap().id;
+            let _ = docker
+                .remove_image(
+                    &reference,
+                    None::<bollard::query_parameters::RemoveImageOptions>,
+                    None,
+                )
+                .await;
+            (absent, id)
+        }
+    });
+    assert!(
+        pulled.0,
+        "the image was still in the engine before the pull"
+    );
+    assert_eq!(pulled.1.as_deref(), Some(loaded.id.as_str()));
+}
+
 #[test]
 fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
     let Some(_docker) = light_docker() else {
