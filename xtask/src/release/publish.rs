@@ -265,7 +265,7 @@ async fn push_image(
             progress.step(format!(
                 "{platform}: {image}'s canonical layers are in the layer cache {}: {} of {} \
                  layers are in the registry from the previous release ({} made by another \
-                 compressor), compressing the others from the cache (one per core) and \
+                 compressor), compressing the others from the cache (each on every core) and \
                  uploading each as soon as it is compressed",
                 cache_dir.display(),
                 reused.len(),
@@ -286,7 +286,7 @@ async fn push_image(
         None => {
             progress.step(format!(
                 "{platform}: exporting {image} (the layer cache {} does not hold it), \
-                 compressing its layers (one per core) and uploading each as soon as it is \
+                 compressing its layers (each on every core) and uploading each as soon as it is \
                  compressed",
                 cache_dir.display()
             ));
