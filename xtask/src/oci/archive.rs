@@ -102,7 +102,10 @@ pub(crate) const MEMBER_SIZE: usize = 4 << 20;
 
 /// Compresses `source` into `out` as gzip members of [`MEMBER_SIZE`] input bytes at
 /// [`LAYER_LEVEL`], on `threads` threads. libdeflate's gzip header has no time or name and
-/// fixed flags: the output is a function of the input alone. The source is read and the output
+/// fixed flags, and its output is deterministic for one version (its maintainer, in
+/// ebiggers/libdeflate#400, 2024: "no version of libdeflate has ever been non-deterministic",
+/// but the output varies across versions, hence the versions in `oci::reuse::COMPRESSOR`):
+/// the output is a function of the input alone. The source is read and the output
 /// written on the calling thread and one writer, in order; at most `3 * threads` members are
 /// in flight.
 fn gzip_members<W: Write + Send>(
