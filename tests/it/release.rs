@@ -237,6 +237,14 @@ fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
             item.unwrap_or_else(|e| panic!("docker pull {reference}: {e}"));
         }
         let pulled = docker.inspect_image(reference).await.unwrap();
+        // The pull is by digest: no tag names it, so only its reference can remove it.
+        let _ = docker
+            .remove_image(
+                reference,
+                None::<bollard::query_parameters::RemoveImageOptions>,
+                None,
+            )
+            .await;
         let native = if std::env::consts::ARCH == "aarch64" {
             arm64_id
         } else {

@@ -256,6 +256,19 @@ mod tier_tests {
     use super::*;
 
     #[test]
+    fn a_test_image_tag_names_its_process() {
+        assert_eq!(pid_of_test_tag("arm64-8969"), Some(8969));
+        assert_eq!(
+            pid_of_test_tag("amd64-i-10724-1796223936484436017"),
+            Some(10724)
+        );
+        assert_eq!(pid_of_test_tag("arm64-changed-31775"), Some(31775));
+        assert_eq!(pid_of_test_tag("4242"), Some(4242));
+        assert_eq!(pid_of_test_tag("bench"), None);
+        assert_eq!(pid_of_test_tag("amd64-latest"), None);
+    }
+
+    #[test]
     fn the_engine_tier_is_asked_for_or_follows_ci() {
         assert_eq!(engine_tier(Some("1"), None), Ok(EngineTier::Required));
         assert_eq!(
@@ -418,8 +431,64 @@ pub struct LoadedImage {
     pub layers: Vec<Vec<u8>>,
 }
 
+/// The process id a test image's tag names: the first `-`/`_`-separated part of the tag that
+/// is a `u32` (`arm64-8969`, `amd64-i-10724-<nanos>` from [`super::unique`], `arm64-changed-9`;
+/// nanoseconds do not fit). Pure.
+pub fn pid_of_test_tag(tag: &str) -> Option<u32> {
+    tag.split(['-', '_'])
+        .find_map(|part| part.parse::<u32>().ok())
+}
+
+/// Removes, once per engine and test process, the `xtask-test-*` images of test processes
+/// that have ended. Fixtures held in statics are never dropped and a failed test does not
+/// clean up, so each run would otherwise leave its tiny images (hundreds, seen here); like
+/// [`super::run_dir`], the next run removes them. An image a live process's tag names, or one
+/// a container still uses, stays.
+fn remove_dead_runs_images() {
+    static DONE: Mutex<Vec<Engine>> = Mutex::new(Vec::new());
+    let engine = current_engine();
+    {
+        let mut done = DONE.lock().unwrap_or_else(PoisonError::into_inner);
+        if done.contains(&engine) {
+            return;
+        }
+        done.push(engine);
+    }
+    on_engine(|docker| async move {
+        let filters = std::collections::HashMap::from([("reference", vec!["xtask-test-*"])]);
+        let Ok(images) = docker
+            .list_images(Some(
+                bollard::query_parameters::ListImagesOptionsBuilder::default()
+                    .filters(&filters)
+                    .build(),
+            ))
+            .await
+        else {
+            return;
+        };
+        for reference in images.into_iter().flat_map(|i| i.repo_tags) {
+            let Some((_, tag)) = reference.rsplit_once(':') else {
+                continue;
+            };
+            let dead = pid_of_test_tag(tag).is_some_and(|pid| {
+                pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            });
+            if dead {
+                let _ = docker
+                    .remove_image(
+                        &reference,
+                        None::<bollard::query_parameters::RemoveImageOptions>,
+                        None,
+                    )
+                    .await;
+            }
+        }
+    });
+}
+
 /// [`load_tiny_image`] with one layer per entry of `contents`, each a `/hello-<n>.txt`.
 pub fn load_layered_image(tag: &str, arch: &str, contents: &[&str]) -> LoadedImage {
+    remove_dead_runs_images();
     let layers: Vec<Vec<u8>> = contents
         .iter()
         .enumerate()
