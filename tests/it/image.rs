@@ -15,7 +15,9 @@ use serde_json::Value;
 use template_formats::manifest::{Manifest, MANIFEST_PATH};
 use xtask::image::engine;
 
-use crate::support::docker::{containers_left_by, heavy_docker, on_engine, use_engine, Engine};
+use crate::support::docker::{
+    containers_left_by, heavy_docker, on_engine, untag, use_engine, Engine,
+};
 use crate::support::xtask::Run;
 use crate::support::{repo_root, sha256_hex, tail};
 
@@ -371,15 +373,7 @@ fn a_ca_certificate_left_in_any_layer_fails_smoke() {
         check["output"]
     );
 
-    on_engine(|docker| async move {
-        let _ = docker
-            .remove_image(
-                tag,
-                None::<bollard::query_parameters::RemoveImageOptions>,
-                None,
-            )
-            .await;
-    });
+    on_engine(|docker| async move { untag(&docker, tag).await });
     assert_no_containers_left(&leaked);
     assert_no_containers_left(&clean);
 }

@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 
 use crate::support::docker::{
-    light_docker, load_layered_image, load_tiny_image, local_registry, on_engine, remove_images,
+    light_docker, load_layered_image, load_tiny_image, local_registry, on_engine, pull_and_untag,
+    remove_images,
 };
 use crate::support::genuine_release::*;
 use crate::support::registry::Registry;
@@ -97,28 +98,8 @@ fn the_engine_pulls_a_layer_of_several_gzip_members() {
     let pulled = on_engine(|docker| {
         let reference = reference.clone();
         async move {
-            use futures_util::StreamExt;
             let absent = docker.inspect_image(&id).await.is_err();
-            let mut pull = docker.create_image(
-                Some(
-                    bollard::query_parameters::CreateImageOptionsBuilder::default()
-                        .from_image(&reference)
-                        .build(),
-                ),
-                None,
-                None,
-            );
-            while let Some(item) = pull.next().await {
-                item.unwrap_or_else(|e| panic!("docker pull {reference}: {e}"));
-            }
-            let id = docker.inspect_image(&reference).await.unwrap().id;
-            let _ = docker
-                .remove_image(
-                    &reference,
-                    None::<bollard::query_parameters::RemoveImageOptions>,
-                    None,
-                )
-                .await;
+            let id = pull_and_untag(&docker, &reference).await;
             (absent, id)
         }
     });
@@ -223,34 +204,13 @@ fn publish_by_digest_is_idempotent_and_release_tags_are_immutable() {
     let reference = first["index"]["reference"].as_str().unwrap().to_string();
     let (reference, amd64_id, arm64_id) = (&reference, &amd64_id, &arm64_id);
     on_engine(|docker| async move {
-        use futures_util::StreamExt;
-        let mut pull = docker.create_image(
-            Some(
-                bollard::query_parameters::CreateImageOptionsBuilder::default()
-                    .from_image(reference)
-                    .build(),
-            ),
-            None,
-            None,
-        );
-        while let Some(item) = pull.next().await {
-            item.unwrap_or_else(|e| panic!("docker pull {reference}: {e}"));
-        }
-        let pulled = docker.inspect_image(reference).await.unwrap();
-        // The pull is by digest: no tag names it, so only its reference can remove it.
-        let _ = docker
-            .remove_image(
-                reference,
-                None::<bollard::query_parameters::RemoveImageOptions>,
-                None,
-            )
-            .await;
+        let pulled = pull_and_untag(&docker, reference).await;
         let native = if std::env::consts::ARCH == "aarch64" {
             arm64_id
         } else {
             amd64_id
         };
-        assert_eq!(pulled.id.as_ref(), Some(native));
+        assert_eq!(pulled.as_ref(), Some(native));
     });
 
     // Second publish of the same images under the same tag: a no-op.

@@ -474,16 +474,44 @@ fn remove_dead_runs_images() {
                 pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
             });
             if dead {
-                let _ = docker
-                    .remove_image(
-                        &reference,
-                        None::<bollard::query_parameters::RemoveImageOptions>,
-                        None,
-                    )
-                    .await;
+                untag(&docker, &reference).await;
             }
         }
     });
+}
+
+/// Removes `reference` from the engine (the image goes with its last reference), ignoring
+/// errors: a container that uses it keeps it.
+pub async fn untag(docker: &bollard::Docker, reference: &str) {
+    let _ = docker
+        .remove_image(
+            reference,
+            None::<bollard::query_parameters::RemoveImageOptions>,
+            None,
+        )
+        .await;
+}
+
+/// `docker pull reference` on this test's engine; returns the image id it got and removes the
+/// reference again (a pull by digest has no tag to remove it by). Fails the test when the
+/// pull does.
+pub async fn pull_and_untag(docker: &bollard::Docker, reference: &str) -> Option<String> {
+    use futures_util::StreamExt;
+    let mut pull = docker.create_image(
+        Some(
+            bollard::query_parameters::CreateImageOptionsBuilder::default()
+                .from_image(reference)
+                .build(),
+        ),
+        None,
+        None,
+    );
+    while let Some(item) = pull.next().await {
+        item.unwrap_or_else(|e| panic!("docker pull {reference}: {e}"));
+    }
+    let id = docker.inspect_image(reference).await.unwrap().id;
+    untag(docker, reference).await;
+    id
 }
 
 /// [`load_tiny_image`] with one layer per entry of `contents`, each a `/hello-<n>.txt`.
