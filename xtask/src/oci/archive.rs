@@ -118,12 +118,14 @@ fn gzip_members<W: Write + Send>(
     let level = libdeflater::CompressionLvl::new(LAYER_LEVEL as i32)
         .map_err(|e| io::Error::other(format!("gzip level {LAYER_LEVEL}: {e:?}")))?;
     let (work, to_compress) = sync_channel::<(u64, Vec<u8>)>(threads);
-    let to_compress = Mutex::new(to_compress);
+    // Owned by the compressing threads alone: when the writer fails they stop, the receiver
+    // goes with the last of them, and the reader's next send fails instead of blocking.
+    let to_compress = std::sync::Arc::new(Mutex::new(to_compress));
     let (compressed, to_write) = sync_channel::<(u64, io::Result<Vec<u8>>)>(threads);
     std::thread::scope(|scope| {
         for _ in 0..threads {
             let compressed = compressed.clone();
-            let to_compress = &to_compress;
+            let to_compress = std::sync::Arc::clone(&to_compress);
             scope.spawn(move || {
                 let mut compressor = libdeflater::Compressor::new(level);
                 loop {
@@ -144,6 +146,7 @@ fn gzip_members<W: Write + Send>(
             });
         }
         drop(compressed);
+        drop(to_compress);
         let writer = scope.spawn(move || -> io::Result<()> {
             let mut waiting: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
             let mut next = 0;
@@ -901,6 +904,34 @@ mod tests {
                 .unwrap();
             assert!(back == input, "{} bytes", input.len());
         }
+    }
+
+    #[test]
+    fn a_write_that_fails_ends_the_compression_with_its_error() {
+        // A disk that fills after the first member: the reader must not wait for ever on
+        // threads that stopped.
+        struct Full(usize);
+        impl Write for Full {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                if self.0 == 0 {
+                    return Err(io::Error::other("no space left on device"));
+                }
+                self.0 -= 1;
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let (done, result) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let input = vec![7u8; 20 * MEMBER_SIZE];
+            let _ = done.send(gzip_members(&mut input.as_slice(), &mut Full(1), 2));
+        });
+        let result = result
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("gzip_members still waits a minute after its writer failed");
+        assert!(result.unwrap_err().to_string().contains("no space left"));
     }
 
     #[test]
