@@ -19,7 +19,7 @@ use crate::support::docker::{
     containers_left_by, heavy_docker, on_engine, untag, use_engine, Engine,
 };
 use crate::support::xtask::Run;
-use crate::support::{repo_root, sha256_hex, tail};
+use crate::support::{checkout_file, checkout_path, committed_checkout, sha256_hex, tail};
 
 /// Fails (never skips) when the engine is unreachable.
 fn require_engine() {
@@ -29,7 +29,7 @@ fn require_engine() {
 fn xtask(args: &[&str]) -> Run {
     crate::support::xtask::xtask()
         .args(args)
-        .current_dir(repo_root())
+        .current_dir(committed_checkout())
         .run()
 }
 
@@ -39,7 +39,7 @@ fn xtask_json(args: &[&str]) -> Value {
 }
 
 fn manifest() -> Manifest {
-    Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap()
+    Manifest::load(&checkout_path(MANIFEST_PATH)).unwrap()
 }
 
 /// Fails when the smoke run `output` left a container behind (whatever other runs left).
@@ -392,8 +392,8 @@ fn build_stage(
     overrides: &[(&str, &str)],
     files: &[(&str, &[u8])],
 ) -> Result<(), String> {
-    let root = repo_root();
-    let inputs = xtask::image::build::BuildInputs::load(&xtask::layout::Layout::at(&root)).unwrap();
+    let layout = xtask::layout::Layout::at(committed_checkout());
+    let inputs = xtask::image::build::BuildInputs::load(&layout).unwrap();
     let platform = template_formats::manifest::Platform::LinuxAmd64;
     let mut args = xtask::image::build::build_args(&inputs, platform).unwrap();
     args.insert(
@@ -435,10 +435,7 @@ fn the_install_plan_refuses_a_lock_it_cannot_split() {
     xtask_json(&["base", "--platform", "linux/amd64", "--json"]);
     build_stage("install-plan", &[], &[]).expect("the committed lock splits");
 
-    let lock: Value = serde_json::from_slice(
-        &std::fs::read(repo_root().join("template/package-lock.json")).unwrap(),
-    )
-    .unwrap();
+    let lock: Value = serde_json::from_slice(&checkout_file("template/package-lock.json")).unwrap();
     let split_with = |edit: &dyn Fn(&mut Value), overrides: &[(&str, &str)]| {
         let mut changed = lock.clone();
         edit(&mut changed["packages"]);

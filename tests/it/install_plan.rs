@@ -8,12 +8,12 @@ use std::process::{Command, Output};
 
 use serde_json::{json, Value};
 
-use crate::support::repo_root;
+use crate::support::{checkout_path, checkout_text, committed_checkout};
 
 /// The arguments the Dockerfile passes to the install plan after its own path, read from the
 /// Dockerfile's RUN step: the lock directory, the output directory, the groups.
 fn dockerfile_arguments() -> Vec<String> {
-    let dockerfile = std::fs::read_to_string(repo_root().join("Dockerfile")).unwrap();
+    let dockerfile = checkout_text("Dockerfile");
     let joined = dockerfile.replace("\\\n", " ");
     let call = joined
         .split("node /tmp/install-plan.js ")
@@ -25,8 +25,8 @@ fn dockerfile_arguments() -> Vec<String> {
 
 /// The commands the image must provide, as the build passes them (AGENT_COMMANDS).
 fn agent_commands() -> String {
-    let root = repo_root();
-    let inputs = xtask::image::build::BuildInputs::load(&xtask::layout::Layout::at(&root)).unwrap();
+    let layout = xtask::layout::Layout::at(committed_checkout());
+    let inputs = xtask::image::build::BuildInputs::load(&layout).unwrap();
     let args =
         xtask::image::build::build_args(&inputs, template_formats::manifest::Platform::LinuxAmd64)
             .unwrap();
@@ -38,7 +38,7 @@ fn run_plan(lock_dir: &Path, out: &Path, agent_commands: &str) -> Output {
     let arguments = dockerfile_arguments();
     assert_eq!(arguments[..2], ["/tmp/lock", "/plan"], "{arguments:?}");
     Command::new("node")
-        .arg(repo_root().join("template/install-plan.js"))
+        .arg(checkout_path("template/install-plan.js"))
         .arg(lock_dir)
         .arg(out)
         .args(&arguments[2..])
@@ -61,7 +61,7 @@ fn stringified(value: &Value) -> String {
 /// order, written as npm writes them), and every entry npm would install is in exactly one.
 #[test]
 fn the_committed_lock_splits_into_one_share_per_group() {
-    let template = repo_root().join("template");
+    let template = committed_checkout().join("template");
     let out = tempfile::tempdir().unwrap();
     let run = run_plan(&template, out.path(), &agent_commands());
     let stderr = String::from_utf8_lossy(&run.stderr);
@@ -154,7 +154,7 @@ type BrokenLock<'a> = (&'a str, &'a dyn Fn(&mut Value), &'a str, &'a str);
 /// step did when the program was inline in the Dockerfile (the same messages, compared there).
 #[test]
 fn a_lock_that_cannot_be_split_fails_with_one_line_naming_the_package() {
-    let template = repo_root().join("template");
+    let template = committed_checkout().join("template");
     let package = std::fs::read(template.join("package.json")).unwrap();
     let lock = read_json(&template.join("package-lock.json"));
     let commands = agent_commands();

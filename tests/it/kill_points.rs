@@ -140,7 +140,7 @@ fn lock_points(tried: &mut Vec<Tried>) {
     let old_root = scratch_root(&[]);
     // The checkout's install plan, which lock keeps and `release plan` hashes as an input.
     std::fs::copy(
-        crate::support::repo_root().join("template/install-plan.js"),
+        crate::support::checkout_path("template/install-plan.js"),
         old_root.path().join("template/install-plan.js"),
     )
     .unwrap();

@@ -7,17 +7,17 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
+use crate::support::checkout_path;
 use crate::support::npm_fixture::{
     days_ago, fixture_now, realistic, scratch_root, FixtureRegistry,
 };
-use crate::support::repo_root;
 use crate::support::xtask::{xtask, Run};
 
 /// The fixture registry must also serve the npm CLI the lock step runs: its real metadata
 /// (the tarball itself stays on the public registry and is verified by integrity).
 pub(crate) fn with_pinned_npm(registry: &FixtureRegistry) {
     let manifest =
-        template_formats::manifest::Manifest::load(&repo_root().join("template/manifest.yaml"))
+        template_formats::manifest::Manifest::load(&checkout_path("template/manifest.yaml"))
             .unwrap();
     let npm = manifest.node.npm_version.to_string();
     let meta: Value = reqwest_blocking(&format!("https://registry.npmjs.org/npm/{npm}"));

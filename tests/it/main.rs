@@ -22,6 +22,7 @@
 //! | `pin_consumer` | `light_docker` (shared) | tiny images; replays of a consumer's workflow; its verifier builds beside the arm64 image test (`support/verifier.rs`) |
 //! | `replay_engine` | `runner_workspace` (shared, as `light_docker`) | no engine, but timed jobs on the scenarios' workspace, as the runner user |
 //! | `resolve`, `lock`, `workflows`, a release's dry run | none | no engine |
+//! | `checkout`, `test_log` | none | the checkout rule (no read of what a release rewrote), the suite's log |
 //! | `install_plan` | none | the Dockerfile's install plan run with the host's Node |
 //! | `expressions` | none | the replay's evaluator against GitHub's known-answer cases |
 //!
@@ -37,6 +38,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod checkout;
 mod expressions;
 mod image;
 mod install_plan;
@@ -50,4 +52,5 @@ mod release_run;
 mod replay;
 mod replay_engine;
 mod resolve;
+mod test_log;
 mod workflows;

@@ -29,7 +29,9 @@ use crate::support::replay::{
 };
 use crate::support::verifier::verifier;
 use crate::support::xtask::xtask;
-use crate::support::{committed_repo, repo_root, scratch_repo, sha256_hex, unique};
+use crate::support::{
+    checkout_path, checkout_text, committed_repo, scratch_repo, sha256_hex, unique,
+};
 
 const TEMPLATE_REPOSITORY: &str = "sandbox0-ai/coding-agent-template";
 const SIGNER: &str = "sandbox0-ai/coding-agent-template/.github/workflows/update-template.yml";
@@ -44,7 +46,7 @@ fn runner_user() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         let status = Command::new("bash")
-            .arg(repo_root().join("scripts/setup-runner-user.sh"))
+            .arg(checkout_path("scripts/setup-runner-user.sh"))
             .status()
             .unwrap();
         assert!(status.success(), "scripts/setup-runner-user.sh failed");
@@ -69,7 +71,7 @@ fn action_repo() -> &'static (tempfile::TempDir, String) {
 
 /// The README's consumer workflow with `<commit-sha>` replaced: what a consumer copies.
 fn readme_workflow(sha: &str) -> String {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let readme = checkout_text("README.md");
     let begin = readme
         .find("<!-- consumer-workflow:begin")
         .expect("README.md marks the consumer workflow");
@@ -287,7 +289,7 @@ impl Releases {
             std::fs::write(assets.join("template-verify-linux-amd64"), binary).unwrap();
         }
         std::fs::copy(
-            repo_root().join("schemas/receipt.v2.schema.json"),
+            checkout_path("schemas/receipt.v2.schema.json"),
             assets.join("receipt.v2.schema.json"),
         )
         .unwrap();
@@ -391,8 +393,7 @@ impl Releases {
 /// The consumer's repository: the README's workflow (with `inputs`, more lines under the
 /// action's `with:`) and a template definition naming `image`.
 fn consumer(image: &str, inputs: &str) -> (tempfile::TempDir, String) {
-    let committed =
-        std::fs::read_to_string(repo_root().join("template/sandbox0-template.yaml")).unwrap();
+    let committed = checkout_text("template/sandbox0-template.yaml");
     let template: String = committed
         .split_inclusive('\n')
         .map(|line| {

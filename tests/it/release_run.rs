@@ -12,7 +12,9 @@ use serde_json::Value;
 
 use crate::support::docker::{heavy_docker, on_engine, use_engine, Engine};
 use crate::support::xtask::xtask;
-use crate::support::{committed_resolved_at, repo_root, scratch_repo, tail, unique};
+use crate::support::{
+    checkout_file, checkout_path, committed_resolved_at, scratch_repo, tail, unique,
+};
 
 fn copy_repo() -> tempfile::TempDir {
     scratch_repo("xtask-release-run-")
@@ -43,7 +45,7 @@ fn release_at(root: &Path, now: &str, extra: &[&str]) -> (Value, std::time::Dura
         .args(extra)
         .env("XTASK_ROOT", root)
         .env("XTASK_OCI_REPOSITORY", repository())
-        .env("XTASK_CACHE_DIR", repo_root().join(".xtask/cache"))
+        .env("XTASK_CACHE_DIR", checkout_path(".xtask/cache"))
         .run();
     assert!(
         out.success(),
@@ -161,10 +163,8 @@ fn a_release_then_a_rerun_with_nothing_changed() {
     // partial mirror that has since filled in a version published before the cutoff answers
     // differently for the same clock; that is the world's change, not the release's, so it is
     // reported, and the release above still had to build, test and publish the new answer.
-    let repo = repo_root();
     for file in ["template/package-lock.json", "template/inventory.json"] {
-        if std::fs::read(root.path().join(file)).unwrap() != std::fs::read(repo.join(file)).unwrap()
-        {
+        if std::fs::read(root.path().join(file)).unwrap() != checkout_file(file) {
             eprintln!(
                 "note: the registry now resolves the committed clock differently from the \
                  committed {file}; `cargo xtask lock --check` shows the difference"
@@ -251,7 +251,7 @@ fn amd64_leg_on(engine: Engine, host: &HostRelease) -> (Value, std::path::PathBu
             .arg("--json")
             .env("XTASK_ROOT", &root)
             .env("XTASK_OCI_REPOSITORY", repository())
-            .env("XTASK_CACHE_DIR", repo_root().join(".xtask/cache"))
+            .env("XTASK_CACHE_DIR", checkout_path(".xtask/cache"))
             .run();
         assert!(
             out.success(),

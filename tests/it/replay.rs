@@ -20,7 +20,9 @@ use serde_json::{json, Value};
 use crate::support::docker::{heavy_docker, local_registry, EngineGuard};
 use crate::support::replay::{rerun_failed, run_workflow, Replay, Status};
 use crate::support::xtask::xtask;
-use crate::support::{committed_resolved_at, repo_root, run_dir, scratch_repo, unique};
+use crate::support::{
+    checkout_path, checkout_text, committed_resolved_at, run_dir, scratch_repo, unique,
+};
 
 const WORKFLOW: &str = ".github/workflows/update-template.yml";
 /// A cadence day (epoch day 20787) whose resolution reproduced the committed lockfile when
@@ -48,9 +50,8 @@ struct Shared {
 fn shared() -> &'static Shared {
     static SHARED: OnceLock<Shared> = OnceLock::new();
     SHARED.get_or_init(|| {
-        let root = repo_root();
         let setup = Command::new("bash")
-            .arg(root.join("scripts/setup-runner-user.sh"))
+            .arg(checkout_path("scripts/setup-runner-user.sh"))
             .status()
             .unwrap();
         assert!(setup.success(), "scripts/setup-runner-user.sh failed");
@@ -74,7 +75,7 @@ fn fresh_cache_store() -> PathBuf {
 /// The committed workflow with the registry and the clock replaced (and `edit` applied); each
 /// replacement must match exactly once, so a change to the workflow cannot silently void it.
 fn workflow(dir: &Path, now: &str, edit: &[(&str, &str)]) -> PathBuf {
-    let mut text = std::fs::read_to_string(repo_root().join(WORKFLOW)).unwrap();
+    let mut text = checkout_text(WORKFLOW);
     let mut replacements = vec![
         (
             "  XTASK_OCI_REGISTRY: ghcr.io\n",

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use yaml_serde::Value;
 
-use crate::support::repo_root;
+use crate::support::checkout_path;
 use crate::support::xtask::xtask;
 
 /// The release workflow's file name and its `name:`.
@@ -26,7 +26,7 @@ struct Workflow {
 }
 
 fn workflows_dir() -> PathBuf {
-    repo_root().join(".github").join("workflows")
+    checkout_path(".github/workflows")
 }
 
 fn load_workflows() -> Vec<Workflow> {

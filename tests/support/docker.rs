@@ -37,7 +37,7 @@ use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
 use serde_json::json;
 use xtask::image::engine;
 
-use super::{repo_root, runtime, sha256_hex};
+use super::{checkout_path, runtime, sha256_hex};
 
 // ---------------------------------------------------------------------------------------------
 // Which tests run: the engine tier.
@@ -373,7 +373,7 @@ fn nested_engines() -> &'static (String, String) {
     static HOSTS: OnceLock<(String, String)> = OnceLock::new();
     HOSTS.get_or_init(|| {
         let out = std::process::Command::new("bash")
-            .arg(repo_root().join("scripts/nested-engines.sh"))
+            .arg(checkout_path("scripts/nested-engines.sh"))
             .arg("start")
             .output()
             .expect("cannot run bash");
@@ -653,7 +653,7 @@ pub fn local_registry() -> &'static str {
     static ADDR: OnceLock<String> = OnceLock::new();
     ADDR.get_or_init(|| {
         let out = std::process::Command::new("bash")
-            .arg(repo_root().join("scripts/local-registry.sh"))
+            .arg(checkout_path("scripts/local-registry.sh"))
             .arg("start")
             .output()
             .expect("cannot run bash");

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::docker::{load_tiny_image, local_registry};
 use super::xtask::{xtask, Run, Xtask};
-use super::{repo_root, scratch_root_with, sha256_hex, unique};
+use super::{checkout_file, checkout_path, checkout_text, scratch_root_with, sha256_hex, unique};
 
 /// `publish --json` of `args` to `repository` in the local registry, to be run.
 pub fn publish_command(repository: &str, args: &[&str]) -> Xtask {
@@ -171,7 +171,7 @@ pub const TAG: &str = "2026.11.30-0123456789ab";
 /// `platform` (native or emulated), all passed but `failing`.
 pub fn smoke(image: &str, platform: &str, emulated: bool, failing: Option<&str>) -> Value {
     let manifest =
-        template_formats::manifest::Manifest::load(&repo_root().join("template/manifest.yaml"))
+        template_formats::manifest::Manifest::load(&checkout_path("template/manifest.yaml"))
             .unwrap();
     let checks: Vec<Value> = manifest
         .required_smoke_checks(platform.parse().unwrap(), emulated)
@@ -387,13 +387,10 @@ fn npm_purl(name: &str, version: &str) -> String {
 /// The packages package-lock.json installs on every platform (not dev, not a link, no
 /// os/cpu/libc condition): those an SBOM of any platform must list.
 fn common_npm_packages() -> Vec<(String, String)> {
-    // The checkout's lockfile, which the release's scratch root is a copy of: an SBOM needs
+    // The committed lockfile, which the release's scratch root is a copy of: an SBOM needs
     // no published release, and asking for one would load and publish two images (which
     // outlive the test process: the release is a static) for every test that writes one.
-    let lock: Value = serde_json::from_slice(
-        &std::fs::read(crate::support::repo_root().join("template/package-lock.json")).unwrap(),
-    )
-    .unwrap();
+    let lock: Value = serde_json::from_slice(&checkout_file("template/package-lock.json")).unwrap();
     let mut out = Vec::new();
     for (path, entry) in lock["packages"].as_object().unwrap() {
         let conditional = ["os", "cpu", "libc"]
@@ -558,8 +555,7 @@ pub fn pin(receipt: &Path, template: &Path) -> Run {
 /// A copy of the committed template definition in `dir` whose `image:` names `repository`
 /// (unpinned), as a consumer's template does before the first pin of that repository.
 pub fn template_for(dir: &Path, repository: &str) -> PathBuf {
-    let text =
-        std::fs::read_to_string(repo_root().join("template/sandbox0-template.yaml")).unwrap();
+    let text = checkout_text("template/sandbox0-template.yaml");
     let mut replaced = 0;
     let text: String = text
         .split_inclusive('\n')

@@ -15,12 +15,73 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
-/// The repository's root (this checkout), whatever the caller's `XTASK_ROOT` says.
-pub fn repo_root() -> PathBuf {
+/// The repository's root (this checkout), whatever the caller's `XTASK_ROOT` says. Private to
+/// the support code on purpose: a test reaches the checkout only through [`checkout_path`],
+/// [`checkout_file`] and [`committed_checkout`], which never hand it a file a release rewrote
+/// (`tidy::tests_reach_the_checkout_only_through_support` keeps it so).
+fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("the xtask crate sits in the repository root")
         .to_path_buf()
+}
+
+/// The path of `relative` in this checkout, for what a release never rewrites (scripts, the
+/// Dockerfile, the manifest, the workflows, the schema, the caches under `.xtask/`). Panics,
+/// naming the accessor to use instead, for a file a release rewrites ([`RELEASE_WRITTEN`]) or a
+/// directory that holds one: after the README's release command those hold a newer lock and
+/// clock than the commit the tests were written against.
+pub fn checkout_path(relative: &str) -> PathBuf {
+    let normal = relative.trim_start_matches("./").trim_end_matches('/');
+    let holds_release_written = RELEASE_WRITTEN
+        .iter()
+        .any(|written| *written == normal || written.starts_with(&format!("{normal}/")))
+        || normal.is_empty()
+        || normal == ".";
+    assert!(
+        !holds_release_written,
+        "`{relative}` is, or holds, a file a release rewrites ({RELEASE_WRITTEN:?}); read it with \
+         support::checkout_file (the committed bytes), or use support::committed_checkout() as \
+         the root"
+    );
+    repo_root().join(normal)
+}
+
+/// The bytes of `relative` as the tests must see the checkout: as committed at `HEAD` for a
+/// file a release rewrites ([`RELEASE_WRITTEN`]), as on disk for every other file (so an edit
+/// not yet committed is tested). The one accessor for a file of `template/`.
+pub fn checkout_file(relative: &str) -> Vec<u8> {
+    if RELEASE_WRITTEN.contains(&relative) {
+        committed_file(relative)
+    } else {
+        let path = checkout_path(relative);
+        std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+    }
+}
+
+/// [`checkout_file`] as text.
+pub fn checkout_text(relative: &str) -> String {
+    String::from_utf8(checkout_file(relative))
+        .unwrap_or_else(|e| panic!("{relative} is not UTF-8: {e}"))
+}
+
+/// The checkout as the tests see it, as one root ([`scratch_repo`] of it, made once per test
+/// process): tracked files as on disk, the release-written ones as committed. It is the root
+/// (`XTASK_ROOT`) of every xtask run that names none ([`xtask::xtask`]) and of a `Layout` a
+/// test builds for "the checkout". The tool's caches stay the checkout's own
+/// ([`checkout_caches`]), so a second run reuses what the first one downloaded and assembled.
+pub fn committed_checkout() -> &'static Path {
+    static CHECKOUT: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    CHECKOUT.get_or_init(|| scratch_repo("checkout-")).path()
+}
+
+/// The variables that point the xtask at the checkout's own caches (`.xtask/cache`, the pinned
+/// npm and other verified downloads; `.xtask/layers`, the layer caches) from any root.
+pub fn checkout_caches() -> [(&'static str, PathBuf); 2] {
+    [
+        ("XTASK_CACHE_DIR", repo_root().join(".xtask/cache")),
+        ("XTASK_LAYER_CACHE", repo_root().join(".xtask/layers")),
+    ]
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -91,6 +152,17 @@ pub const RELEASE_WRITTEN: [&str; 4] = [
     "template/INVENTORY.md",
 ];
 
+/// The release-written files ([`RELEASE_WRITTEN`]) whose bytes on disk differ from `HEAD`'s:
+/// what a release (or `.ci/run`'s relock) left in the checkout. The one place that reads them
+/// from disk, to say so.
+pub fn release_written_changes() -> Vec<&'static str> {
+    RELEASE_WRITTEN
+        .iter()
+        .copied()
+        .filter(|path| std::fs::read(repo_root().join(path)).ok() != Some(committed_file(path)))
+        .collect()
+}
+
 /// `path` (relative to the repository) as committed at `HEAD`.
 pub fn committed_file(path: &str) -> Vec<u8> {
     let root = repo_root();
@@ -140,11 +212,7 @@ pub fn scratch_repo(prefix: &str) -> tempfile::TempDir {
         let file = std::str::from_utf8(file).unwrap();
         let to = scratch.path().join(file);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        if RELEASE_WRITTEN.contains(&file) {
-            std::fs::write(&to, committed_file(file)).unwrap();
-        } else {
-            std::fs::copy(root.join(file), &to).unwrap_or_else(|e| panic!("copying {file}: {e}"));
-        }
+        copy_checkout_file(file, &to);
     }
     for args in [
         &["init", "-q", "-b", "main"][..],
@@ -163,6 +231,17 @@ pub fn scratch_repo(prefix: &str) -> tempfile::TempDir {
     scratch
 }
 
+/// Writes the checkout's `relative` to `to` as [`checkout_file`] reads it, keeping the mode bits
+/// of a file copied from disk (scripts stay executable).
+fn copy_checkout_file(relative: &str, to: &Path) {
+    if RELEASE_WRITTEN.contains(&relative) {
+        std::fs::write(to, committed_file(relative))
+    } else {
+        std::fs::copy(checkout_path(relative), to).map(drop)
+    }
+    .unwrap_or_else(|e| panic!("copying {relative} to {}: {e}", to.display()));
+}
+
 /// The committed files a build or a receipt reads from `template/`: what a scratch root for
 /// an image or a release needs (with a Dockerfile of its own).
 pub const TEMPLATE_FILES: [&str; 5] = [
@@ -173,14 +252,14 @@ pub const TEMPLATE_FILES: [&str; 5] = [
     "template/install-plan.js",
 ];
 
-/// A scratch root for `XTASK_ROOT` holding copies of `paths` (relative to the repository).
+/// A scratch root for `XTASK_ROOT` holding copies of `paths` (relative to the repository), each
+/// as [`checkout_file`] reads it (the release-written ones as committed).
 pub fn scratch_root_with(paths: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir_in(run_dir()).unwrap();
     for path in paths {
         let to = dir.path().join(path);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(repo_root().join(path), &to)
-            .unwrap_or_else(|e| panic!("{path} must exist in the repository: {e}"));
+        copy_checkout_file(path, &to);
     }
     dir
 }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use super::{repo_root, scratch_repo};
+use super::{checkout_path, scratch_repo};
 
 /// The static amd64 verifier, built once per test process the way the release workflow
 /// builds it, in a scratch copy of this repository that is deleted before anything runs it:
@@ -26,11 +26,8 @@ pub fn verifier() -> &'static Path {
                 .arg(build_tree.path().join("scripts/build-verifiers.sh"))
                 .arg(out.path())
                 .arg("linux/amd64")
-                .env(
-                    "CARGO_TARGET_DIR",
-                    repo_root().join("target/consume-verifier"),
-                )
-                .env("XTASK_ZIG_VENV", repo_root().join(".xtask/venv-zig"))
+                .env("CARGO_TARGET_DIR", checkout_path("target/consume-verifier"))
+                .env("XTASK_ZIG_VENV", checkout_path(".xtask/venv-zig"))
                 .status()
                 .unwrap();
             assert!(status.success(), "scripts/build-verifiers.sh failed");

@@ -3,7 +3,9 @@
 //! Whatever the caller's shell holds in `XTASK_*` (registry credentials, a root, a clock, a
 //! registry) or `GITHUB_*` (a CI runner's job context: `GITHUB_ACTIONS`, `GITHUB_OUTPUT`,
 //! `GITHUB_SHA`, ...) would change what the binary does, so none of it reaches the binary; a test
-//! sets what it needs with [`Xtask::env`]. Every run is logged to the test's captured output
+//! sets what it needs with [`Xtask::env`]. A run that sets no `XTASK_ROOT` works on
+//! [`super::committed_checkout`], never on the checkout's own `template/`, which the README's
+//! release command rewrites. Every run is logged to the test's captured output
 //! (shown when the test fails) and returns one shape, [`Run`].
 
 use std::ffi::{OsStr, OsString};
@@ -129,6 +131,22 @@ impl Xtask {
             .map(|a| a.to_string_lossy())
             .collect::<Vec<_>>()
             .join(" ");
+        // A run that names no root works on the checkout as the tests see it: release-written
+        // files as committed (`support::committed_checkout`), with the checkout's caches.
+        // A variable the test set is the test's: the defaults fill only the rest. (`under`
+        // removed the caller's own `XTASK_*`, which shows here as a name without a value.)
+        let set_by_test = |cmd: &Command, name: &str| {
+            cmd.get_envs()
+                .any(|(key, value)| key == name && value.is_some())
+        };
+        if !set_by_test(&self.cmd, "XTASK_ROOT") {
+            self.cmd.env("XTASK_ROOT", super::committed_checkout());
+            for (name, value) in super::checkout_caches() {
+                if !set_by_test(&self.cmd, name) {
+                    self.cmd.env(name, value);
+                }
+            }
+        }
         let started = Instant::now();
         let mut child = self
             .cmd
