@@ -20,10 +20,25 @@ bash scripts/lint-workflows.sh
 # tests/it/main.rs says which tests run side by side (heavy Docker tests run alone).
 # Every line stamped with the time it was printed: libtest prints a test's name when it ends, so
 # the stamps tell what each test cost (heavy ones run one at a time) when a run is too slow.
+# The output goes through a file (scripts/stamped.sh says why a pipe loses failures), kept in
+# .xtask/test-logs/ with the last few runs'.
 # Every test runs, the ones that need the engine and the host set up here included; without an
 # engine those fail instead of passing unrun (tests/support/docker.rs, XTASK_ENGINE_TESTS).
 export XTASK_ENGINE_TESTS=1
+logs=.xtask/test-logs
+mkdir -p "$logs"
+ls -1t "$logs"/cargo-test-*.log 2>/dev/null | tail -n +10 | xargs -r rm -f
+log="$logs/cargo-test-$(date -u +%Y%m%dT%H%M%SZ).log"
+stamp "cargo test (the whole output, unstamped, is also in $log)"
 started=$SECONDS
-cargo test --workspace --all-features --locked --no-fail-fast -- --test-threads=2 2>&1 |
-  while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done
+status=0
+bash scripts/stamped.sh "$log" \
+  cargo test --workspace --all-features --locked --no-fail-fast -- --test-threads=2 || status=$?
 echo "test.sh: cargo test took $(((SECONDS - started) / 60)) min $(((SECONDS - started) % 60)) s"
+if [ "$status" -ne 0 ]; then
+  # libtest ends each failing test binary's output with a list of its failed tests, right after a
+  # line `failures:`; each one's captured output is printed in full above that list.
+  echo "test.sh: FAILED (cargo test exited $status). The failed tests (each one's output is above, and in $log):"
+  awk '/^failures:$/ { listing = 1; next } listing && /^    [^ ]+$/ { print; next } { listing = 0 }' "$log"
+fi
+exit "$status"
