@@ -53,6 +53,23 @@ pub enum Command {
     Pin(PinArgs),
     /// The whole release on this machine: gate, resolve, lock, base, build, smoke, publish, receipt.
     Release(Box<ReleaseArgs>),
+    /// Documentation generated from the code.
+    #[command(subcommand)]
+    Docs(DocsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DocsCommand {
+    /// Write docs/cli.md: every subcommand's --help of `cargo xtask` and `template-verify`, as
+    /// clap renders it.
+    Cli(DocsCliArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DocsCliArgs {
+    /// Write nothing; fail with a diff when docs/cli.md is not what the command lines render.
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// Flags shared by every command that asks the npm registry.
@@ -748,5 +765,6 @@ impl From<BenchCommand> for xtask::bench::BenchRequest {
     }
 }
 
+pub mod cli_reference;
 #[cfg(test)]
 mod round_trip;
