@@ -299,7 +299,7 @@ fn broken_links(path: &str, text: &str, read: &dyn Fn(&str) -> Option<String>) -
     broken
 }
 
-/// `docs/` for `docs/a.md`, `` for `README.md`.
+/// `docs/` for `docs/a.md`, the empty string for `README.md`.
 fn parent_of(path: &str) -> &str {
     path.rfind('/').map_or("", |at| &path[..=at])
 }
