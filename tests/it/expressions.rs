@@ -1,9 +1,9 @@
 //! The replay's expression evaluator (`support/replay/expr.rs`) against GitHub's own
 //! known-answer tests for the expression language.
 //!
-//! The cases are `expressions/testdata/*.json` of actions/languageservices at commit
-//! 4043eda158e16579cc5fb1b0b07a4bce2a76f0b5 (`@actions/expressions` 0.3.61, MIT, LICENSE beside
-//! them), copied unchanged into `tests/fixtures/actions-expressions/`. Upstream runs them
+//! The cases are `expressions/testdata/*.json` of
+//! actions/languageservices@4043eda158e16579cc5fb1b0b07a4bce2a76f0b5 (`@actions/expressions`
+//! 0.3.61, MIT, LICENSE beside them), copied unchanged into `tests/fixtures/actions-expressions/`. Upstream runs them
 //! through `expressions/src/xlang.test.ts`; the file format is its `TestCase`: `expr`, optional
 //! `contexts`, and either `result: {kind, value}` or `err: {kind: lexing|parsing|evaluation}`.
 //! The cases marked `options.skip: ["typescript"]` are ones the TypeScript port gets wrong

@@ -77,7 +77,7 @@ fn base_and_build(platform: &str) -> String {
     assert!(built["size"].as_i64().unwrap() > 1_000_000_000, "{built}");
     // The budget is the classic store's size of the image. The containerd store counts its
     // unpacked snapshots, about 1 % more for the same layers (2,300,857,492 bytes against
-    // 2.27 GB for one image, 2026-12-02), so the same image would fail there by accounting.
+    // 2.27 GB for the template's amd64 image), so the same image would fail there by accounting.
     if crate::support::docker::current_engine() != Engine::Containerd28 {
         assert!(
             built["size"].as_i64().unwrap() <= 2_300_000_000,
@@ -692,7 +692,7 @@ fn filesystem(image: &str) -> std::collections::BTreeMap<String, String> {
     files
 }
 
-/// Issue 10's goals 1 and 2 at the scale of a fixture, through `build`'s assembling path: two
+/// Reproducible, independent layers at the scale of a fixture, through `build`'s assembling path: two
 /// cold builds of the same files, a moment apart, give one image (same config digest, same
 /// layers); a changed package changes exactly its own layer, whatever its position, and a warm
 /// rebuild of it on the first build's layer cache gives what a cold build gives; and `docker

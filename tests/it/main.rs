@@ -20,6 +20,7 @@
 //! | `kill_points` | `light_docker` (shared) | tiny images and the local registry; lock and plan on the npm fixture |
 //! | `registry_auth` (peak memory, ignored) | `heavy_docker` | a multi-GB push, measured |
 //! | `pin_consumer` | `light_docker` (shared) | tiny images; replays of a consumer's workflow; its verifier builds beside the arm64 image test (`support/verifier.rs`) |
+//! | `pin_consumer` (the documented workflow) | none | reads docs/consumers.md |
 //! | `replay_engine` | `runner_workspace` (shared, as `light_docker`) | no engine, but timed jobs on the scenarios' workspace, as the runner user |
 //! | `resolve`, `lock`, `workflows`, a release's dry run | none | no engine |
 //! | `checkout`, `test_log` | none | the checkout rule (no read of what a release rewrote), the suite's log |

@@ -1,5 +1,5 @@
 //! The consumer's step, `.github/actions/pin-template`, replayed as another repository's
-//! workflow runs it: the README's copy-paste workflow as written (only `<commit-sha>`
+//! workflow runs it: docs/consumers.md's copy-paste workflow as written (only `<commit-sha>`
 //! replaced), the runner user, the action's files at a commit of this repository, the
 //! template repository's releases in the gh stand-in with attestations recorded as the
 //! release workflow makes them, the static verifier built by scripts/build-verifiers.sh, and
@@ -35,7 +35,7 @@ use crate::support::{
 
 const TEMPLATE_REPOSITORY: &str = "sandbox0-ai/coding-agent-template";
 const SIGNER: &str = "sandbox0-ai/coding-agent-template/.github/workflows/update-template.yml";
-/// Where the README's workflow says the consumer keeps its template definition.
+/// Where docs/consumers.md's workflow says the consumer keeps its template definition.
 const TEMPLATE_FILE: &str = "templates/coding-agent.yaml";
 const PR_ACTION: &str = "peter-evans/create-pull-request";
 /// How the release workflow's runs sign: from the default branch, on GitHub-hosted runners.
@@ -69,17 +69,20 @@ fn action_repo() -> &'static (tempfile::TempDir, String) {
     })
 }
 
-/// The README's consumer workflow with `<commit-sha>` replaced: what a consumer copies.
-fn readme_workflow(sha: &str) -> String {
-    let readme = checkout_text("README.md");
-    let begin = readme
+/// Where the consumer's workflow is documented, between `consumer-workflow` markers.
+const CONSUMER_DOC: &str = "docs/consumers.md";
+
+/// docs/consumers.md's workflow with `<commit-sha>` replaced: what a consumer copies.
+fn documented_workflow(sha: &str) -> String {
+    let doc = checkout_text(CONSUMER_DOC);
+    let begin = doc
         .find("<!-- consumer-workflow:begin")
-        .expect("README.md marks the consumer workflow");
-    let end = readme[begin..]
+        .unwrap_or_else(|| panic!("{CONSUMER_DOC} marks the consumer workflow"));
+    let end = doc[begin..]
         .find("<!-- consumer-workflow:end -->")
-        .expect("README.md ends the consumer workflow")
+        .unwrap_or_else(|| panic!("{CONSUMER_DOC} ends the consumer workflow"))
         + begin;
-    let block = &readme[begin..end];
+    let block = &doc[begin..end];
     let yaml = block
         .split_once("```yaml\n")
         .and_then(|(_, rest)| rest.split_once("```"))
@@ -91,6 +94,23 @@ fn readme_workflow(sha: &str) -> String {
         "{yaml}"
     );
     yaml.replace("<commit-sha>", sha)
+}
+
+/// The workflow consumers copy is found where the replays below read it, whole, without the
+/// engine: a documentation move that loses it fails in every tier, not only where the
+/// replays run.
+#[test]
+fn the_documented_consumer_workflow_is_found_where_the_replays_read_it() {
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    let workflow: yaml_serde::Value = yaml_serde::from_str(&documented_workflow(sha)).unwrap();
+    let steps = workflow["jobs"]["pin"]["steps"].as_sequence().unwrap();
+    let action = format!("{TEMPLATE_REPOSITORY}/.github/actions/pin-template@{sha}");
+    assert!(
+        steps
+            .iter()
+            .any(|s| s["uses"].as_str() == Some(action.as_str())),
+        "{CONSUMER_DOC}'s workflow does not call {action}: {steps:#?}"
+    );
 }
 
 /// Accepts on 127.0.0.1 and forwards each connection to the shared local registry, until
@@ -390,7 +410,7 @@ impl Releases {
     }
 }
 
-/// The consumer's repository: the README's workflow (with `inputs`, more lines under the
+/// The consumer's repository: the documented workflow (with `inputs`, more lines under the
 /// action's `with:`) and a template definition naming `image`.
 fn consumer(image: &str, inputs: &str) -> (tempfile::TempDir, String) {
     let committed = checkout_text("template/sandbox0-template.yaml");
@@ -406,7 +426,8 @@ fn consumer(image: &str, inputs: &str) -> (tempfile::TempDir, String) {
         .collect();
     assert!(template.contains(&format!("image: {image}\n")));
     let anchor = format!("          template-file: {TEMPLATE_FILE}\n");
-    let workflow = readme_workflow(&action_repo().1).replace(&anchor, &format!("{anchor}{inputs}"));
+    let workflow =
+        documented_workflow(&action_repo().1).replace(&anchor, &format!("{anchor}{inputs}"));
     let (repo, _) = committed_repo(&[
         (".github/workflows/refresh-template.yml", workflow.as_str()),
         (TEMPLATE_FILE, template.as_str()),

@@ -4,7 +4,7 @@
 //! and `pin` both refuse it, that the template definition is byte-identical afterwards, and
 //! that the refusal names the field (or, for files that cannot be read, says why).
 //!
-//! The categories are those of issue #11: no trust anchor (registry and repository),
+//! The categories: no trust anchor (registry and repository),
 //! completeness, the image reference grammar, metadata against the artifacts, duplicate keys,
 //! raw terminal output, unbounded reading, and loose fields.
 
@@ -711,7 +711,7 @@ fn cases(genuine: &Value) -> Vec<Case> {
                 v["index"]["tag"] = json!("2026.12.05-0123456789ab");
             }),
         ),
-        // -- SBOMs are read, not only hashed (issue #29). Each SBOM is replaced and its new
+        // -- SBOMs are read, not only hashed. Each SBOM is replaced and its new
         //    sha256 recorded in the receipt, so only its content can give it away.
         case(
             "SBOM Debian version edited",

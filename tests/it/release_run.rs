@@ -314,7 +314,7 @@ fn amd64_leg_on(engine: Engine, host: &HostRelease) -> (Value, std::path::PathBu
     (results, receipt)
 }
 
-/// The runners' engines release this machine's release (issue 24). The host (Docker 20.10)
+/// The runners' engines release this machine's release. The host (Docker 20.10)
 /// released both platforms; its amd64 leg then runs again, from the same plan, on Docker 28's
 /// classic store (as GitHub's `ubuntu-24.04`) and on the containerd image store (as Docker 29
 /// on `ubuntu-26.04`, where the workflow's amd64 job runs), and ships with the host's arm64

@@ -1314,7 +1314,7 @@ mod rules {
             check_one_ubuntu_release(&with(CI_WORKFLOW, raw(CI_WORKFLOW))),
             Vec::<String>::new()
         );
-        // The workflow before #23: `ubuntu-latest` for amd64, and a cache key of `runner.os`.
+        // An earlier form of the workflow: `ubuntu-latest` for amd64, and a cache key of `runner.os`.
         let release = raw(RELEASE_WORKFLOW);
         assert_flags(
             check_one_ubuntu_release(&with(
@@ -1461,7 +1461,7 @@ mod rules {
             ))),
             "index digest is not attested",
         );
-        // The workflow before #23: the deprecated attest-sbom, and pushes to the registry with
+        // An earlier form of the workflow: the deprecated attest-sbom, and pushes to the registry with
         // no login before them and no `artifact-metadata: write`.
         let attest = "uses: actions/attest@59d89421af93a897026c735860bf21b6eb4f7b26 # v4.1.0";
         let index = "          subject-digest: ${{ steps.ship.outputs.index_digest }}\n";

@@ -130,8 +130,8 @@ impl Environment {
         }
     }
 
-    /// The process's environment. Only the binaries' `main` (and, until the xtask threads it
-    /// from its own main, the xtask's call sites marked `TODO(#26 xtask settings)`) call this.
+    /// The process's environment. Only the verifier's `main` calls this; the xtask makes its
+    /// `Environment` from its own `Settings` (`from_lookup`).
     pub fn from_process() -> Environment {
         Environment::from_lookup(|name| std::env::var_os(name))
     }

@@ -53,6 +53,23 @@ pub enum Command {
     Pin(PinArgs),
     /// The whole release on this machine: gate, resolve, lock, base, build, smoke, publish, receipt.
     Release(Box<ReleaseArgs>),
+    /// Documentation generated from the code.
+    #[command(subcommand)]
+    Docs(DocsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DocsCommand {
+    /// Write docs/cli.md: every subcommand's --help of `cargo xtask` and `template-verify`, as
+    /// clap renders it.
+    Cli(DocsCliArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DocsCliArgs {
+    /// Write nothing; fail with a diff when docs/cli.md is not what the command lines render.
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// Flags shared by every command that asks the npm registry.
@@ -101,6 +118,7 @@ pub struct LockArgs {
     /// Generate and check everything, print what would change, write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -131,12 +149,14 @@ pub struct BenchRebuildArgs {
     /// `@anthropic-ai/claude-code@2.1.331`. Pick a version this engine never built.
     #[arg(long, value_name = "NAME@VERSION")]
     pub bump: String,
+    /// The platform to build.
     #[arg(
         long,
         value_name = "linux/amd64|linux/arm64",
         default_value = "linux/amd64"
     )]
     pub platform: Platform,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -149,14 +169,17 @@ pub struct BenchUpdateArgs {
     /// The new release's image, same platform.
     #[arg(long)]
     pub image: String,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct BenchReproduceArgs {
+    /// The platform to build.
     #[arg(long, value_name = "linux/amd64|linux/arm64")]
     pub platform: Platform,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -166,6 +189,7 @@ pub struct BenchPublishArgs {
     /// A local image in the engine (e.g. the template image `release build` made).
     #[arg(long)]
     pub image: String,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -177,12 +201,14 @@ pub struct BenchResolveArgs {
     /// How many times to run each side (the median is reported).
     #[arg(long, default_value_t = 3)]
     pub runs: u32,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct BaseArgs {
+    /// The platform of the base image.
     #[arg(long, value_name = "linux/amd64|linux/arm64")]
     pub platform: Platform,
     /// Debian suite of the root filesystem.
@@ -191,14 +217,17 @@ pub struct BaseArgs {
     /// Rebuild even when the image already exists.
     #[arg(long)]
     pub rebuild: bool,
+    /// Print what would be made, make nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct BuildArgs {
+    /// The platform to build.
     #[arg(long, value_name = "linux/amd64|linux/arm64")]
     pub platform: Platform,
     /// Base image reference; defaults to the local base that `cargo xtask base` makes.
@@ -215,6 +244,7 @@ pub struct BuildArgs {
     /// measurements and for suspected cache corruption.
     #[arg(long)]
     pub no_cache: bool,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -231,6 +261,7 @@ pub struct SmokeArgs {
     /// ship must appear in no layer. Defaults as for `build`.
     #[arg(long, env = "XTASK_EXTRA_CA_BUNDLE", value_name = "PEM")]
     pub ca_bundle: Option<PathBuf>,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -441,11 +472,13 @@ pub struct PlanFlags {
 pub struct ReleaseAllArgs {
     #[command(flatten)]
     pub plan: PlanFlags,
+    /// Extra CA bundle (PEM) for the builds behind a TLS-inspecting proxy, as for `build`.
     #[arg(long, env = "XTASK_EXTRA_CA_BUNDLE", value_name = "PEM")]
     pub ca_bundle: Option<PathBuf>,
     /// Print the plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -472,13 +505,16 @@ pub struct ReleaseBuildArgs {
     /// The directory `release plan` wrote.
     #[arg(long, value_name = "DIR")]
     pub plan: PathBuf,
+    /// The platform this run builds, tests and pushes.
     #[arg(long, value_name = "linux/amd64|linux/arm64")]
     pub platform: Platform,
     /// Where the results file goes.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// Extra CA bundle (PEM) for the builds behind a TLS-inspecting proxy, as for `build`.
     #[arg(long, env = "XTASK_EXTRA_CA_BUNDLE", value_name = "PEM")]
     pub ca_bundle: Option<PathBuf>,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -506,6 +542,7 @@ pub struct ReleaseShipArgs {
     /// release assets and the receipt records their sha256.
     #[arg(long, value_name = "DIR")]
     pub verifiers: Option<PathBuf>,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -748,5 +785,6 @@ impl From<BenchCommand> for xtask::bench::BenchRequest {
     }
 }
 
+pub mod cli_reference;
 #[cfg(test)]
 mod round_trip;

@@ -96,6 +96,12 @@ impl Layout {
         self.root.join(template_verify::receipt::SCHEMA_PATH)
     }
 
+    /// `docs/cli.md`: the command-line reference, generated from the command lines
+    /// (`cargo xtask docs cli`).
+    pub fn cli_reference(&self) -> PathBuf {
+        self.root.join("docs/cli.md")
+    }
+
     /// `scripts/<name>`, e.g. `local-registry.sh`.
     pub fn script(&self, name: &str) -> PathBuf {
         self.root.join("scripts").join(name)

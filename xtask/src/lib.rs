@@ -12,6 +12,8 @@ pub(crate) mod disk;
 pub mod kill_point;
 pub mod layout;
 pub mod settings;
+#[cfg(test)]
+mod tidy;
 pub mod util;
 
 #[cfg(feature = "bench")]

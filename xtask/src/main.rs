@@ -8,7 +8,7 @@ mod flags;
 use std::process::ExitCode;
 
 use clap::Parser;
-use flags::{Cli, Command, ReceiptCommand};
+use flags::{Cli, Command, DocsCommand, ReceiptCommand};
 use template_verify::receipt_policy::ReceiptPolicy;
 use xtask::settings::Settings;
 use xtask::Context;
@@ -48,6 +48,7 @@ fn main() -> ExitCode {
                 template_verify::pin::run(args.into(), &policy, &ctx.settings.verifier)
             }
             Command::Release(args) => xtask::release::run((*args).into(), ctx).await,
+            Command::Docs(DocsCommand::Cli(args)) => flags::cli_reference::run(&args, ctx),
         }
     })
 }

@@ -79,7 +79,7 @@ pub(crate) fn run(
         "actions/upload-artifact" => &["name", "path", "if-no-files-found", "retention-days", "compression-level", "overwrite", "include-hidden-files"],
         "actions/download-artifact" => &["name", "artifact-ids", "path", "pattern", "merge-multiple", "github-token", "repository", "run-id"],
         "actions/cache" => &["path", "key", "restore-keys", "upload-chunk-size", "enableCrossOsArchive", "fail-on-cache-miss", "lookup-only", "save-always"],
-        // actions/attest v4.1.0 (59d8942), action.yml.
+        // actions/attest@59d8942 (v4.1.0), action.yml.
         "actions/attest" => &["subject-path", "subject-digest", "subject-name", "subject-checksums", "subject-version", "sbom-path", "predicate-type", "predicate", "predicate-path", "push-to-registry", "create-storage-record", "show-summary", "github-token"],
         "actions/attest-build-provenance" => &["subject-path", "subject-digest", "subject-name", "subject-checksums", "predicate-type", "predicate", "predicate-path", "push-to-registry", "create-storage-record", "show-summary", "github-token"],
         "actions/attest-sbom" => &["subject-path", "subject-digest", "subject-name", "subject-checksums", "sbom-path", "push-to-registry", "show-summary", "github-token"],

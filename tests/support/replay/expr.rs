@@ -1,7 +1,7 @@
 //! GitHub Actions' `${{ }}` expression language: a lexer, a parser and an evaluator.
 //!
 //! A port of GitHub's own implementation, `@actions/expressions` 0.3.61 in
-//! actions/languageservices at commit 4043eda158e16579cc5fb1b0b07a4bce2a76f0b5 (MIT):
+//! actions/languageservices@4043eda158e16579cc5fb1b0b07a4bce2a76f0b5 (MIT):
 //! `expressions/src/lexer.ts` (tokens, number literals through JavaScript's `Number()`,
 //! `NaN`/`Infinity`), `parser.ts` (precedence, the depth limit of 50, functions and their
 //! arity checked when parsing, so `false && nope()` fails even though `nope()` never runs),

@@ -988,7 +988,8 @@ fn github_context(
 ///   GitHub's "Events that trigger workflows" lists the webhook payload of `schedule` as "Not
 ///   applicable"; what the runner writes has no `repository` and no `sender` (the payload
 ///   `{"schedule": "* * * * *"}` is quoted in peter-evans/create-pull-request#30; `workflow`
-///   was added per GitHub changelog 2022-09-27; projects that read `repository` from it broke:
+///   was added per GitHub's changelog entry "additional information available in github event
+///   payload for scheduled workflow runs"; projects that read `repository` from it broke:
 ///   github/codeql-action#1211, docker/metadata-action#184, ossf/scorecard-action#73 and #106,
 ///   letsencrypt/boulder#6209). A `schedule` payload given to the replay may hold only those
 ///   two keys ([`check_event_payload`]).

@@ -58,8 +58,8 @@ pub const ARTIFACTS: [(&str, &str); 6] = [
 
 /// The asset name of the install plan, the program the Dockerfile's install-plan stage copies
 /// and runs to split the lock into the image's install groups: it decides the image as the
-/// Dockerfile does, so the receipt records it. Receipts written before it was a file of its own
-/// (2026-12-02) record none, because their Dockerfile held the program inline; they are still
+/// Dockerfile does, so the receipt records it. Receipts of releases whose Dockerfile held the
+/// program inline, before it was a file of its own, record none; they are still
 /// version 2 and still verify. So a receipt without it is judged by the five it always had, and
 /// `--artifacts` refuses one only when its Dockerfile does copy the install plan
 /// ([`dockerfile_copies_install_plan`]): that release depends on a file its receipt does not
@@ -69,7 +69,7 @@ pub const INSTALL_PLAN_ARTIFACT: &str = "install-plan.js";
 pub const INSTALL_PLAN_PATH: &str = "template/install-plan.js";
 
 /// Whether every version-2 receipt records the artifact `name` (all but the install plan, which
-/// receipts record since 2026-12-02).
+/// receipts of earlier releases lack).
 pub fn always_recorded(name: &str) -> bool {
     name != INSTALL_PLAN_ARTIFACT
 }

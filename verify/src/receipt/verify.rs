@@ -125,11 +125,12 @@ pub fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Verificatio
             v.problems.push(problem(
                 "schema_version",
                 format!(
-                    "1 is the receipt format before 2026-12-01, which this tool no longer reads: \
+                    "1 is an earlier receipt format, which this tool no longer reads: \
                      version {SCHEMA_VERSION} records the verifier binaries and each platform's \
                      SBOM (checked for what they are, not only their hash) and requires them; a \
                      version-1 receipt cannot say what a version-{SCHEMA_VERSION} one promises. \
-                     Use a release made since, or the tool of that release"
+                     Use a release whose receipt is version {SCHEMA_VERSION}, or the tool of \
+                     that release"
                 ),
             ));
             return v;
@@ -1393,7 +1394,8 @@ mod tests {
         assert!(
             v.problems
                 .iter()
-                .any(|p| p.field == "schema_version" && p.problem.contains("before 2026-12-01")),
+                .any(|p| p.field == "schema_version"
+                    && p.problem.contains("an earlier receipt format")),
             "{:?}",
             v.problems
         );

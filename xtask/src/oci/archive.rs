@@ -87,7 +87,7 @@ impl<W: Write> Write for HashingWriter<W> {
 /// fast and 0.7% smaller, level 5 1.6x as fast and 2.6% smaller, level 6 1.3x as fast and 3.1%
 /// smaller, level 7 1.1x as fast and 3.4% smaller.
 /// Every node pulls what is published, every release: bytes weigh more than seconds here, and
-/// level 6 on every core is fast enough (README, Benchmarks).
+/// level 6 on every core is fast enough (docs/decisions.md).
 /// Changing the level changes every layer's digest: one release then re-pushes everything.
 pub(crate) const LAYER_LEVEL: u32 = 6;
 

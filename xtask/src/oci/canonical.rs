@@ -132,7 +132,7 @@ impl Compression {
 /// The mode a canonical header carries: the permission bits (with setuid, setgid and sticky),
 /// never the file-type bits. Docker 20.10's `pkg/archive` wrote Go's `FileInfoHeader` modes
 /// (`0040755` for a directory, `0100644` for a file) in layer diffs and in the archive API;
-/// moby 24 (commit cddaa84) strips them, as GNU tar, mmdebstrap and containerd do and as
+/// moby 24 (moby/moby@cddaa84) strips them, as GNU tar, mmdebstrap and containerd do and as
 /// POSIX ustar defines the field (the type is the type flag's). Permission bits only is the
 /// form every current engine already writes, so 28 and 29 layers pass through unchanged.
 fn canonical_mode(mode: u32) -> u32 {
@@ -487,7 +487,7 @@ mod tests {
     }
 
     /// The file-type bits Go's `archive/tar.FileInfoHeader` adds to a mode (`c_ISDIR` and so
-    /// on), which Docker 20.10's `pkg/archive` kept in every header (moby commit cddaa84, in
+    /// on), which Docker 20.10's `pkg/archive` kept in every header (moby/moby@cddaa84, in
     /// 24.0, strips them). A hard link carries its target's: a regular file's here.
     fn go_type_bits(kind: tar::EntryType) -> u32 {
         match kind {

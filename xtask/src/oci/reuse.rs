@@ -39,8 +39,8 @@ pub(crate) const COMPRESSOR_ANNOTATION: &str = "dev.coding-agent.xtask.compresso
 /// [`crate::oci::archive::LAYER_LEVEL`] in members of [`crate::oci::archive::MEMBER_SIZE`],
 /// headers without time or name, libdeflate at the locked versions. Change it with any of
 /// those (the tests check the level, the member size and the versions in `Cargo.lock`).
-/// Before 2026-12-03 it was "gzip level 6, no mtime or name; flate2 1.1.11, zlib-rs 0.6.8"
-/// (one member): a release of then offers nothing to reuse.
+/// Earlier releases name "gzip level 6, no mtime or name; flate2 1.1.11, zlib-rs 0.6.8" (one
+/// member): they offer nothing to reuse.
 pub(crate) const COMPRESSOR: &str =
     "gzip level 6, members of 4 MiB, no mtime or name; libdeflater 1.26.1, libdeflate-sys 1.26.1";
 

@@ -688,9 +688,9 @@ mod tests {
     }
 
     /// GitHub's `schedule` payload: the cron expression and, since 2022, the workflow file
-    /// (peter-evans/create-pull-request#30 quotes `{"schedule": "* * * * *"}`; GitHub changelog
-    /// 2022-09-27 "additional information available in github event payload for scheduled
-    /// workflow runs" added `workflow`). No `repository`, no `sender`.
+    /// (peter-evans/create-pull-request#30 quotes `{"schedule": "* * * * *"}`; GitHub's
+    /// changelog entry "additional information available in github event payload for
+    /// scheduled workflow runs" added `workflow`). No `repository`, no `sender`.
     fn schedule_payload() -> serde_json::Value {
         serde_json::json!({
             "schedule": "37 4 * * *",

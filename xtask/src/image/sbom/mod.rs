@@ -1088,7 +1088,7 @@ pub(crate) mod tests {
         assert!(!ok && log.contains("pyspdxtools 0.8.5: INVALID"), "{log}");
     }
 
-    /// Issue 28's last NTIA failure, opencode-ai's case: an unscoped npm package whose
+    /// The NTIA failure the registry's publisher closes, opencode-ai's case: an unscoped npm package whose
     /// package.json names no author, repository or anyone. The NTIA checker refuses the SBOM
     /// while the inventory has no publisher for it, and accepts it once the inventory records the
     /// registry's publisher (which `lock` reads from the packument's `_npmUser`).
