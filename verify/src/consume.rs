@@ -22,8 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::fs::append_to_github_file;
 use crate::pin::{pin, PinOutcome, PinRequest};
-use crate::receipt::{verify_file, Verification};
-use crate::receipt_policy::{ReceiptPolicy, MANIFEST_ASSET};
+use crate::receipt::policy::ReceiptPolicy;
+use crate::receipt::verify::{verify_file, Verification};
+use crate::receipt::MANIFEST_ASSET;
 use crate::settings::Environment;
 use crate::terminal_text::{escape, print_json_escaped};
 use template_formats::model::receipt::Receipt;
@@ -668,7 +669,7 @@ fn verify_and_pin(
     match pin(&request, &chosen.policy, env)? {
         PinOutcome::Pinned(report) => Ok((chosen, report)),
         PinOutcome::Rejected(problems) => {
-            crate::receipt::print_problems(&problems);
+            crate::receipt::verify::print_problems(&problems);
             bail!(
                 "release {}: the receipt {} was rejected with its assets and registry (above)",
                 chosen.tag,

@@ -11,13 +11,14 @@ use serde::Serialize;
 
 use super::policy::ArtifactDocuments;
 use super::{parse_receipt_file_name, problem, Problem, ARTIFACTS, SCHEMA_VERSION};
-use crate::receipt_policy::{binding_problems, ReceiptPolicy};
+use crate::receipt::policy::{binding_problems, ReceiptPolicy};
 use template_formats::hash::sha256_hex;
-use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::manifest::{Manifest, Platform};
 use template_formats::model::gate::Trigger;
 use template_formats::model::publish::IndexEntry;
 use template_formats::model::receipt::*;
 use template_formats::oci::index::index_bytes_of;
+use template_formats::paths::MANIFEST;
 
 #[derive(Debug, Default, Serialize)]
 pub struct Verification {
@@ -222,7 +223,7 @@ pub fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Verificatio
                      it: the program that split the lock into the image's layers is not vouched \
                      for; ask for a receipt that records it",
                     super::INSTALL_PLAN_ARTIFACT,
-                    super::INSTALL_PLAN_PATH
+                    template_formats::paths::INSTALL_PLAN
                 ),
             ));
         }
@@ -524,7 +525,7 @@ pub fn completeness_problems(r: &Receipt, manifest: &Manifest) -> Vec<Problem> {
         if !seen.contains(&platform) {
             out.push(problem(
                 "platforms",
-                format!("{platform} is missing; {MANIFEST_PATH} requires it of every release"),
+                format!("{platform} is missing; {MANIFEST} requires it of every release"),
             ));
         }
     }
@@ -695,7 +696,7 @@ fn read_document<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Stri
 }
 
 /// Reads and verifies a receipt file against `policy` (the release's manifest or the
-/// checkout's, see [`crate::receipt_policy`]) and this machine's clock;
+/// checkout's, see [`crate::receipt::policy`]) and this machine's clock;
 /// `artifacts_dir` holds the release's artifact files. The receipt is read bounded (regular
 /// file, at most [`template_formats::bounded_read::MAX_RECEIPT_BYTES`]).
 pub fn verify_file(

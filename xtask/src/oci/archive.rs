@@ -21,12 +21,13 @@ use oci_spec::image::{DescriptorBuilder, Digest as OciDigest, ImageManifestBuild
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
-use crate::oci::canonical::Compression;
+use crate::oci::blob_upload::Blob;
 use crate::oci::reuse::{KnownBlob, COMPRESSOR, COMPRESSOR_ANNOTATION};
+use crate::oci::stream::{
+    Compression, CountingReader, HashingReader, HashingWriter, TransferProgress,
+};
 use template_formats::model::Digest;
 use template_formats::oci::index::{OCI_CONFIG, OCI_LAYER_GZIP, OCI_LAYER_ZSTD};
-use template_verify::oci::blob_upload::{CountingReader, TransferProgress};
-pub(crate) use template_verify::oci::client::Blob;
 
 /// An image made ready for the registry from its `docker save` archive.
 #[derive(Debug)]
@@ -59,25 +60,6 @@ impl PreparedImage {
     /// Config plus layers: what the registry stores for this image.
     pub(crate) fn size(&self) -> u64 {
         self.config.size + self.layers.iter().map(|l| l.size).sum::<u64>()
-    }
-}
-
-/// Writer that hashes and counts what passes through.
-pub(crate) struct HashingWriter<W> {
-    pub inner: W,
-    pub hasher: Sha256,
-    pub written: u64,
-}
-
-impl<W: Write> Write for HashingWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.written += n as u64;
-        Ok(n)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
     }
 }
 
@@ -696,7 +678,7 @@ fn compress_layer_file(
     io::Seek::seek(&mut &layer.file, io::SeekFrom::Start(0))
         .with_context(|| format!("cannot read {}", layer.path.display()))?;
     let progress = TransferProgress::new(&format!("compress {}", layer.diff_id), size, interval);
-    let mut hashing = crate::oci::read_back::Hashing::new(CountingReader {
+    let mut hashing = HashingReader::new(CountingReader {
         inner: io::BufReader::with_capacity(1 << 20, &layer.file),
         progress: &progress,
     });

@@ -26,7 +26,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::oci::archive::HashingWriter;
+use crate::oci::stream::{Compression, HashingWriter};
 use crate::oci::unchanged::IndexedEntry;
 use template_formats::model::Digest;
 
@@ -107,26 +107,6 @@ pub(crate) fn canonical_layer_without(
     paths: &BTreeSet<Vec<u8>>,
 ) -> Result<CanonicalLayer> {
     Ok(rewrite(input, output, epoch, None, paths)?.0)
-}
-
-/// How a layer blob is compressed, by its magic number (RFC 1952 gzip, RFC 8878 zstd frame).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Compression {
-    None,
-    Gzip,
-    Zstd,
-}
-
-impl Compression {
-    pub(crate) fn of(head: &[u8]) -> Compression {
-        if head.starts_with(&[0x1f, 0x8b]) {
-            Compression::Gzip
-        } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-            Compression::Zstd
-        } else {
-            Compression::None
-        }
-    }
 }
 
 /// The mode a canonical header carries: the permission bits (with setuid, setgid and sticky),

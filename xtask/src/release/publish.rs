@@ -23,10 +23,12 @@
 //! the index. One machine can do both at once: `publish --image P=REF... --tag T`.
 //!
 //! This module holds the command's flow and decisions; the OCI mechanics live in `oci/`: the
-//! archive-to-blobs step (`oci/archive.rs`), the registry client (`oci/client.rs`), the
-//! canonical index and media types (`oci/index.rs`), credentials (`oci/credentials.rs`:
-//! environment, docker config, credential helpers; never flags, flags end up in logs) and
-//! registry authentication (`oci/auth.rs`: Basic, Bearer tokens with the scopes a push needs).
+//! archive-to-blobs step (`oci/archive.rs`), the uploads (`oci/blob_upload.rs`); the
+//! verifier's crate has the registry client (`verify/src/oci/client.rs`), credentials
+//! (`verify/src/oci/credentials.rs`: environment, docker config, credential helpers; never
+//! flags, flags end up in logs) and registry authentication (`verify/src/oci/auth.rs`: Basic,
+//! Bearer tokens with the scopes a push needs); the formats' crate the canonical index and
+//! media types (`formats/src/oci/index.rs`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -34,7 +36,10 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use crate::oci::archive::{prepare_from_layers, prepare_streaming, Blob, PreparedImage};
+use crate::oci::archive::{prepare_from_layers, prepare_streaming, PreparedImage};
+use crate::oci::blob_upload::{
+    mount_blob, put_manifest, upload_blob, Blob, BlobLocations, BlobPush,
+};
 use crate::oci::reuse::{platform_manifest, reusable_layers, KnownBlob, Reusable};
 use crate::util::{atomic_write, print_json, sha256_hex, Progress};
 use template_formats::manifest::{Manifest, Platform};
@@ -43,8 +48,7 @@ use template_formats::model::publish::{IndexEntry, PublishReport, PublishedIndex
 use template_formats::model::tag::is_valid_tag;
 use template_formats::model::Digest;
 use template_formats::oci::index::{OCI_INDEX, OCI_MANIFEST};
-use template_verify::oci::blob_upload::BlobLocations;
-use template_verify::oci::client::{BlobPush, RegistryClient, RegistryTarget};
+use template_verify::oci::client::{RegistryClient, RegistryTarget};
 use template_verify::oci::credentials::{credentials_for, EnvCredentialsHost};
 use template_verify::settings::Environment;
 
@@ -203,6 +207,7 @@ async fn push_image(
         platform,
         dry_run,
         progress,
+        progress_interval: ctx.settings.verifier.transfer.progress_interval,
     };
     let (ready_tx, ready) = tokio::sync::mpsc::unbounded_channel::<Blob>();
     // The receiver only goes away when an upload failed: that error is reported.
@@ -312,9 +317,13 @@ async fn push_image(
         locations.save(&locations_path);
     }
     if !dry_run {
-        client
-            .put_manifest(&prepared.manifest_digest, OCI_MANIFEST, &prepared.manifest)
-            .await?;
+        put_manifest(
+            client,
+            &prepared.manifest_digest,
+            OCI_MANIFEST,
+            &prepared.manifest,
+        )
+        .await?;
         // Pushed, not yet read back or recorded in the push cache.
         crate::kill_point::reached("publish:manifest-pushed");
         progress.step(format!(
@@ -537,6 +546,8 @@ struct BlobPushing<'a> {
     platform: Platform,
     dry_run: bool,
     progress: &'a Progress,
+    /// The least time between two progress lines of one upload.
+    progress_interval: std::time::Duration,
 }
 
 impl BlobPushing<'_> {
@@ -567,7 +578,7 @@ impl BlobPushing<'_> {
             ));
             return Ok(true);
         }
-        let mounted = client.mount_blob(&known.digest, source).await?;
+        let mounted = mount_blob(client, &known.digest, source).await?;
         if mounted {
             progress.step(format!(
                 "{platform}: mounted {} ({} bytes) from {source}",
@@ -605,7 +616,7 @@ impl BlobPushing<'_> {
             blob.size,
             mount_from.map_or(String::new(), |s| format!(", or mounting it from {s}"))
         ));
-        let uploaded = match client.upload_blob(blob, mount_from).await? {
+        let uploaded = match upload_blob(client, blob, mount_from, self.progress_interval).await? {
             BlobPush::Mounted => {
                 progress.step(format!(
                     "{platform}: mounted {} from {}",
@@ -780,7 +791,7 @@ pub(crate) async fn publish(
                     false
                 }
                 None if options.defer_tag => {
-                    client.put_manifest(&digest, OCI_INDEX, &bytes).await?;
+                    put_manifest(&client, &digest, OCI_INDEX, &bytes).await?;
                     crate::kill_point::reached("publish:index-pushed");
                     match client.get_manifest(&digest).await? {
                         Some((stored, _)) if stored == bytes => {}
@@ -797,7 +808,7 @@ pub(crate) async fn publish(
                     false
                 }
                 None => {
-                    client.put_manifest(tag, OCI_INDEX, &bytes).await?;
+                    put_manifest(&client, tag, OCI_INDEX, &bytes).await?;
                     // Read it back: the tag must now resolve to exactly our bytes.
                     match client.get_manifest(tag).await? {
                         Some((stored, _)) if stored == bytes => {}
