@@ -12,7 +12,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use serde_json::Value;
-use template_formats::manifest::{Manifest, MANIFEST_PATH};
+use template_formats::manifest::Manifest;
+use template_formats::paths::MANIFEST;
 use xtask::image::engine;
 
 use crate::support::docker::{
@@ -39,7 +40,7 @@ fn xtask_json(args: &[&str]) -> Value {
 }
 
 fn manifest() -> Manifest {
-    Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap()
+    Manifest::load(&repo_root().join(MANIFEST)).unwrap()
 }
 
 /// Fails when the smoke run `output` left a container behind (whatever other runs left).

@@ -29,20 +29,16 @@ use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::dockerfile::{check_stage_starts, final_stage, stage_images};
 use crate::image::engine::{self, EngineInfo};
 use crate::image::identity::{self, ManifestRecords};
-use crate::npm::inventory::INVENTORY_PATH;
 use crate::util::{print_json, sha256_hex, Progress};
-use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::manifest::{Manifest, Platform};
 use template_formats::model::build::BuildReport;
 use template_formats::model::inventory::{Inventory, NodeRuntime};
 use template_formats::model::package_json::PackageJson;
 use template_formats::model::Digest;
+use template_formats::paths::{
+    DOCKERFILE, INSTALL_PLAN, INVENTORY, MANIFEST, PACKAGE_JSON, PACKAGE_LOCK,
+};
 
-pub(crate) const DOCKERFILE_PATH: &str = "Dockerfile";
-pub(crate) const PACKAGE_JSON_PATH: &str = "template/package.json";
-pub(crate) const PACKAGE_LOCK_PATH: &str = "template/package-lock.json";
-/// The program the Dockerfile's `install-plan` stage copies and runs to split the lock into
-/// install groups: it decides the image as much as the Dockerfile does.
-pub const INSTALL_PLAN_PATH: &str = "template/install-plan.js";
 /// Name of the optional extra CA bundle inside the build context (see the Dockerfile).
 pub const CONTEXT_CA_NAME: &str = "extra-ca.pem";
 /// Repository of the built images; the tag is the build id.
@@ -93,18 +89,18 @@ impl BuildInputs {
     /// naming the build.
     pub fn context_files(&self) -> [(&'static str, &[u8]); 4] {
         [
-            (DOCKERFILE_PATH, &self.dockerfile),
-            (INSTALL_PLAN_PATH, &self.install_plan),
-            (PACKAGE_JSON_PATH, &self.package_json),
-            (PACKAGE_LOCK_PATH, &self.package_lock),
+            (DOCKERFILE, &self.dockerfile),
+            (INSTALL_PLAN, &self.install_plan),
+            (PACKAGE_JSON, &self.package_json),
+            (PACKAGE_LOCK, &self.package_lock),
         ]
     }
 }
 
 /// The exact version of every dependency pinned in template/package.json.
 pub(crate) fn locked_versions(package_json: &[u8]) -> Result<BTreeMap<String, String>> {
-    let parsed = PackageJson::parse(package_json, PACKAGE_JSON_PATH)?;
-    parsed.exact_versions(PACKAGE_JSON_PATH)?;
+    let parsed = PackageJson::parse(package_json, PACKAGE_JSON)?;
+    parsed.exact_versions(PACKAGE_JSON)?;
     Ok(parsed.dependencies)
 }
 
@@ -115,27 +111,27 @@ pub fn build_args(inputs: &BuildInputs, platform: Platform) -> Result<BTreeMap<S
     let node = &inputs.node;
     if node.version != manifest.node.version.to_string() {
         bail!(
-            "{INVENTORY_PATH} has Node {} but {MANIFEST_PATH} asks for {}; run `cargo xtask lock`",
+            "{INVENTORY} has Node {} but {MANIFEST} asks for {}; run `cargo xtask lock`",
             node.version,
             manifest.node.version
         );
     }
     if node.npm.version != manifest.node.npm_version.to_string() {
         bail!(
-            "{INVENTORY_PATH} has npm {} but {MANIFEST_PATH} asks for {}; run `cargo xtask lock`",
+            "{INVENTORY} has npm {} but {MANIFEST} asks for {}; run `cargo xtask lock`",
             node.npm.version,
             manifest.node.npm_version
         );
     }
     let tarball = node.platforms.get(&platform).with_context(|| {
-        format!("{INVENTORY_PATH} has no Node tarball for {platform}; run `cargo xtask lock`")
+        format!("{INVENTORY} has no Node tarball for {platform}; run `cargo xtask lock`")
     })?;
     let versions = locked_versions(&inputs.package_json)?;
     let mut pinned = Vec::new();
     for package in &manifest.packages {
         let version = versions.get(&package.name).with_context(|| {
             format!(
-                "{PACKAGE_JSON_PATH} does not pin {}, which {MANIFEST_PATH} lists; run `cargo xtask lock`",
+                "{PACKAGE_JSON} does not pin {}, which {MANIFEST} lists; run `cargo xtask lock`",
                 package.name
             )
         })?;
@@ -148,7 +144,7 @@ pub fn build_args(inputs: &BuildInputs, platform: Platform) -> Result<BTreeMap<S
         .collect();
     for value in [&tarball.sha512, &node.npm.sha512] {
         if value.len() != 128 || !value.bytes().all(|b| b.is_ascii_hexdigit()) {
-            bail!("{INVENTORY_PATH} has a sha512 that is not 128 hex digits: `{value}`");
+            bail!("{INVENTORY} has a sha512 that is not 128 hex digits: `{value}`");
         }
     }
     Ok(BTreeMap::from([
@@ -185,7 +181,7 @@ pub(crate) fn build_id(
     // tar modes with permission bits only, entries repeated from the layers below left out)
     // must not find an engine's image of the old form under their tag.
     let mut text = String::from("coding-agent build id v2\n");
-    let manifest: (&str, &[u8]) = (MANIFEST_PATH, &inputs.manifest_text);
+    let manifest: (&str, &[u8]) = (MANIFEST, &inputs.manifest_text);
     for (name, bytes) in inputs.context_files().into_iter().chain([manifest]) {
         text.push_str(&format!("file {name} sha256:{}\n", sha256_hex(bytes)));
     }
@@ -307,13 +303,13 @@ pub async fn run(request: BuildRequest, ctx: &crate::Context) -> Result<ExitCode
     let inputs = BuildInputs::load(layout)?;
     let platform = request.platform;
     if !inputs.manifest.platforms.contains(&platform) {
-        bail!("{MANIFEST_PATH} does not list {platform} under `platforms`");
+        bail!("{MANIFEST} does not list {platform} under `platforms`");
     }
     let emulated = Platform::host() != Some(platform);
     let epoch = inputs.manifest.image.source_date_epoch;
     if i64::try_from(epoch).map_or(true, |e| e > chrono::Utc::now().timestamp()) {
         bail!(
-            "{MANIFEST_PATH}'s `image.source_date_epoch` ({epoch}) is in the future: file times \
+            "{MANIFEST}'s `image.source_date_epoch` ({epoch}) is in the future: file times \
              after the build would not be clamped; use a past instant"
         );
     }
@@ -363,7 +359,7 @@ pub async fn run(request: BuildRequest, ctx: &crate::Context) -> Result<ExitCode
     };
     let engine_tag = format!("{ENGINE_REPOSITORY}:{build_id}");
     let final_stage = final_stage(&String::from_utf8_lossy(&inputs.dockerfile), &build_args)
-        .with_context(|| format!("cannot assemble the image {DOCKERFILE_PATH} describes"))?;
+        .with_context(|| format!("cannot assemble the image {DOCKERFILE} describes"))?;
     if let Some(existing) = existing {
         engine::ensure_image_platform(&tag, &existing.inspect, platform)?;
         progress.step(format!(
@@ -508,7 +504,7 @@ pub async fn build_assembled(
     progress: &Progress,
 ) -> Result<Canonical> {
     let final_stage = final_stage(job.dockerfile, job.build_args)
-        .with_context(|| format!("cannot assemble the image {DOCKERFILE_PATH} describes"))?;
+        .with_context(|| format!("cannot assemble the image {DOCKERFILE} describes"))?;
     check_stage_starts(job.dockerfile)?;
     let engine_args: BTreeMap<String, String> = job
         .build_args
@@ -649,7 +645,7 @@ async fn stream_build(
     // No build-id label here: it changes with every input, and on the system stage it would
     // make a new system image (and so a new export) for every bump. The assembler adds it.
     let options = BuildImageOptionsBuilder::default()
-        .dockerfile(DOCKERFILE_PATH)
+        .dockerfile(DOCKERFILE)
         .t(engine_build.tag)
         .target(engine_build.target)
         .rm(true)
@@ -954,7 +950,7 @@ mod tests {
         let inputs = inputs();
         let dockerfile = String::from_utf8(inputs.dockerfile.clone()).unwrap();
         let copies = context_copies(&dockerfile);
-        assert!(copies.contains(&INSTALL_PLAN_PATH), "{copies:?}");
+        assert!(copies.contains(&INSTALL_PLAN), "{copies:?}");
         let sent: Vec<&str> = inputs.context_files().iter().map(|(n, _)| *n).collect();
         for source in copies {
             assert!(
