@@ -25,6 +25,7 @@
 //! `release/receipt_write.rs` assembles and writes receipts. The receipt type itself is
 //! [`template_formats::model::receipt::Receipt`].
 
+pub mod artifacts;
 pub mod contents;
 pub mod policy;
 pub mod registry;
