@@ -8,6 +8,7 @@
 //! What a receipt is judged by is passed in ([`receipt::policy::ReceiptPolicy`]): the
 //! release's own manifest for a consumer, never a file of the machine that built this binary.
 
+pub mod attestation;
 pub mod cli;
 pub mod consume;
 pub mod fs;
