@@ -8,6 +8,8 @@
 pub(crate) mod archive;
 pub(crate) mod blob_upload;
 pub(crate) mod canonical;
+pub(crate) mod canonical_config;
+pub(crate) mod compress;
 pub(crate) mod read_back;
 pub(crate) mod reuse;
 pub(crate) mod stream;
