@@ -26,10 +26,13 @@ fn dockerfile_arguments() -> Vec<String> {
 /// The commands the image must provide, as the build passes them (AGENT_COMMANDS).
 fn agent_commands() -> String {
     let root = repo_root();
-    let inputs = xtask::image::build::BuildInputs::load(&xtask::layout::Layout::at(&root)).unwrap();
-    let args =
-        xtask::image::build::build_args(&inputs, template_formats::manifest::Platform::LinuxAmd64)
-            .unwrap();
+    let inputs =
+        xtask::image::build_inputs::BuildInputs::load(&xtask::layout::Layout::at(&root)).unwrap();
+    let args = xtask::image::build_inputs::build_args(
+        &inputs,
+        template_formats::manifest::Platform::LinuxAmd64,
+    )
+    .unwrap();
     args["AGENT_COMMANDS"].clone()
 }
 

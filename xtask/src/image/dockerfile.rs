@@ -430,8 +430,9 @@ LABEL org.example.lock=\"${LOCKFILE_SHA256}\" \\
     fn the_committed_dockerfile_assembles() {
         let root = crate::util::repo_root();
         let inputs =
-            crate::image::build::BuildInputs::load(&crate::layout::Layout::at(&root)).unwrap();
-        let args = crate::image::build::build_args(
+            crate::image::build_inputs::BuildInputs::load(&crate::layout::Layout::at(&root))
+                .unwrap();
+        let args = crate::image::build_inputs::build_args(
             &inputs,
             template_formats::manifest::Platform::LinuxAmd64,
         )

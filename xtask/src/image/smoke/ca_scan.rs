@@ -419,7 +419,7 @@ Z0UwDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNIADBFAiEAu0h3l8tq9lGJ
     }
 
     fn layer(files: &[(&str, &[u8])]) -> Vec<u8> {
-        crate::image::build::context_tar(files).unwrap()
+        crate::image::build_inputs::context_tar(files).unwrap()
     }
 
     #[test]

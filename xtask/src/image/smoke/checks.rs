@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use bollard::models::{ImageConfig, ImageInspect};
 use serde_json::Value;
 
-use crate::image::build::LOCKFILE_LABEL;
+use crate::image::build_inputs::LOCKFILE_LABEL;
 use crate::image::engine;
 use template_formats::manifest::{Manifest, NodeSpec, Platform};
 use template_formats::model::smoke::Check;
@@ -273,7 +273,7 @@ pub(crate) fn clip(text: &str, max: usize) -> String {
 pub(super) mod tests {
     use super::*;
 
-    use crate::image::build::locked_versions;
+    use crate::image::build_inputs::locked_versions;
     use crate::util::repo_root;
     use template_formats::paths::MANIFEST;
     use template_formats::paths::PACKAGE_JSON;

@@ -50,7 +50,7 @@ use bollard::Docker;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 
-use crate::image::build::locked_versions;
+use crate::image::build_inputs::locked_versions;
 use crate::image::engine;
 use crate::util::{print_json, Progress};
 use template_formats::manifest::{Manifest, Platform};
@@ -105,7 +105,7 @@ pub async fn run(request: SmokeRequest, ctx: &crate::Context) -> Result<ExitCode
         ));
     }
     let ca_bundle =
-        crate::image::build::host_ca_bundle(request.ca_bundle.as_deref(), &ctx.settings);
+        crate::image::build_inputs::host_ca_bundle(request.ca_bundle.as_deref(), &ctx.settings);
     let target = SmokeTarget {
         image: &request.image,
         platform: request.platform,
@@ -357,7 +357,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::image::build::locked_versions;
+    use crate::image::build_inputs::locked_versions;
     use crate::util::repo_root;
     use template_formats::paths::MANIFEST;
 
