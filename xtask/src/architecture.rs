@@ -347,3 +347,54 @@ fn a_restated_version_is_found() {
         ["anyhow = \"1\"", "anyhow = { version = \"1\" }"]
     );
 }
+
+/// The most lines a production file of the three crates may have: a file past it is a module
+/// that holds two, to be split where they meet.
+const MOST_LINES: usize = 900;
+
+/// The production files of `crates` (below `root`) longer than [`MOST_LINES`], with their
+/// lengths. Test-only files (a `#[cfg(test)] mod` of their own) do not count.
+fn too_long(root: &Path, crates: &[&str]) -> Vec<(String, usize)> {
+    let mut found = Vec::new();
+    for krate in crates {
+        let src = root.join(krate).join("src");
+        for file in dependencies::production_files(&src) {
+            let text = std::fs::read_to_string(src.join(&file.path)).unwrap();
+            let lines = text.lines().count();
+            if lines > MOST_LINES {
+                found.push((format!("{krate}/src/{}", file.path), lines));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_production_file_is_over_900_lines() {
+    let found = too_long(&crate::util::repo_root(), &["formats", "verify", "xtask"]);
+    assert!(
+        found.is_empty(),
+        "these files are over {MOST_LINES} lines: split each where its two modules meet (its \
+         tests go with the code they test): {found:?}"
+    );
+}
+
+#[test]
+fn a_file_over_900_lines_is_found_and_a_test_only_one_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("demo/src");
+    std::fs::create_dir_all(&src).unwrap();
+    let long = "fn f() {}\n".repeat(MOST_LINES + 1);
+    std::fs::write(
+        src.join("lib.rs"),
+        "mod long;\nmod short;\n#[cfg(test)]\nmod tests;\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("long.rs"), &long).unwrap();
+    std::fs::write(src.join("short.rs"), "fn f() {}\n".repeat(MOST_LINES)).unwrap();
+    std::fs::write(src.join("tests.rs"), &long).unwrap();
+    assert_eq!(
+        too_long(dir.path(), &["demo"]),
+        [("demo/src/long.rs".to_string(), MOST_LINES + 1)]
+    );
+}
