@@ -137,8 +137,6 @@ pub(crate) fn check_stage_starts(dockerfile: &str) -> Result<()> {
     Ok(())
 }
 
-/// How the guard's errors name the Dockerfile.
-
 /// The keyword of an instruction, upper case, and the rest.
 fn keyword(instruction: &str) -> (String, &str) {
     let (word, rest) = instruction
