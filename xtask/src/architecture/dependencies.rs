@@ -490,6 +490,15 @@ pub(super) fn violations(graph: &Graph, layers: &[Vec<String>]) -> Vec<String> {
             ));
         }
     }
+    for entry in layers.iter().flatten() {
+        let names_a_file = graph
+            .files
+            .iter()
+            .any(|f| f == entry || (entry.ends_with('/') && f.starts_with(entry.as_str())));
+        if !names_a_file {
+            found.push(format!("the layer entry {entry} names no production file"));
+        }
+    }
     for import in imports {
         let (Some(from), Some(to)) = (layer_of(layers, &import.from), layer_of(layers, &import.to))
         else {
@@ -717,12 +726,14 @@ fn a_circle_and_an_upward_arrow_are_reported_and_tests_are_not_imports() {
         ]
     );
     assert_eq!(graph.files.len(), 6, "{:?}", graph.files);
-    let layers = layers("## Dependencies\n\n```\ndemo/src/\n  high.rs\n  ring/\n  low.rs\n```\n");
+    let layers =
+        layers("## Dependencies\n\n```\ndemo/src/\n  high.rs\n  ring/\n  low.rs gone.rs\n```\n");
     let found = violations(&graph, &layers["demo/src/"]);
     assert_eq!(
         found,
         [
             "lib.rs is in no layer: add it (or its folder) to one",
+            "the layer entry gone.rs names no production file",
             "upward arrow: low.rs (layer 3) imports high.rs (layer 1, above it) through \
              `crate::high::Thing`",
             "circle: high.rs -> low.rs (`crate::low::f`) -> high.rs (`crate::high::Thing`)",
