@@ -9,9 +9,6 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-/// Where the manifest lives, relative to the repository root.
-pub const MANIFEST_PATH: &str = "template/manifest.yaml";
-
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
@@ -548,14 +545,14 @@ mod tests {
         std::fs::read_to_string(
             Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("..")
-                .join(MANIFEST_PATH),
+                .join(crate::paths::MANIFEST),
         )
         .unwrap()
     }
 
     #[test]
     fn committed_manifest_is_valid() {
-        let m = Manifest::parse(&committed(), Path::new(MANIFEST_PATH)).unwrap();
+        let m = Manifest::parse(&committed(), Path::new(crate::paths::MANIFEST)).unwrap();
         assert_eq!(m.packages.len(), 6);
         assert_eq!(m.platforms, Platform::ALL.to_vec());
         assert_eq!(m.harnesses.len(), 4);
@@ -602,7 +599,7 @@ mod tests {
 
     #[test]
     fn required_smoke_checks_differ_by_build_and_platform() {
-        let m = Manifest::parse(&committed(), Path::new(MANIFEST_PATH)).unwrap();
+        let m = Manifest::parse(&committed(), Path::new(crate::paths::MANIFEST)).unwrap();
         let native = m.required_smoke_checks(Platform::LinuxAmd64, false);
         let emulated = m.required_smoke_checks(Platform::LinuxArm64, true);
         assert!(native.contains("playwright-cli drives chromium"));
@@ -681,7 +678,7 @@ mod tests {
 
     #[test]
     fn image_browser_and_linked_builds_come_from_the_committed_manifest() {
-        let m = Manifest::parse(&committed(), Path::new(MANIFEST_PATH)).unwrap();
+        let m = Manifest::parse(&committed(), Path::new(crate::paths::MANIFEST)).unwrap();
         let env = m.image.required_env();
         assert_eq!(env[0], ("HOME".to_string(), "/workspace".to_string()));
         assert!(env.contains(&("PI_TELEMETRY".to_string(), "0".to_string())));

@@ -12,7 +12,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use serde_json::Value;
-use template_formats::manifest::{Manifest, MANIFEST_PATH};
+use template_formats::manifest::Manifest;
+use template_formats::paths::MANIFEST;
 use xtask::image::engine;
 
 use crate::support::docker::{
@@ -39,7 +40,7 @@ fn xtask_json(args: &[&str]) -> Value {
 }
 
 fn manifest() -> Manifest {
-    Manifest::load(&checkout_path(MANIFEST_PATH)).unwrap()
+    Manifest::load(&checkout_path(MANIFEST)).unwrap()
 }
 
 /// Fails when the smoke run `output` left a container behind (whatever other runs left).
@@ -276,7 +277,7 @@ fn build_through_engine(
 ) -> Result<(), String> {
     on_engine(|docker| async move {
         use futures_util::StreamExt;
-        let context = xtask::image::build::context_tar(files).unwrap();
+        let context = xtask::image::build_inputs::context_tar(files).unwrap();
         let mut stream = std::pin::pin!(docker.build_image(
             options,
             None,
@@ -393,22 +394,25 @@ fn build_stage(
     files: &[(&str, &[u8])],
 ) -> Result<(), String> {
     let layout = xtask::layout::Layout::at(committed_checkout());
-    let inputs = xtask::image::build::BuildInputs::load(&layout).unwrap();
+    let inputs = xtask::image::build_inputs::BuildInputs::load(&layout).unwrap();
     let platform = template_formats::manifest::Platform::LinuxAmd64;
-    let mut args = xtask::image::build::build_args(&inputs, platform).unwrap();
+    let mut args = xtask::image::build_inputs::build_args(&inputs, platform).unwrap();
     args.insert(
         "BASE_IMAGE".into(),
-        xtask::image::base::image_ref(xtask::image::build::DEFAULT_SUITE, platform),
+        xtask::image::base::image_ref(xtask::image::base::DEFAULT_SUITE, platform),
     );
     for (k, v) in overrides {
         args.insert(k.to_string(), v.to_string());
     }
-    let ca = xtask::image::build::host_ca_bundle(None, &xtask::settings::Settings::from_process())
-        .map(|p| std::fs::read(p).unwrap());
+    let ca = xtask::image::build_inputs::host_ca_bundle(
+        None,
+        &xtask::settings::Settings::from_process(),
+    )
+    .map(|p| std::fs::read(p).unwrap());
     let mut context: std::collections::BTreeMap<&str, &[u8]> =
         std::collections::BTreeMap::from(inputs.context_files());
     if let Some(ca) = &ca {
-        context.insert(xtask::image::build::CONTEXT_CA_NAME, ca);
+        context.insert(xtask::image::build_inputs::CONTEXT_CA_NAME, ca);
     }
     context.extend(files.iter().copied());
     let context: Vec<(&str, &[u8])> = context.into_iter().collect();
@@ -592,7 +596,8 @@ fn build_assembled(
     no_cache: bool,
 ) -> (String, String, Vec<String>) {
     let dockerfile = fixture_dockerfile(base);
-    let context = xtask::image::build::context_tar(&fixture_files(&dockerfile, b_content)).unwrap();
+    let context =
+        xtask::image::build_inputs::context_tar(&fixture_files(&dockerfile, b_content)).unwrap();
     let system = format!("coding-agent-test:assembled-{name}-system");
     let tag = format!("coding-agent-test:assembled-{name}");
     let epoch = manifest().image.source_date_epoch;

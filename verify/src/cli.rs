@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::consume::ConsumeRequest;
 use crate::pin::{PinCommand, PinRequest};
-use crate::receipt::VerifyRequest;
+use crate::receipt::verify::VerifyRequest;
 
 /// Exit status 0 only for a valid, complete receipt; every rejection names its field.
 #[derive(Debug, Args)]
@@ -59,7 +59,7 @@ pub struct PinArgs {
     #[arg(long, value_name = "FILE")]
     pub manifest: Option<PathBuf>,
     /// The Sandbox0 template definition to rewrite.
-    #[arg(long, default_value = "template/sandbox0-template.yaml")]
+    #[arg(long, default_value = template_formats::paths::TEMPLATE_DEFINITION)]
     pub template: PathBuf,
     /// Skip the registry check that pin runs by default (the one `receipt verify
     /// --check-registry` runs: index, platform manifests, configs and tag as the receipt

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use template_verify::cli::{VerifierCli, VerifierCommand, VerifierReceiptCommand};
-use template_verify::receipt_policy::ReceiptPolicy;
+use template_verify::receipt::policy::ReceiptPolicy;
 use template_verify::settings::Environment;
 
 fn main() -> ExitCode {
@@ -22,7 +22,7 @@ fn main() -> ExitCode {
                     args.manifest.as_deref(),
                     args.artifacts.as_deref(),
                 )?;
-                template_verify::receipt::verify_cmd(args.into(), &policy, &env)
+                template_verify::receipt::verify::verify_cmd(args.into(), &policy, &env)
             }
             VerifierCommand::Pin(args) => {
                 let policy = ReceiptPolicy::for_verifier(

@@ -458,7 +458,7 @@ pub struct PlanFlags {
     pub no_publish: bool,
     /// Where previous releases' receipts are: `receipt-*.json` in it and in its
     /// subdirectories. The newest one that verifies is the previous release.
-    #[arg(long, value_name = "DIR", default_value = ".xtask/releases")]
+    #[arg(long, value_name = "DIR", default_value = template_formats::paths::RELEASES)]
     pub previous_receipts: PathBuf,
     /// Platforms to release; `release` defaults to those this machine can run (native or
     /// emulated), `release plan` to the manifest's.

@@ -18,6 +18,8 @@ pub mod util;
 
 #[cfg(feature = "bench")]
 pub mod bench;
+#[cfg(feature = "test-support")]
+pub mod every_step;
 pub mod image;
 pub mod npm;
 pub(crate) mod oci;

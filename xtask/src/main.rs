@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use flags::{Cli, Command, DocsCommand, ReceiptCommand};
-use template_verify::receipt_policy::ReceiptPolicy;
+use template_verify::receipt::policy::ReceiptPolicy;
 use xtask::settings::Settings;
 use xtask::Context;
 
@@ -38,7 +38,11 @@ fn main() -> ExitCode {
             Command::Publish(args) => xtask::release::publish::run(args.into(), ctx).await,
             Command::Receipt(ReceiptCommand::Verify(args)) => {
                 let policy = checkout_policy(args.manifest.as_deref(), ctx)?;
-                template_verify::receipt::verify_cmd(args.into(), &policy, &ctx.settings.verifier)
+                template_verify::receipt::verify::verify_cmd(
+                    args.into(),
+                    &policy,
+                    &ctx.settings.verifier,
+                )
             }
             Command::Receipt(ReceiptCommand::Write(args)) => {
                 xtask::release::receipt_write::write_cmd((*args).into(), ctx)

@@ -4,9 +4,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Where `lock` writes the inventory, relative to the repository root.
-pub const INVENTORY_PATH: &str = "template/inventory.json";
-
 use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

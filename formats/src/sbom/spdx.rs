@@ -18,8 +18,8 @@ pub struct Document {
     pub creation_info: CreationInfo,
     pub packages: Vec<Package>,
     pub relationships: Vec<Relationship>,
-    /// The ELF programs no Debian package owns (`files.rs`), sorted by path; the image
-    /// CONTAINS each. Absent from documents without any.
+    /// The ELF programs no Debian package owns (`xtask/src/image/sbom/files.rs`), sorted by
+    /// path; the image CONTAINS each. Absent from documents without any.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub files: Vec<File>,
     /// The `LicenseRef-` ids the packages' license expressions use, each defined once.
@@ -72,7 +72,7 @@ pub struct Package {
     pub external_refs: Vec<ExternalRef>,
 }
 
-/// An SPDX 2.3 file element (spec §8): what `files.rs` lists.
+/// An SPDX 2.3 file element (spec §8): what `xtask/src/image/sbom/files.rs` lists.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct File {

@@ -1,34 +1,22 @@
-//! The registry client: the distribution HTTP API v2 (blob HEAD, mount and streamed upload,
-//! manifest GET and PUT) for one repository, authenticated through `auth.rs`, with the tool's
-//! HTTP policy (`crate::http`) for timeouts and retries.
+//! The registry client: the distribution HTTP API v2 for one repository (blob HEAD and GET,
+//! manifest GET, bounded reads for registries an untrusted document names), authenticated
+//! through `auth.rs`, with the tool's HTTP policy (`crate::http`) for timeouts and retries.
+//! What only a publisher does (blob mounts and streamed uploads, manifest PUTs) is the
+//! xtask's (`xtask/src/oci/blob_upload.rs`), over [`RegistryClient::send`]: the consumer's
+//! verifier links no upload code.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use bytes::Bytes;
-use reqwest::{header, Method, RequestBuilder, Response, StatusCode, Url};
+use reqwest::{header, RequestBuilder, Response, StatusCode, Url};
 
 use crate::http::{self, Attempt, Retry, Timeout};
 use crate::oci::auth::{redact, Authenticator};
-use crate::oci::blob_upload::{file_body, TransferProgress};
 use crate::oci::credentials::Credentials;
 use crate::settings::TransferSettings;
 use template_formats::model::Digest;
 use template_formats::oci::index::MANIFEST_ACCEPT;
-
-/// A content-addressed blob on local disk, ready to upload.
-#[derive(Debug, Clone)]
-pub struct Blob {
-    pub digest: String,
-    pub size: u64,
-    pub media_type: String,
-    pub path: PathBuf,
-    /// The xtask's `oci::reuse::COMPRESSOR` when it compressed the layer (its manifest
-    /// descriptor then says so); `None` for a config and a layer kept as the export gave it.
-    pub compressor: Option<&'static str>,
-}
 
 // ---------------------------------------------------------------------------------------------
 // Where to push.
@@ -83,7 +71,7 @@ impl RegistryTarget {
         format!("{}@{digest}", self.name())
     }
 
-    fn url(&self, rest: &str) -> Url {
+    pub fn url(&self, rest: &str) -> Url {
         self.base
             .join(&format!("v2/{}/{rest}", self.repository))
             .expect("registry paths are valid URL paths")
@@ -112,12 +100,10 @@ pub struct RegistryClient {
     pub target: RegistryTarget,
     auth: Authenticator,
     retry: Retry,
-    progress_interval: Duration,
 }
 
 impl RegistryClient {
-    /// `transfer`: the retries' backoff and the progress lines' interval, from the
-    /// environment's snapshot.
+    /// `transfer`: the retries' backoff, from the environment's snapshot.
     pub fn new(
         target: RegistryTarget,
         credentials: Option<Credentials>,
@@ -131,7 +117,6 @@ impl RegistryClient {
             http,
             target,
             retry: Retry::with_base(transfer.retry_base),
-            progress_interval: transfer.progress_interval,
         })
     }
 
@@ -139,8 +124,9 @@ impl RegistryClient {
     /// challenges (a bounded number: expired tokens are renewed, refusals reported) and
     /// retrying what the HTTP policy calls transient ([`http::retryable_status`],
     /// [`http::retryable_error`]). The last attempt's answer is returned as it is, so the
-    /// caller reports the registry's own words.
-    async fn send(
+    /// caller reports the registry's own words. Public for the requests this client does not
+    /// make itself (the publisher's uploads, in the xtask).
+    pub async fn send(
         &self,
         url: &Url,
         make: impl Fn(&reqwest::Client) -> Result<RequestBuilder>,
@@ -194,7 +180,9 @@ impl RegistryClient {
             .await
     }
 
-    async fn expect_ok(&self, what: &str, url: &Url, response: Response) -> Result<Response> {
+    /// `response` when it succeeded; else an error naming `what`, the URL, the status, what the
+    /// account may lack, and the registry's answer with any secret of ours redacted.
+    pub async fn expect_ok(&self, what: &str, url: &Url, response: Response) -> Result<Response> {
         if response.status().is_success() {
             return Ok(response);
         }
@@ -225,6 +213,12 @@ impl RegistryClient {
         )
     }
 
+    /// Makes the next token also grant `pull` on `source`, another repository of this
+    /// registry (for a cross-repository mount).
+    pub async fn want_pull_from(&self, source: &str) {
+        self.auth.want_pull_from(source).await;
+    }
+
     /// `GET /v2/`: reachable, and the API version we speak.
     pub async fn ping(&self) -> Result<()> {
         let url = self.target.base.join("v2/")?;
@@ -241,116 +235,6 @@ impl RegistryClient {
             StatusCode::NOT_FOUND => Ok(false),
             status => bail!("HEAD {url} answered {status}"),
         }
-    }
-
-    /// Gets `blob` into the repository: mounted from `mount_from` (another repository of
-    /// this registry that holds it) when the registry agrees, else uploaded in one PUT whose
-    /// body streams from the file on disk. A failed upload session is abandoned and a new one
-    /// started, a bounded number of times (5xx inside a session are retried by `send`).
-    pub async fn upload_blob(&self, blob: &Blob, mount_from: Option<&str>) -> Result<BlobPush> {
-        const SESSIONS: u32 = 3;
-        let progress = TransferProgress::new(
-            &format!("upload {}", blob.digest),
-            blob.size,
-            self.progress_interval,
-        );
-        let mut session = 0;
-        loop {
-            session += 1;
-            let mut start = self.target.url("blobs/uploads/");
-            if let Some(source) = mount_from {
-                self.auth.want_pull_from(source).await;
-                start
-                    .query_pairs_mut()
-                    .append_pair("mount", &blob.digest)
-                    .append_pair("from", source);
-            }
-            let response = self
-                .send(&start, |http| {
-                    Ok(http.post(start.clone()).header(header::CONTENT_LENGTH, "0"))
-                })
-                .await?;
-            if response.status() == StatusCode::CREATED && mount_from.is_some() {
-                return Ok(BlobPush::Mounted);
-            }
-            let response = self
-                .expect_ok("start a blob upload", &start, response)
-                .await?;
-            let location = response
-                .headers()
-                .get(header::LOCATION)
-                .and_then(|l| l.to_str().ok())
-                .with_context(|| format!("{start} started an upload without a Location"))?;
-            let mut put = start
-                .join(location)
-                .with_context(|| format!("{start}: upload Location `{location}` is not a URL"))?;
-            put.query_pairs_mut().append_pair("digest", &blob.digest);
-            let size = blob.size;
-            let response = self
-                .send(&put, |http| {
-                    Ok(http
-                        .request(Method::PUT, put.clone())
-                        .header(header::CONTENT_TYPE, "application/octet-stream")
-                        .header(header::CONTENT_LENGTH, size)
-                        .body(file_body(&blob.path, progress.clone())?))
-                })
-                .await?;
-            // A session the registry lost (404) or a failure it kept answering (5xx): start
-            // a new one.
-            let status = response.status();
-            if (status == StatusCode::NOT_FOUND || status.is_server_error()) && session < SESSIONS {
-                eprintln!(
-                    "upload {}: {put} answered {status}; starting a new upload session",
-                    blob.digest
-                );
-                continue;
-            }
-            self.expect_ok(&format!("upload blob {}", blob.digest), &put, response)
-                .await?;
-            eprintln!("{}", progress.summary());
-            return Ok(BlobPush::Uploaded);
-        }
-    }
-
-    /// Mounts the blob `digest` from `source`, another repository of this registry, without a
-    /// body (distribution spec, "Mounting a blob from another repository"; distribution's
-    /// `registry/handlers/blobupload.go` answers 201 Created when mounted and 202 Accepted
-    /// with a new upload session when it cannot, e.g. the source lacks the blob or denies
-    /// pull). Returns whether it was mounted; a session it started instead is cancelled.
-    pub async fn mount_blob(&self, digest: &str, source: &str) -> Result<bool> {
-        self.auth.want_pull_from(source).await;
-        let mut start = self.target.url("blobs/uploads/");
-        start
-            .query_pairs_mut()
-            .append_pair("mount", digest)
-            .append_pair("from", source);
-        let response = self
-            .send(&start, |http| {
-                Ok(http.post(start.clone()).header(header::CONTENT_LENGTH, "0"))
-            })
-            .await?;
-        if response.status() == StatusCode::CREATED {
-            return Ok(true);
-        }
-        let response = self
-            .expect_ok(
-                &format!("mount blob {digest} from {source}"),
-                &start,
-                response,
-            )
-            .await?;
-        let session = response
-            .headers()
-            .get(header::LOCATION)
-            .and_then(|l| l.to_str().ok())
-            .and_then(|l| start.join(l).ok());
-        if let Some(session) = session {
-            // Best effort: an abandoned session expires on the registry's own schedule.
-            let _ = self
-                .send(&session, |http| Ok(http.delete(session.clone())))
-                .await;
-        }
-        Ok(false)
     }
 
     /// GET a blob: the successful response, whose body streams (registries redirect blob
@@ -436,48 +320,6 @@ impl RegistryClient {
             None => false,
         })
     }
-
-    /// PUTs a manifest under `reference` (a digest or a tag); returns the digest the
-    /// registry computed.
-    pub async fn put_manifest(
-        &self,
-        reference: &str,
-        media_type: &str,
-        bytes: &[u8],
-    ) -> Result<String> {
-        let url = self.target.url(&format!("manifests/{reference}"));
-        let body = Bytes::copy_from_slice(bytes);
-        let response = self
-            .send(&url, |http| {
-                Ok(http
-                    .put(url.clone())
-                    .header(header::CONTENT_TYPE, media_type)
-                    .body(body.clone()))
-            })
-            .await?;
-        let response = self
-            .expect_ok(&format!("push manifest {reference}"), &url, response)
-            .await?;
-        let ours = Digest::of(bytes).to_string();
-        let theirs = response
-            .headers()
-            .get("docker-content-digest")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-            .unwrap_or_else(|| ours.clone());
-        if theirs != ours {
-            bail!("{url} stored the manifest as {theirs}, but its bytes are {ours}");
-        }
-        Ok(theirs)
-    }
-}
-
-/// How a blob got into the repository.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum BlobPush {
-    /// Mounted from another repository of the registry: nothing was uploaded.
-    Mounted,
-    Uploaded,
 }
 
 /// A response body, at most `limit` bytes (with or without a Content-Length).

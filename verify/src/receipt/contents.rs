@@ -6,7 +6,7 @@
 //! verifier binary must be a static executable of its platform; and the release folder must
 //! hold no artifact the receipt does not account for.
 //!
-//! Pure over what [`super::verify::read_artifacts`] read; every problem names the receipt
+//! Pure over what [`super::artifacts::read_artifacts`] read; every problem names the receipt
 //! field (or the file) it is about.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -15,14 +15,17 @@
 //! per-platform records (the index bytes are canonical, see
 //! [`template_formats::oci::index::index_bytes_of`]), so a receipt must hold together. Someone who
 //! edits a receipt can still make it hold together and rename it; what catches that is in
-//! `policy.rs` (the manifest, the tool's own forms, the clock, the artifact files) and
-//! `registry.rs` (the registry, `--check-registry`), and, for what no one else records, the
-//! attestation.
+//! `policy.rs` (the manifest the receipt is judged by, the tool's own forms, the clock, the
+//! artifact files), `contents.rs` (what the artifact files are) and `registry.rs` (the
+//! registry, `--check-registry`), and, for what no one else records, the attestation.
 //!
-//! The files: `write.rs` assembles and writes, `verify.rs` judges a receipt's bytes,
-//! `schema.rs` enforces the published JSON Schema, `policy.rs` and `registry.rs` as above.
-//! The receipt type itself is [`template_formats::model::receipt::Receipt`].
+//! The files: this one the receipt's bytes, file name and recorded artifacts (the layer the
+//! others build on), `verify.rs` judges a receipt's bytes and is `receipt verify`, `schema.rs`
+//! enforces the published JSON Schema, the others as above; the xtask's
+//! `release/receipt_write.rs` assembles and writes receipts. The receipt type itself is
+//! [`template_formats::model::receipt::Receipt`].
 
+pub mod artifacts;
 pub mod contents;
 pub mod policy;
 pub mod registry;
@@ -31,30 +34,28 @@ pub mod verify;
 
 use serde::Serialize;
 
-use template_formats::manifest::MANIFEST_PATH;
-use template_formats::model::inventory::INVENTORY_PATH;
 use template_formats::model::receipt::Receipt;
-
-pub use verify::{add_registry_check, print_problems, verify_file, Verification};
-pub use verify::{verify_cmd, VerifyRequest};
+use template_formats::paths;
 
 /// The receipt format this tool writes and reads.
 pub const SCHEMA_VERSION: u32 = 2;
-/// Where the published JSON Schema of [`SCHEMA_VERSION`] lives in the repository.
-pub const SCHEMA_PATH: &str = "schemas/receipt.v2.schema.json";
 
 /// The release's input files whose sha256 the receipt records: (asset name, repository path).
 /// The asset name is the file's name among the release assets and under `--artifacts DIR`.
 /// `receipt write` records every one; the install plan came last (see [`INSTALL_PLAN_ARTIFACT`]),
 /// so the others keep their places (`artifacts[4]` is still the manifest).
 pub const ARTIFACTS: [(&str, &str); 6] = [
-    ("package.json", "template/package.json"),
-    ("package-lock.json", "template/package-lock.json"),
-    ("inventory.json", INVENTORY_PATH),
-    ("Dockerfile", "Dockerfile"),
-    ("manifest.yaml", MANIFEST_PATH),
-    (INSTALL_PLAN_ARTIFACT, INSTALL_PLAN_PATH),
+    ("package.json", paths::PACKAGE_JSON),
+    ("package-lock.json", paths::PACKAGE_LOCK),
+    ("inventory.json", paths::INVENTORY),
+    ("Dockerfile", paths::DOCKERFILE),
+    (MANIFEST_ASSET, paths::MANIFEST),
+    (INSTALL_PLAN_ARTIFACT, paths::INSTALL_PLAN),
 ];
+
+/// The release asset that carries a release's manifest: what a receipt is judged by when it
+/// is the release's own (`policy::ReceiptPolicy`).
+pub const MANIFEST_ASSET: &str = "manifest.yaml";
 
 /// The asset name of the install plan, the program the Dockerfile's install-plan stage copies
 /// and runs to split the lock into the image's install groups: it decides the image as the
@@ -65,8 +66,6 @@ pub const ARTIFACTS: [(&str, &str); 6] = [
 /// ([`dockerfile_copies_install_plan`]): that release depends on a file its receipt does not
 /// vouch for.
 pub const INSTALL_PLAN_ARTIFACT: &str = "install-plan.js";
-/// Where the install plan lives in the repository, and the path the Dockerfile copies it from.
-pub const INSTALL_PLAN_PATH: &str = "template/install-plan.js";
 
 /// Whether every version-2 receipt records the artifact `name` (all but the install plan, which
 /// receipts of earlier releases lack).
@@ -80,7 +79,7 @@ pub fn dockerfile_copies_install_plan(dockerfile: &str) -> bool {
     dockerfile.lines().any(|line| {
         let mut words = line.split_whitespace();
         words.next().is_some_and(|w| w.eq_ignore_ascii_case("COPY"))
-            && words.any(|w| w == INSTALL_PLAN_PATH)
+            && words.any(|w| w == paths::INSTALL_PLAN)
     })
 }
 
@@ -137,7 +136,7 @@ pub mod tests_support {
     use template_formats::oci::index::index_bytes_of;
 
     pub fn manifest() -> Manifest {
-        Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap()
+        Manifest::load(&repo_root().join(paths::MANIFEST)).unwrap()
     }
 
     pub fn digest(seed: &str) -> String {

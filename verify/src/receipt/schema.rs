@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use super::{problem, Problem};
 
-/// The published schema of [`super::SCHEMA_VERSION`], as committed at [`super::SCHEMA_PATH`].
+/// The published schema of [`super::SCHEMA_VERSION`], as committed at
+/// [`template_formats::paths::RECEIPT_SCHEMA`].
 pub const SCHEMA_JSON: &str = include_str!("../../../schemas/receipt.v2.schema.json");
 
 /// The compiled schema. Formats (`date-time`) are asserted, not only annotated: a receipt's

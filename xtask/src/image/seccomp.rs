@@ -107,10 +107,11 @@ fn canonical(value: &Value) -> String {
 mod tests {
     use super::*;
     use crate::util::repo_root;
-    use template_formats::manifest::{Manifest, MANIFEST_PATH};
+    use template_formats::manifest::Manifest;
+    use template_formats::paths::MANIFEST;
 
     fn spec() -> SeccompSpec {
-        Manifest::load(&repo_root().join(MANIFEST_PATH))
+        Manifest::load(&repo_root().join(MANIFEST))
             .unwrap()
             .runtime
             .seccomp

@@ -16,7 +16,6 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::npm::cli::{ensure_trailing_slash, lock_npmrc, Npm};
-use crate::npm::inventory::{INVENTORY_MD_PATH, INVENTORY_PATH};
 use crate::npm::lockfile::{self, Policy};
 use crate::npm::registry::{Packument, Registry};
 use crate::npm::resolve;
@@ -29,9 +28,7 @@ use template_formats::model::lockfile::Lockfile;
 use template_formats::model::package_json::PackageJson;
 use template_formats::model::resolution::Resolution;
 use template_formats::model::rfc3339;
-
-pub(crate) const PACKAGE_JSON_PATH: &str = "template/package.json";
-pub(crate) const LOCKFILE_PATH: &str = "template/package-lock.json";
+use template_formats::paths::{INVENTORY, INVENTORY_MD, PACKAGE_JSON, PACKAGE_LOCK};
 
 /// Everything `lock` writes, as file contents.
 pub(crate) struct Generated {
@@ -106,10 +103,10 @@ pub(crate) async fn generate(inputs: &LockInputs<'_>, progress: &Progress) -> Re
         resolution,
         inventory,
         files: vec![
-            (PACKAGE_JSON_PATH, package_json),
-            (LOCKFILE_PATH, lock_text),
-            (INVENTORY_PATH, inventory_json),
-            (INVENTORY_MD_PATH, inventory_md),
+            (PACKAGE_JSON, package_json),
+            (PACKAGE_LOCK, lock_text),
+            (INVENTORY, inventory_json),
+            (INVENTORY_MD, inventory_md),
         ],
     })
 }
@@ -518,7 +515,7 @@ pub(crate) fn clock_only_change(
     if changed.is_empty()
         || changed
             .iter()
-            .any(|p| *p != INVENTORY_PATH && *p != INVENTORY_MD_PATH)
+            .any(|p| *p != INVENTORY && *p != INVENTORY_MD)
     {
         return false;
     }
@@ -543,7 +540,7 @@ mod tests {
     use super::*;
 
     fn committed() -> (String, Inventory) {
-        let text = std::fs::read_to_string(crate::util::repo_root().join(INVENTORY_PATH)).unwrap();
+        let text = std::fs::read_to_string(crate::util::repo_root().join(INVENTORY)).unwrap();
         let inventory = serde_json::from_str(&text).unwrap();
         (text, inventory)
     }
@@ -553,11 +550,11 @@ mod tests {
         let (text, mut later) = committed();
         later.resolved_at = "2030-01-01T00:00:00Z".parse().unwrap();
         later.cutoff = "2029-12-30T00:00:00Z".parse().unwrap();
-        let both = [INVENTORY_PATH, INVENTORY_MD_PATH];
+        let both = [INVENTORY, INVENTORY_MD];
         assert!(clock_only_change(&both, &text, &later));
         // A changed lockfile, or any other inventory field, is a change.
         assert!(!clock_only_change(
-            &[LOCKFILE_PATH, INVENTORY_PATH],
+            &[PACKAGE_LOCK, INVENTORY],
             &text,
             &later
         ));

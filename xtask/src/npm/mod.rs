@@ -2,7 +2,6 @@
 //! package-lock.json, the inventory) out.
 
 pub(crate) mod cli;
-pub(crate) mod inventory;
 pub mod lock;
 pub(crate) mod lockfile;
 pub(crate) mod registry;

@@ -158,8 +158,10 @@ impl Registry {
         match self.packument_if_exists(name).await? {
             Some(p) => Ok(p),
             None => Err(anyhow!(
-                "npm package `{name}` does not exist at {} (404); check its name in template/manifest.yaml or the --registry",
-                packument_url(&self.base, name)
+                "npm package `{name}` does not exist at {} (404); check its name in {} or the \
+                 --registry",
+                packument_url(&self.base, name),
+                template_formats::paths::MANIFEST
             )),
         }
     }

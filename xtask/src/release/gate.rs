@@ -21,7 +21,7 @@ use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
 use crate::util::{now_or, print_json};
 use template_formats::manifest::Manifest;
 use template_formats::model::gate::{GateDecision, Trigger};
-use template_verify::receipt_policy::ReceiptPolicy;
+use template_verify::receipt::policy::ReceiptPolicy;
 
 const SECONDS_PER_DAY: i64 = 86_400;
 

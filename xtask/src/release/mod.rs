@@ -14,12 +14,12 @@
 //! release` runs the same phases in the same order on one machine. Both therefore make the same
 //! tag from the same inputs and both stop after the plan on a day with nothing to do.
 
-pub mod every_step;
 pub mod gate;
 pub(crate) mod plan;
 pub(crate) mod platform;
 pub(crate) mod previous;
 pub mod publish;
+pub(crate) mod push;
 pub mod receipt_write;
 pub(crate) mod ship;
 pub mod steps;
@@ -195,16 +195,17 @@ fn runnable_platforms(manifest: &Manifest) -> Vec<Platform> {
         .collect()
 }
 
+/// What `release --dry-run` prints: each phase's steps.
 #[derive(Serialize)]
-struct DryRun {
-    phases: Vec<DryRunPhase>,
+pub(crate) struct DryRun {
+    pub(crate) phases: Vec<DryRunPhase>,
     note: &'static str,
 }
 
 #[derive(Serialize)]
-struct DryRunPhase {
-    phase: String,
-    steps: Vec<Step>,
+pub(crate) struct DryRunPhase {
+    pub(crate) phase: String,
+    pub(crate) steps: Vec<Step>,
 }
 
 /// Placeholders for what only the run knows, in the dry run's command lines.
@@ -214,7 +215,7 @@ const BUILT_IMAGE: &str = "<built image>";
 
 /// Every step a run would take, without a plan: the plan's outputs are shown as placeholders.
 /// The steps come from the functions the phases run, so the listing is what a run executes.
-fn dry_run(
+pub(crate) fn dry_run(
     options: &PlanOptions,
     platforms: &[Platform],
     manifest_platforms: &[Platform],
@@ -521,7 +522,7 @@ async fn ensure_local_registry(root: &Path, target: &Target) -> Result<()> {
     }
     let port = parsed.base.port().unwrap_or(5000);
     let status = tokio::process::Command::new("bash")
-        .arg(root.join("scripts/local-registry.sh"))
+        .arg(crate::layout::Layout::at(root).script("local-registry.sh"))
         .arg("start")
         .env("XTASK_LOCAL_REGISTRY_PORT", port.to_string())
         .stdout(Stdio::null())

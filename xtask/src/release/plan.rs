@@ -15,11 +15,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
 
-use crate::image::build::INSTALL_PLAN_PATH;
 use crate::release::previous::{self, PreviousRelease};
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 use crate::util::{sha256_file, sha256_hex};
-use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::manifest::{Manifest, Platform};
 use template_formats::model::gate::GateDecision;
 use template_formats::model::plan::{
     Action, Change, InputDigest, PreviousSummary, ReleasePlan, Target, PLAN_SCHEMA_VERSION,
@@ -27,24 +26,13 @@ use template_formats::model::plan::{
 use template_formats::model::receipt::Receipt;
 use template_formats::model::resolution::Resolution;
 use template_formats::model::rfc3339;
-use template_verify::receipt_policy::ReceiptPolicy;
+use template_formats::paths::{MANIFEST, RELEASE_INPUTS};
+use template_verify::receipt::policy::ReceiptPolicy;
 
 pub(crate) const PLAN_FILE: &str = "plan.json";
 
 /// The phase's steps, in order.
 pub(crate) const STEP_NAMES: [&str; 3] = ["gate", "resolve", "lock"];
-
-/// The files that decide what is released, relative to the repository root. The inventory is
-/// left out on purpose: it also records *when* it was resolved, and a new clock alone is not a
-/// change (its package data is derived from the lockfile, which is here). The install plan is
-/// in: the Dockerfile runs it, so a change to it alone changes the image.
-pub(crate) const RELEASE_INPUTS: [&str; 5] = [
-    "template/package.json",
-    "template/package-lock.json",
-    "Dockerfile",
-    INSTALL_PLAN_PATH,
-    MANIFEST_PATH,
-];
 
 /// The plan `release plan` wrote into `dir`, of this tool's schema version.
 pub(crate) fn load_plan(dir: &Path) -> Result<ReleasePlan> {
@@ -388,10 +376,10 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
         github,
         verifier,
     } = request;
-    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+    let manifest = Manifest::load(&root.join(MANIFEST))?;
     for p in &platforms {
         if !manifest.platforms.contains(p) {
-            bail!("{MANIFEST_PATH} does not list {p} under `platforms`");
+            bail!("{MANIFEST} does not list {p} under `platforms`");
         }
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
@@ -473,7 +461,7 @@ fn find_previous(
     runner: &StepRunner,
 ) -> Result<Option<PreviousRelease>> {
     let candidates = previous::receipts_below(&root.join(&options.previous_receipts))?;
-    let policy = ReceiptPolicy::checkout(&root.join(MANIFEST_PATH))?;
+    let policy = ReceiptPolicy::checkout(&root.join(MANIFEST))?;
     let selection = previous::newest_verified(&candidates, &policy)?;
     for line in &selection.ignored {
         runner.progress.step(line);
@@ -648,7 +636,9 @@ mod tests {
             decide(now, &gate, Some(&previous), &inputs, &[]).0,
             Action::Unchanged
         );
-        previous.artifacts.retain(|a| a.path != INSTALL_PLAN_PATH);
+        previous
+            .artifacts
+            .retain(|a| a.path != template_formats::paths::INSTALL_PLAN);
         let (action, reason, _) = decide(now, &gate, Some(&previous), &inputs, &[]);
         assert_eq!(action, Action::Release, "{reason}");
     }

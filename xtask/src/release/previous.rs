@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use template_formats::model::receipt::Receipt;
-use template_verify::receipt::verify_file;
-use template_verify::receipt_policy::ReceiptPolicy;
+use template_verify::receipt::policy::ReceiptPolicy;
+use template_verify::receipt::verify::verify_file;
 
 /// A receipt that verified, and where it was.
 #[derive(Debug, Clone)]

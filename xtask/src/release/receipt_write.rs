@@ -8,9 +8,8 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use crate::npm::inventory::INVENTORY_PATH;
 use crate::util::{atomic_write, now_or, read_json, sha256_file, sha256_hex};
-use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::manifest::{Manifest, Platform};
 use template_formats::model::build::BuildReport;
 use template_formats::model::gate::GateDecision;
 use template_formats::model::inventory::Inventory;
@@ -19,13 +18,15 @@ use template_formats::model::receipt::*;
 use template_formats::model::resolution::Resolution;
 use template_formats::model::rfc3339;
 use template_formats::model::smoke::SmokeReport;
+use template_formats::paths::INVENTORY;
+use template_formats::paths::MANIFEST;
+use template_verify::receipt::policy::ReceiptPolicy;
 use template_verify::receipt::verify::{
     completeness_problems, index_digest_problems, print_problems, verify_file,
 };
 use template_verify::receipt::{
     receipt_bytes, receipt_file_name, Problem, ARTIFACTS, SCHEMA_VERSION,
 };
-use template_verify::receipt_policy::ReceiptPolicy;
 
 /// Everything `receipt write` assembles a receipt from; [`assemble`] is pure over it.
 pub(crate) struct ReceiptInputs {
@@ -76,7 +77,7 @@ pub(crate) fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
     // checked package by package below). A later one means the lockfile is not from this run.
     if inventory.cutoff > resolve.cutoff {
         bail!(
-            "{INVENTORY_PATH}'s cutoff {} is later than the resolve output's {}: the lockfile \
+            "{INVENTORY}'s cutoff {} is later than the resolve output's {}: the lockfile \
              was not written from this resolution (run `cargo xtask lock`)",
             rfc3339(inventory.cutoff),
             rfc3339(resolve.cutoff)
@@ -241,12 +242,10 @@ fn package_records(
             .packages
             .iter()
             .find(|p| p.top_level && p.name == spec.name)
-            .with_context(|| {
-                format!("{INVENTORY_PATH} has no top-level package `{}`", spec.name)
-            })?;
+            .with_context(|| format!("{INVENTORY} has no top-level package `{}`", spec.name))?;
         if locked.version != resolved.version.to_string() {
             bail!(
-                "package `{}`: resolve chose {} but {INVENTORY_PATH} locks {}; run `cargo xtask \
+                "package `{}`: resolve chose {} but {INVENTORY} locks {}; run `cargo xtask \
                  lock` so the lockfile matches the resolution",
                 spec.name,
                 resolved.version,
@@ -343,7 +342,7 @@ fn platform_record(
     if !missing.is_empty() {
         bail!(
             "the smoke output for the {} image {} ({} build) lacks the required check(s) \
-             {missing:?} (smoke_checks in {MANIFEST_PATH}); run `cargo xtask smoke --image {} \
+             {missing:?} (smoke_checks in {MANIFEST}); run `cargo xtask smoke --image {} \
              --json` with this tool's version and pass its whole output",
             build.platform,
             build.image,
@@ -640,7 +639,8 @@ pub fn write_cmd(request: ReceiptWriteRequest, ctx: &crate::Context) -> Result<E
 mod tests {
     use super::*;
     use crate::image::sbom::tests::make;
-    use crate::image::sbom::{cyclonedx, cyclonedx_file_name, document_bytes, sbom_file_name};
+    use crate::image::sbom::{cyclonedx, cyclonedx_file_name, sbom_file_name};
+    use template_formats::sbom::document_bytes;
 
     #[test]
     fn a_cyclonedx_sbom_is_recorded_only_beside_the_spdx_one_it_is_the_form_of() {

@@ -19,14 +19,15 @@ use crate::release::plan::ensure_checkout_matches;
 use crate::release::platform::results_file_name;
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 use crate::util::{append_to_github_file, atomic_write};
-use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::manifest::{Manifest, Platform};
 use template_formats::model::plan::{ReleasePlan, Target};
 use template_formats::model::platform_results::PlatformResults;
 use template_formats::model::platform_results::StepTime;
 use template_formats::model::publish::PublishReport;
 use template_formats::model::receipt::Receipt;
 use template_formats::model::rfc3339;
-use template_verify::receipt::SCHEMA_PATH;
+use template_formats::paths::MANIFEST;
+use template_formats::paths::RECEIPT_SCHEMA;
 
 /// What `release ship --json` prints.
 #[derive(Debug, Clone, Serialize)]
@@ -152,7 +153,7 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
     }
     ensure_checkout_matches(root, plan)?;
     let (platforms, receipt_sboms) = read_results(plan, &tag, results)?;
-    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+    let manifest = Manifest::load(&root.join(MANIFEST))?;
     let verifier_files = match verifiers {
         Some(dir) => verifier_files(dir, &manifest.platforms)?,
         None => Vec::new(),
@@ -394,7 +395,7 @@ impl ShipSteps {
     }
 
     pub(crate) fn verify(&self, receipt: &Path) -> Step {
-        let verify = template_verify::receipt::VerifyRequest {
+        let verify = template_verify::receipt::verify::VerifyRequest {
             file: receipt.to_path_buf(),
             artifacts: Some(self.assets.clone()),
             check_registry: false,
@@ -565,8 +566,8 @@ fn copy_assets(root: &Path, receipt: &Receipt, assets: &Path) -> Result<()> {
         .map(|a| (root.join(&a.path), a.name.clone()))
         .collect();
     copies.push((
-        root.join(SCHEMA_PATH),
-        Path::new(SCHEMA_PATH)
+        root.join(RECEIPT_SCHEMA),
+        Path::new(RECEIPT_SCHEMA)
             .file_name()
             .unwrap()
             .to_string_lossy()

@@ -13,9 +13,9 @@ use tokio::io::AsyncWriteExt;
 
 use super::checks::{clip, node_version_verdict, record_matches, LineSplitter, NODE_CHECK};
 use super::scripts::{RelaunchCheck, ScriptCheck, TurnsCheck};
-use super::Check;
 use crate::image::engine::{self, ContainerSpec, OutputStream};
 use template_formats::manifest::{Harness, NodeSpec, Platform};
+use template_formats::model::smoke::Check;
 
 /// Time limits, generous enough for qemu when the image is for another CPU.
 #[derive(Debug, Clone, Copy)]

@@ -50,10 +50,11 @@ use bollard::Docker;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 
-use crate::image::build::{locked_versions, PACKAGE_JSON_PATH};
+use crate::image::build_inputs::locked_versions;
 use crate::image::engine;
 use crate::util::{print_json, Progress};
 use template_formats::manifest::{Manifest, Platform};
+use template_formats::paths::PACKAGE_JSON;
 
 pub use checks::{EMULATED_CHROMIUM_CHECK, PLAYWRIGHT_CHECK};
 
@@ -104,7 +105,7 @@ pub async fn run(request: SmokeRequest, ctx: &crate::Context) -> Result<ExitCode
         ));
     }
     let ca_bundle =
-        crate::image::build::host_ca_bundle(request.ca_bundle.as_deref(), &ctx.settings);
+        crate::image::build_inputs::host_ca_bundle(request.ca_bundle.as_deref(), &ctx.settings);
     let target = SmokeTarget {
         image: &request.image,
         platform: request.platform,
@@ -314,7 +315,7 @@ fn container_checks(
                     None => Check::new(
                         name,
                         false,
-                        format!("{PACKAGE_JSON_PATH} does not pin this package"),
+                        format!("{PACKAGE_JSON} does not pin this package"),
                     ),
                     Some(want) => container::version_check(&ctx, name, &command, &want).await,
                 }
@@ -356,17 +357,17 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::image::build::locked_versions;
+    use crate::image::build_inputs::locked_versions;
     use crate::util::repo_root;
-    use template_formats::manifest::MANIFEST_PATH;
+    use template_formats::paths::MANIFEST;
 
     /// The manifest's required smoke checks (what receipts are judged by) are exactly the
     /// checks this module runs, for each platform built natively and under emulation.
     #[test]
     fn the_manifest_requires_exactly_the_checks_smoke_runs() {
-        let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap();
+        let manifest = Manifest::load(&repo_root().join(MANIFEST)).unwrap();
         let versions =
-            locked_versions(&std::fs::read(repo_root().join(PACKAGE_JSON_PATH)).unwrap()).unwrap();
+            locked_versions(&std::fs::read(repo_root().join(PACKAGE_JSON)).unwrap()).unwrap();
         for platform in Platform::ALL {
             for emulated in [false, true] {
                 let mut run: BTreeSet<String> = checks::config_checks(

@@ -333,10 +333,10 @@ fn linked_build_script(build: &LinkedBuild, install_dir: &str) -> ScriptCheck {
 mod tests {
     use super::*;
     use crate::util::repo_root;
-    use template_formats::manifest::MANIFEST_PATH;
+    use template_formats::paths::MANIFEST;
 
     fn manifest() -> Manifest {
-        Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap()
+        Manifest::load(&repo_root().join(MANIFEST)).unwrap()
     }
 
     fn every_script(manifest: &Manifest) -> Vec<ScriptCheck> {
@@ -378,8 +378,7 @@ mod tests {
     /// The launcher as the Dockerfile writes it: its `printf` run by bash, the header dropped.
     fn launcher_from_dockerfile() -> String {
         let dockerfile =
-            std::fs::read_to_string(repo_root().join(crate::image::build::DOCKERFILE_PATH))
-                .unwrap();
+            std::fs::read_to_string(repo_root().join(template_formats::paths::DOCKERFILE)).unwrap();
         let start = dockerfile
             .find("    printf '%s\\n' \\\n        '#!/bin/bash'")
             .expect("the Dockerfile writes the launcher with printf");

@@ -3,7 +3,9 @@
 //! options that add or remove arguments. The binary's test (xtask/src/flags/round_trip.rs,
 //! where the command line is) parses each one with `Cli` and checks that it gives back the
 //! request the step was rendered from: without it a renamed or dropped flag would break a
-//! release only when that step runs. Public for that test only; the release never calls it.
+//! release only when that step runs. Public for that test only, and compiled only with the
+//! `test-support` feature (which the crate's tests turn on): the release never calls it. It
+//! sits above `release/` and `bench/`, so neither names the other.
 
 use std::path::{Path, PathBuf};
 
@@ -41,7 +43,7 @@ fn plan_flags(force: bool, no_publish: bool, platforms: &[Platform]) -> PlanOpti
         },
         force,
         no_publish,
-        previous_receipts: ".xtask/releases".into(),
+        previous_receipts: template_formats::paths::RELEASES.into(),
         platforms: platforms.to_vec(),
         target: Target {
             registry: "ghcr.io".into(),
@@ -181,7 +183,7 @@ fn dry_runs() -> Vec<Emitted> {
             for ca in [None, Some(Path::new("/etc/ssl/proxy-ca.pem"))] {
                 for force in [false, true] {
                     let flags = plan_flags(force, no_publish, &platforms);
-                    let listing = super::dry_run(&flags, &platforms, &Platform::ALL, ca);
+                    let listing = crate::release::dry_run(&flags, &platforms, &Platform::ALL, ca);
                     for phase in listing.phases {
                         all.extend(emitted(
                             format!(
