@@ -17,6 +17,7 @@ pub mod pin;
 pub mod receipt;
 pub mod receipt_policy;
 pub mod settings;
+pub mod sigstore;
 pub mod terminal_text;
 pub mod verifier;
 
