@@ -21,7 +21,7 @@
 //! | `registry_auth` (peak memory, ignored) | `heavy_docker` | a multi-GB push, measured |
 //! | `pin_consumer` | `light_docker` (shared) | tiny images; replays of a consumer's workflow; its verifier builds beside the arm64 image test (`support/verifier.rs`) |
 //! | `replay_engine` | `runner_workspace` (shared, as `light_docker`) | no engine, but timed jobs on the scenarios' workspace, as the runner user |
-//! | `resolve`, `lock`, `workflows`, a release's dry run | none | no engine |
+//! | `resolve`, `lock`, `inputs`, `workflows`, a release's dry run | none | no engine |
 //! | `install_plan` | none | the Dockerfile's install plan run with the host's Node |
 //! | `expressions` | none | the replay's evaluator against GitHub's known-answer cases |
 //!
@@ -39,6 +39,7 @@ mod support;
 
 mod expressions;
 mod image;
+mod inputs;
 mod install_plan;
 mod kill_points;
 mod lock;

@@ -5,8 +5,10 @@
 use super::*;
 use base64::Engine as _;
 
+/// `<repository>/../shared/fixtures`, where CI lays it beside the clone.
 fn fixtures() -> Option<std::path::PathBuf> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
+    // cargo runs a package's tests in the package's directory (verify/).
+    let dir = std::path::Path::new("../../shared/fixtures").to_path_buf();
     if dir.is_dir() {
         Some(dir)
     } else {
