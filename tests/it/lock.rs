@@ -143,7 +143,7 @@ fn happy_path_lock_is_accepted_by_npm_ci() {
     );
     assert_eq!(claude["install_script"], true);
     // Recorded at lock time for the SBOM's supplier; a packument naming no one gives none.
-    assert_eq!(inventory["schema_version"], 2);
+    assert_eq!(inventory["schema_version"], 3);
     assert_eq!(claude.get("publisher"), None);
     let opencode = inventory["packages"]
         .as_array()

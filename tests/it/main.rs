@@ -22,7 +22,7 @@
 //! | `pin_consumer` | `light_docker` (shared) | tiny images; replays of a consumer's workflow; its verifier builds beside the arm64 image test (`support/verifier.rs`) |
 //! | `pin_consumer` (the documented workflow) | none | reads docs/consumers.md |
 //! | `replay_engine` | `runner_workspace` (shared, as `light_docker`) | no engine, but timed jobs on the scenarios' workspace, as the runner user |
-//! | `resolve`, `lock`, `workflows`, `scripts`, a release's dry run | none | no engine |
+//! | `resolve`, `lock`, `inputs`, `workflows`, `scripts`, a release's dry run | none | no engine |
 //! | `checkout`, `test_log` | none | the checkout rule (no read of what a release rewrote), the suite's log |
 //! | `install_plan` | none | the Dockerfile's install plan run with the host's Node |
 //! | `expressions` | none | the replay's evaluator against GitHub's known-answer cases |
@@ -42,6 +42,7 @@ mod support;
 mod checkout;
 mod expressions;
 mod image;
+mod inputs;
 mod install_plan;
 mod kill_points;
 mod lock;

@@ -56,7 +56,7 @@ pub fn resolve_json_of(root: &Path, now: &str) -> Value {
         .collect();
     json!({
         "cutoff": inventory["cutoff"], "now": now, "registry": inventory["registry"],
-        "cooldown_hours": 48, "packages": packages,
+        "cooldown_hours": 48, "inputs": inventory["inputs"], "packages": packages,
     })
 }
 

@@ -26,8 +26,70 @@ pub enum Scripted {
     Truncated,
 }
 
+/// A registry signing key, as registry.npmjs.org signs: ECDSA P-256 over SHA-256 of
+/// `<name>@<version>:<integrity>`, the DER signature in base64 as `dist.signatures[].sig`, the
+/// key named by its OpenSSH fingerprint, `SHA256:` + unpadded base64 of the sha256 of its SSH
+/// wire form (what registry.npmjs.org's own key id is; npm/cli
+/// `lib/utils/verify-signatures.js` 11.x, pacote `lib/registry.js`); served at `/-/npm/v1/keys`
+/// as `{keys: [{expires, keyid, keytype, scheme, key}]}` (npm/registry docs, "Registry
+/// signatures").
+pub struct SigningKey {
+    pair: aws_lc_rs::signature::EcdsaKeyPair,
+    pub spki: Vec<u8>,
+    pub keyid: String,
+}
+
+impl SigningKey {
+    pub fn generate() -> SigningKey {
+        use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+        let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
+        // The SubjectPublicKeyInfo of a P-256 key: the fixed algorithm header, then the point.
+        let mut spki = hex::decode("3059301306072a8648ce3d020106082a8648ce3d030107034200").unwrap();
+        spki.extend_from_slice(pair.public_key().as_ref());
+        let point = pair.public_key().as_ref();
+        let mut wire = Vec::new();
+        for part in [&b"ecdsa-sha2-nistp256"[..], b"nistp256", point] {
+            wire.extend_from_slice(&(part.len() as u32).to_be_bytes());
+            wire.extend_from_slice(part);
+        }
+        let keyid = format!(
+            "SHA256:{}",
+            base64::engine::general_purpose::STANDARD_NO_PAD.encode(sha2::Sha256::digest(&wire))
+        );
+        SigningKey { pair, spki, keyid }
+    }
+
+    pub fn sign(&self, message: &str) -> String {
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let sig = self.pair.sign(&rng, message.as_bytes()).unwrap();
+        base64::engine::general_purpose::STANDARD.encode(sig.as_ref())
+    }
+
+    /// This key in npm's `/-/npm/v1/keys` form (what `--trusted-keys` reads).
+    pub fn keys_document(&self) -> Value {
+        json!({ "keys": [{
+            "expires": null,
+            "keyid": self.keyid,
+            "keytype": "ecdsa-sha2-nistp256",
+            "scheme": "ecdsa-sha2-nistp256",
+            "key": base64::engine::general_purpose::STANDARD.encode(&self.spki),
+        }]})
+    }
+
+    /// The keys document written to a file in `dir`, for `--trusted-keys`.
+    pub fn keys_file(&self, dir: &std::path::Path) -> std::path::PathBuf {
+        let path = dir.join("trusted-keys.json");
+        std::fs::write(&path, self.keys_document().to_string()).unwrap();
+        path
+    }
+}
+
 #[derive(Default)]
 struct State {
+    /// When set, every version served without `dist.signatures` gets this key's signature
+    /// (computed at serve time, so versions published later are signed too), and the key is
+    /// served at `/-/npm/v1/keys`.
+    signing: Option<Arc<SigningKey>>,
     packuments: BTreeMap<String, Value>,
     tarballs: HashMap<String, Vec<u8>>,
     scripts: HashMap<String, VecDeque<Scripted>>,
@@ -147,6 +209,19 @@ impl FixtureRegistry {
         }
     }
 
+    /// Signs every version from now on with `key`, as registry.npmjs.org does.
+    pub fn sign_with(&self, key: Arc<SigningKey>) {
+        self.state.lock().unwrap().signing = Some(key);
+    }
+
+    /// Replaces the signatures of one version (a tampered or foreign signature; `[]` strips
+    /// them, as a mirror does).
+    pub fn set_signatures(&self, name: &str, version: &str, signatures: Value) {
+        self.edit(name, |p| {
+            p["versions"][version]["dist"]["signatures"] = signatures
+        });
+    }
+
     pub fn set_latest(&self, name: &str, version: &str) {
         self.edit(name, |p| p["dist-tags"]["latest"] = json!(version));
     }
@@ -179,14 +254,44 @@ fn serve(state: &Mutex<State>, uri: &Uri) -> Response<Body> {
             }
         };
     }
+    if path == "-/npm/v1/keys" {
+        return match &state.signing {
+            Some(key) => Response::new(Body::from(key.keys_document().to_string())),
+            None => status(404, "{\"error\":\"Not found\"}"),
+        };
+    }
     match state.packuments.get(&path) {
         Some(p) => {
+            let mut p = p.clone();
+            if let Some(key) = &state.signing {
+                sign_versions(&mut p, key);
+            }
             let mut r = Response::new(Body::from(p.to_string()));
             r.headers_mut()
                 .insert("content-type", HeaderValue::from_static("application/json"));
             r
         }
         None => status(404, "{\"error\":\"Not found\"}"),
+    }
+}
+
+/// Adds the registry's signature to every version that has none (a test's own, tampered or
+/// stripped signatures stay as it set them).
+fn sign_versions(packument: &mut Value, key: &SigningKey) {
+    let name = packument["name"].as_str().unwrap_or_default().to_owned();
+    let Some(versions) = packument["versions"].as_object_mut() else {
+        return;
+    };
+    for (version, meta) in versions.iter_mut() {
+        let Some(integrity) = meta["dist"]["integrity"].as_str().map(str::to_owned) else {
+            continue;
+        };
+        if meta["dist"].get("signatures").is_none() {
+            meta["dist"]["signatures"] = json!([{
+                "keyid": key.keyid,
+                "sig": key.sign(&format!("{name}@{version}:{integrity}")),
+            }]);
+        }
     }
 }
 

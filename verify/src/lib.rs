@@ -17,6 +17,7 @@ pub mod oci;
 pub mod pin;
 pub mod receipt;
 pub mod settings;
+pub mod sigstore;
 pub mod terminal_text;
 pub mod verifier;
 

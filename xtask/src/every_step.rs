@@ -40,6 +40,10 @@ fn plan_flags(force: bool, no_publish: bool, platforms: &[Platform]) -> PlanOpti
         registry: RegistryAndClock {
             registry: DEFAULT_NPM_REGISTRY.into(),
             now: None,
+            trust: crate::npm::trust::TrustOptions {
+                trusted_keys: force.then(|| "keys.json".into()),
+                require_signed_inputs: !no_publish,
+            },
         },
         force,
         no_publish,

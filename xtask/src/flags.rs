@@ -81,6 +81,15 @@ pub struct RegistryArgs {
     /// Replace the clock (RFC 3339), e.g. to reproduce a past resolution.
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
+    /// The keys the registry's signatures are judged by, in npm's `/-/npm/v1/keys` form,
+    /// instead of npm's own (shipped in the pinned npm): a private registry that signs with
+    /// its own key.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_keys: Option<PathBuf>,
+    /// Refuse a registry that serves no signatures (registry.npmjs.org signs every version)
+    /// instead of reporting the inputs `unverified`.
+    #[arg(long)]
+    pub require_signed_inputs: bool,
 }
 
 /// Where images and the release index are published.
@@ -571,6 +580,10 @@ impl From<RegistryArgs> for RegistryAndClock {
         RegistryAndClock {
             registry: args.registry,
             now: args.now,
+            trust: xtask::npm::trust::TrustOptions {
+                trusted_keys: args.trusted_keys,
+                require_signed_inputs: args.require_signed_inputs,
+            },
         }
     }
 }

@@ -8,12 +8,15 @@ use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+pub use crate::model::resolution::InputStatus;
 use crate::model::Platform;
 
 /// The inventory's format. 2 added each package's registry `publisher`: an inventory of
 /// version 1 lacks it, and reading one as if its packages had no publisher would silently drop
-/// SBOM suppliers, so it is refused and written again by `cargo xtask lock`.
-pub const INVENTORY_SCHEMA_VERSION: u32 = 2;
+/// SBOM suppliers, so it is refused and written again by `cargo xtask lock`. 3 added whether
+/// the inputs were verified (`inputs`) and each package's and tarball's `signed_by`: an older
+/// inventory would read as unverified whatever its registry did, so it too is written again.
+pub const INVENTORY_SCHEMA_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -25,6 +28,9 @@ pub struct Inventory {
     pub cutoff: DateTime<Utc>,
     /// The npm registry the lockfile was generated against.
     pub registry: String,
+    /// Whether every entry's registry signature was verified (`verified`), or the registry
+    /// served none (`unverified`: a stripping mirror); docs/inputs.md.
+    pub inputs: InputStatus,
     pub node: NodeRuntime,
     pub packages: Vec<InventoryPackage>,
     pub summary: Summary,
@@ -49,6 +55,10 @@ pub struct Tarball {
     pub integrity: String,
     /// The same digest as lowercase hex, as `sha512sum -c` wants it.
     pub sha512: String,
+    /// The registry key whose signature over `<package>@<version>:<integrity>` verified;
+    /// absent when the inputs are unverified.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub signed_by: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -72,6 +82,10 @@ pub struct InventoryPackage {
     /// names no author.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub publisher: Option<Publisher>,
+    /// The registry key whose signature over `<name>@<version>:<integrity>` (this row's
+    /// integrity, the lockfile's) verified; absent when the inputs are unverified.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub signed_by: Option<String>,
     /// Set for platform-binary packages.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub os: Option<Vec<String>>,
@@ -167,7 +181,7 @@ mod tests {
         let path = dir.path().join("inventory.json");
         std::fs::write(&path, committed).unwrap();
         assert!(Inventory::load(&path).is_ok());
-        let v1 = committed.replacen("\"schema_version\": 2,", "\"schema_version\": 1,", 1);
+        let v1 = committed.replacen("\"schema_version\": 3,", "\"schema_version\": 1,", 1);
         assert_ne!(v1, committed);
         std::fs::write(&path, v1).unwrap();
         let err = format!("{:#}", Inventory::load(&path).unwrap_err());

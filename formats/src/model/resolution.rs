@@ -23,6 +23,19 @@ pub struct Resolved {
     pub notes: Vec<String>,
     /// Newer candidates that were passed over, with why.
     pub rejected: Vec<Rejection>,
+    /// The registry key whose signature over `<name>@<version>:<integrity>` verified; `None`
+    /// when the inputs are unverified (a registry that serves no signatures).
+    pub signed_by: Option<String>,
+}
+
+/// Whether a run's inputs were checked against the registry's signatures.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum InputStatus {
+    /// Every version taken carried a registry signature that verified.
+    Verified,
+    /// The registry served no signatures and no keys: nothing was verified.
+    Unverified,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -40,5 +53,7 @@ pub struct Resolution {
     pub now: DateTime<Utc>,
     pub registry: String,
     pub cooldown_hours: u32,
+    /// Whether the versions' registry signatures were verified (docs/inputs.md).
+    pub inputs: InputStatus,
     pub packages: Vec<Resolved>,
 }

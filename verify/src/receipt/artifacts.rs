@@ -338,6 +338,7 @@ mod tests {
             "resolved_at": r.resolver.cutoff,
             "cutoff": r.resolver.cutoff,
             "registry": r.resolver.registry,
+            "inputs": "unverified",
             "node": {
                 "version": r.node.version,
                 "npm": tarball(&r.node.npm),

@@ -19,6 +19,7 @@ use crate::npm::cli::{ensure_trailing_slash, lock_npmrc, Npm};
 use crate::npm::lockfile::{self, Policy};
 use crate::npm::registry::{Packument, Registry};
 use crate::npm::resolve;
+use crate::npm::trust::InputTrust;
 use crate::util::{now_or, print_json, Progress};
 use template_formats::manifest::Manifest;
 use template_formats::model::inventory::{
@@ -33,6 +34,8 @@ use template_formats::paths::{INVENTORY, INVENTORY_MD, PACKAGE_JSON, PACKAGE_LOC
 /// Everything `lock` writes, as file contents.
 pub(crate) struct Generated {
     pub resolution: Resolution,
+    /// Whether the inputs were verified, in one line (`InputTrust::headline`).
+    pub headline: String,
     pub inventory: Inventory,
     /// (path relative to the repository root, content), in write order.
     pub files: Vec<(&'static str, String)>,
@@ -56,9 +59,11 @@ pub(crate) async fn generate(inputs: &LockInputs<'_>, progress: &Progress) -> Re
         registry,
         locked,
         now,
-        ctx: _,
+        trust,
+        ctx,
     } = *inputs;
-    let resolution = resolve::resolve_all(manifest, registry, locked, now, progress).await?;
+    let (resolution, input_trust) =
+        resolve::resolve_all(manifest, registry, locked, now, trust, ctx, progress).await?;
     resolve::warn_rollbacks(&resolution);
     let package_json = render_package_json(&resolution);
     let registry_url = ensure_trailing_slash(registry.base());
@@ -85,14 +90,22 @@ pub(crate) async fn generate(inputs: &LockInputs<'_>, progress: &Progress) -> Re
     let packuments = registry.existing_packuments(&names).await?;
     let published = publish_times(&packuments);
     let publishers = publishers(&packuments);
-    let packages = lockfile::inventory_rows(&lock, &pinned, &published, &publishers)?;
+    let mut packages = lockfile::inventory_rows(&lock, &pinned, &published, &publishers)?;
+    if let InputTrust::Signed(keys) = &input_trust {
+        progress.step(format!(
+            "verifying the registry signatures of {} lockfile entries",
+            packages.len()
+        ));
+        sign_rows(&mut packages, &packuments, keys)?;
+    }
     let summary = lockfile::summarize(&packages);
-    let node = node_runtime(manifest, registry).await?;
+    let node = node_runtime(manifest, registry, &input_trust).await?;
     let inventory = Inventory {
         schema_version: INVENTORY_SCHEMA_VERSION,
         resolved_at: resolution.now,
         cutoff: resolution.cutoff,
         registry: registry_url,
+        inputs: resolution.inputs,
         node,
         packages,
         summary,
@@ -101,6 +114,7 @@ pub(crate) async fn generate(inputs: &LockInputs<'_>, progress: &Progress) -> Re
     let inventory_md = render_inventory_md(&inventory);
     Ok(Generated {
         resolution,
+        headline: input_trust.headline(),
         inventory,
         files: vec![
             (PACKAGE_JSON, package_json),
@@ -111,6 +125,62 @@ pub(crate) async fn generate(inputs: &LockInputs<'_>, progress: &Progress) -> Re
     })
 }
 
+/// Every lockfile entry's integrity, as the lockfile records it, checked against the registry's
+/// signature of that version: a lockfile whose integrity is not the signed one, or an entry
+/// whose version carries no valid signature, fails the lock naming package, version and why.
+fn sign_rows(
+    rows: &mut [template_formats::model::inventory::InventoryPackage],
+    packuments: &BTreeMap<String, std::sync::Arc<Packument>>,
+    keys: &crate::npm::signatures::RegistryKeys,
+) -> Result<()> {
+    let mut problems = Vec::new();
+    for row in rows.iter_mut() {
+        let meta = packuments
+            .get(&row.name)
+            .and_then(|p| p.versions.get(&row.version));
+        let Some(meta) = meta else {
+            problems.push(format!(
+                "{}@{} ({}): the registry lists no such version, so its signature cannot be read",
+                row.name, row.version, row.path
+            ));
+            continue;
+        };
+        let signatures = meta
+            .dist
+            .as_ref()
+            .map(|d| d.signatures.as_slice())
+            .unwrap_or_default();
+        let published = row
+            .published
+            .as_deref()
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&Utc));
+        match crate::npm::signatures::check(
+            &row.name,
+            &row.version,
+            &row.integrity,
+            signatures,
+            keys,
+            published,
+        ) {
+            Ok(keyid) => row.signed_by = Some(keyid),
+            Err(why) => problems.push(format!(
+                "{}@{} ({}): {why}",
+                row.name, row.version, row.path
+            )),
+        }
+    }
+    if !problems.is_empty() {
+        bail!(
+            "{} lockfile entr{} failed the registry signature check; template/ was not changed:\n  {}",
+            problems.len(),
+            if problems.len() == 1 { "y" } else { "ies" },
+            problems.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
 /// What a lock is made from: the policy, the registry, the current pins and the clock.
 #[derive(Clone, Copy)]
 pub(crate) struct LockInputs<'a> {
@@ -118,6 +188,8 @@ pub(crate) struct LockInputs<'a> {
     pub registry: &'a Registry,
     pub locked: &'a resolve::Locked,
     pub now: DateTime<Utc>,
+    /// `--trusted-keys`, `--require-signed-inputs`.
+    pub trust: &'a crate::npm::trust::TrustOptions,
     /// Where the pinned npm is cached and what of the environment it must not see.
     pub ctx: &'a crate::Context,
 }
@@ -226,15 +298,29 @@ fn publish_times(
     published
 }
 
-/// The Node runtime and npm tarballs with their digests, from the registry's metadata.
-async fn node_runtime(manifest: &Manifest, registry: &Registry) -> Result<NodeRuntime> {
+/// The Node runtime and npm tarballs with their digests, from the registry's metadata, each
+/// signature-checked when the registry signs.
+async fn node_runtime(
+    manifest: &Manifest,
+    registry: &Registry,
+    trust: &InputTrust,
+) -> Result<NodeRuntime> {
     let version = manifest.node.version.to_string();
     let mut platforms = BTreeMap::new();
     for platform in &manifest.platforms {
         let package = &manifest.node.packages[platform];
-        platforms.insert(*platform, tarball(registry, package, &version).await?);
+        platforms.insert(
+            *platform,
+            tarball(registry, package, &version, trust).await?,
+        );
     }
-    let npm = tarball(registry, "npm", &manifest.node.npm_version.to_string()).await?;
+    let npm = tarball(
+        registry,
+        "npm",
+        &manifest.node.npm_version.to_string(),
+        trust,
+    )
+    .await?;
     Ok(NodeRuntime {
         version,
         platforms,
@@ -242,8 +328,37 @@ async fn node_runtime(manifest: &Manifest, registry: &Registry) -> Result<NodeRu
     })
 }
 
-async fn tarball(registry: &Registry, package: &str, version: &str) -> Result<Tarball> {
+async fn tarball(
+    registry: &Registry,
+    package: &str,
+    version: &str,
+    trust: &InputTrust,
+) -> Result<Tarball> {
     let p = registry.packument(package).await?;
+    let signed_by = match trust {
+        InputTrust::Unverified { .. } => None,
+        InputTrust::Signed(keys) => {
+            let dist = p.versions.get(version).and_then(|v| v.dist.as_ref());
+            let published = p
+                .time
+                .get(version)
+                .and_then(|t| t.as_str())
+                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.with_timezone(&Utc));
+            let check = crate::npm::signatures::check(
+                package,
+                version,
+                dist.and_then(|d| d.integrity.as_deref())
+                    .unwrap_or_default(),
+                dist.map(|d| d.signatures.as_slice()).unwrap_or_default(),
+                keys,
+                published,
+            );
+            Some(check.map_err(|why| {
+                anyhow::anyhow!("{package}@{version} (the image's Node runtime): {why}")
+            })?)
+        }
+    };
     let dist = p
         .versions
         .get(version)
@@ -264,6 +379,7 @@ async fn tarball(registry: &Registry, package: &str, version: &str) -> Result<Ta
         tarball: url,
         integrity,
         sha512,
+        signed_by,
     })
 }
 
@@ -275,10 +391,15 @@ pub(crate) fn render_inventory_md(inv: &Inventory) -> String {
          Generated by `cargo xtask lock` from `inventory.json`; do not edit by hand.\n\n",
     );
     out.push_str(&format!(
-        "Resolved at {} (cutoff {}) against {}.\n\n",
+        "Resolved at {} (cutoff {}) against {}; registry signatures {}.\n\n",
         rfc3339(inv.resolved_at),
         rfc3339(inv.cutoff),
-        inv.registry
+        inv.registry,
+        match inv.inputs {
+            template_formats::model::inventory::InputStatus::Verified => "verified",
+            template_formats::model::inventory::InputStatus::Unverified =>
+                "**UNVERIFIED** (the registry served none; docs/inputs.md)",
+        }
     ));
     out.push_str(&format!(
         "Node.js {} (npm {}):\n\n",
@@ -387,13 +508,13 @@ impl LockRequest {
     /// This request as the command line that parses back into it (the release's steps run
     /// their children this way; a test in main.rs checks the round trip).
     pub fn to_args(&self) -> Vec<std::ffi::OsString> {
-        // `--registry` always, as for `resolve`.
-        crate::util::Argv::command(&["lock"])
-            .switch("--check", self.check)
-            .switch("--dry-run", self.dry_run)
-            .switch("--json", self.json)
-            .value("--registry", &self.registry.registry)
-            .option("--now", self.registry.now.as_ref())
+        self.registry
+            .render(
+                crate::util::Argv::command(&["lock"])
+                    .switch("--check", self.check)
+                    .switch("--dry-run", self.dry_run)
+                    .switch("--json", self.json),
+            )
             .into_vec()
     }
 }
@@ -419,9 +540,11 @@ pub async fn run(request: LockRequest, ctx: &crate::Context) -> Result<ExitCode>
         registry: &registry,
         locked: &locked,
         now,
+        trust: &request.registry.trust,
         ctx,
     };
     let generated = generate(&inputs, &progress).await?;
+    eprintln!("{}", generated.headline);
 
     let (mut changed, mut diffs) = changes_against(layout, &generated)?;
     // A new clock alone is not a change: when the pinned files are as committed and the

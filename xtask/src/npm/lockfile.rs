@@ -183,6 +183,7 @@ pub(crate) fn inventory_rows(
             top_level: path == format!("node_modules/{name}") && pinned.contains_key(&name),
             published: published.get(&(name.clone(), version.clone())).cloned(),
             publisher: publishers.get(&(name.clone(), version.clone())).cloned(),
+            signed_by: None,
             path: path.to_owned(),
             integrity: entry.integrity.clone().unwrap_or_default(),
             resolved: entry.resolved.clone().unwrap_or_default(),

@@ -6,4 +6,6 @@ pub mod lock;
 pub(crate) mod lockfile;
 pub(crate) mod registry;
 pub mod resolve;
+pub(crate) mod signatures;
 pub(crate) mod template_swap;
+pub mod trust;

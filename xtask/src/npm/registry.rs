@@ -109,6 +109,17 @@ pub(crate) struct Dist {
     pub integrity: Option<String>,
     #[serde(default)]
     pub tarball: Option<String>,
+    /// The registry's signatures over `<name>@<version>:<integrity>` (npm/registry docs,
+    /// "Registry signatures"); a mirror may strip them.
+    #[serde(default)]
+    pub signatures: Vec<DistSignature>,
+}
+
+/// One entry of `dist.signatures`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub(crate) struct DistSignature {
+    pub keyid: String,
+    pub sig: String,
 }
 
 /// The URL of a package's packument: scoped names keep their `@` and encode the `/`.
@@ -186,6 +197,40 @@ impl Registry {
             .await
             .insert(name.to_owned(), packument.clone());
         Ok(Some(packument))
+    }
+
+    /// The body of `GET <registry>/<path>` (`-/npm/v1/keys`, an attestation URL), `None` on a
+    /// 404: a registry that does not serve it. Other failures are errors naming the URL.
+    pub(crate) async fn get_optional(&self, url: &str) -> Result<Option<String>> {
+        self.retry.run(url, |_| self.get_once(url)).await
+    }
+
+    async fn get_once(&self, url: &str) -> Result<Attempt<Option<String>>> {
+        let retry = |error: anyhow::Error, after| Ok(Attempt::Retry { error, after });
+        let response = match self.http.get(url).send().await {
+            Ok(r) => r,
+            Err(e) => return retry(anyhow!(e).context(format!("cannot reach {url}")), None),
+        };
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(Attempt::Done(None));
+        }
+        if http::retryable_status(status) {
+            let after = http::retry_after(&response);
+            return retry(anyhow!("{url} answered {status}"), after);
+        }
+        if !status.is_success() {
+            bail!("{url} answered {status}");
+        }
+        match response.text().await {
+            Ok(body) => Ok(Attempt::Done(Some(body))),
+            Err(e) => retry(anyhow!(e).context(format!("reading {url}")), None),
+        }
+    }
+
+    /// `<registry>/-/npm/v1/keys`, when the registry serves it.
+    pub(crate) fn keys_url(&self) -> String {
+        format!("{}/-/npm/v1/keys", self.base)
     }
 
     /// Fetches every name concurrently; fails with the first error, naming its package.

@@ -20,10 +20,11 @@ use chrono::{DateTime, SubsecRound, Utc};
 use semver::Version;
 
 use crate::npm::registry::{Packument, Registry};
+use crate::npm::trust::{InputTrust, TrustOptions};
 use crate::util::{now_or, print_json, Progress};
 use template_formats::manifest::{Manifest, Platform};
 use template_formats::model::package_json::PackageJson;
-use template_formats::model::resolution::{Rejection, Resolution, Resolved};
+use template_formats::model::resolution::{InputStatus, Rejection, Resolution, Resolved};
 use template_formats::model::rfc3339;
 
 /// The versions pinned in template/package.json, by package name.
@@ -115,6 +116,8 @@ pub(crate) struct Inputs<'a> {
     pub now: DateTime<Utc>,
     pub cutoff: DateTime<Utc>,
     pub cpus: &'a [&'static str],
+    /// Whether, and with which keys, registry signatures are required.
+    pub trust: &'a InputTrust,
 }
 
 /// Decides one package's version. `Err` lists every candidate and why it was rejected.
@@ -161,6 +164,7 @@ pub(crate) fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
             continue;
         }
         let published = publish_time(p, &candidate.to_string()).expect("checked by rejections");
+        let signed_by = signed_by(inputs, candidate).expect("checked by rejections");
         let held_back = *candidate != latest;
         let rollback = inputs.locked.is_some_and(|l| candidate < l);
         let mut notes = Vec::new();
@@ -187,6 +191,7 @@ pub(crate) fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
             held_back,
             notes,
             rejected,
+            signed_by,
         });
     }
 
@@ -211,6 +216,31 @@ pub(crate) fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
         message.push_str("\n  the registry lists no stable version at or below latest");
     }
     bail!(message)
+}
+
+/// The key that signed `candidate` (`None` when the inputs are unverified), or why its
+/// signature does not stand.
+fn signed_by(inputs: &Inputs<'_>, candidate: &Version) -> Result<Option<String>, String> {
+    let InputTrust::Signed(keys) = inputs.trust else {
+        return Ok(None);
+    };
+    let p = inputs.packument;
+    let text = candidate.to_string();
+    let dist = p.versions[&text].dist.as_ref();
+    let Some(integrity) = dist.and_then(|d| d.integrity.as_deref()) else {
+        return Err("registry signature: the registry states no integrity".to_owned());
+    };
+    let signatures = dist.map(|d| d.signatures.as_slice()).unwrap_or_default();
+    crate::npm::signatures::check(
+        &p.name,
+        &text,
+        integrity,
+        signatures,
+        keys,
+        publish_time(p, &text).ok(),
+    )
+    .map(Some)
+    .map_err(|why| format!("registry signature: {why}"))
 }
 
 /// Every reason `candidate` is not eligible; empty when it is.
@@ -240,6 +270,9 @@ fn rejections(inputs: &Inputs<'_>, candidate: &Version) -> Vec<String> {
             ))
         }
         Ok(_) => {}
+    }
+    if let Err(why) = signed_by(inputs, candidate) {
+        reasons.push(why);
     }
     let (binaries, missing_cpus) =
         required_platform_binaries(&meta.optional_dependencies, inputs.cpus);
@@ -274,13 +307,16 @@ pub(crate) fn read_locked(layout: &crate::layout::Layout) -> Result<Locked> {
 }
 
 /// Asks the registry about every package and decides them all; the IO half of `resolve`.
+/// Also decides how the inputs are judged (`trust::establish`) and returns that.
 pub(crate) async fn resolve_all(
     manifest: &Manifest,
     registry: &Registry,
     locked: &Locked,
     now: DateTime<Utc>,
+    trust: &TrustOptions,
+    ctx: &crate::Context,
     progress: &Progress,
-) -> Result<Resolution> {
+) -> Result<(Resolution, InputTrust)> {
     let cutoff = now - manifest.cooldown();
     let cpus: Vec<&'static str> = manifest
         .platforms
@@ -311,6 +347,15 @@ pub(crate) async fn resolve_all(
         related_names.len()
     ));
     let related = registry.existing_packuments(&related_names).await?;
+    let input_trust = crate::npm::trust::establish(
+        trust,
+        registry,
+        packuments.values().map(|p| &**p),
+        &manifest.node.npm_version.to_string(),
+        ctx,
+    )
+    .await?;
+    progress.step(input_trust.headline());
 
     let mut packages = Vec::new();
     let mut failures = Vec::new();
@@ -322,6 +367,7 @@ pub(crate) async fn resolve_all(
             now,
             cutoff,
             cpus: &cpus,
+            trust: &input_trust,
         };
         match decide(&inputs) {
             Ok(r) => packages.push(r),
@@ -336,13 +382,21 @@ pub(crate) async fn resolve_all(
             failures.join("\n")
         );
     }
-    Ok(Resolution {
-        cutoff: cutoff.trunc_subsecs(0),
-        now: now.trunc_subsecs(0),
-        registry: registry.base().to_owned(),
-        cooldown_hours: manifest.cooldown_hours,
-        packages,
-    })
+    let inputs = match input_trust {
+        InputTrust::Signed(_) => InputStatus::Verified,
+        InputTrust::Unverified { .. } => InputStatus::Unverified,
+    };
+    Ok((
+        Resolution {
+            cutoff: cutoff.trunc_subsecs(0),
+            now: now.trunc_subsecs(0),
+            registry: registry.base().to_owned(),
+            cooldown_hours: manifest.cooldown_hours,
+            inputs,
+            packages,
+        },
+        input_trust,
+    ))
 }
 
 /// A readable table of the resolution and what changed against the lock.
@@ -382,7 +436,11 @@ pub(crate) fn render_table(resolution: &Resolution) -> String {
         .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap())
         .collect();
     let mut out = format!(
-        "cutoff {} (now {} minus a {}h cooldown), registry {}\n\n",
+        "inputs {}; cutoff {} (now {} minus a {}h cooldown), registry {}\n\n",
+        match resolution.inputs {
+            InputStatus::Verified => "verified",
+            InputStatus::Unverified => "UNVERIFIED",
+        },
         rfc3339(resolution.cutoff),
         rfc3339(resolution.now),
         resolution.cooldown_hours,
@@ -436,6 +494,20 @@ pub struct RegistryAndClock {
     pub registry: String,
     /// The clock (RFC 3339) to resolve at instead of the time, e.g. to reproduce a past day.
     pub now: Option<String>,
+    /// What the registry's signatures are judged by, and whether unsigned inputs are refused.
+    pub trust: crate::npm::trust::TrustOptions,
+}
+
+impl RegistryAndClock {
+    /// This registry's flags on a child's command line, after `argv`.
+    pub(crate) fn render(&self, argv: crate::util::Argv) -> crate::util::Argv {
+        // `--registry` always, though it has a default: the child must not take the
+        // environment's XTASK_NPM_REGISTRY instead of the one the parent resolved.
+        argv.value("--registry", &self.registry)
+            .option("--now", self.now.as_ref())
+            .option("--trusted-keys", self.trust.trusted_keys.as_ref())
+            .switch("--require-signed-inputs", self.trust.require_signed_inputs)
+    }
 }
 
 /// `cargo xtask resolve`: what to resolve against, and how to print the answer.
@@ -450,12 +522,8 @@ impl ResolveRequest {
     /// This request as the command line that parses back into it (the release's steps run
     /// their children this way; a test in main.rs checks the round trip).
     pub fn to_args(&self) -> Vec<std::ffi::OsString> {
-        // `--registry` always, though it has a default: the child must not take the
-        // environment's XTASK_NPM_REGISTRY instead of the one the parent resolved.
-        crate::util::Argv::command(&["resolve"])
-            .switch("--json", self.json)
-            .value("--registry", &self.registry.registry)
-            .option("--now", self.registry.now.as_ref())
+        self.registry
+            .render(crate::util::Argv::command(&["resolve"]).switch("--json", self.json))
             .into_vec()
     }
 }
@@ -469,7 +537,18 @@ pub async fn run(request: ResolveRequest, ctx: &crate::Context) -> Result<ExitCo
     )?;
     let locked = read_locked(&ctx.layout)?;
     let progress = Progress::default();
-    let resolution = resolve_all(&manifest, &registry, &locked, now, &progress).await?;
+    let (resolution, input_trust) = resolve_all(
+        &manifest,
+        &registry,
+        &locked,
+        now,
+        &request.registry.trust,
+        ctx,
+        &progress,
+    )
+    .await?;
+    // The first line of the command's output: an unverified registry is named there.
+    eprintln!("{}", input_trust.headline());
     warn_rollbacks(&resolution);
     if request.json {
         print_json(&resolution)?;
@@ -517,6 +596,9 @@ mod tests {
             now: now(),
             cutoff: now() - chrono::Duration::hours(48),
             cpus: CPUS,
+            trust: &InputTrust::Unverified {
+                registry: "https://r.example/".into(),
+            },
         })
     }
 

@@ -510,6 +510,7 @@ pub(crate) fn resolve_and_lock_steps(
     let registry = crate::npm::resolve::RegistryAndClock {
         registry: options.registry.registry.clone(),
         now: Some(now_text.to_string()),
+        trust: options.registry.trust.clone(),
     };
     let resolve = crate::npm::resolve::ResolveRequest {
         registry: registry.clone(),
@@ -777,6 +778,7 @@ mod tests {
             now: "2026-11-30T04:37:00Z".parse().unwrap(),
             registry: "https://registry.npmjs.org/".into(),
             cooldown_hours: 48,
+            inputs: template_formats::model::resolution::InputStatus::Unverified,
             packages: vec![
                 resolved("@openai/codex", "0.171.0", false),
                 resolved("ws", "8.23.0", false),
@@ -815,6 +817,7 @@ mod tests {
             held_back: false,
             notes: vec![],
             rejected: vec![],
+            signed_by: None,
         }
     }
 
