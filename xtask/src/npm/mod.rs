@@ -5,6 +5,7 @@ pub(crate) mod cli;
 pub(crate) mod inventory;
 pub mod lock;
 pub(crate) mod lockfile;
+pub(crate) mod provenance;
 pub(crate) mod registry;
 pub mod resolve;
 pub(crate) mod signatures;

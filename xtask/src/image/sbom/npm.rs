@@ -403,6 +403,7 @@ mod tests {
         let publisher = Publisher {
             name: "releaser".into(),
             email: Some("r@example.org".into()),
+            trusted_publisher: None,
         };
         let m = |json: &str| npm_manifest(json.as_bytes()).unwrap();
         let with_author = m(r#"{"author": "Ann <ann@example.org>", "repository": "github:o/r"}"#);
@@ -437,6 +438,7 @@ mod tests {
         let old_form = Publisher {
             name: "bob <bob@example.org>".into(),
             email: None,
+            trusted_publisher: None,
         };
         assert_eq!(
             s("opencode-ai", Some(&nothing), Some(&old_form)).as_deref(),
