@@ -5,6 +5,7 @@
 //! the manifest records an identity. The provenance rules' own tests: `inputs/provenance.rs`.
 
 mod provenance;
+mod trust;
 
 use std::sync::Arc;
 
@@ -55,6 +56,17 @@ fn versions(resolution: &Value) -> Vec<(String, String)> {
 /// committed manifest requires (playwright-cli's, from the Sigstore stand-in); the key's file
 /// for `--trusted-keys` and the stand-in's root for `--trusted-root` in the directory.
 fn signing() -> (FixtureRegistry, Arc<SigningKey>, tempfile::TempDir) {
+    let (registry, key, dir, _) = signing_with_standin();
+    (registry, key, dir)
+}
+
+/// `signing()`, and the stand-in whose root is in the directory.
+fn signing_with_standin() -> (
+    FixtureRegistry,
+    Arc<SigningKey>,
+    tempfile::TempDir,
+    SigstoreStandIn,
+) {
     let registry = realistic();
     let key = Arc::new(SigningKey::generate());
     registry.sign_with(key.clone());
@@ -70,7 +82,7 @@ fn signing() -> (FixtureRegistry, Arc<SigningKey>, tempfile::TempDir) {
         );
         registry.attest_provenance(&standin, "@playwright/cli", version, &run);
     }
-    (registry, key, dir)
+    (registry, key, dir, standin)
 }
 
 fn keys_flag(dir: &tempfile::TempDir) -> String {
