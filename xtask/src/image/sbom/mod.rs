@@ -28,6 +28,7 @@ mod npm;
 mod purl;
 mod run;
 mod supplier;
+mod trust;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -62,6 +63,11 @@ const LOCKFILE_PATH: &str = "template/package-lock.json";
 
 // ---------------------------------------------------------------------------------------------
 // The document.
+
+/// This tool as an SPDX actor: the document's creator and the annotations' annotator.
+fn tool() -> String {
+    format!("Tool: cargo-xtask-{}", env!("CARGO_PKG_VERSION"))
+}
 
 /// Everything one SBOM is made from; [`document`] is pure over it.
 pub(crate) struct SbomInput<'a> {
@@ -151,7 +157,7 @@ pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
         ),
         creation_info: CreationInfo {
             created: input.created.to_string(),
-            creators: vec![format!("Tool: cargo-xtask-{}", env!("CARGO_PKG_VERSION"))],
+            creators: vec![tool()],
         },
         packages,
         relationships,
@@ -601,6 +607,28 @@ pub(crate) mod tests {
         helper_json: &str,
         helper_publisher: Option<&str>,
     ) -> Document {
+        make_from(
+            platform,
+            present,
+            created,
+            helper_json,
+            &inventory(helper_publisher),
+        )
+    }
+
+    /// The fixture inventory (`inventory(None)`), for a test to edit before `make_from`.
+    pub(super) fn fixture_inventory() -> Inventory {
+        inventory(None)
+    }
+
+    /// `make_with`, from a given inventory.
+    pub(super) fn make_from(
+        platform: Platform,
+        present: &[&str],
+        created: &str,
+        helper_json: &str,
+        inventory: &Inventory,
+    ) -> Document {
         let docs = copyright::doc_tree(
             vec![
                 ("doc/libc6/copyright".into(), DEP5.as_bytes().to_vec()),
@@ -632,7 +660,6 @@ pub(crate) mod tests {
             ),
         ]);
         let lock = lockfile();
-        let inventory = inventory(helper_publisher);
         let present: BTreeSet<String> = present.iter().map(|s| s.to_string()).collect();
         let os = os_release(OS_RELEASE);
         document(&SbomInput {
@@ -646,7 +673,7 @@ pub(crate) mod tests {
             debian_version: "12.12\n",
             lockfile: &lock,
             present: &present,
-            inventory: &inventory,
+            inventory,
             npm_manifests: &npm_manifests,
             npm_cli: &npm_cli,
             elf_files: &fixture_elf_files(),

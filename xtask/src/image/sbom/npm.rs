@@ -11,8 +11,8 @@ use super::spdx::{cpe_ref, package, purl_ref, spdx_id, Checksum, Package, NOASSE
 use super::supplier::{actor, supplier};
 use super::{concluded_license, Edge, SbomInput, LOCKFILE_PATH, NPM_CLI_PREFIX, NPM_PREFIX};
 use crate::npm::inventory::INVENTORY_PATH;
-use template_formats::model::inventory::License;
 use template_formats::model::inventory::Publisher;
+use template_formats::model::inventory::{InventoryPackage, License};
 use template_formats::model::lockfile::LockEntry;
 pub(crate) use template_formats::model::lockfile::{is_platform_specific, name_of, npm_candidates};
 
@@ -212,6 +212,11 @@ pub(super) fn node_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<
             "installed under /usr/local from the npm registry tarball of {}",
             t.package
         ));
+        p.annotations = vec![super::trust::tarball_annotation(
+            input.inventory,
+            t,
+            &super::tool(),
+        )];
         if name == "node" {
             // Node's license file is not installed; its supplier is the Node.js project.
             p.supplier = Some("Organization: OpenJS Foundation".into());
@@ -306,6 +311,12 @@ pub(super) fn npm_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<E
         .iter()
         .filter_map(|p| Some(((p.path.as_str(), p.version.as_str()), p.publisher.as_ref()?)))
         .collect();
+    let rows: BTreeMap<(&str, &str), &InventoryPackage> = input
+        .inventory
+        .packages
+        .iter()
+        .map(|p| ((p.path.as_str(), p.version.as_str()), p))
+        .collect();
     let listed: Vec<(&str, &LockEntry)> = npm_candidates(input.lockfile, input.platform)
         .into_iter()
         .filter(|(path, entry)| !is_platform_specific(entry) || input.present.contains(*path))
@@ -333,11 +344,24 @@ pub(super) fn npm_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<E
             p.license_concluded = concluded_license(&license, Evidence::MachineReadable);
             p.license_declared = license;
         }
-        p.supplier = npm_supplier(
-            &name,
-            input.npm_manifests.get(path),
-            publishers.get(&(path, version)).copied(),
-        );
+        let row = rows.get(&(path, version)).copied();
+        // The trust record's supplier (trusted publishing with verified provenance) first.
+        p.supplier = row
+            .and_then(|r| super::trust::verified_supplier(r, input.inventory.inputs))
+            .or_else(|| {
+                npm_supplier(
+                    &name,
+                    input.npm_manifests.get(path),
+                    publishers.get(&(path, version)).copied(),
+                )
+            });
+        if let Some(row) = row {
+            p.annotations = vec![super::trust::package_annotation(
+                input.inventory,
+                row,
+                &super::tool(),
+            )];
+        }
         p.checksums = integrity_checksums(integrity)
             .with_context(|| format!("{LOCKFILE_PATH}: the integrity of `{path}`"))?;
         p.external_refs = vec![purl_ref(npm_purl(&name, version))];
