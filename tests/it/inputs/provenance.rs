@@ -344,3 +344,16 @@ fn each_part_of_the_stand_in_is_checked_by_the_real_verifier() {
         );
     }
 }
+
+#[test]
+fn a_trusted_root_that_is_not_one_is_named() {
+    let (registry, _key, dir) = signing();
+    std::fs::write(dir.path().join("trusted_root.json"), "{\"keys\": []}").unwrap();
+    let out = resolve_in(&root_with_identities(), &registry, &dir);
+    out.assert_failure();
+    let err = out.stderr_text();
+    assert!(
+        err.contains("--trusted-root") && err.contains("is not a Sigstore trusted root"),
+        "{err}"
+    );
+}

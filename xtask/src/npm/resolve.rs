@@ -651,7 +651,9 @@ pub(crate) async fn resolve_all(
             } else {
                 let root = match &root {
                     Some(root) => root,
-                    None => root.insert(trusted_root(trust, registry, manifest, ctx).await?),
+                    None => {
+                        root.insert(trusted_root(trust, registry, manifest, ctx, progress).await?)
+                    }
                 };
                 progress.step(format!("verifying the provenance of {name}@{text}"));
                 let dist = packument.versions[&text].dist.as_ref();
@@ -707,6 +709,7 @@ async fn trusted_root(
     registry: &Registry,
     manifest: &Manifest,
     ctx: &crate::Context,
+    progress: &Progress,
 ) -> Result<template_verify::sigstore::TrustedRoot> {
     let (json, origin) = match &trust.trusted_root {
         Some(path) => (
@@ -723,6 +726,9 @@ async fn trusted_root(
             )
         }
     };
+    progress.step(format!(
+        "provenance is verified against the Sigstore root of {origin}"
+    ));
     template_verify::sigstore::TrustedRoot::from_json(&json, &origin)
 }
 
