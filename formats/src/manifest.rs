@@ -9,6 +9,9 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+mod provenance;
+pub use provenance::{glob_matches, ProvenanceIdentity, GITHUB_ACTIONS_ISSUER};
+
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
@@ -150,6 +153,11 @@ pub struct PackageSpec {
     pub version_command: Vec<String>,
     /// Expected output of `version_command`; `{version}` stands for the locked version.
     pub version_output: String,
+    /// The provenance identity every version must carry, for a package that publishes npm
+    /// provenance (docs/inputs.md); absent for one that does not, or whose identity was not
+    /// confirmed from its source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<ProvenanceIdentity>,
 }
 
 impl PackageSpec {
@@ -220,6 +228,9 @@ impl Manifest {
             }
             if p.version_command.is_empty() {
                 bail!("`packages[{}].version_command` is empty", p.name);
+            }
+            if let Some(identity) = &p.provenance {
+                identity.validate(&p.name)?;
             }
             if !p.version_output.contains("{version}") {
                 bail!(
@@ -556,6 +567,45 @@ mod tests {
         assert_eq!(m.packages.len(), 6);
         assert_eq!(m.platforms, Platform::ALL.to_vec());
         assert_eq!(m.harnesses.len(), 4);
+    }
+
+    #[test]
+    fn a_package_s_provenance_identity_is_read_and_checked() {
+        let with = |block: &str| {
+            committed().replacen(
+                "    version_output: \"{version}\"\n",
+                &format!("    version_output: \"{{version}}\"\n{block}"),
+                1,
+            )
+        };
+        let block = "    provenance:\n      repository: o/r\n      workflow: .github/workflows/release.yml\n      ref: refs/tags/v*\n      source: o/r .github/workflows/release.yml at v1.0.0\n";
+        let m = Manifest::parse(&with(block), Path::new("m.yaml")).unwrap();
+        let id = m
+            .packages
+            .iter()
+            .find_map(|p| p.provenance.as_ref())
+            .unwrap();
+        assert_eq!(id.repository, "o/r");
+        assert!(id.ref_matches("refs/tags/v2"));
+        // A misspelt key and a malformed value are errors naming them.
+        let err = format!(
+            "{:#}",
+            Manifest::parse(
+                &with(&block.replace("workflow:", "workflw:")),
+                Path::new("m.yaml")
+            )
+            .unwrap_err()
+        );
+        assert!(err.contains("workflw"), "{err}");
+        let err = format!(
+            "{:#}",
+            Manifest::parse(
+                &with(&block.replace("refs/tags/v*", "v*")),
+                Path::new("m.yaml")
+            )
+            .unwrap_err()
+        );
+        assert!(err.contains("provenance.ref"), "{err}");
     }
 
     #[test]

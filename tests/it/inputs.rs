@@ -1,6 +1,11 @@
 //! End-to-end tests of the inputs' verification (docs/inputs.md): the real binary against the
 //! fixture npm registry, unsigned (as the mirror these machines reach) or signing every version
-//! with its own key (given to the tool with `--trusted-keys`), as registry.npmjs.org signs.
+//! with its own key (given to the tool with `--trusted-keys`), as registry.npmjs.org signs, and
+//! serving provenance from the Sigstore stand-in (its root given with `--trusted-root`) where
+//! the manifest records an identity. The provenance rules' own tests: `inputs/provenance.rs`.
+
+mod provenance;
+mod trust;
 
 use std::sync::Arc;
 
@@ -10,6 +15,7 @@ use crate::lock::with_pinned_npm;
 use crate::support::npm_fixture::{
     fixture_now, realistic, scratch_root, FixtureRegistry, SigningKey,
 };
+use crate::support::sigstore_standin::{GithubRun, SigstoreStandIn};
 use crate::support::xtask::{xtask, Run};
 
 fn resolve(registry: &FixtureRegistry, extra: &[&str]) -> Run {
@@ -46,18 +52,45 @@ fn versions(resolution: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The realistic registry, signing with a key of its own; the key's file for `--trusted-keys`.
+/// The realistic registry, signing with a key of its own, and serving the provenance the
+/// committed manifest requires (playwright-cli's, from the Sigstore stand-in); the key's file
+/// for `--trusted-keys` and the stand-in's root for `--trusted-root` in the directory.
 fn signing() -> (FixtureRegistry, Arc<SigningKey>, tempfile::TempDir) {
+    let (registry, key, dir, _) = signing_with_standin();
+    (registry, key, dir)
+}
+
+/// `signing()`, and the stand-in whose root is in the directory.
+fn signing_with_standin() -> (
+    FixtureRegistry,
+    Arc<SigningKey>,
+    tempfile::TempDir,
+    SigstoreStandIn,
+) {
     let registry = realistic();
     let key = Arc::new(SigningKey::generate());
     registry.sign_with(key.clone());
     let dir = tempfile::tempdir().unwrap();
     key.keys_file(dir.path());
-    (registry, key, dir)
+    let standin = SigstoreStandIn::new();
+    standin.write_trusted_root(dir.path());
+    for version in ["1.0.0", "1.1.0"] {
+        let run = GithubRun::new(
+            "microsoft/playwright-cli",
+            ".github/workflows/publish.yml",
+            &format!("refs/tags/v{version}"),
+        );
+        registry.attest_provenance(&standin, "@playwright/cli", version, &run);
+    }
+    (registry, key, dir, standin)
 }
 
 fn keys_flag(dir: &tempfile::TempDir) -> String {
     dir.path().join("trusted-keys.json").display().to_string()
+}
+
+fn root_flag(dir: &tempfile::TempDir) -> String {
+    dir.path().join("trusted_root.json").display().to_string()
 }
 
 #[test]
@@ -97,6 +130,8 @@ fn a_signing_registry_with_genuine_signatures_takes_the_same_versions() {
         &[
             "--trusted-keys",
             &keys_flag(&dir),
+            "--trusted-root",
+            &root_flag(&dir),
             "--require-signed-inputs",
         ],
     )
@@ -107,6 +142,10 @@ fn a_signing_registry_with_genuine_signatures_takes_the_same_versions() {
     for p in r["packages"].as_array().unwrap() {
         assert_eq!(p["signed_by"], key.keyid.as_str(), "{p}");
     }
+    // The one identity the committed manifest records was required and found.
+    let playwright = &package(&r, "@playwright/cli")["provenance"];
+    assert_eq!(playwright["identity_pinned"], true, "{playwright}");
+    assert_eq!(playwright["repository"], "microsoft/playwright-cli");
 }
 
 #[test]
@@ -148,9 +187,17 @@ fn a_tampered_foreign_or_stripped_signature_never_gets_that_version_taken() {
     // pi 1.1.0: no signature at all, as a stripping proxy would serve it.
     registry.set_signatures("@earendil-works/pi-coding-agent", "1.1.0", json!([]));
 
-    let r = resolve(&registry, &["--trusted-keys", &keys_flag(&dir)])
-        .assert_success()
-        .json();
+    let r = resolve(
+        &registry,
+        &[
+            "--trusted-keys",
+            &keys_flag(&dir),
+            "--trusted-root",
+            &root_flag(&dir),
+        ],
+    )
+    .assert_success()
+    .json();
     for (name, why) in [
         ("opencode-ai", "does not verify"),
         ("ws", "which --trusted-keys"),
@@ -177,7 +224,15 @@ fn a_key_file_naming_a_key_by_another_keys_id_is_refused() {
     let mut doc = SigningKey::generate().keys_document();
     doc["keys"][0]["keyid"] = json!(key.keyid);
     std::fs::write(dir.path().join("trusted-keys.json"), doc.to_string()).unwrap();
-    let out = resolve(&registry, &["--trusted-keys", &keys_flag(&dir)]);
+    let out = resolve(
+        &registry,
+        &[
+            "--trusted-keys",
+            &keys_flag(&dir),
+            "--trusted-root",
+            &root_flag(&dir),
+        ],
+    );
     out.assert_failure();
     assert!(
         out.stderr_text().contains("not the key its id names"),
@@ -200,7 +255,12 @@ fn lock_verifies_every_entry_and_the_node_tarballs_and_refuses_a_bad_one() {
                 "--now",
                 &fixture_now().to_rfc3339(),
             ])
-            .args(["--trusted-keys", &keys_flag(&dir)])
+            .args([
+                "--trusted-keys",
+                &keys_flag(&dir),
+                "--trusted-root",
+                &root_flag(&dir),
+            ])
             .args(extra)
             .env("XTASK_ROOT", root.path())
             .env("XTASK_RETRY_BASE_MS", "50")
@@ -218,6 +278,13 @@ fn lock_verifies_every_entry_and_the_node_tarballs_and_refuses_a_bad_one() {
         assert_eq!(p["signed_by"], key.keyid.as_str(), "{p}");
     }
     assert_eq!(inventory["node"]["npm"]["signed_by"], key.keyid.as_str());
+    // The provenance resolve verified is the top-level row's record.
+    let playwright = packages
+        .iter()
+        .find(|p| p["name"] == "@playwright/cli")
+        .unwrap();
+    assert_eq!(playwright["provenance"]["ref"], "refs/tags/v1.1.0");
+    assert_eq!(playwright["evidence"], "provenance");
     for t in inventory["node"]["platforms"].as_object().unwrap().values() {
         assert_eq!(t["signed_by"], key.keyid.as_str());
     }

@@ -7,6 +7,7 @@ pub mod genuine_release;
 pub mod npm_fixture;
 pub mod registry;
 pub mod replay;
+pub mod sigstore_standin;
 pub mod verifier;
 pub mod xtask;
 

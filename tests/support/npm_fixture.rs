@@ -94,6 +94,8 @@ struct State {
     tarballs: HashMap<String, Vec<u8>>,
     scripts: HashMap<String, VecDeque<Scripted>>,
     hits: Vec<(String, DateTime<Utc>)>,
+    /// `/-/npm/v1/attestations/<name>@<version>` answers, by `<name>@<version>`.
+    attestations: HashMap<String, Value>,
 }
 
 pub struct FixtureRegistry {
@@ -222,6 +224,75 @@ impl FixtureRegistry {
         });
     }
 
+    /// Serves `answer` at `/-/npm/v1/attestations/<name>@<version>` and names it in the
+    /// version's `dist.attestations`, as registry.npmjs.org does for a version published with
+    /// provenance (`{ url, provenance: { predicateType } }`; npm/cli
+    /// `lib/utils/verify-signatures.js` reads it so). The scoped name's `/` is encoded, as in
+    /// packument URLs.
+    pub fn attest(&self, name: &str, version: &str, answer: Value) {
+        let url = format!(
+            "{}-/npm/v1/attestations/{}@{version}",
+            self.url,
+            name.replacen('/', "%2f", 1)
+        );
+        self.state
+            .lock()
+            .unwrap()
+            .attestations
+            .insert(format!("{name}@{version}"), answer);
+        self.edit(name, |p| {
+            p["versions"][version]["dist"]["attestations"] = json!({
+                "url": url,
+                "provenance": { "predicateType": "https://slsa.dev/provenance/v1" },
+            })
+        });
+    }
+
+    /// The sha512 of a version's tarball, as its packument's integrity states it.
+    pub fn sha512(&self, name: &str, version: &str) -> Vec<u8> {
+        let integrity = self.packument(name)["versions"][version]["dist"]["integrity"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        base64::engine::general_purpose::STANDARD
+            .decode(integrity.strip_prefix("sha512-").unwrap())
+            .unwrap()
+    }
+
+    /// The version's publish time, as its packument states it.
+    pub fn published(&self, name: &str, version: &str) -> DateTime<Utc> {
+        self.packument(name)["time"][version]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    /// Provenance of `name@version` built by `run`, from `standin`, logged a minute after the
+    /// registry's publish time (as a CI publish is), served as the registry serves it.
+    pub fn attest_provenance(
+        &self,
+        standin: &super::sigstore_standin::SigstoreStandIn,
+        name: &str,
+        version: &str,
+        run: &super::sigstore_standin::GithubRun,
+    ) {
+        let logged = self.published(name, version) + Duration::minutes(1);
+        let answer =
+            standin.npm_attestations(name, version, &self.sha512(name, version), run, logged);
+        self.attest(name, version, answer);
+    }
+
+    /// Takes `dist.attestations` away from a version (what a proxy stripping it serves).
+    pub fn drop_attestations(&self, name: &str, version: &str) {
+        self.edit(name, |p| {
+            p["versions"][version]["dist"]
+                .as_object_mut()
+                .unwrap()
+                .remove("attestations");
+        });
+    }
+
     pub fn set_latest(&self, name: &str, version: &str) {
         self.edit(name, |p| p["dist-tags"]["latest"] = json!(version));
     }
@@ -252,6 +323,12 @@ fn serve(state: &Mutex<State>, uri: &Uri) -> Response<Body> {
                     .unwrap_or_default();
                 Response::new(Body::from(full[..full.len() / 2].to_owned()))
             }
+        };
+    }
+    if let Some(version) = path.strip_prefix("-/npm/v1/attestations/") {
+        return match state.attestations.get(version) {
+            Some(answer) => Response::new(Body::from(answer.to_string())),
+            None => status(404, "{\"error\":\"Not found\"}"),
         };
     }
     if path == "-/npm/v1/keys" {

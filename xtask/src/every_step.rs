@@ -43,6 +43,7 @@ fn plan_flags(force: bool, no_publish: bool, platforms: &[Platform]) -> PlanOpti
             trust: crate::npm::trust::TrustOptions {
                 trusted_keys: force.then(|| "keys.json".into()),
                 require_signed_inputs: !no_publish,
+                trusted_root: force.then(|| "trusted_root.json".into()),
             },
         },
         force,

@@ -90,6 +90,10 @@ pub struct RegistryArgs {
     /// instead of reporting the inputs `unverified`.
     #[arg(long)]
     pub require_signed_inputs: bool,
+    /// The Sigstore trusted root (`trusted_root.json` form) npm provenance is verified
+    /// against, instead of the public-good root in the pinned npm's seeds.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_root: Option<PathBuf>,
 }
 
 /// Where images and the release index are published.
@@ -583,6 +587,7 @@ impl From<RegistryArgs> for RegistryAndClock {
             trust: xtask::npm::trust::TrustOptions {
                 trusted_keys: args.trusted_keys,
                 require_signed_inputs: args.require_signed_inputs,
+                trusted_root: args.trusted_root,
             },
         }
     }

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 pub use crate::model::resolution::InputStatus;
+pub use crate::model::trust::{Evidence, ProvenanceRecord};
 use crate::model::Platform;
 
 /// The inventory's format. 2 added each package's registry `publisher`: an inventory of
@@ -86,6 +87,14 @@ pub struct InventoryPackage {
     /// integrity, the lockfile's) verified; absent when the inputs are unverified.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub signed_by: Option<String>,
+    /// The provenance `resolve` verified for this version (top-level packages), with the
+    /// identity its certificate carries; absent when it has none or was not verified.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub provenance: Option<ProvenanceRecord>,
+    /// The strongest trust evidence the registry showed for this version (`none` is left
+    /// out); the next `resolve` refuses a version of this package with less.
+    #[serde(skip_serializing_if = "Evidence::is_none", default)]
+    pub evidence: Evidence,
     /// Set for platform-binary packages.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub os: Option<Vec<String>>,
@@ -102,6 +111,10 @@ pub struct Publisher {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub email: Option<String>,
+    /// The trusted publisher's provider (`github`) when the version was published through
+    /// trusted publishing (`_npmUser.trustedPublisher.id`), not with an account's token.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub trusted_publisher: Option<String>,
 }
 
 /// A package's license, classified: a valid SPDX expression, a reference to a file in the

@@ -24,6 +24,7 @@ pub mod receipt;
 pub mod resolution;
 pub mod smoke;
 pub mod tag;
+pub mod trust;
 
 pub use digest::Digest;
 pub use platform::Platform;

@@ -5,6 +5,8 @@ use chrono::{DateTime, Utc};
 use semver::Version;
 use serde::{Deserialize, Serialize};
 
+pub use crate::model::trust::{Evidence, ProvenanceRecord};
+
 /// The resolver's answer for one package.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Resolved {
@@ -26,6 +28,21 @@ pub struct Resolved {
     /// The registry key whose signature over `<name>@<version>:<integrity>` verified; `None`
     /// when the inputs are unverified (a registry that serves no signatures).
     pub signed_by: Option<String>,
+    /// The version's provenance as verified offline; `None` when it has none, or the inputs
+    /// are unverified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<ProvenanceRecord>,
+    /// The strongest trust evidence the registry showed for the version.
+    #[serde(default, skip_serializing_if = "Evidence::is_none")]
+    pub evidence: Evidence,
+    /// Who published it (`_npmUser.name`, with `trusted publishing` when it came through
+    /// trusted publishing), when the registry says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publisher: Option<String>,
+    /// `<locked version's publisher> -> <this version's>` when they differ: shown, and judged
+    /// by the evidence rule (trusted publishing to an account is a downgrade).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publisher_change: Option<String>,
 }
 
 /// Whether a run's inputs were checked against the registry's signatures.

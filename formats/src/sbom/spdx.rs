@@ -70,6 +70,23 @@ pub struct Package {
     pub checksums: Vec<Checksum>,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub external_refs: Vec<ExternalRef>,
+    /// What the tool recorded about the package besides SPDX's own fields (SPDX 2.3 §12): for
+    /// an npm package, its trust record.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub annotations: Vec<Annotation>,
+}
+
+/// An SPDX 2.3 annotation (spec §12, `packages[].annotations[]` in the JSON schema).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Annotation {
+    /// RFC 3339, UTC.
+    pub annotation_date: String,
+    /// `OTHER` or `REVIEW`.
+    pub annotation_type: String,
+    /// `Tool: <name>`, `Person: ...` or `Organization: ...`.
+    pub annotator: String,
+    pub comment: String,
 }
 
 /// An SPDX 2.3 file element (spec §8): what `xtask/src/image/sbom/files.rs` lists.
@@ -169,5 +186,6 @@ pub fn package(name: &str, spdx_id: String, version: &str, download: &str) -> Pa
         comment: None,
         checksums: Vec::new(),
         external_refs: Vec::new(),
+        annotations: Vec::new(),
     }
 }

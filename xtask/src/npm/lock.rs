@@ -98,6 +98,7 @@ pub(crate) async fn generate(inputs: &LockInputs<'_>, progress: &Progress) -> Re
         ));
         sign_rows(&mut packages, &packuments, keys)?;
     }
+    record_trust(&mut packages, &packuments, &resolution)?;
     let summary = lockfile::summarize(&packages);
     let node = node_runtime(manifest, registry, &input_trust).await?;
     let inventory = Inventory {
@@ -177,6 +178,49 @@ fn sign_rows(
             if problems.len() == 1 { "y" } else { "ies" },
             problems.join("\n  ")
         );
+    }
+    Ok(())
+}
+
+/// Each row's trust evidence as the registry shows it, and each top-level row's provenance as
+/// `resolve` verified it. That provenance was verified for the integrity the registry states;
+/// the row's is the lockfile's, so the two must be the same digest.
+fn record_trust(
+    rows: &mut [template_formats::model::inventory::InventoryPackage],
+    packuments: &BTreeMap<String, std::sync::Arc<Packument>>,
+    resolution: &Resolution,
+) -> Result<()> {
+    for row in rows.iter_mut() {
+        let Some(meta) = packuments
+            .get(&row.name)
+            .and_then(|p| p.versions.get(&row.version))
+        else {
+            continue;
+        };
+        row.evidence = resolve::evidence_of(meta);
+        if !row.top_level {
+            continue;
+        }
+        let Some(resolved) = resolution
+            .packages
+            .iter()
+            .find(|p| p.name == row.name && p.version.to_string() == row.version)
+        else {
+            continue;
+        };
+        if let Some(record) = &resolved.provenance {
+            let registry_integrity = meta.dist.as_ref().and_then(|d| d.integrity.as_deref());
+            if registry_integrity != Some(row.integrity.as_str()) {
+                bail!(
+                    "{}@{}: the lockfile's integrity {} is not the one whose provenance was verified ({}); template/ was not changed",
+                    row.name,
+                    row.version,
+                    row.integrity,
+                    registry_integrity.unwrap_or("none")
+                );
+            }
+            row.provenance = Some(record.clone());
+        }
     }
     Ok(())
 }
@@ -275,6 +319,7 @@ fn publishers(
                 let publisher = Publisher {
                     name: person.name.clone(),
                     email,
+                    trusted_publisher: person.trusted_publisher.clone(),
                 };
                 out.insert((name.clone(), version.clone()), publisher);
             }
@@ -448,10 +493,25 @@ pub(crate) fn render_inventory_md(inv: &Inventory) -> String {
         };
         let mut notes = Vec::new();
         if p.top_level {
-            notes.push("top-level");
+            notes.push("top-level".to_owned());
         }
         if p.prerelease {
-            notes.push("prerelease");
+            notes.push("prerelease".to_owned());
+        }
+        if let Some(record) = &p.provenance {
+            notes.push(format!(
+                "provenance{}: {} `{}` at `{}`",
+                if record.identity_pinned {
+                    " (pinned)"
+                } else {
+                    ""
+                },
+                record.repository,
+                record.workflow,
+                record.git_ref
+            ));
+        } else if !p.evidence.is_none() {
+            notes.push(p.evidence.describe().to_owned());
         }
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} |\n",

@@ -184,6 +184,8 @@ pub(crate) fn inventory_rows(
             published: published.get(&(name.clone(), version.clone())).cloned(),
             publisher: publishers.get(&(name.clone(), version.clone())).cloned(),
             signed_by: None,
+            provenance: None,
+            evidence: Default::default(),
             path: path.to_owned(),
             integrity: entry.integrity.clone().unwrap_or_default(),
             resolved: entry.resolved.clone().unwrap_or_default(),

@@ -4,6 +4,7 @@
 pub(crate) mod cli;
 pub mod lock;
 pub(crate) mod lockfile;
+pub(crate) mod provenance;
 pub(crate) mod registry;
 pub mod resolve;
 pub(crate) mod signatures;

@@ -56,10 +56,20 @@ pub(crate) struct VersionMeta {
 pub(crate) struct NpmPerson {
     pub name: String,
     pub email: Option<String>,
+    /// Set on `_npmUser` when the version was published through trusted publishing (an OIDC
+    /// token of a CI workflow, no account token): `{ "id": "github", "oidcConfigId": ... }`, as
+    /// pnpm reads it (pnpm `resolving/npm-resolver/src/trustChecks.ts`, `getTrustEvidence`;
+    /// the type in `@pnpm/registry.types`). The registry's signature does not cover it.
+    pub trusted_publisher: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for NpmPerson {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct TrustedPublisher {
+            #[serde(default)]
+            id: Option<String>,
+        }
         #[derive(Deserialize)]
         #[serde(untagged)]
         enum Form {
@@ -69,11 +79,28 @@ impl<'de> Deserialize<'de> for NpmPerson {
                 name: String,
                 #[serde(default)]
                 email: Option<String>,
+                #[serde(default, rename = "trustedPublisher")]
+                trusted_publisher: Option<TrustedPublisher>,
             },
         }
         Ok(match Form::deserialize(d)? {
-            Form::Text(name) => NpmPerson { name, email: None },
-            Form::Object { name, email } => NpmPerson { name, email },
+            Form::Text(name) => NpmPerson {
+                name,
+                email: None,
+                trusted_publisher: None,
+            },
+            Form::Object {
+                name,
+                email,
+                trusted_publisher,
+            } => NpmPerson {
+                name,
+                email,
+                // A trusted publisher must name its provider, as pnpm requires.
+                trusted_publisher: trusted_publisher
+                    .and_then(|t| t.id)
+                    .filter(|id| !id.trim().is_empty()),
+            },
         })
     }
 }
@@ -113,6 +140,27 @@ pub(crate) struct Dist {
     /// "Registry signatures"); a mirror may strip them.
     #[serde(default)]
     pub signatures: Vec<DistSignature>,
+    /// Where the registry serves this version's attestations, and whether one is SLSA
+    /// provenance (`dist.attestations`, as npm/cli's `lib/utils/verify-signatures.js` and
+    /// pnpm read it); a mirror may strip it.
+    #[serde(default)]
+    pub attestations: Option<DistAttestations>,
+}
+
+/// `dist.attestations`: `{ "url": ".../-/npm/v1/attestations/<name>@<version>",
+/// "provenance": { "predicateType": "https://slsa.dev/provenance/v1" } }`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub(crate) struct DistAttestations {
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub provenance: Option<AttestationKind>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub(crate) struct AttestationKind {
+    #[serde(rename = "predicateType", default)]
+    pub predicate_type: Option<String>,
 }
 
 /// One entry of `dist.signatures`.
@@ -384,7 +432,8 @@ mod tests {
             both.publisher(),
             Some(&NpmPerson {
                 name: "releaser".into(),
-                email: Some("r@example.org".into())
+                email: Some("r@example.org".into()),
+                trusted_publisher: None,
             })
         );
         let maintainers = meta(serde_json::json!({
@@ -395,7 +444,8 @@ mod tests {
             maintainers.publisher(),
             Some(&NpmPerson {
                 name: "bob <bob@example.org>".into(),
-                email: None
+                email: None,
+                trusted_publisher: None,
             })
         );
         // What this project's mirror serves: neither field.

@@ -19,12 +19,16 @@ use anyhow::{bail, Context, Result};
 use chrono::{DateTime, SubsecRound, Utc};
 use semver::Version;
 
-use crate::npm::registry::{Packument, Registry};
+use crate::npm::provenance::{self, Outcome};
+use crate::npm::registry::{Packument, Registry, VersionMeta};
 use crate::npm::trust::{InputTrust, TrustOptions};
 use crate::util::{now_or, print_json, Progress};
-use template_formats::manifest::{Manifest, Platform};
+use template_formats::manifest::{Manifest, Platform, ProvenanceIdentity};
+use template_formats::model::inventory::Inventory;
 use template_formats::model::package_json::PackageJson;
-use template_formats::model::resolution::{InputStatus, Rejection, Resolution, Resolved};
+use template_formats::model::resolution::{
+    Evidence, InputStatus, ProvenanceRecord, Rejection, Resolution, Resolved,
+};
 use template_formats::model::rfc3339;
 
 /// The versions pinned in template/package.json, by package name.
@@ -118,6 +122,82 @@ pub(crate) struct Inputs<'a> {
     pub cpus: &'a [&'static str],
     /// Whether, and with which keys, registry signatures are required.
     pub trust: &'a InputTrust,
+    /// The provenance identity template/manifest.yaml records for this package.
+    pub identity: Option<&'a ProvenanceIdentity>,
+    /// Each version's provenance as judged so far, by version; the edge fetches the ones
+    /// `provenance_to_fetch` names.
+    pub provenance: &'a BTreeMap<String, Outcome>,
+    /// The locked version's trust record, as the committed inventory has it.
+    pub locked_trust: Option<&'a LockedTrust>,
+}
+
+/// What the committed inventory says of a top-level package's locked version: the level the
+/// next version must keep.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LockedTrust {
+    pub version: String,
+    pub evidence: Evidence,
+    /// How `publisher_of` names its publisher.
+    pub publisher: Option<String>,
+    pub provenance: Option<ProvenanceRecord>,
+}
+
+/// The locked versions' trust records from the committed inventory, by package name.
+pub(crate) fn locked_trust(inventory: &Inventory) -> BTreeMap<String, LockedTrust> {
+    inventory
+        .packages
+        .iter()
+        .filter(|p| p.top_level)
+        .map(|p| {
+            let publisher = p
+                .publisher
+                .as_ref()
+                .map(|person| describe_publisher(&person.name, person.trusted_publisher.is_some()));
+            (
+                p.name.clone(),
+                LockedTrust {
+                    version: p.version.clone(),
+                    evidence: p.evidence,
+                    publisher,
+                    provenance: p.provenance.clone(),
+                },
+            )
+        })
+        .collect()
+}
+
+/// The strongest trust evidence the registry shows for a version (pnpm's `getTrustEvidence`).
+pub(crate) fn evidence_of(meta: &VersionMeta) -> Evidence {
+    if meta
+        .npm_user
+        .as_ref()
+        .is_some_and(|u| u.trusted_publisher.is_some())
+    {
+        Evidence::TrustedPublisher
+    } else if provenance::claims_provenance(
+        meta.dist.as_ref().and_then(|d| d.attestations.as_ref()),
+    ) {
+        Evidence::Provenance
+    } else {
+        Evidence::None
+    }
+}
+
+fn describe_publisher(name: &str, trusted: bool) -> String {
+    if trusted {
+        format!("{name} (trusted publishing)")
+    } else {
+        name.to_owned()
+    }
+}
+
+/// Who published a version, as `_npmUser` says (not `maintainers`: who could have published
+/// is not who did); `None` when the registry does not say (a mirror strips it).
+pub(crate) fn publisher_of(meta: &VersionMeta) -> Option<String> {
+    meta.npm_user
+        .as_ref()
+        .filter(|u| !u.name.trim().is_empty())
+        .map(|u| describe_publisher(&u.name, u.trusted_publisher.is_some()))
 }
 
 /// Decides one package's version. `Err` lists every candidate and why it was rejected.
@@ -140,19 +220,7 @@ pub(crate) fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
         );
     }
 
-    // Candidates: `latest` first, then every stable version below it, newest first.
-    let mut candidates: Vec<Version> = p
-        .versions
-        .keys()
-        .filter_map(|v| Version::parse(v).ok())
-        .filter(|v| v.pre.is_empty() && v.build.is_empty() && *v <= latest)
-        .collect();
-    if !latest.pre.is_empty() {
-        candidates.push(latest.clone());
-    }
-    candidates.sort_by(|a, b| b.cmp(a));
-    candidates.dedup();
-
+    let candidates = candidates(p, &latest);
     let mut rejected = Vec::new();
     for candidate in &candidates {
         let reasons = rejections(inputs, candidate);
@@ -163,11 +231,31 @@ pub(crate) fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
             });
             continue;
         }
-        let published = publish_time(p, &candidate.to_string()).expect("checked by rejections");
+        let text = candidate.to_string();
+        let published = publish_time(p, &text).expect("checked by rejections");
         let signed_by = signed_by(inputs, candidate).expect("checked by rejections");
         let held_back = *candidate != latest;
         let rollback = inputs.locked.is_some_and(|l| candidate < l);
+        let meta = &p.versions[&text];
+        let provenance = match inputs.provenance.get(&text) {
+            Some(Outcome::Verified(record)) => Some(record.clone()),
+            _ => None,
+        };
+        let publisher = publisher_of(meta);
+        let publisher_change = publisher_change(inputs, publisher.as_deref());
         let mut notes = Vec::new();
+        if let Some(change) = &publisher_change {
+            notes.push(format!("PUBLISHER CHANGED: {change}"));
+        }
+        if let (Some(now), Some(before)) = (
+            &provenance,
+            inputs.locked_trust.and_then(|l| l.provenance.as_ref()),
+        ) {
+            let (a, b) = (identity_text(before), identity_text(now));
+            if a != b {
+                notes.push(format!("PROVENANCE IDENTITY CHANGED: {a} -> {b}"));
+            }
+        }
         if held_back {
             let why = rejected
                 .first()
@@ -192,6 +280,10 @@ pub(crate) fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
             notes,
             rejected,
             signed_by,
+            evidence: evidence_of(meta),
+            provenance,
+            publisher,
+            publisher_change,
         });
     }
 
@@ -243,8 +335,156 @@ fn signed_by(inputs: &Inputs<'_>, candidate: &Version) -> Result<Option<String>,
     .map_err(|why| format!("registry signature: {why}"))
 }
 
+/// `latest` first, then every stable version below it, newest first.
+fn candidates(p: &Packument, latest: &Version) -> Vec<Version> {
+    let mut candidates: Vec<Version> = p
+        .versions
+        .keys()
+        .filter_map(|v| Version::parse(v).ok())
+        .filter(|v| v.pre.is_empty() && v.build.is_empty() && v <= latest)
+        .collect();
+    if !latest.pre.is_empty() {
+        candidates.push(latest.clone());
+    }
+    candidates.sort_by(|a, b| b.cmp(a));
+    candidates.dedup();
+    candidates
+}
+
+/// The version whose provenance `decide` needs next and does not have: the newest candidate
+/// that passes every other rule and must be judged on its provenance. `None` when the
+/// decision needs nothing more. The edge fetches it, adds the outcome and asks again.
+pub(crate) fn provenance_to_fetch(inputs: &Inputs<'_>) -> Option<Version> {
+    let p = inputs.packument;
+    let latest = Version::parse(p.dist_tags.get("latest")?).ok()?;
+    for candidate in candidates(p, &latest) {
+        if !rejections_before_provenance(inputs, &candidate).is_empty() {
+            continue;
+        }
+        let text = candidate.to_string();
+        if needs_provenance(inputs, &candidate) && !inputs.provenance.contains_key(&text) {
+            return Some(candidate);
+        }
+        // This candidate stands or falls by what is already known: it is taken if it stands.
+        let stands = provenance_rejection(inputs, &candidate).is_none();
+        if stands {
+            return None;
+        }
+    }
+    None
+}
+
+/// Whether `candidate`'s provenance must be judged: the registry signs (so it would serve
+/// attestations too) and the manifest records an identity, or the version claims provenance.
+fn needs_provenance(inputs: &Inputs<'_>, candidate: &Version) -> bool {
+    if !matches!(inputs.trust, InputTrust::Signed(_)) {
+        return false;
+    }
+    let meta = &inputs.packument.versions[&candidate.to_string()];
+    inputs.identity.is_some()
+        || provenance::claims_provenance(meta.dist.as_ref().and_then(|d| d.attestations.as_ref()))
+}
+
+/// Why `candidate`'s provenance does not stand, if it does not.
+fn provenance_rejection(inputs: &Inputs<'_>, candidate: &Version) -> Option<String> {
+    if !needs_provenance(inputs, candidate) {
+        return None;
+    }
+    match inputs.provenance.get(&candidate.to_string()) {
+        None => Some("provenance: not checked (fails closed)".to_owned()),
+        Some(Outcome::Verified(_)) => None,
+        Some(Outcome::Refused(why)) => Some(why.clone()),
+        Some(Outcome::Absent(why)) => inputs.identity.map(|id| {
+            format!(
+                "provenance: none ({why}), but the manifest requires it from {} at {}",
+                id.workflow_uri("").trim_end_matches('@'),
+                id.ref_pattern
+            )
+        }),
+    }
+}
+
+fn identity_text(record: &ProvenanceRecord) -> String {
+    if record.workflow.is_empty() {
+        // Not a GitHub workflow: `repository` holds the certificate's identity as it is.
+        format!("{} ({})", record.repository, record.git_ref)
+    } else {
+        format!(
+            "{}/{}@{}",
+            record.repository, record.workflow, record.git_ref
+        )
+    }
+}
+
+/// `<locked publisher> -> <this publisher>` when both are known and differ.
+fn publisher_change(inputs: &Inputs<'_>, publisher: Option<&str>) -> Option<String> {
+    let locked = inputs.locked?.to_string();
+    let before = inputs
+        .locked_trust
+        .filter(|t| t.version == locked)
+        .and_then(|t| t.publisher.clone())
+        .or_else(|| {
+            inputs
+                .packument
+                .versions
+                .get(&locked)
+                .and_then(publisher_of)
+        })?;
+    let now = publisher?;
+    (before != now).then(|| format!("{before} -> {now}"))
+}
+
+/// Why `candidate` has less trust evidence than the locked version had, or than a version
+/// published before it had (pnpm's `failIfTrustDowngraded`: by publish time, not semver; a
+/// stable candidate is compared with stable versions only). Only where the registry signs:
+/// a stripping mirror shows no evidence for any version.
+fn downgrade_rejection(inputs: &Inputs<'_>, candidate: &Version) -> Option<String> {
+    if !matches!(inputs.trust, InputTrust::Signed(_)) {
+        return None;
+    }
+    let p = inputs.packument;
+    let text = candidate.to_string();
+    let has = evidence_of(&p.versions[&text]);
+    if let Some(locked) = inputs.locked_trust {
+        if has < locked.evidence {
+            return Some(format!(
+                "trust downgrade: the locked {} had {}, this version has {} (docs/inputs.md)",
+                locked.version,
+                locked.evidence.describe(),
+                has.describe()
+            ));
+        }
+    }
+    let published = publish_time(p, &text).ok()?;
+    let stable = candidate.pre.is_empty();
+    let stronger = p
+        .versions
+        .iter()
+        .filter(|(v, _)| {
+            Version::parse(v).is_ok_and(|v| !stable || v.pre.is_empty()) && *v != &text
+        })
+        .filter(|(v, _)| publish_time(p, v).is_ok_and(|t| t < published))
+        .map(|(v, meta)| (evidence_of(meta), v))
+        .filter(|(e, _)| *e > has)
+        .max_by(|a, b| a.0.cmp(&b.0));
+    stronger.map(|(e, v)| {
+        format!(
+            "trust downgrade: {v}, published before it, had {}, this version has {} (docs/inputs.md)",
+            e.describe(),
+            has.describe()
+        )
+    })
+}
+
 /// Every reason `candidate` is not eligible; empty when it is.
 fn rejections(inputs: &Inputs<'_>, candidate: &Version) -> Vec<String> {
+    let mut reasons = rejections_before_provenance(inputs, candidate);
+    reasons.extend(provenance_rejection(inputs, candidate));
+    reasons
+}
+
+/// Every reason but the provenance's (which may need a fetch first).
+fn rejections_before_provenance(inputs: &Inputs<'_>, candidate: &Version) -> Vec<String> {
     let p = inputs.packument;
     let text = candidate.to_string();
     let mut reasons = Vec::new();
@@ -255,25 +495,43 @@ fn rejections(inputs: &Inputs<'_>, candidate: &Version) -> Vec<String> {
     if let Some(message) = meta.deprecation() {
         reasons.push(format!("deprecated: {message}"));
     }
+    let outcome = inputs.provenance.get(&text);
     match publish_time(p, &text) {
         Err(why) => reasons.push(why),
         Ok(t) if t > inputs.now => reasons.push(format!(
             "publish time {} is in the future: the cooldown fails closed",
             t.to_rfc3339()
         )),
-        Ok(t) if t > inputs.cutoff => {
-            let age = inputs.now - t;
-            reasons.push(format!(
-                "published {} ({}h ago), inside the cooldown",
-                t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                age.num_hours()
-            ))
+        Ok(published) => {
+            let t = provenance::effective_publish_time(published, outcome);
+            if t > inputs.now {
+                reasons.push(format!(
+                    "the transparency log integrated its provenance at {}, in the future: the cooldown fails closed",
+                    t.to_rfc3339()
+                ));
+            } else if t > inputs.cutoff {
+                let age = inputs.now - t;
+                let logged = if t > published {
+                    format!(
+                        " (its provenance logged at {}, after the registry's {})",
+                        rfc3339(t),
+                        rfc3339(published)
+                    )
+                } else {
+                    String::new()
+                };
+                reasons.push(format!(
+                    "published {} ({}h ago){logged}, inside the cooldown",
+                    rfc3339(t),
+                    age.num_hours()
+                ))
+            }
         }
-        Ok(_) => {}
     }
     if let Err(why) = signed_by(inputs, candidate) {
         reasons.push(why);
     }
+    reasons.extend(downgrade_rejection(inputs, candidate));
     let (binaries, missing_cpus) =
         required_platform_binaries(&meta.optional_dependencies, inputs.cpus);
     for cpu in missing_cpus {
@@ -357,21 +615,61 @@ pub(crate) async fn resolve_all(
     .await?;
     progress.step(input_trust.headline());
 
+    let locked_trust = read_locked_trust(&ctx.layout, progress);
+    let mut root = None;
     let mut packages = Vec::new();
     let mut failures = Vec::new();
-    for name in &names {
-        let inputs = Inputs {
-            packument: &packuments[name],
-            related: &related,
-            locked: locked.get(name),
-            now,
-            cutoff,
-            cpus: &cpus,
-            trust: &input_trust,
-        };
-        match decide(&inputs) {
-            Ok(r) => packages.push(r),
-            Err(e) => failures.push(format!("{e:#}")),
+    for spec in &manifest.packages {
+        let name = &spec.name;
+        let packument = &packuments[name];
+        let mut outcomes = BTreeMap::new();
+        loop {
+            let inputs = Inputs {
+                packument,
+                related: &related,
+                locked: locked.get(name),
+                now,
+                cutoff,
+                cpus: &cpus,
+                trust: &input_trust,
+                identity: spec.provenance.as_ref(),
+                provenance: &outcomes,
+                locked_trust: locked_trust.get(name),
+            };
+            let Some(version) = provenance_to_fetch(&inputs) else {
+                match decide(&inputs) {
+                    Ok(r) => packages.push(r),
+                    Err(e) => failures.push(format!("{e:#}")),
+                }
+                break;
+            };
+            let text = version.to_string();
+            let outcome = if outcomes.len() >= MAX_PROVENANCE_FETCHES {
+                Outcome::Refused(format!(
+                    "provenance: not checked, {MAX_PROVENANCE_FETCHES} newer versions of `{name}` already failed it"
+                ))
+            } else {
+                let root = match &root {
+                    Some(root) => root,
+                    None => {
+                        root.insert(trusted_root(trust, registry, manifest, ctx, progress).await?)
+                    }
+                };
+                progress.step(format!("verifying the provenance of {name}@{text}"));
+                let dist = packument.versions[&text].dist.as_ref();
+                provenance::fetch_and_judge(
+                    registry,
+                    root,
+                    name,
+                    &text,
+                    dist.and_then(|d| d.integrity.as_deref())
+                        .unwrap_or_default(),
+                    dist.and_then(|d| d.attestations.as_ref()),
+                    spec.provenance.as_ref(),
+                )
+                .await
+            };
+            outcomes.insert(text, outcome);
         }
     }
     if !failures.is_empty() {
@@ -399,6 +697,63 @@ pub(crate) async fn resolve_all(
     ))
 }
 
+/// How many versions of one package have their provenance fetched before the rest are
+/// refused unchecked: a registry serving bad bundles for every version must not cost a
+/// request per version ever published.
+const MAX_PROVENANCE_FETCHES: usize = 8;
+
+/// The Sigstore trusted root provenance is verified against: `--trusted-root`, else the
+/// public-good root in the pinned npm's seeds (`trust::seeds_of_pinned_npm`).
+async fn trusted_root(
+    trust: &TrustOptions,
+    registry: &Registry,
+    manifest: &Manifest,
+    ctx: &crate::Context,
+    progress: &Progress,
+) -> Result<template_verify::sigstore::TrustedRoot> {
+    let (json, origin) = match &trust.trusted_root {
+        Some(path) => (
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --trusted-root {}", path.display()))?,
+            format!("--trusted-root {}", path.display()),
+        ),
+        None => {
+            let npm = manifest.node.npm_version.to_string();
+            let (_, json) = crate::npm::trust::seeds_of_pinned_npm(registry, &npm, ctx).await?;
+            (
+                json,
+                format!("npm {npm}'s {}", crate::npm::trust::SEEDS_PATH),
+            )
+        }
+    };
+    progress.step(format!(
+        "provenance is verified against the Sigstore root of {origin}"
+    ));
+    template_verify::sigstore::TrustedRoot::from_json(&json, &origin)
+}
+
+/// The committed inventory's trust records of the locked versions; none when there is no
+/// inventory, or one this tool cannot read (said, since no-downgrade then compares with the
+/// registry's earlier versions only).
+fn read_locked_trust(
+    layout: &crate::layout::Layout,
+    progress: &Progress,
+) -> BTreeMap<String, LockedTrust> {
+    let path = layout.inventory();
+    if !path.exists() {
+        return BTreeMap::new();
+    }
+    match Inventory::load(&path) {
+        Ok(inventory) => locked_trust(&inventory),
+        Err(e) => {
+            progress.step(format!(
+                "warning: the locked versions' trust records are not readable ({e:#}); no-downgrade compares with the registry's earlier versions only"
+            ));
+            BTreeMap::new()
+        }
+    }
+}
+
 /// A readable table of the resolution and what changed against the lock.
 pub(crate) fn render_table(resolution: &Resolution) -> String {
     let mut rows = vec![[
@@ -408,6 +763,7 @@ pub(crate) fn render_table(resolution: &Resolution) -> String {
         "latest".to_owned(),
         "published".to_owned(),
         "change".to_owned(),
+        "trust".to_owned(),
     ]];
     for p in &resolution.packages {
         let change = match &p.locked {
@@ -430,9 +786,10 @@ pub(crate) fn render_table(resolution: &Resolution) -> String {
             p.latest.to_string(),
             rfc3339(p.published),
             change,
+            trust_cell(p),
         ]);
     }
-    let widths: Vec<usize> = (0..6)
+    let widths: Vec<usize> = (0..7)
         .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap())
         .collect();
     let mut out = format!(
@@ -466,6 +823,24 @@ pub(crate) fn render_table(resolution: &Resolution) -> String {
         out.push('\n');
     }
     out
+}
+
+/// What the table says of a version's trust: its verified provenance (pinned when the
+/// manifest requires that identity), else the registry's evidence.
+fn trust_cell(p: &Resolved) -> String {
+    match (&p.provenance, p.evidence) {
+        (Some(record), _) => format!(
+            "provenance{} {}",
+            if record.identity_pinned {
+                " (pinned)"
+            } else {
+                ""
+            },
+            identity_text(record)
+        ),
+        (None, Evidence::None) => "-".to_owned(),
+        (None, evidence) => evidence.describe().to_owned(),
+    }
 }
 
 /// Loud warnings for rollbacks, on stderr, so a scheduled log shows them at a glance.
@@ -506,6 +881,7 @@ impl RegistryAndClock {
         argv.value("--registry", &self.registry)
             .option("--now", self.now.as_ref())
             .option("--trusted-keys", self.trust.trusted_keys.as_ref())
+            .option("--trusted-root", self.trust.trusted_root.as_ref())
             .switch("--require-signed-inputs", self.trust.require_signed_inputs)
     }
 }
@@ -599,6 +975,9 @@ mod tests {
             trust: &InputTrust::Unverified {
                 registry: "https://r.example/".into(),
             },
+            identity: None,
+            provenance: &BTreeMap::new(),
+            locked_trust: None,
         })
     }
 
@@ -748,3 +1127,6 @@ mod tests {
         assert_eq!(required_platform_binaries(&pure_js, CPUS), (vec![], vec![]));
     }
 }
+
+#[cfg(test)]
+mod trust_tests;

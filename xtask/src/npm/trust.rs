@@ -29,6 +29,9 @@ pub struct TrustOptions {
     pub trusted_keys: Option<PathBuf>,
     /// Refuse a registry that serves no signatures, instead of reporting it `unverified`.
     pub require_signed_inputs: bool,
+    /// Sigstore's `trusted_root.json` form: the root provenance bundles are verified against,
+    /// instead of the public-good root in npm's seeds (a private Sigstore; tests).
+    pub trusted_root: Option<PathBuf>,
 }
 
 /// How the inputs of this run are judged.

@@ -818,6 +818,10 @@ mod tests {
             notes: vec![],
             rejected: vec![],
             signed_by: None,
+            provenance: None,
+            evidence: Default::default(),
+            publisher: None,
+            publisher_change: None,
         }
     }
 

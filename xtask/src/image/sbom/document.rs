@@ -66,7 +66,7 @@ pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
         ),
         creation_info: CreationInfo {
             created: input.created.to_string(),
-            creators: vec![format!("Tool: cargo-xtask-{}", env!("CARGO_PKG_VERSION"))],
+            creators: vec![super::tool()],
         },
         packages,
         relationships,

@@ -30,10 +30,16 @@ mod package_json;
 mod purl;
 mod run;
 mod supplier;
+mod trust;
 
 use anyhow::{Context, Result};
 
 pub use run::{run, SbomRequest};
+
+/// This tool as an SPDX actor: the document's creator and the annotations' annotator.
+fn tool() -> String {
+    format!("Tool: cargo-xtask-{}", env!("CARGO_PKG_VERSION"))
+}
 // The file formats this module writes (the verifier reads them through the formats crate).
 pub(crate) use template_formats::sbom::{
     check_file, cyclonedx, cyclonedx_file_name, sbom_file_name, sbom_file_names, spdx, Document,
@@ -213,6 +219,28 @@ pub(crate) mod tests {
         helper_json: &str,
         helper_publisher: Option<&str>,
     ) -> Document {
+        make_from(
+            platform,
+            present,
+            created,
+            helper_json,
+            &inventory(helper_publisher),
+        )
+    }
+
+    /// The fixture inventory (`inventory(None)`), for a test to edit before `make_from`.
+    pub(super) fn fixture_inventory() -> Inventory {
+        inventory(None)
+    }
+
+    /// `make_with`, from a given inventory.
+    pub(super) fn make_from(
+        platform: Platform,
+        present: &[&str],
+        created: &str,
+        helper_json: &str,
+        inventory: &Inventory,
+    ) -> Document {
         let docs = copyright::doc_tree(
             vec![
                 ("doc/libc6/copyright".into(), DEP5.as_bytes().to_vec()),
@@ -244,7 +272,6 @@ pub(crate) mod tests {
             ),
         ]);
         let lock = lockfile();
-        let inventory = inventory(helper_publisher);
         let present: BTreeSet<String> = present.iter().map(|s| s.to_string()).collect();
         let os = os_release(OS_RELEASE);
         document(&SbomInput {
@@ -258,7 +285,7 @@ pub(crate) mod tests {
             debian_version: "12.12\n",
             lockfile: &lock,
             present: &present,
-            inventory: &inventory,
+            inventory,
             npm_manifests: &npm_manifests,
             npm_cli: &npm_cli,
             elf_files: &fixture_elf_files(),

@@ -10,8 +10,8 @@ use super::input::{Edge, SbomInput, NPM_CLI_PREFIX, NPM_PREFIX};
 use super::package_json::NpmManifest;
 use super::purl::{node_cpe, node_purl, npm_purl};
 use super::supplier::{actor, supplier};
-use template_formats::model::inventory::License;
 use template_formats::model::inventory::Publisher;
+use template_formats::model::inventory::{InventoryPackage, License};
 use template_formats::model::lockfile::LockEntry;
 pub(crate) use template_formats::model::lockfile::{is_platform_specific, name_of, npm_candidates};
 use template_formats::paths::{INVENTORY, PACKAGE_LOCK};
@@ -108,6 +108,11 @@ pub(super) fn node_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<
             "installed under /usr/local from the npm registry tarball of {}",
             t.package
         ));
+        p.annotations = vec![super::trust::tarball_annotation(
+            input.inventory,
+            t,
+            &super::tool(),
+        )];
         if name == "node" {
             // Node's license file is not installed; its supplier is the Node.js project.
             p.supplier = Some("Organization: OpenJS Foundation".into());
@@ -202,6 +207,12 @@ pub(super) fn npm_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<E
         .iter()
         .filter_map(|p| Some(((p.path.as_str(), p.version.as_str()), p.publisher.as_ref()?)))
         .collect();
+    let rows: BTreeMap<(&str, &str), &InventoryPackage> = input
+        .inventory
+        .packages
+        .iter()
+        .map(|p| ((p.path.as_str(), p.version.as_str()), p))
+        .collect();
     let listed: Vec<(&str, &LockEntry)> = npm_candidates(input.lockfile, input.platform)
         .into_iter()
         .filter(|(path, entry)| !is_platform_specific(entry) || input.present.contains(*path))
@@ -229,11 +240,24 @@ pub(super) fn npm_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<E
             p.license_concluded = concluded_license(&license, Evidence::MachineReadable);
             p.license_declared = license;
         }
-        p.supplier = npm_supplier(
-            &name,
-            input.npm_manifests.get(path),
-            publishers.get(&(path, version)).copied(),
-        );
+        let row = rows.get(&(path, version)).copied();
+        // The trust record's supplier (trusted publishing with verified provenance) first.
+        p.supplier = row
+            .and_then(|r| super::trust::verified_supplier(r, input.inventory.inputs))
+            .or_else(|| {
+                npm_supplier(
+                    &name,
+                    input.npm_manifests.get(path),
+                    publishers.get(&(path, version)).copied(),
+                )
+            });
+        if let Some(row) = row {
+            p.annotations = vec![super::trust::package_annotation(
+                input.inventory,
+                row,
+                &super::tool(),
+            )];
+        }
         p.checksums = integrity_checksums(integrity)
             .with_context(|| format!("{PACKAGE_LOCK}: the integrity of `{path}`"))?;
         p.external_refs = vec![purl_ref(npm_purl(&name, version))];
@@ -263,6 +287,7 @@ mod tests {
         let publisher = Publisher {
             name: "releaser".into(),
             email: Some("r@example.org".into()),
+            trusted_publisher: None,
         };
         let m = |json: &str| npm_manifest(json.as_bytes()).unwrap();
         let with_author = m(r#"{"author": "Ann <ann@example.org>", "repository": "github:o/r"}"#);
@@ -297,6 +322,7 @@ mod tests {
         let old_form = Publisher {
             name: "bob <bob@example.org>".into(),
             email: None,
+            trusted_publisher: None,
         };
         assert_eq!(
             s("opencode-ai", Some(&nothing), Some(&old_form)).as_deref(),
