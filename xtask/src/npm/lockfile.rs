@@ -184,6 +184,7 @@ pub(crate) fn inventory_rows(
             published: published.get(&(name.clone(), version.clone())).cloned(),
             publisher: publishers.get(&(name.clone(), version.clone())).cloned(),
             signed_by: None,
+            install_scripts: None,
             path: path.to_owned(),
             integrity: entry.integrity.clone().unwrap_or_default(),
             resolved: entry.resolved.clone().unwrap_or_default(),
