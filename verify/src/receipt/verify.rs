@@ -170,6 +170,8 @@ pub fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Verificatio
         .extend(super::policy::form_problems(&receipt, ctx.now));
     v.problems
         .extend(super::policy::manifest_problems(&receipt, ctx.manifest));
+    v.problems
+        .extend(super::inputs::record_problems(&receipt, ctx.manifest));
     if let Some((tag, _)) = named {
         if tag != receipt.release_tag {
             v.problems.push(problem(
@@ -235,6 +237,10 @@ pub fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Verificatio
         v.problems.extend(super::policy::artifact_content_problems(
             &receipt, &verified,
         ));
+        if let Some(Ok(inventory)) = &verified.inventory {
+            v.problems
+                .extend(super::inputs::inventory_problems(&receipt, inventory));
+        }
         v.problems.extend(contents_problems(
             &receipt,
             evidence,
@@ -721,6 +727,14 @@ pub fn verify_file(
     let mut v = verify(&file_name, &bytes, &ctx);
     if let Some(receipt) = &v.receipt {
         v.problems.extend(binding_problems(receipt, policy));
+        // The install scripts it ran against what its own manifest acknowledges (a checkout's
+        // manifest may acknowledge newer content since, and judges older releases too).
+        if policy.from_release {
+            v.problems.extend(super::inputs::acknowledged_problems(
+                receipt,
+                &policy.manifest,
+            ));
+        }
         v.valid = v.problems.is_empty();
     }
     v.file = path.display().to_string();
@@ -1040,28 +1054,7 @@ mod tests {
             lock["packages"][format!("node_modules/{}", p.name)] =
                 serde_json::json!({"version": p.version, "integrity": p.integrity});
         }
-        let tarball = |t: &TarballRecord| {
-            serde_json::json!({
-                "package": t.package, "version": t.version, "integrity": t.integrity,
-                "tarball": format!("{}{}.tgz", r.resolver.registry, t.package), "sha512": "00",
-            })
-        };
-        let inventory = serde_json::json!({
-            "schema_version": 1,
-            "resolved_at": r.resolver.cutoff,
-            "cutoff": r.resolver.cutoff,
-            "registry": r.resolver.registry,
-            "inputs": "unverified",
-            "node": {
-                "version": r.node.version,
-                "npm": tarball(&r.node.npm),
-                "platforms": r.node.platforms.iter()
-                    .map(|(p, t)| (p.to_string(), tarball(t)))
-                    .collect::<serde_json::Map<_, _>>(),
-            },
-            "packages": [],
-            "summary": template_formats::model::inventory::Summary::default(),
-        });
+        let inventory = inventory_of(&r);
         fn typed<T: serde::de::DeserializeOwned>(
             v: &serde_json::Value,
         ) -> Option<Result<T, String>> {
@@ -1177,6 +1170,22 @@ mod tests {
             "{:?}",
             v.problems
         );
+    }
+
+    /// A receipt written before the tool recorded the input trust has no `inputs` key at all:
+    /// it is still a version-2 receipt and verifies (the gate and the plan find that release).
+    /// Its `inputs` record, when present, is checked like any field.
+    #[test]
+    fn a_receipt_from_before_the_input_trust_verifies_and_a_broken_record_is_named() {
+        let mut old = sample();
+        old.inputs = None;
+        let bytes = receipt_bytes(&old);
+        assert!(!String::from_utf8_lossy(&bytes).contains("\"inputs\""));
+        let v = verify_sample(&old);
+        assert!(v.valid, "{:?}", v.problems);
+        let mut broken = sample();
+        broken.inputs.as_mut().unwrap().registry = "https://elsewhere.example/".into();
+        assert_eq!(fields(&verify_sample(&broken)), ["inputs.registry"]);
     }
 
     /// A receipt that leaves the install plan out while its Dockerfile copies one does not
