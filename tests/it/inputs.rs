@@ -2,6 +2,7 @@
 //! fixture npm registry, unsigned (as the mirror these machines reach) or signing every version
 //! with its own key (given to the tool with `--trusted-keys`), as registry.npmjs.org signs.
 
+mod headline;
 mod scripts;
 
 use std::sync::Arc;

@@ -406,12 +406,24 @@ pub(crate) async fn resolve_all(
         .map(|p| Platform::npm_cpu(*p))
         .collect();
     let names: Vec<String> = manifest.packages.iter().map(|p| p.name.clone()).collect();
+    // Whether the inputs can be verified is the first thing the command says (an unverified
+    // registry is named in its first line), so the packuments it is judged from are fetched
+    // before anything is printed.
+    let packuments = registry.packuments(&names).await?;
+    let input_trust = crate::npm::trust::establish(
+        trust,
+        registry,
+        packuments.values().map(|p| &**p),
+        &manifest.node.npm_version.to_string(),
+        ctx,
+    )
+    .await?;
+    progress.step(input_trust.headline());
     progress.step(format!(
-        "fetching {} packuments from {}",
+        "fetched {} packuments from {}",
         names.len(),
         registry.base()
     ));
-    let packuments = registry.packuments(&names).await?;
 
     // The platform packages named by any version that could be chosen.
     let mut related_names = BTreeSet::new();
@@ -429,15 +441,6 @@ pub(crate) async fn resolve_all(
         related_names.len()
     ));
     let related = registry.existing_packuments(&related_names).await?;
-    let input_trust = crate::npm::trust::establish(
-        trust,
-        registry,
-        packuments.values().map(|p| &**p),
-        &manifest.node.npm_version.to_string(),
-        ctx,
-    )
-    .await?;
-    progress.step(input_trust.headline());
 
     let mut packages = Vec::new();
     let mut failures = Vec::new();
@@ -644,6 +647,47 @@ pub(crate) fn warn_rollbacks(resolution: &Resolution) {
     }
 }
 
+/// The first line of `release` and `release plan`: whether the inputs can be verified at the
+/// registry the plan resolves against, judged as `resolve` judges it (the same packuments and
+/// keys). Only said here: `--require-signed-inputs` is enforced by the plan's resolve, on a day
+/// that resolves, so a day with nothing due does not fail on the registry. When the registry
+/// cannot be asked, the line says so and the plan goes on.
+pub(crate) async fn inputs_headline(
+    registry: &RegistryAndClock,
+    manifest: &Manifest,
+    ctx: &crate::Context,
+) -> String {
+    let ask = async {
+        let client = Registry::new(
+            &registry.registry,
+            ctx.settings.verifier.transfer.retry_base,
+        )?;
+        let names: Vec<String> = manifest.packages.iter().map(|p| p.name.clone()).collect();
+        let packuments = client.packuments(&names).await?;
+        let options = crate::npm::trust::TrustOptions {
+            require_signed_inputs: false,
+            ..registry.trust.clone()
+        };
+        let trust = crate::npm::trust::establish(
+            &options,
+            &client,
+            packuments.values().map(|p| &**p),
+            &manifest.node.npm_version.to_string(),
+            ctx,
+        )
+        .await?;
+        anyhow::Ok(trust.headline())
+    };
+    match ask.await {
+        Ok(line) => line,
+        Err(e) => format!(
+            "inputs: not judged yet: cannot ask the registry {} ({e:#}); the plan's resolve \
+             judges them when the day is due",
+            registry.registry
+        ),
+    }
+}
+
 /// The npm registry used when `--registry` is not given.
 pub const DEFAULT_NPM_REGISTRY: &str = "https://registry.npmjs.org/";
 
@@ -708,7 +752,7 @@ pub async fn run(request: ResolveRequest, ctx: &crate::Context) -> Result<ExitCo
         &progress,
     )
     .await?;
-    // The first line of the command's output: an unverified registry is named there.
+    // Said first (resolve_all's first line) and again here, next to the answer.
     eprintln!("{}", input_trust.headline());
     warn_rollbacks(&resolution);
     if request.json {
