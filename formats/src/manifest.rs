@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 mod provenance;
 pub use provenance::{glob_matches, ProvenanceIdentity, GITHUB_ACTIONS_ISSUER};
+pub use crate::model::install_scripts::InstallScripts;
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -20,7 +21,9 @@ pub struct Manifest {
     pub cadence: Cadence,
     pub cooldown_hours: u32,
     pub node: NodeSpec,
-    pub install_scripts_allowed: Vec<String>,
+    /// Packages whose install scripts run during `npm ci`, each with the content a maintainer
+    /// reviewed and acknowledged: any other content holds a version back.
+    pub install_scripts_allowed: BTreeMap<String, InstallScripts>,
     /// Packages with install scripts that were reviewed and are not run.
     #[serde(default)]
     pub install_scripts_skipped: Vec<String>,
@@ -274,15 +277,18 @@ impl Manifest {
                 bail!("`node.packages` has no entry for {platform}");
             }
         }
-        for allowed in &self.install_scripts_allowed {
+        for (allowed, acknowledged) in &self.install_scripts_allowed {
             if !self.packages.iter().any(|p| &p.name == allowed) {
                 bail!("`install_scripts_allowed` names `{allowed}`, which is not under `packages`");
+            }
+            if let Some(problem) = acknowledged.form_problem() {
+                bail!("`install_scripts_allowed.{allowed}` {problem}");
             }
         }
         if let Some(both) = self
             .install_scripts_skipped
             .iter()
-            .find(|s| self.install_scripts_allowed.contains(s))
+            .find(|s| self.install_scripts_allowed.contains_key(*s))
         {
             bail!("`{both}` is in both install_scripts_allowed and install_scripts_skipped");
         }
@@ -854,6 +860,47 @@ mod tests {
                 "`runtime.seccomp.base_sha256`",
             ),
             ("\nruntime:", "\nruntimes:", "runtimes"),
+        ] {
+            let text = committed().replacen(from, to, 1);
+            assert_ne!(text, committed(), "{from}");
+            let msg = match Manifest::parse(&text, Path::new("m.yaml")) {
+                Ok(_) => panic!("{from} -> {to}: accepted"),
+                Err(err) => format!("{err:#}"),
+            };
+            assert!(msg.contains(expect), "{from} -> {to}: {msg}");
+        }
+    }
+
+    /// An acknowledgment is held to its form: a command, plain relative paths, sha256 hex, a
+    /// package that is under `packages`.
+    #[test]
+    fn install_script_acknowledgments_are_strict() {
+        let m = Manifest::parse(&committed(), Path::new(MANIFEST_PATH)).unwrap();
+        let claude = &m.install_scripts_allowed["@anthropic-ai/claude-code"];
+        assert_eq!(claude.postinstall.as_deref(), Some("node install.cjs"));
+        assert_eq!(claude.files.len(), 1);
+        for (from, to, expect) in [
+            (
+                "      install.cjs: 49e8",
+                "      install.cjs: 49E8",
+                "sha256",
+            ),
+            (
+                "      install.cjs: 49e8",
+                "      ../install.cjs: 49e8",
+                "relative",
+            ),
+            (
+                "    postinstall: node install.cjs\n",
+                "",
+                "names no preinstall",
+            ),
+            (
+                "    postinstall: node install.cjs",
+                "    postinstal: node install.cjs",
+                "postinstal",
+            ),
+            ("  opencode-ai:\n", "  opencode:\n", "not under `packages`"),
         ] {
             let text = committed().replacen(from, to, 1);
             assert_ne!(text, committed(), "{from}");

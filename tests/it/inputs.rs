@@ -7,6 +7,9 @@
 mod provenance;
 mod trust;
 
+mod headline;
+mod scripts;
+
 use std::sync::Arc;
 
 use serde_json::{json, Value};

@@ -461,12 +461,13 @@ pub fn realistic() -> FixtureRegistry {
             }
             let file = format!("bin/{command}.js");
             let body = script(command);
+            let (postinstall, install_file, install_body) = fixture_install_script(name);
             r.publish(
                 name,
                 v,
                 json!({ "license": license, "bin": bin(command), "optionalDependencies": optional,
-                        "scripts": { "postinstall": "node -e 0" } }),
-                &[(file.as_str(), body.as_str())],
+                        "scripts": { "postinstall": postinstall } }),
+                &[(file.as_str(), body.as_str()), (install_file, install_body)],
                 days_ago(10),
             );
         }
@@ -497,10 +498,65 @@ pub fn realistic() -> FixtureRegistry {
     r
 }
 
-/// A scratch repository root for `XTASK_ROOT`: the committed manifest, optionally a
-/// package.json pinning `locked`.
+/// The install script the fixture's claude-code and opencode-ai run (every version the same):
+/// (postinstall command, the file it runs, that file's content). Each announces itself and
+/// changes nothing.
+pub fn fixture_install_script(name: &str) -> (&'static str, &'static str, &'static str) {
+    match name {
+        "@anthropic-ai/claude-code" => (
+            "node install.cjs",
+            "install.cjs",
+            "#!/usr/bin/env node\nconsole.log('the fixture claude-code install script');\n",
+        ),
+        "opencode-ai" => (
+            "node ./postinstall.mjs",
+            "postinstall.mjs",
+            "#!/usr/bin/env node\nconsole.log('the fixture opencode postinstall');\n",
+        ),
+        other => panic!("the fixture gives {other} no install script"),
+    }
+}
+
+/// The committed manifest with `install_scripts_allowed` acknowledging the fixture's install
+/// scripts instead of the real packages' (whose files the fixture does not carry).
+pub fn fixture_manifest() -> String {
+    use sha2::Digest as _;
+    let committed =
+        std::fs::read_to_string(super::repo_root().join("template/manifest.yaml")).unwrap();
+    let start = committed
+        .find("\ninstall_scripts_allowed:\n")
+        .expect("the manifest allows install scripts")
+        + 1;
+    let end = start
+        + committed[start..]
+            .find("\n\n")
+            .expect("a blank line after install_scripts_allowed");
+    let mut block = String::from("install_scripts_allowed:\n");
+    for name in ["@anthropic-ai/claude-code", "opencode-ai"] {
+        let (command, file, body) = fixture_install_script(name);
+        let digest = hex::encode(sha2::Sha256::digest(body.as_bytes()));
+        block.push_str(&format!(
+            "  \"{name}\":\n    postinstall: {command}\n    files:\n      {file}: {digest}\n"
+        ));
+    }
+    format!(
+        "{}{}{}",
+        &committed[..start],
+        block.trim_end(),
+        &committed[end..]
+    )
+}
+
+/// A scratch repository root for `XTASK_ROOT`: the committed manifest (acknowledging the
+/// fixture's install scripts, [`fixture_manifest`]), optionally a package.json pinning
+/// `locked`.
 pub fn scratch_root(locked: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = super::scratch_root_with(&["template/manifest.yaml"]);
+    std::fs::write(
+        dir.path().join("template/manifest.yaml"),
+        fixture_manifest(),
+    )
+    .unwrap();
     if !locked.is_empty() {
         let deps: serde_json::Map<String, Value> = locked
             .iter()

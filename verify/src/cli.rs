@@ -72,6 +72,11 @@ pub struct PinArgs {
     /// repository is the trust anchor, and moving it is a decision, not a side effect.
     #[arg(long)]
     pub allow_repository_change: bool,
+    /// Refuse a receipt whose npm inputs are not `verified` (`inputs.status`: its registry
+    /// served no registry signatures, or the receipt predates the record), naming the release
+    /// and the registry.
+    #[arg(long)]
+    pub require_verified_inputs: bool,
     /// Show the change, write nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -146,6 +151,10 @@ pub struct ConsumeArgs {
     /// As for `pin`: allow a release whose repository differs from the template's current one.
     #[arg(long)]
     pub allow_repository_change: bool,
+    /// As for `pin`: refuse the newest complete release when its npm inputs are not
+    /// `verified` (no older release is taken instead).
+    #[arg(long)]
+    pub require_verified_inputs: bool,
     /// Verify everything, write nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -180,6 +189,7 @@ impl From<PinArgs> for PinCommand {
                 template: args.template,
                 offline: args.offline,
                 allow_repository_change: args.allow_repository_change,
+                require_verified_inputs: args.require_verified_inputs,
                 dry_run: args.dry_run,
             },
             json: args.json,
@@ -197,6 +207,7 @@ impl From<ConsumeArgs> for ConsumeRequest {
             source_ref: args.source_ref,
             max_releases: args.max_releases,
             allow_repository_change: args.allow_repository_change,
+            require_verified_inputs: args.require_verified_inputs,
             dry_run: args.dry_run,
             json: args.json,
         }

@@ -310,6 +310,8 @@ pub struct ConsumeRequest {
     pub max_releases: usize,
     /// Allow a release in another repository than the template's current one.
     pub allow_repository_change: bool,
+    /// Refuse a release whose npm inputs are not `verified`.
+    pub require_verified_inputs: bool,
     /// Verify everything, write nothing.
     pub dry_run: bool,
     /// Print the result as JSON.
@@ -471,6 +473,7 @@ fn verify_and_pin(
         template: args.template.clone(),
         offline: false,
         allow_repository_change: args.allow_repository_change,
+        require_verified_inputs: args.require_verified_inputs,
         dry_run: args.dry_run,
     };
     match pin(&request, &chosen.policy, env)? {

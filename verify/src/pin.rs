@@ -256,6 +256,8 @@ pub struct PinRequest {
     pub offline: bool,
     /// Allow a receipt in another repository than the template's current one.
     pub allow_repository_change: bool,
+    /// Refuse a receipt whose npm inputs are not `verified` (docs/inputs.md).
+    pub require_verified_inputs: bool,
     /// Write nothing.
     pub dry_run: bool,
 }
@@ -292,6 +294,11 @@ pub fn pin(args: &PinRequest, policy: &ReceiptPolicy, env: &Environment) -> Resu
         .receipt
         .clone()
         .context("a valid verification carries its receipt")?;
+    if args.require_verified_inputs {
+        if let Some(refusal) = crate::receipt::inputs::unverified_refusal(&receipt) {
+            return Ok(PinOutcome::Rejected(vec![refusal]));
+        }
+    }
     let new_image = receipt.index.reference.clone();
 
     let text = String::from_utf8(template_formats::bounded_read::read_regular(

@@ -17,7 +17,10 @@ use crate::model::Platform;
 /// SBOM suppliers, so it is refused and written again by `cargo xtask lock`. 3 added whether
 /// the inputs were verified (`inputs`) and each package's and tarball's `signed_by`: an older
 /// inventory would read as unverified whatever its registry did, so it too is written again.
-pub const INVENTORY_SCHEMA_VERSION: u32 = 3;
+/// 4 added what each package allowed to run install scripts runs (`install_scripts`) and the
+/// source of the keys the signatures were verified with (`keys`): an older inventory would read
+/// as if no script content had been checked.
+pub const INVENTORY_SCHEMA_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -32,6 +35,10 @@ pub struct Inventory {
     /// Whether every entry's registry signature was verified (`verified`), or the registry
     /// served none (`unverified`: a stripping mirror); docs/inputs.md.
     pub inputs: InputStatus,
+    /// Where the registry keys that verified the signatures came from (npm's own anchors in
+    /// the pinned npm, or a `--trusted-keys` file, by name); absent when `unverified`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub keys: Option<String>,
     pub node: NodeRuntime,
     pub packages: Vec<InventoryPackage>,
     pub summary: Summary,
@@ -95,6 +102,11 @@ pub struct InventoryPackage {
     /// out); the next `resolve` refuses a version of this package with less.
     #[serde(skip_serializing_if = "Evidence::is_none", default)]
     pub evidence: Evidence,
+    /// For a package the manifest allows to run install scripts: what this version runs (the
+    /// commands and the sha256 of each file they run, read from its tarball), which `lock`
+    /// checked is the content the manifest acknowledges.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub install_scripts: Option<crate::model::install_scripts::InstallScripts>,
     /// Set for platform-binary packages.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub os: Option<Vec<String>>,
@@ -194,7 +206,7 @@ mod tests {
         let path = dir.path().join("inventory.json");
         std::fs::write(&path, committed).unwrap();
         assert!(Inventory::load(&path).is_ok());
-        let v1 = committed.replacen("\"schema_version\": 3,", "\"schema_version\": 1,", 1);
+        let v1 = committed.replacen("\"schema_version\": 4,", "\"schema_version\": 1,", 1);
         assert_ne!(v1, committed);
         std::fs::write(&path, v1).unwrap();
         let err = format!("{:#}", Inventory::load(&path).unwrap_err());

@@ -13,6 +13,7 @@
 pub mod build;
 pub mod digest;
 pub mod gate;
+pub mod install_scripts;
 pub mod inventory;
 pub mod lockfile;
 pub mod package_json;

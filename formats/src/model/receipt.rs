@@ -10,8 +10,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::model::gate::Trigger;
+use crate::model::install_scripts::InstallScripts;
 use crate::model::inventory::Tarball;
 use crate::model::publish::IndexEntry;
+pub use crate::model::resolution::InputStatus;
 use crate::model::Platform;
 
 // The receipt, version 1. Strict: an unknown field is a rejection, because a consumer that
@@ -30,6 +32,11 @@ pub struct Receipt {
     pub trigger: Trigger,
     pub gate: GateRecord,
     pub resolver: ResolverRecord,
+    /// How the release's npm inputs were judged (docs/inputs.md). Absent from receipts written
+    /// before the tool recorded it; they are still version 2 and still verify, and a consumer
+    /// who requires verified inputs refuses them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<InputsRecord>,
     pub node: NodeRecord,
     /// The template's top-level packages, each with the `latest` it was chosen from.
     pub packages: Vec<PackageRecord>,
@@ -65,6 +72,38 @@ pub struct ResolverRecord {
     pub cutoff: String,
     /// The npm registry the lockfile was generated against.
     pub registry: String,
+}
+
+/// The trust in the release's npm inputs, copied from its inventory (`inventory.json`, a
+/// release asset, which `receipt verify --artifacts` holds it to).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputsRecord {
+    /// `verified`: every lockfile entry's registry signature verified; `unverified`: the
+    /// registry served none (a stripping mirror).
+    pub status: InputStatus,
+    /// The npm registry, as `resolver.registry`.
+    pub registry: String,
+    /// Where the keys that verified the signatures came from (npm's anchors in the pinned npm,
+    /// or a `--trusted-keys` file by name); null when unverified.
+    pub keys: Option<String>,
+    /// The manifest's packages, in `packages` order.
+    pub packages: Vec<PackageInputsRecord>,
+}
+
+/// One top-level package's input trust. Its provenance (the identity it was published with)
+/// joins this record when the inventory records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageInputsRecord {
+    pub name: String,
+    pub version: String,
+    /// The registry key whose signature over `<name>@<version>:<integrity>` verified; null
+    /// when unverified.
+    pub signed_by: Option<String>,
+    /// What it runs when npm installs it, for a package the manifest allows to run install
+    /// scripts (the content the manifest acknowledged); null for the others.
+    pub install_scripts: Option<InstallScripts>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

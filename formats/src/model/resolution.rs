@@ -59,6 +59,11 @@ pub enum InputStatus {
 pub struct Rejection {
     pub version: Version,
     pub reasons: Vec<String>,
+    /// The install scripts this version runs, when they differ from what the manifest
+    /// acknowledges for the package: what a maintainer reviews and pastes into
+    /// `install_scripts_allowed` to take it (docs/inputs.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_scripts: Option<crate::model::install_scripts::InstallScripts>,
 }
 
 /// The whole resolution, as `--json` prints it.

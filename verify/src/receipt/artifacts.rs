@@ -75,6 +75,9 @@ pub fn problems(
         inventory: docs.inventory.clone().filter(|_| named("inventory.json")),
     };
     out.extend(super::policy::artifact_content_problems(receipt, &verified));
+    if let Some(Ok(inventory)) = &verified.inventory {
+        out.extend(super::inputs::inventory_problems(receipt, inventory));
+    }
     out.extend(contents_problems(receipt, evidence, &verified, unaccounted));
     out
 }
@@ -327,28 +330,7 @@ mod tests {
             lock["packages"][format!("node_modules/{}", p.name)] =
                 serde_json::json!({"version": p.version, "integrity": p.integrity});
         }
-        let tarball = |t: &TarballRecord| {
-            serde_json::json!({
-                "package": t.package, "version": t.version, "integrity": t.integrity,
-                "tarball": format!("{}{}.tgz", r.resolver.registry, t.package), "sha512": "00",
-            })
-        };
-        let inventory = serde_json::json!({
-            "schema_version": 1,
-            "resolved_at": r.resolver.cutoff,
-            "cutoff": r.resolver.cutoff,
-            "registry": r.resolver.registry,
-            "inputs": "unverified",
-            "node": {
-                "version": r.node.version,
-                "npm": tarball(&r.node.npm),
-                "platforms": r.node.platforms.iter()
-                    .map(|(p, t)| (p.to_string(), tarball(t)))
-                    .collect::<serde_json::Map<_, _>>(),
-            },
-            "packages": [],
-            "summary": template_formats::model::inventory::Summary::default(),
-        });
+        let inventory = inventory_of(&r);
         fn typed<T: serde::de::DeserializeOwned>(
             v: &serde_json::Value,
         ) -> Option<Result<T, String>> {

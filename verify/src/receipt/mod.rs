@@ -27,6 +27,7 @@
 
 pub mod artifacts;
 pub mod contents;
+pub mod inputs;
 pub mod policy;
 pub mod registry;
 pub mod schema;
@@ -135,6 +136,58 @@ pub mod tests_support {
     use template_formats::model::receipt::*;
     use template_formats::oci::index::index_bytes_of;
 
+    /// The inventory.json a release of receipt `r` carries: its Node tarballs, cutoff and
+    /// registry, its inputs' status and keys, and a top-level row per package with its registry
+    /// key and install scripts.
+    pub fn inventory_of(r: &Receipt) -> serde_json::Value {
+        let tarball = |t: &TarballRecord| {
+            serde_json::json!({
+                "package": t.package, "version": t.version, "integrity": t.integrity,
+                "tarball": format!("{}{}.tgz", r.resolver.registry, t.package), "sha512": "00",
+            })
+        };
+        let inputs = r.inputs.as_ref();
+        let packages: Vec<serde_json::Value> = r
+            .packages
+            .iter()
+            .map(|p| {
+                let record = inputs.and_then(|i| i.packages.iter().find(|q| q.name == p.name));
+                let mut row = serde_json::json!({
+                    "name": p.name, "version": p.version, "path": format!("node_modules/{}", p.name),
+                    "top_level": true, "integrity": p.integrity, "resolved": "", "install_script": false,
+                    "prerelease": false, "license": { "kind": "undeclared" },
+                });
+                if let Some(key) = record.and_then(|q| q.signed_by.as_ref()) {
+                    row["signed_by"] = key.as_str().into();
+                }
+                if let Some(scripts) = record.and_then(|q| q.install_scripts.as_ref()) {
+                    row["install_scripts"] = serde_json::to_value(scripts).unwrap();
+                }
+                row
+            })
+            .collect();
+        let mut inventory = serde_json::json!({
+            "schema_version": 4,
+            "resolved_at": r.resolver.cutoff,
+            "cutoff": r.resolver.cutoff,
+            "registry": r.resolver.registry,
+            "inputs": inputs.map_or(InputStatus::Unverified, |i| i.status),
+            "node": {
+                "version": r.node.version,
+                "npm": tarball(&r.node.npm),
+                "platforms": r.node.platforms.iter()
+                    .map(|(p, t)| (p.to_string(), tarball(t)))
+                    .collect::<serde_json::Map<_, _>>(),
+            },
+            "packages": packages,
+            "summary": template_formats::model::inventory::Summary::default(),
+        });
+        if let Some(keys) = inputs.and_then(|i| i.keys.as_ref()) {
+            inventory["keys"] = keys.as_str().into();
+        }
+        inventory
+    }
+
     pub fn manifest() -> Manifest {
         Manifest::load(&repo_root().join(paths::MANIFEST)).unwrap()
     }
@@ -223,6 +276,21 @@ pub mod tests_support {
                 cutoff: "2026-11-28T06:30:00Z".into(),
                 registry: "https://registry.npmjs.org/".into(),
             },
+            inputs: Some(InputsRecord {
+                status: InputStatus::Unverified,
+                registry: "https://registry.npmjs.org/".into(),
+                keys: None,
+                packages: manifest
+                    .packages
+                    .iter()
+                    .map(|p| PackageInputsRecord {
+                        name: p.name.clone(),
+                        version: "8.23.0".into(),
+                        signed_by: None,
+                        install_scripts: manifest.install_scripts_allowed.get(&p.name).cloned(),
+                    })
+                    .collect(),
+            }),
             node: NodeRecord {
                 version: "22.23.5".into(),
                 npm: TarballRecord {

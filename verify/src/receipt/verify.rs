@@ -152,6 +152,8 @@ pub fn verify(file_name: &str, bytes: &[u8], ctx: &VerifyContext) -> Verificatio
         .extend(super::policy::form_problems(&receipt, ctx.now));
     v.problems
         .extend(super::policy::manifest_problems(&receipt, ctx.manifest));
+    v.problems
+        .extend(super::inputs::record_problems(&receipt, ctx.manifest));
     if let Some((tag, _)) = named {
         if tag != receipt.release_tag {
             v.problems.push(problem(
@@ -441,6 +443,14 @@ pub fn verify_file(
     let mut v = verify(&file_name, &bytes, &ctx);
     if let Some(receipt) = &v.receipt {
         v.problems.extend(binding_problems(receipt, policy));
+        // The install scripts it ran against what its own manifest acknowledges (a checkout's
+        // manifest may acknowledge newer content since, and judges older releases too).
+        if policy.from_release {
+            v.problems.extend(super::inputs::acknowledged_problems(
+                receipt,
+                &policy.manifest,
+            ));
+        }
         v.valid = v.problems.is_empty();
     }
     v.file = path.display().to_string();
@@ -595,6 +605,22 @@ pub(crate) mod tests {
                 artifacts,
             },
         )
+    }
+
+    /// A receipt written before the tool recorded the input trust has no `inputs` key at all:
+    /// it is still a version-2 receipt and verifies (the gate and the plan find that release).
+    /// Its `inputs` record, when present, is checked like any field.
+    #[test]
+    fn a_receipt_from_before_the_input_trust_verifies_and_a_broken_record_is_named() {
+        let mut old = sample();
+        old.inputs = None;
+        let bytes = receipt_bytes(&old);
+        assert!(!String::from_utf8_lossy(&bytes).contains("\"inputs\""));
+        let v = verify_sample(&old);
+        assert!(v.valid, "{:?}", v.problems);
+        let mut broken = sample();
+        broken.inputs.as_mut().unwrap().registry = "https://elsewhere.example/".into();
+        assert_eq!(fields(&verify_sample(&broken)), ["inputs.registry"]);
     }
 
     pub(crate) fn fields(v: &Verification) -> Vec<&str> {

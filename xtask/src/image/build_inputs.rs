@@ -135,7 +135,12 @@ pub fn build_args(inputs: &BuildInputs, platform: Platform) -> Result<BTreeMap<S
         ("AGENT_COMMANDS".into(), commands.join(" ")),
         (
             "INSTALL_SCRIPTS_ALLOWED".into(),
-            manifest.install_scripts_allowed.join(" "),
+            manifest
+                .install_scripts_allowed
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" "),
         ),
         ("LOCKFILE_SHA256".into(), sha256_hex(&inputs.package_lock)),
         ("PACKAGE_VERSIONS".into(), pinned.join(" ")),

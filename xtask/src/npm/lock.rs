@@ -99,6 +99,7 @@ pub(crate) async fn generate(inputs: &LockInputs<'_>, progress: &Progress) -> Re
         sign_rows(&mut packages, &packuments, keys)?;
     }
     record_trust(&mut packages, &packuments, &resolution)?;
+    crate::npm::install_scripts::check_rows(&mut packages, manifest, ctx, progress).await?;
     let summary = lockfile::summarize(&packages);
     let node = node_runtime(manifest, registry, &input_trust).await?;
     let inventory = Inventory {
@@ -107,6 +108,7 @@ pub(crate) async fn generate(inputs: &LockInputs<'_>, progress: &Progress) -> Re
         cutoff: resolution.cutoff,
         registry: registry_url,
         inputs: resolution.inputs,
+        keys: input_trust.keys_source(),
         node,
         packages,
         summary,
@@ -285,12 +287,13 @@ fn check_lock(
     lock: &Lockfile,
 ) -> Result<()> {
     let cpus: Vec<&'static str> = manifest.platforms.iter().map(|p| p.npm_cpu()).collect();
+    let allowed: Vec<String> = manifest.install_scripts_allowed.keys().cloned().collect();
     let problems = lockfile::check(
         lock,
         &Policy {
             registry: registry_url,
             pinned,
-            install_scripts_allowed: &manifest.install_scripts_allowed,
+            install_scripts_allowed: &allowed,
             install_scripts_skipped: &manifest.install_scripts_skipped,
             cpus: &cpus,
         },
@@ -440,10 +443,13 @@ pub(crate) fn render_inventory_md(inv: &Inventory) -> String {
         rfc3339(inv.resolved_at),
         rfc3339(inv.cutoff),
         inv.registry,
-        match inv.inputs {
-            template_formats::model::inventory::InputStatus::Verified => "verified",
-            template_formats::model::inventory::InputStatus::Unverified =>
-                "**UNVERIFIED** (the registry served none; docs/inputs.md)",
+        match (inv.inputs, &inv.keys) {
+            (template_formats::model::inventory::InputStatus::Verified, Some(keys)) =>
+                format!("verified with {keys}"),
+            (template_formats::model::inventory::InputStatus::Verified, None) =>
+                "verified".to_owned(),
+            (template_formats::model::inventory::InputStatus::Unverified, _) =>
+                "**UNVERIFIED** (the registry served none; docs/inputs.md)".to_owned(),
         }
     ));
     out.push_str(&format!(
@@ -519,11 +525,34 @@ pub(crate) fn render_inventory_md(inv: &Inventory) -> String {
             p.version,
             license.replace('|', "\\|"),
             platform,
-            if p.install_script { "yes" } else { "" },
+            install_script_cell(p),
             notes.join(", ")
         ));
     }
     out
+}
+
+/// The install-script column: `yes`, or for a package whose scripts run what the manifest
+/// acknowledges, its commands and the files they run (sha256, 12 digits; the full digests are
+/// in inventory.json).
+fn install_script_cell(p: &template_formats::model::inventory::InventoryPackage) -> String {
+    let Some(scripts) = &p.install_scripts else {
+        return if p.install_script {
+            "yes".into()
+        } else {
+            String::new()
+        };
+    };
+    let commands = scripts
+        .commands()
+        .into_iter()
+        .map(|(name, command)| format!("{name} `{command}`"));
+    let files = scripts
+        .files
+        .iter()
+        .map(|(path, sha256)| format!("`{path}` {}", &sha256[..12]));
+    let all: Vec<String> = commands.chain(files).collect();
+    format!("pinned: {}", all.join("; ")).replace('|', "\\|")
 }
 
 /// A unified diff of `old` -> `new` for `path`, empty when they are equal.
@@ -745,6 +774,40 @@ mod tests {
         assert!(!clock_only_change(&both, &text, &later));
         // Nothing changed at all: nothing to keep back either.
         assert!(!clock_only_change(&[], &text, &committed().1));
+    }
+
+    /// The committed notes are the committed inventory rendered: neither is edited alone.
+    #[test]
+    fn the_committed_inventory_md_is_the_committed_inventory_rendered() {
+        let (_, inventory) = committed();
+        let md = std::fs::read_to_string(crate::util::repo_root().join(INVENTORY_MD_PATH)).unwrap();
+        let rendered = render_inventory_md(&inventory);
+        let differing = rendered.lines().zip(md.lines()).find(|(a, b)| a != b);
+        assert_eq!(differing, None, "rendered, then committed");
+        assert_eq!(rendered, md);
+    }
+
+    /// Each allowed package's committed inventory row records the content the committed
+    /// manifest acknowledges (`lock` checks it; an edit of one alone is caught here).
+    #[test]
+    fn the_committed_inventory_records_the_acknowledged_install_scripts() {
+        let (_, inventory) = committed();
+        let manifest =
+            Manifest::load(&crate::util::repo_root().join("template/manifest.yaml")).unwrap();
+        for (name, acknowledged) in &manifest.install_scripts_allowed {
+            let row = inventory
+                .packages
+                .iter()
+                .find(|p| p.top_level && &p.name == name)
+                .unwrap_or_else(|| panic!("{name} is not in the inventory"));
+            assert_eq!(row.install_scripts.as_ref(), Some(acknowledged), "{name}");
+        }
+        let recorded = inventory
+            .packages
+            .iter()
+            .filter(|p| p.install_scripts.is_some())
+            .count();
+        assert_eq!(recorded, manifest.install_scripts_allowed.len());
     }
 
     #[test]

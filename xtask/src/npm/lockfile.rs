@@ -186,6 +186,7 @@ pub(crate) fn inventory_rows(
             signed_by: None,
             provenance: None,
             evidence: Default::default(),
+            install_scripts: None,
             path: path.to_owned(),
             integrity: entry.integrity.clone().unwrap_or_default(),
             resolved: entry.resolved.clone().unwrap_or_default(),

@@ -2,6 +2,7 @@
 //! package-lock.json, the inventory) out.
 
 pub(crate) mod cli;
+pub(crate) mod install_scripts;
 pub mod lock;
 pub(crate) mod lockfile;
 pub(crate) mod provenance;

@@ -377,6 +377,15 @@ pub(crate) async fn download_verified(url: &str, integrity: &str) -> Result<Vec<
     use sha2::{Digest, Sha512};
     let expected = sha512_integrity(integrity)
         .with_context(|| format!("integrity `{integrity}` of {url} is not a sha512 digest"))?;
+    let bytes = download(url).await?;
+    if Sha512::digest(&bytes).as_slice() != expected.as_slice() {
+        bail!("{url} does not match its integrity {integrity}: refusing to use it");
+    }
+    Ok(bytes)
+}
+
+/// Downloads `url` whole (no check of what it is: the caller checks its integrity).
+pub(crate) async fn download(url: &str) -> Result<Vec<u8>> {
     let client = http::client_for_url(url, Timeout::Total(Duration::from_secs(300)))?;
     let bytes = client
         .get(url)
@@ -387,9 +396,6 @@ pub(crate) async fn download_verified(url: &str, integrity: &str) -> Result<Vec<
         .bytes()
         .await
         .with_context(|| format!("cannot read {url}"))?;
-    if Sha512::digest(&bytes).as_slice() != expected.as_slice() {
-        bail!("{url} does not match its integrity {integrity}: refusing to use it");
-    }
     Ok(bytes.to_vec())
 }
 

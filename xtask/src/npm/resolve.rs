@@ -129,6 +129,9 @@ pub(crate) struct Inputs<'a> {
     pub provenance: &'a BTreeMap<String, Outcome>,
     /// The locked version's trust record, as the committed inventory has it.
     pub locked_trust: Option<&'a LockedTrust>,
+    /// For a package allowed to run install scripts: the content the manifest acknowledges,
+    /// and what the versions read so far run.
+    pub scripts: Option<ScriptsReview<'a>>,
 }
 
 /// What the committed inventory says of a top-level package's locked version: the level the
@@ -200,9 +203,26 @@ pub(crate) fn publisher_of(meta: &VersionMeta) -> Option<String> {
         .map(|u| describe_publisher(&u.name, u.trusted_publisher.is_some()))
 }
 
-/// Decides one package's version. `Err` lists every candidate and why it was rejected.
-pub(crate) fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
-    let p = inputs.packument;
+/// A package's install scripts under review (`install_scripts.rs`): a version is eligible
+/// only when what it runs is what the manifest acknowledges.
+#[derive(Clone, Copy)]
+pub(crate) struct ScriptsReview<'a> {
+    pub acknowledged: &'a template_formats::manifest::InstallScripts,
+    /// Version -> its install scripts as read from its tarball, or why they could not be read.
+    pub read: &'a BTreeMap<String, Result<template_formats::manifest::InstallScripts, String>>,
+}
+
+/// The reason a version whose install scripts were not read yet carries: `resolve_all` reads
+/// them when it is the only one ([`next_scripts_to_read`]), so it never reaches the output.
+const SCRIPTS_NOT_READ: &str = "install scripts not read";
+
+/// How many tarballs of one package `resolve` reads to find a version whose install scripts
+/// are the acknowledged ones, besides those down to the locked version.
+const MAX_SCRIPT_READS: usize = 8;
+
+/// `latest`, and the versions that may be chosen, newest first: `latest` and every stable
+/// version below it.
+fn candidates(p: &Packument) -> Result<(Version, Vec<Version>)> {
     let latest_text = p
         .dist_tags
         .get("latest")
@@ -220,14 +240,75 @@ pub(crate) fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
         );
     }
 
-    let candidates = candidates(p, &latest);
+    // Candidates: `latest` first, then every stable version below it, newest first.
+    let mut candidates: Vec<Version> = p
+        .versions
+        .keys()
+        .filter_map(|v| Version::parse(v).ok())
+        .filter(|v| v.pre.is_empty() && v.build.is_empty() && *v <= latest)
+        .collect();
+    if !latest.pre.is_empty() {
+        candidates.push(latest.clone());
+    }
+    candidates.sort_by(|a, b| b.cmp(a));
+    candidates.dedup();
+    Ok((latest, candidates))
+}
+
+/// The newest version that would be taken but for its install scripts, which were not read
+/// yet: the one tarball `resolve_all` must read next. `None` when the decision needs none, or
+/// needs a version's provenance first ([`provenance_to_fetch`]: a version that falls by its
+/// provenance needs no tarball read).
+pub(crate) fn next_scripts_to_read(inputs: &Inputs<'_>) -> Option<Version> {
+    let review = inputs.scripts?;
+    let (_, candidates) = candidates(inputs.packument).ok()?;
+    for candidate in candidates {
+        // Down to the locked version every tarball is read if need be (a release that has not
+        // run for a while); below it, a few: when the newest ones all differ from the
+        // acknowledged content, older ones mostly do too, and each read is a download.
+        let at_or_above_lock = inputs.locked.is_some_and(|l| candidate >= *l);
+        if !at_or_above_lock && review.read.len() >= MAX_SCRIPT_READS {
+            return None;
+        }
+        let before = rejections_before_provenance(inputs, &candidate);
+        if before.is_empty() {
+            let pending = needs_provenance(inputs, &candidate)
+                && !inputs.provenance.contains_key(&candidate.to_string());
+            if pending || provenance_rejection(inputs, &candidate).is_none() {
+                // Taken, or its provenance is fetched next: no tarball is needed now.
+                return None;
+            }
+            continue;
+        }
+        if before == [SCRIPTS_NOT_READ] {
+            return Some(candidate);
+        }
+    }
+    None
+}
+
+/// Decides one package's version. `Err` lists every candidate and why it was rejected.
+pub(crate) fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
+    let p = inputs.packument;
+    let (latest, candidates) = candidates(p)?;
     let mut rejected = Vec::new();
     for candidate in &candidates {
-        let reasons = rejections(inputs, candidate);
+        let mut reasons = rejections(inputs, candidate);
+        if reasons.len() > 1 {
+            // Not read because it was not eligible anyway: the other reasons say why.
+            reasons.retain(|r| r != SCRIPTS_NOT_READ);
+        }
         if !reasons.is_empty() {
+            // What a maintainer acknowledges to take this version: its install scripts as
+            // read, when they are what keeps it back.
+            let install_scripts = inputs.scripts.and_then(|review| {
+                let found = review.read.get(&candidate.to_string())?.as_ref().ok()?;
+                (found != review.acknowledged).then(|| found.clone())
+            });
             rejected.push(Rejection {
                 version: candidate.clone(),
                 reasons,
+                install_scripts,
             });
             continue;
         }
@@ -307,6 +388,14 @@ pub(crate) fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
     if rejected.is_empty() {
         message.push_str("\n  the registry lists no stable version at or below latest");
     }
+    if let Some(held) = rejected.iter().find(|r| r.install_scripts.is_some()) {
+        message.push('\n');
+        message.push_str(&crate::npm::install_scripts::remedy(
+            &p.name,
+            &held.version.to_string(),
+            held.install_scripts.as_ref().expect("found above"),
+        ));
+    }
     bail!(message)
 }
 
@@ -335,29 +424,13 @@ fn signed_by(inputs: &Inputs<'_>, candidate: &Version) -> Result<Option<String>,
     .map_err(|why| format!("registry signature: {why}"))
 }
 
-/// `latest` first, then every stable version below it, newest first.
-fn candidates(p: &Packument, latest: &Version) -> Vec<Version> {
-    let mut candidates: Vec<Version> = p
-        .versions
-        .keys()
-        .filter_map(|v| Version::parse(v).ok())
-        .filter(|v| v.pre.is_empty() && v.build.is_empty() && v <= latest)
-        .collect();
-    if !latest.pre.is_empty() {
-        candidates.push(latest.clone());
-    }
-    candidates.sort_by(|a, b| b.cmp(a));
-    candidates.dedup();
-    candidates
-}
 
 /// The version whose provenance `decide` needs next and does not have: the newest candidate
 /// that passes every other rule and must be judged on its provenance. `None` when the
 /// decision needs nothing more. The edge fetches it, adds the outcome and asks again.
 pub(crate) fn provenance_to_fetch(inputs: &Inputs<'_>) -> Option<Version> {
-    let p = inputs.packument;
-    let latest = Version::parse(p.dist_tags.get("latest")?).ok()?;
-    for candidate in candidates(p, &latest) {
+    let (_, candidates) = candidates(inputs.packument).ok()?;
+    for candidate in candidates {
         if !rejections_before_provenance(inputs, &candidate).is_empty() {
             continue;
         }
@@ -532,6 +605,19 @@ fn rejections_before_provenance(inputs: &Inputs<'_>, candidate: &Version) -> Vec
         reasons.push(why);
     }
     reasons.extend(downgrade_rejection(inputs, candidate));
+    if let Some(review) = inputs.scripts {
+        match review.read.get(&text) {
+            None => reasons.push(SCRIPTS_NOT_READ.to_owned()),
+            Some(Err(why)) => reasons.push(format!("install scripts: {why}")),
+            Some(Ok(found)) => {
+                let judged =
+                    crate::npm::install_scripts::judge(&p.name, &text, review.acknowledged, found);
+                if let Err(why) = judged {
+                    reasons.push(why);
+                }
+            }
+        }
+    }
     let (binaries, missing_cpus) =
         required_platform_binaries(&meta.optional_dependencies, inputs.cpus);
     for cpu in missing_cpus {
@@ -582,12 +668,24 @@ pub(crate) async fn resolve_all(
         .map(|p| Platform::npm_cpu(*p))
         .collect();
     let names: Vec<String> = manifest.packages.iter().map(|p| p.name.clone()).collect();
+    // Whether the inputs can be verified is the first thing the command says (an unverified
+    // registry is named in its first line), so the packuments it is judged from are fetched
+    // before anything is printed.
+    let packuments = registry.packuments(&names).await?;
+    let input_trust = crate::npm::trust::establish(
+        trust,
+        registry,
+        packuments.values().map(|p| &**p),
+        &manifest.node.npm_version.to_string(),
+        ctx,
+    )
+    .await?;
+    progress.step(input_trust.headline());
     progress.step(format!(
-        "fetching {} packuments from {}",
+        "fetched {} packuments from {}",
         names.len(),
         registry.base()
     ));
-    let packuments = registry.packuments(&names).await?;
 
     // The platform packages named by any version that could be chosen.
     let mut related_names = BTreeSet::new();
@@ -605,15 +703,6 @@ pub(crate) async fn resolve_all(
         related_names.len()
     ));
     let related = registry.existing_packuments(&related_names).await?;
-    let input_trust = crate::npm::trust::establish(
-        trust,
-        registry,
-        packuments.values().map(|p| &**p),
-        &manifest.node.npm_version.to_string(),
-        ctx,
-    )
-    .await?;
-    progress.step(input_trust.headline());
 
     let locked_trust = read_locked_trust(&ctx.layout, progress);
     let mut root = None;
@@ -623,6 +712,11 @@ pub(crate) async fn resolve_all(
         let name = &spec.name;
         let packument = &packuments[name];
         let mut outcomes = BTreeMap::new();
+        let mut read = BTreeMap::new();
+        let acknowledged = manifest.install_scripts_allowed.get(name);
+        // Until the decision needs nothing more: the tarball of a version that would be taken
+        // but for its unread install scripts (a package allowed to run them), then the
+        // provenance of one that would be taken but for its unfetched provenance.
         loop {
             let inputs = Inputs {
                 packument,
@@ -635,7 +729,17 @@ pub(crate) async fn resolve_all(
                 identity: spec.provenance.as_ref(),
                 provenance: &outcomes,
                 locked_trust: locked_trust.get(name),
+                scripts: acknowledged.map(|acknowledged| ScriptsReview {
+                    acknowledged,
+                    read: &read,
+                }),
             };
+            if let Some(version) = next_scripts_to_read(&inputs) {
+                let text = version.to_string();
+                let found = read_install_scripts(packument, &text, ctx, progress).await?;
+                read.insert(text, found);
+                continue;
+            }
             let Some(version) = provenance_to_fetch(&inputs) else {
                 match decide(&inputs) {
                     Ok(r) => packages.push(r),
@@ -752,6 +856,51 @@ fn read_locked_trust(
             BTreeMap::new()
         }
     }
+
+/// The install scripts of one version, from its tarball as the packument names it (checked
+/// against the integrity the packument states: the one its registry signature covers).
+async fn read_install_scripts(
+    packument: &Packument,
+    version: &str,
+    ctx: &crate::Context,
+    progress: &Progress,
+) -> Result<Result<template_formats::manifest::InstallScripts, String>> {
+    let dist = packument.versions[version].dist.as_ref();
+    let (Some(url), Some(integrity)) = (
+        dist.and_then(|d| d.tarball.as_deref()),
+        dist.and_then(|d| d.integrity.as_deref()),
+    ) else {
+        return Ok(Err("the registry states no tarball or integrity".to_owned()));
+    };
+    progress.step(format!(
+        "reading the install scripts of {}@{version} from its tarball",
+        packument.name
+    ));
+    crate::npm::install_scripts::read(
+        &ctx.layout.tool_cache(),
+        &packument.name,
+        version,
+        url,
+        integrity,
+    )
+    .await
+}
+
+/// What a maintainer does to take each version held back by its install scripts alone: the
+/// newest such version of each package, with the manifest lines to paste after review.
+pub(crate) fn install_script_remedies(resolution: &Resolution) -> Vec<String> {
+    resolution
+        .packages
+        .iter()
+        .filter_map(|p| {
+            let held = p.rejected.iter().find(|r| r.install_scripts.is_some())?;
+            Some(crate::npm::install_scripts::remedy(
+                &p.name,
+                &held.version.to_string(),
+                held.install_scripts.as_ref()?,
+            ))
+        })
+        .collect()
 }
 
 /// A readable table of the resolution and what changed against the lock.
@@ -822,6 +971,10 @@ pub(crate) fn render_table(resolution: &Resolution) -> String {
         out.push_str(&notes.join("\n"));
         out.push('\n');
     }
+    for remedy in install_script_remedies(resolution) {
+        out.push('\n');
+        out.push_str(&remedy);
+    }
     out
 }
 
@@ -855,6 +1008,47 @@ pub(crate) fn warn_rollbacks(resolution: &Resolution) {
             p.version,
             p.latest
         );
+    }
+}
+
+/// The first line of `release` and `release plan`: whether the inputs can be verified at the
+/// registry the plan resolves against, judged as `resolve` judges it (the same packuments and
+/// keys). Only said here: `--require-signed-inputs` is enforced by the plan's resolve, on a day
+/// that resolves, so a day with nothing due does not fail on the registry. When the registry
+/// cannot be asked, the line says so and the plan goes on.
+pub(crate) async fn inputs_headline(
+    registry: &RegistryAndClock,
+    manifest: &Manifest,
+    ctx: &crate::Context,
+) -> String {
+    let ask = async {
+        let client = Registry::new(
+            &registry.registry,
+            ctx.settings.verifier.transfer.retry_base,
+        )?;
+        let names: Vec<String> = manifest.packages.iter().map(|p| p.name.clone()).collect();
+        let packuments = client.packuments(&names).await?;
+        let options = crate::npm::trust::TrustOptions {
+            require_signed_inputs: false,
+            ..registry.trust.clone()
+        };
+        let trust = crate::npm::trust::establish(
+            &options,
+            &client,
+            packuments.values().map(|p| &**p),
+            &manifest.node.npm_version.to_string(),
+            ctx,
+        )
+        .await?;
+        anyhow::Ok(trust.headline())
+    };
+    match ask.await {
+        Ok(line) => line,
+        Err(e) => format!(
+            "inputs: not judged yet: cannot ask the registry {} ({e:#}); the plan's resolve \
+             judges them when the day is due",
+            registry.registry
+        ),
     }
 }
 
@@ -923,10 +1117,13 @@ pub async fn run(request: ResolveRequest, ctx: &crate::Context) -> Result<ExitCo
         &progress,
     )
     .await?;
-    // The first line of the command's output: an unverified registry is named there.
+    // Said first (resolve_all's first line) and again here, next to the answer.
     eprintln!("{}", input_trust.headline());
     warn_rollbacks(&resolution);
     if request.json {
+        for remedy in install_script_remedies(&resolution) {
+            eprint!("{remedy}");
+        }
         print_json(&resolution)?;
     } else {
         print!("{}", render_table(&resolution));
@@ -978,7 +1175,131 @@ mod tests {
             identity: None,
             provenance: &BTreeMap::new(),
             locked_trust: None,
+            scripts: None,
         })
+    }
+
+    fn scripts(file_digest: &str) -> template_formats::manifest::InstallScripts {
+        template_formats::manifest::InstallScripts {
+            postinstall: Some("node install.cjs".into()),
+            files: [("install.cjs".to_string(), file_digest.repeat(64))].into(),
+            ..Default::default()
+        }
+    }
+
+    /// The tarballs `resolve_all` would read, in order, and its decision: each version's
+    /// install scripts come from `content` (version -> what it runs).
+    fn review(
+        p: &Packument,
+        locked: Option<&Version>,
+        acknowledged: &template_formats::manifest::InstallScripts,
+        content: &dyn Fn(&str) -> template_formats::manifest::InstallScripts,
+    ) -> (Vec<String>, Result<Resolved>) {
+        let related = Related::new();
+        let trust = InputTrust::Unverified {
+            registry: "https://r.example/".into(),
+        };
+        let mut read = BTreeMap::new();
+        let mut order = Vec::new();
+        type Read = BTreeMap<String, Result<template_formats::manifest::InstallScripts, String>>;
+        let inputs = |read: &Read| -> Result<Resolved> {
+            decide(&Inputs {
+                packument: p,
+                related: &related,
+                locked,
+                now: now(),
+                cutoff: now() - chrono::Duration::hours(48),
+                cpus: CPUS,
+                trust: &trust,
+                scripts: Some(ScriptsReview { acknowledged, read }),
+            })
+        };
+        let next = |read: &Read| -> Option<Version> {
+            next_scripts_to_read(&Inputs {
+                packument: p,
+                related: &related,
+                locked,
+                now: now(),
+                cutoff: now() - chrono::Duration::hours(48),
+                cpus: CPUS,
+                trust: &trust,
+                scripts: Some(ScriptsReview { acknowledged, read }),
+            })
+        };
+        while let Some(v) = next(&read) {
+            order.push(v.to_string());
+            read.insert(v.to_string(), Ok(content(&v.to_string())));
+        }
+        let decision = inputs(&read);
+        (order, decision)
+    }
+
+    #[test]
+    fn changed_install_scripts_hold_a_version_back_to_the_acknowledged_content() {
+        let p = packument(simple(
+            "a",
+            "1.3.0",
+            &[("1.0.0", 30), ("1.1.0", 20), ("1.2.0", 10), ("1.3.0", 1)],
+        ));
+        let acknowledged = scripts("a");
+        // 1.3.0 is in its cooldown (never read), 1.2.0 changed install.cjs, 1.1.0 did not.
+        let content = |v: &str| {
+            if v == "1.2.0" {
+                scripts("b")
+            } else {
+                scripts("a")
+            }
+        };
+        let (order, decision) = review(&p, None, &acknowledged, &content);
+        assert_eq!(order, ["1.2.0", "1.1.0"]);
+        let r = decision.unwrap();
+        assert_eq!(r.version.to_string(), "1.1.0");
+        assert!(r.held_back);
+        let held = &r.rejected[1];
+        assert_eq!(held.version.to_string(), "1.2.0");
+        let why = held.reasons.join("; ");
+        assert!(
+            why.contains("install.cjs")
+                && why.contains(&"a".repeat(64))
+                && why.contains(&"b".repeat(64)),
+            "{why}"
+        );
+        assert_eq!(held.install_scripts, Some(scripts("b")));
+        // The cooldown's rejection does not mention scripts it never read.
+        assert_eq!(r.rejected[0].reasons.len(), 1, "{:?}", r.rejected[0]);
+        assert!(r.rejected[0].install_scripts.is_none());
+        let remedies = install_script_remedies(&Resolution {
+            cutoff: now(),
+            now: now(),
+            registry: "r".into(),
+            cooldown_hours: 48,
+            inputs: InputStatus::Unverified,
+            packages: vec![r],
+        });
+        assert_eq!(remedies.len(), 1);
+        assert!(remedies[0].contains("a 1.2.0") && remedies[0].contains(&"b".repeat(64)));
+        // With every version changed, nothing is taken, and the error says what to paste.
+        let (_, decision) = review(&p, None, &acknowledged, &|_| scripts("c"));
+        let err = format!("{:#}", decision.unwrap_err());
+        assert!(
+            err.contains("install_scripts_allowed") && err.contains(&"c".repeat(64)),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tarballs_are_read_down_to_the_lock_and_a_few_below() {
+        let versions: Vec<(String, i64)> = (0..30).map(|i| (format!("1.{i}.0"), 40 - i)).collect();
+        let refs: Vec<(&str, i64)> = versions.iter().map(|(v, d)| (v.as_str(), *d)).collect();
+        let p = packument(simple("a", "1.29.0", &refs));
+        let changed = |_: &str| scripts("b");
+        let (order, _) = review(&p, None, &scripts("a"), &changed);
+        assert_eq!(order.len(), MAX_SCRIPT_READS);
+        let locked = Version::parse("1.5.0").unwrap();
+        let (order, _) = review(&p, Some(&locked), &scripts("a"), &changed);
+        // 1.29.0 .. 1.5.0 (25 versions) though that passes the budget, then none below.
+        assert_eq!(order.len(), 25);
+        assert_eq!(order.last().unwrap(), "1.5.0");
     }
 
     #[test]

@@ -63,6 +63,26 @@ impl InputTrust {
     }
 }
 
+impl InputTrust {
+    /// Where the keys came from, as the inventory and the receipt record it: the anchors'
+    /// origin, a `--trusted-keys` file by its name only (its directory is the machine's, not
+    /// the release's); `None` when the inputs are unverified.
+    pub(crate) fn keys_source(&self) -> Option<String> {
+        let InputTrust::Signed(keys) = self else {
+            return None;
+        };
+        Some(match keys.origin.strip_prefix("--trusted-keys ") {
+            Some(path) => format!(
+                "--trusted-keys {}",
+                Path::new(path)
+                    .file_name()
+                    .map_or_else(|| path.into(), |n| n.to_string_lossy())
+            ),
+            None => keys.origin.clone(),
+        })
+    }
+}
+
 /// The two targets of npm's `seeds.json`: the registry keys, and the Sigstore trusted root's
 /// JSON.
 pub(crate) fn anchors_from_seeds(seeds: &str, origin: &str) -> Result<(RegistryKeys, String)> {

@@ -102,8 +102,14 @@ pub async fn run(request: ReleaseRequest, ctx: &crate::Context) -> Result<ExitCo
         ReleaseRequest::Plan(a) => {
             let root = ctx.layout.root().to_path_buf();
             let out = absolute(&a.out)?;
+            let manifest = Manifest::load(&ctx.layout.manifest())?;
+            // The first line: whether the inputs can be verified (docs/inputs.md).
+            eprintln!(
+                "{}",
+                crate::npm::resolve::inputs_headline(&a.plan.registry, &manifest, ctx).await
+            );
             let platforms = if a.plan.platforms.is_empty() {
-                Manifest::load(&ctx.layout.manifest())?.platforms
+                manifest.platforms
             } else {
                 a.plan.platforms.clone()
             };
@@ -320,6 +326,11 @@ async fn run_all(request: ReleaseAllRequest, ctx: &crate::Context) -> Result<Exi
         return Ok(ExitCode::SUCCESS);
     }
 
+    // The first line: whether the inputs can be verified (docs/inputs.md).
+    eprintln!(
+        "{}",
+        crate::npm::resolve::inputs_headline(&request.plan.registry, &manifest, ctx).await
+    );
     let run_dir = ctx
         .layout
         .state("runs")

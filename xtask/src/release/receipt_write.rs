@@ -85,6 +85,7 @@ pub(crate) fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
     }
 
     let packages = package_records(&manifest, &resolve, &inventory)?;
+    let inputs = inputs_record(&packages, &inventory)?;
     let dependencies = inventory
         .packages
         .iter()
@@ -165,6 +166,7 @@ pub(crate) fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
             cutoff: rfc3339(inventory.cutoff),
             registry: inventory.registry.clone(),
         },
+        inputs: Some(inputs),
         node,
         packages,
         dependencies,
@@ -265,6 +267,35 @@ fn package_records(
         });
     }
     Ok(packages)
+}
+
+/// How the inputs were judged, from the inventory `lock` wrote: its status, registry and keys,
+/// and each top-level package's registry key and install scripts.
+fn inputs_record(packages: &[PackageRecord], inventory: &Inventory) -> Result<InputsRecord> {
+    let packages = packages
+        .iter()
+        .map(|p| {
+            let row = inventory
+                .packages
+                .iter()
+                .find(|row| row.top_level && row.name == p.name)
+                .with_context(|| {
+                    format!("{INVENTORY_PATH} has no top-level package `{}`", p.name)
+                })?;
+            Ok(PackageInputsRecord {
+                name: p.name.clone(),
+                version: p.version.clone(),
+                signed_by: row.signed_by.clone(),
+                install_scripts: row.install_scripts.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(InputsRecord {
+        status: inventory.inputs,
+        registry: inventory.registry.clone(),
+        keys: inventory.keys.clone(),
+        packages,
+    })
 }
 
 /// One platform's record: the build, the image pushed from it and its smoke test, which
