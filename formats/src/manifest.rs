@@ -10,8 +10,8 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 mod provenance;
-pub use provenance::{glob_matches, ProvenanceIdentity, GITHUB_ACTIONS_ISSUER};
 pub use crate::model::install_scripts::InstallScripts;
+pub use provenance::{glob_matches, ProvenanceIdentity, GITHUB_ACTIONS_ISSUER};
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -875,7 +875,7 @@ mod tests {
     /// package that is under `packages`.
     #[test]
     fn install_script_acknowledgments_are_strict() {
-        let m = Manifest::parse(&committed(), Path::new(MANIFEST_PATH)).unwrap();
+        let m = Manifest::parse(&committed(), Path::new(crate::paths::MANIFEST)).unwrap();
         let claude = &m.install_scripts_allowed["@anthropic-ai/claude-code"];
         assert_eq!(claude.postinstall.as_deref(), Some("node install.cjs"));
         assert_eq!(claude.files.len(), 1);

@@ -11,8 +11,8 @@ use crate::support::npm_fixture::{
     days_ago, fixture_install_script, fixture_manifest, fixture_now, realistic, scratch_root,
     FixtureRegistry,
 };
-use crate::support::repo_root;
 use crate::support::xtask::{xtask, Run};
+use crate::support::{checkout_file, checkout_path};
 
 fn run_in(root: &std::path::Path, registry: &FixtureRegistry, command: &[&str]) -> Run {
     xtask()
@@ -218,13 +218,10 @@ fn lock_refuses_an_entry_of_an_allowed_package_whose_scripts_differ() {
 /// and the sha256 of each acknowledged file.
 #[test]
 fn the_committed_manifest_acknowledges_what_the_committed_lock_runs() {
-    let root = repo_root();
     let manifest =
-        template_formats::manifest::Manifest::load(&root.join("template/manifest.yaml")).unwrap();
-    let lock: Value = serde_json::from_str(
-        &std::fs::read_to_string(root.join("template/package-lock.json")).unwrap(),
-    )
-    .unwrap();
+        template_formats::manifest::Manifest::load(&checkout_path("template/manifest.yaml"))
+            .unwrap();
+    let lock: Value = serde_json::from_slice(&checkout_file("template/package-lock.json")).unwrap();
     assert!(!manifest.install_scripts_allowed.is_empty());
     for (name, acknowledged) in &manifest.install_scripts_allowed {
         let entry = &lock["packages"][format!("node_modules/{name}")];

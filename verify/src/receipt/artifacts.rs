@@ -313,7 +313,6 @@ mod tests {
     use crate::receipt::verify::tests::{fields, verify_bytes, verify_sample};
     use crate::receipt::{receipt_bytes, receipt_file_name};
     use template_formats::hash::sha256_hex;
-    use template_formats::model::receipt::TarballRecord;
 
     #[test]
     fn metadata_is_checked_against_the_artifact_documents() {

@@ -29,9 +29,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256, Sha512};
 
-use template_formats::manifest::{Manifest, MANIFEST_PATH};
+use template_formats::manifest::Manifest;
 use template_formats::model::install_scripts::InstallScripts;
 use template_formats::model::inventory::InventoryPackage;
+use template_formats::paths::MANIFEST;
 
 /// The most a tarball may hold unpacked: a bound against a decompression bomb.
 const MAX_UNPACKED_BYTES: u64 = 512 << 20;
@@ -451,7 +452,7 @@ pub(crate) fn judge(
         return Ok(());
     }
     Err(format!(
-        "install scripts differ from what {MANIFEST_PATH} acknowledges for {name}: {}",
+        "install scripts differ from what {MANIFEST} acknowledges for {name}: {}",
         differences.join("; ")
     ))
 }
@@ -465,7 +466,7 @@ pub(crate) fn remedy(name: &str, version: &str, found: &InstallScripts) -> Strin
     let mut out = format!(
         "to let {name} {version} run its install scripts, review them (the tarball's \
          package.json and the files below), then replace its entry under \
-         `install_scripts_allowed:` in {MANIFEST_PATH} with:\n{indented}"
+         `install_scripts_allowed:` in {MANIFEST} with:\n{indented}"
     );
     for command in unattributed(found) {
         out.push_str(&format!(

@@ -780,7 +780,10 @@ mod tests {
     #[test]
     fn the_committed_inventory_md_is_the_committed_inventory_rendered() {
         let (_, inventory) = committed();
-        let md = std::fs::read_to_string(crate::util::repo_root().join(INVENTORY_MD_PATH)).unwrap();
+        let md = std::fs::read_to_string(
+            crate::util::repo_root().join(template_formats::paths::INVENTORY_MD),
+        )
+        .unwrap();
         let rendered = render_inventory_md(&inventory);
         let differing = rendered.lines().zip(md.lines()).find(|(a, b)| a != b);
         assert_eq!(differing, None, "rendered, then committed");

@@ -424,7 +424,6 @@ fn signed_by(inputs: &Inputs<'_>, candidate: &Version) -> Result<Option<String>,
     .map_err(|why| format!("registry signature: {why}"))
 }
 
-
 /// The version whose provenance `decide` needs next and does not have: the newest candidate
 /// that passes every other rule and must be judged on its provenance. `None` when the
 /// decision needs nothing more. The edge fetches it, adds the outcome and asks again.
@@ -856,6 +855,7 @@ fn read_locked_trust(
             BTreeMap::new()
         }
     }
+}
 
 /// The install scripts of one version, from its tarball as the packument names it (checked
 /// against the integrity the packument states: the one its registry signature covers).
@@ -1201,6 +1201,7 @@ mod tests {
         };
         let mut read = BTreeMap::new();
         let mut order = Vec::new();
+        let no_provenance = BTreeMap::new();
         type Read = BTreeMap<String, Result<template_formats::manifest::InstallScripts, String>>;
         let inputs = |read: &Read| -> Result<Resolved> {
             decide(&Inputs {
@@ -1211,6 +1212,9 @@ mod tests {
                 cutoff: now() - chrono::Duration::hours(48),
                 cpus: CPUS,
                 trust: &trust,
+                identity: None,
+                provenance: &no_provenance,
+                locked_trust: None,
                 scripts: Some(ScriptsReview { acknowledged, read }),
             })
         };
@@ -1223,6 +1227,9 @@ mod tests {
                 cutoff: now() - chrono::Duration::hours(48),
                 cpus: CPUS,
                 trust: &trust,
+                identity: None,
+                provenance: &no_provenance,
+                locked_trust: None,
                 scripts: Some(ScriptsReview { acknowledged, read }),
             })
         };

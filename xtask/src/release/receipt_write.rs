@@ -279,9 +279,7 @@ fn inputs_record(packages: &[PackageRecord], inventory: &Inventory) -> Result<In
                 .packages
                 .iter()
                 .find(|row| row.top_level && row.name == p.name)
-                .with_context(|| {
-                    format!("{INVENTORY_PATH} has no top-level package `{}`", p.name)
-                })?;
+                .with_context(|| format!("{INVENTORY} has no top-level package `{}`", p.name))?;
             Ok(PackageInputsRecord {
                 name: p.name.clone(),
                 version: p.version.clone(),

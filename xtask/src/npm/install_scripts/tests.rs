@@ -177,7 +177,7 @@ fn a_difference_names_the_command_or_file_and_both_values_and_the_remedy_parses(
             && why.contains(&sha("new"))
             && why.contains(&sha("old"))
             && why.contains("2.0.0")
-            && why.contains(MANIFEST_PATH),
+            && why.contains(template_formats::paths::MANIFEST),
         "{why}"
     );
     let mut added = acknowledged.clone();

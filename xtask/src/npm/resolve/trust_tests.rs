@@ -145,6 +145,7 @@ impl<'a> World<'a> {
             identity: self.identity.as_ref(),
             provenance: &self.outcomes,
             locked_trust: self.locked_trust.as_ref(),
+            scripts: None,
         }
     }
 
