@@ -13,7 +13,7 @@
 //!   ../shared/fixtures/sigstore has this form);
 //! - the certificate: Fulcio's for a GitHub Actions token: a 10-minute code-signing
 //!   certificate, empty subject, the workflow URI as its subject alternative name, and the
-//!   extensions of sigstore/fulcio `docs/oid-info.md` (at 001376a5): `1.3.6.1.4.1.57264.1.1`
+//!   extensions of sigstore/fulcio `docs/oid-info.md` (at sigstore/fulcio@001376a5): `1.3.6.1.4.1.57264.1.1`
 //!   to `.1.6` as raw strings, `.1.8` to `.1.22` as DER UTF8Strings;
 //! - the embedded SCT: RFC 6962 sections 3.2 and 3.3 (a precertificate entry over the
 //!   certificate's TBS without the SCT extension, the issuer key's sha256; ECDSA P-256);

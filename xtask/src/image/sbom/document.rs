@@ -66,7 +66,7 @@ pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
         ),
         creation_info: CreationInfo {
             created: input.created.to_string(),
-            creators: vec![super::tool()],
+            creators: vec![super::supplier::tool()],
         },
         packages,
         relationships,

@@ -35,11 +35,6 @@ mod trust;
 use anyhow::{Context, Result};
 
 pub use run::{run, SbomRequest};
-
-/// This tool as an SPDX actor: the document's creator and the annotations' annotator.
-fn tool() -> String {
-    format!("Tool: cargo-xtask-{}", env!("CARGO_PKG_VERSION"))
-}
 // The file formats this module writes (the verifier reads them through the formats crate).
 pub(crate) use template_formats::sbom::{
     check_file, cyclonedx, cyclonedx_file_name, sbom_file_name, sbom_file_names, spdx, Document,

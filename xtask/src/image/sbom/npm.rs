@@ -111,7 +111,7 @@ pub(super) fn node_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<
         p.annotations = vec![super::trust::tarball_annotation(
             input.inventory,
             t,
-            &super::tool(),
+            &super::supplier::tool(),
         )];
         if name == "node" {
             // Node's license file is not installed; its supplier is the Node.js project.
@@ -255,7 +255,7 @@ pub(super) fn npm_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<E
             p.annotations = vec![super::trust::package_annotation(
                 input.inventory,
                 row,
-                &super::tool(),
+                &super::supplier::tool(),
             )];
         }
         p.checksums = integrity_checksums(integrity)

@@ -117,7 +117,7 @@ fn each_broken_input_is_refused_with_its_reason() {
         published()
     )
     .contains("does not verify"));
-    // The 2022 key's window, as the seeds carry it: it ended 2025-01-29.
+    // The 2022 key's window, as the seeds carry it: it ended `2025-01-29`.
     let after = Some("2025-02-01T00:00:00Z".parse().unwrap());
     let expired = reason(name, "1.0.0", integrity, sigs, &g.seeds_keys, after);
     assert!(expired.contains("expired at 2025-01-29"), "{expired}");
