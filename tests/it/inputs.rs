@@ -58,7 +58,7 @@ fn versions(resolution: &Value) -> Vec<(String, String)> {
 /// The realistic registry, signing with a key of its own, and serving the provenance the
 /// committed manifest requires (playwright-cli's, from the Sigstore stand-in); the key's file
 /// for `--trusted-keys` and the stand-in's root for `--trusted-root` in the directory.
-fn signing() -> (FixtureRegistry, Arc<SigningKey>, tempfile::TempDir) {
+pub(crate) fn signing() -> (FixtureRegistry, Arc<SigningKey>, tempfile::TempDir) {
     let (registry, key, dir, _) = signing_with_standin();
     (registry, key, dir)
 }
@@ -88,11 +88,11 @@ fn signing_with_standin() -> (
     (registry, key, dir, standin)
 }
 
-fn keys_flag(dir: &tempfile::TempDir) -> String {
+pub(crate) fn keys_flag(dir: &tempfile::TempDir) -> String {
     dir.path().join("trusted-keys.json").display().to_string()
 }
 
-fn root_flag(dir: &tempfile::TempDir) -> String {
+pub(crate) fn root_flag(dir: &tempfile::TempDir) -> String {
     dir.path().join("trusted_root.json").display().to_string()
 }
 

@@ -522,7 +522,7 @@ pub fn fixture_install_script(name: &str) -> (&'static str, &'static str, &'stat
 pub fn fixture_manifest() -> String {
     use sha2::Digest as _;
     let committed =
-        std::fs::read_to_string(super::repo_root().join("template/manifest.yaml")).unwrap();
+        std::fs::read_to_string(super::checkout_path("template/manifest.yaml")).unwrap();
     let start = committed
         .find("\ninstall_scripts_allowed:\n")
         .expect("the manifest allows install scripts")

@@ -4,10 +4,9 @@
 //! line says what verified it.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use crate::lock::with_pinned_npm;
-use crate::support::npm_fixture::{fixture_now, realistic, scratch_root, SigningKey};
+use crate::support::npm_fixture::{fixture_now, realistic, scratch_root};
 use crate::support::xtask::{xtask, Run};
 
 /// A day the cadence does not release on (epoch day 20788 is not a multiple of 3): the plan
@@ -88,11 +87,8 @@ fn resolve_lock_and_the_release_name_an_unverified_registry_first() {
 
 #[test]
 fn a_signing_registrys_first_line_says_what_verified_it() {
-    let registry = realistic();
-    let key = Arc::new(SigningKey::generate());
-    registry.sign_with(key.clone());
-    let keys = tempfile::tempdir().unwrap();
-    let file = key.keys_file(keys.path());
+    // Signing, and serving the provenance the committed manifest requires (from the stand-in).
+    let (registry, _key, dir) = crate::inputs::signing();
     let root = scratch_root(&[]);
     let now = fixture_now().to_rfc3339();
     let resolve = run(
@@ -105,7 +101,9 @@ fn a_signing_registrys_first_line_says_what_verified_it() {
             "--now",
             &now,
             "--trusted-keys",
-            &file.display().to_string(),
+            &crate::inputs::keys_flag(&dir),
+            "--trusted-root",
+            &crate::inputs::root_flag(&dir),
         ],
     );
     let line = first_line(resolve.assert_success());
