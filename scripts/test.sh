@@ -32,7 +32,14 @@ bash scripts/lint-workflows.sh
 export XTASK_ENGINE_TESTS=1
 logs=.xtask/test-logs
 mkdir -p "$logs"
-ls -1t "$logs"/cargo-test-*.log 2>/dev/null | tail -n +10 | xargs -r rm -f
+# (Through a glob that may match nothing: on a fresh clone `ls` of an empty glob exits 2, which
+# pipefail and set -e would make this script's exit status.)
+shopt -s nullglob
+earlier_logs=("$logs"/cargo-test-*.log)
+shopt -u nullglob
+if [ "${#earlier_logs[@]}" -gt 0 ]; then
+  ls -1t "${earlier_logs[@]}" | tail -n +10 | xargs -r rm -f
+fi
 log="$logs/cargo-test-$(date -u +%Y%m%dT%H%M%SZ).log"
 stamp "cargo test (the whole output, unstamped, is also in $log)"
 started=$SECONDS
