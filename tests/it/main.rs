@@ -20,10 +20,8 @@
 //! | `kill_points` | `light_docker` (shared) | tiny images and the local registry; lock and plan on the npm fixture |
 //! | `registry_auth` (peak memory, ignored) | `heavy_docker` | a multi-GB push, measured |
 //! | `pin_consumer` | `light_docker` (shared) | tiny images; replays of a consumer's workflow; its verifier builds beside the arm64 image test (`support/verifier.rs`) |
-//! | `replay_engine` | `runner_workspace` (shared, as `light_docker`) | no engine, but timed jobs on the scenarios' workspace, as the runner user |
 //! | `resolve`, `lock`, `workflows`, a release's dry run | none | no engine |
 //! | `install_plan` | none | the Dockerfile's install plan run with the host's Node |
-//! | `expressions` | none | the replay's evaluator against GitHub's known-answer cases |
 //!
 //! Each guard is `Option`al: a test returns at once when the engine tier is skipped (a plain
 //! `cargo test` outside CI, or `XTASK_ENGINE_TESTS=0`), and fails when it is required and no
@@ -37,7 +35,6 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-mod expressions;
 mod image;
 mod install_plan;
 mod kill_points;
@@ -48,6 +45,5 @@ mod registry_auth;
 mod release;
 mod release_run;
 mod replay;
-mod replay_engine;
 mod resolve;
 mod workflows;

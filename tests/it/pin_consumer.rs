@@ -20,16 +20,14 @@ use serde_json::{json, Value};
 
 use crate::support::docker::{light_docker, load_tiny_image, local_registry};
 use crate::support::genuine_release::{self, build_json, receipt_write_for, release, smoke};
-use crate::support::replay::{
-    add_release, run_workflow, Replay, StandIn, Status, WorkflowRun, CYCLONEDX_BOM,
-    MAIN_ON_GITHUB_HOSTED, SLSA_PROVENANCE_V1, SPDX_DOCUMENT_V2_3,
-};
-use crate::support::replay::{
-    record_attestation_from, set_default_branch, SignedFrom, RUNNER_USER,
-};
 use crate::support::verifier::verifier;
 use crate::support::xtask::xtask;
 use crate::support::{committed_repo, repo_root, scratch_repo, sha256_hex, unique};
+use actions_replay::{
+    add_release, run_workflow, Replay, StandIn, Status, WorkflowRun, CYCLONEDX_BOM,
+    MAIN_ON_GITHUB_HOSTED, SLSA_PROVENANCE_V1, SPDX_DOCUMENT_V2_3,
+};
+use actions_replay::{record_attestation_from, set_default_branch, SignedFrom, RUNNER_USER};
 
 const TEMPLATE_REPOSITORY: &str = "sandbox0-ai/coding-agent-template";
 const SIGNER: &str = "sandbox0-ai/coding-agent-template/.github/workflows/update-template.yml";
@@ -464,7 +462,7 @@ fn consume_with(releases: &Releases, image: &str, inputs: &str) -> (Consumed, St
         .unwrap_or_else(|e| panic!("{}: {e}", workspace_file.display()));
     {
         // Under the lock every job holds while it walks the runner's work directory.
-        let _lock = crate::support::replay::lock_workspace().unwrap();
+        let _lock = actions_replay::lock_workspace().unwrap();
         let _ = std::fs::remove_dir_all(run.job("pin").workspace.parent().unwrap());
     }
     let pull_requests = opened.lock().unwrap().clone();

@@ -18,9 +18,9 @@ use std::sync::OnceLock;
 use serde_json::{json, Value};
 
 use crate::support::docker::{heavy_docker, local_registry, EngineGuard};
-use crate::support::replay::{rerun_failed, run_workflow, Replay, Status};
 use crate::support::xtask::xtask;
 use crate::support::{committed_resolved_at, repo_root, run_dir, scratch_repo, unique};
+use actions_replay::{rerun_failed, run_workflow, Replay, Status};
 
 const WORKFLOW: &str = ".github/workflows/update-template.yml";
 /// A cadence day (epoch day 20787) whose resolution reproduced the committed lockfile when
@@ -139,7 +139,7 @@ fn replay(workflow: &Path, (name, payload): (String, Value)) -> Replay {
 }
 
 fn outputs(
-    run: &crate::support::replay::WorkflowRun,
+    run: &actions_replay::WorkflowRun,
     job: &str,
 ) -> std::collections::BTreeMap<String, String> {
     run.job(job).outputs.clone()
@@ -383,10 +383,10 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
     // Both forms of each platform's SBOM: SPDX, and CycloneDX (`platforms[].cyclonedx`).
     let platforms = receipt["platforms"].as_array().unwrap();
     for (predicate_type, field) in [
-        (crate::support::replay::SPDX_DOCUMENT_V2_3, "sbom"),
-        (crate::support::replay::CYCLONEDX_BOM, "cyclonedx"),
+        (actions_replay::SPDX_DOCUMENT_V2_3, "sbom"),
+        (actions_replay::CYCLONEDX_BOM, "cyclonedx"),
     ] {
-        let sboms: Vec<&crate::support::replay::Attestation> = attested
+        let sboms: Vec<&actions_replay::Attestation> = attested
             .iter()
             .filter(|a| a.predicate_type == predicate_type)
             .collect();
@@ -394,7 +394,7 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
         for (attestation, platform) in sboms.iter().zip(platforms) {
             assert_eq!(
                 attestation.subjects,
-                vec![crate::support::replay::Subject {
+                vec![actions_replay::Subject {
                     name: index.0.clone(),
                     digest: platform["digest"].as_str().unwrap().to_string(),
                     path: None,

@@ -1,12 +1,12 @@
 //! What the end-to-end tests share: the runner of the xtask binary ([`xtask::xtask`]), the
 //! Docker engine and the schedule of the tests that use it ([`docker`]), fixtures (an npm
-//! registry, a genuine release, a workflow replay harness), and small helpers.
+//! registry, a genuine release, the static verifier), and small helpers. The workflow replay
+//! engine is a crate of its own (`replay/`, `actions_replay`).
 
 pub mod docker;
 pub mod genuine_release;
 pub mod npm_fixture;
 pub mod registry;
-pub mod replay;
 pub mod verifier;
 pub mod xtask;
 

@@ -1,6 +1,7 @@
-//! A workflow replay harness: runs a GitHub Actions workflow file on this machine the way a
+//! The GitHub Actions replay engine: runs a workflow file on this machine the way a
 //! GitHub-hosted runner would, so the release workflows are tested for real before they ever
-//! run on GitHub.
+//! run on GitHub. What it implements, where each behaviour comes from and the rule for growing
+//! it: README.md beside this crate.
 //!
 //! Jobs run in `needs` order (sequentially), matrix legs one after another; every `run:` step
 //! is a script executed by the non-root `runner` user (`scripts/setup-runner-user.sh`) with a
@@ -51,9 +52,7 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-#[allow(unused_imports)]
 pub use actions::{ActionCall, ActionFn, Attestation, StandIn, Subject, ATTESTATIONS_FILE};
-#[allow(unused_imports)]
 pub use gh_state::{
     add_release, attestation_records, record_attestation, record_attestation_from,
     set_default_branch, AttestationRecord, RecordSubject, SignedFrom, ATTESTATION_STORE,
@@ -64,8 +63,11 @@ pub use gh_state::{
 pub const RUNNER_USER: &str = "runner";
 pub const RUNNER_HOME: &str = "/home/runner";
 /// How long steps that run after a job was cancelled may take (GitHub's default
-/// `cancel-timeout-minutes`).
+/// `cancel-timeout-minutes`: actions/runner v2.336.0,
+/// src/Sdk/DTPipelines/Pipelines/PipelineConstants.cs, `DefaultJobCancelTimeoutInMinutes`).
 const CANCEL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// A job's `timeout-minutes` when it sets none (the same file, `DefaultJobTimeoutInMinutes`).
+const DEFAULT_JOB_TIMEOUT_MINUTES: f64 = 360.0;
 
 // ---------------------------------------------------------------------------------------------
 // Results
@@ -98,6 +100,8 @@ pub struct StepRun {
     pub conclusion: Status,
     pub outputs: BTreeMap<String, String>,
     pub log: PathBuf,
+    /// How long the step took, its `if:` and command files included.
+    pub elapsed: Duration,
 }
 
 /// One job, or one leg of a matrix job, in one attempt.
@@ -123,6 +127,9 @@ pub struct JobRun {
     pub dir: PathBuf,
     /// `GITHUB_WORKSPACE`: GitHub's fixed path, which the next job empties.
     pub workspace: PathBuf,
+    /// How long the leg took once it held the runner's workspace, post-job cache saves
+    /// included (zero for a job that was skipped or cancelled before it started).
+    pub elapsed: Duration,
 }
 
 impl JobRun {
@@ -213,6 +220,29 @@ impl WorkflowRun {
                     step.log.display()
                 );
                 out += &log_tail(&step.log, 25);
+            }
+        }
+        out
+    }
+    /// Every attempt's legs and steps with how long each took, one line each, for a test to
+    /// print: what a replay costs, step by step (skipped steps and legs left out).
+    pub fn timings(&self) -> String {
+        let mut out = format!("{}, run {}:\n", self.workflow.file, self.run_id);
+        for job in self.history.iter().filter(|j| j.outcome != Status::Skipped) {
+            out += &format!(
+                "  attempt {} {:<40} {:>7.1} s  {}\n",
+                job.attempt,
+                job.name,
+                job.elapsed.as_secs_f64(),
+                job.outcome.as_str()
+            );
+            for step in job.steps.iter().filter(|s| s.outcome != Status::Skipped) {
+                out += &format!(
+                    "      {:<44} {:>7.1} s  {}\n",
+                    step.name,
+                    step.elapsed.as_secs_f64(),
+                    step.outcome.as_str()
+                );
             }
         }
         out
@@ -736,6 +766,9 @@ impl expr::Scope for Ctx<'_> {
         })
     }
 
+    /// actions/runner v2.336.0, src/Misc/expressionFunc/hashFiles/src/hashFiles.ts: the
+    /// sha256 of the matched files' sha256s, in match order, files outside the workspace left
+    /// out, and `''` when nothing matched.
     fn hash_files(&self, patterns: &[String]) -> Result<String, String> {
         let workspace = self
             .workspace
@@ -793,7 +826,8 @@ pub fn run_workflow(replay: Replay) -> Result<WorkflowRun> {
 
 /// GitHub's "Re-run failed jobs": the same run id with the next attempt number; failed and
 /// cancelled jobs (failed matrix legs only) and every job that depends on them run again,
-/// successful jobs keep their results and outputs, and the run's artifacts stay.
+/// successful jobs keep their results and outputs, and the run's artifacts stay (GitHub's
+/// documentation, "Re-running workflows and jobs"; done by GitHub's service, not the runner).
 pub fn rerun_failed(run: &mut WorkflowRun) -> Result<()> {
     let mut jobs: BTreeSet<String> = BTreeSet::new();
     let mut failed_legs: BTreeSet<(String, usize)> = BTreeSet::new();
@@ -1136,6 +1170,12 @@ fn inputs_context(run: &WorkflowRun) -> Result<Map<String, Value>> {
     Ok(out)
 }
 
+/// The job's token permissions: the job's `permissions:`, else the workflow's, else the
+/// restricted default of a new repository (GitHub's documentation, "Controlling permissions
+/// for GITHUB_TOKEN"). The scopes are actions/runner v2.336.0's
+/// (src/Sdk/WorkflowParser/Permissions.cs) less `artifact-metadata`, `repository-projects` and
+/// `vulnerability-alerts`, which no committed workflow names: a workflow that does stops here
+/// ("invalid permission") until the engine learns them, with a test.
 fn permissions_of(run: &WorkflowRun, job: &Map<String, Value>) -> Result<BTreeMap<String, String>> {
     const SCOPES: &[&str] = &[
         "actions",
@@ -1287,6 +1327,7 @@ fn run_job(
         error: None,
         dir: PathBuf::new(),
         workspace: PathBuf::new(),
+        elapsed: Duration::ZERO,
     };
 
     // The job's `if` (default success()).
@@ -1382,7 +1423,9 @@ fn run_job(
 
 /// GitHub's matrix expansion: the cartesian product of the axes minus `exclude`, then each
 /// `include` entry is merged into every combination whose original values it does not change,
-/// or added as a combination of its own.
+/// or added as a combination of its own (GitHub's documentation, "Running variations of jobs
+/// in a workflow", "Expanding or adding matrix configurations"; the expansion happens on
+/// GitHub's side, not in actions/runner).
 fn expand_matrix(m: &Value) -> Result<Vec<Map<String, Value>>, String> {
     let m = m.as_object().ok_or("the matrix is not a mapping")?;
     let mut combos: Vec<Map<String, Value>> = vec![Map::new()];
@@ -1595,7 +1638,7 @@ fn run_leg(
         )
         .parse::<f64>()
         .map_err(|_| anyhow!("{here}: timeout-minutes is not a number"))?,
-        None => 360.0,
+        None => DEFAULT_JOB_TIMEOUT_MINUTES,
     };
 
     let continue_on_error = match job.get("continue-on-error") {
@@ -1622,6 +1665,7 @@ fn run_leg(
         .join(repo_name)
         .join(repo_name);
     let _workspace_lock = lock_workspace()?;
+    let started = Instant::now();
     if workspace.exists() {
         std::fs::remove_dir_all(&workspace)
             .with_context(|| format!("emptying the workspace {}", workspace.display()))?;
@@ -1826,6 +1870,7 @@ fn run_leg(
         error,
         dir,
         workspace,
+        elapsed: started.elapsed(),
     })
 }
 
@@ -1881,6 +1926,7 @@ impl Leg<'_> {
     }
 
     fn run_step(&mut self, i: usize, step: &Map<String, Value>) -> Result<()> {
+        let started = Instant::now();
         let id = step.get("id").and_then(Value::as_str).map(str::to_owned);
         let raw_name = step.get("name").map(scalar_text);
         let label = raw_name
@@ -1922,6 +1968,7 @@ impl Leg<'_> {
             conclusion: Status::Skipped,
             outputs: BTreeMap::new(),
             log: log.clone(),
+            elapsed: Duration::ZERO,
         };
         if !go {
             std::fs::write(&log, format!("##[replay] skipped: `if: {cond}` is false\n"))?;
@@ -2041,6 +2088,7 @@ impl Leg<'_> {
         if record.conclusion == Status::Failure {
             self.failed = true;
         }
+        record.elapsed = started.elapsed();
         self.finish_step(record)
     }
 
@@ -2192,6 +2240,9 @@ fn script_for_runner(
     Ok(argv)
 }
 
+/// The shells as actions/runner v2.336.0 runs a `run:` step on Linux
+/// (src/Runner.Worker/Handlers/ScriptHandlerHelpers.cs, `_defaultArguments` and `_extensions`;
+/// ScriptHandler.cs: no `shell` runs bash, found on PATH, with `sh`'s `-e {0}`).
 fn shell_command(shell: Option<&str>) -> Result<(Vec<String>, &'static str), String> {
     let words = |s: &str| s.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
     Ok(match shell {
@@ -2208,7 +2259,10 @@ fn shell_command(shell: Option<&str>) -> Result<(Vec<String>, &'static str), Str
     })
 }
 
-/// `GITHUB_OUTPUT`/`GITHUB_ENV`: `name=value` lines and `name<<DELIMITER` blocks.
+/// `GITHUB_OUTPUT`/`GITHUB_ENV`: `name=value` lines and `name<<DELIMITER` blocks, as
+/// actions/runner v2.336.0 reads them (src/Runner.Worker/FileCommandManager.cs,
+/// `EnvFileKeyValuePairs`: whichever of `=` and `<<` comes first decides; a block without its
+/// delimiter line is "Matching delimiter not found").
 pub fn parse_command_file(text: &str) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
     let mut lines = text.lines();
@@ -2401,3 +2455,6 @@ pub(crate) fn exec_as_runner(
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+#[cfg(test)]
+mod standalone_tests;

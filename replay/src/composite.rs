@@ -19,6 +19,11 @@
 //!   (and `github.action_status`) look at the action's steps;
 //! - a `uses:` step runs like a workflow's (emulated action, stand-in, or another registered
 //!   composite action).
+//!
+//! Read from actions/runner v2.336.0: src/Runner.Worker/ActionManifestManager.cs and
+//! action_yaml.json (the action file, its inputs and defaults, the contexts each key may use),
+//! ActionRunner.cs (undeclared inputs: "Unexpected input(s)", a warning there, an error here)
+//! and Handlers/CompositeActionHandler.cs (the steps, `GITHUB_ACTION_PATH`, outputs, status).
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
