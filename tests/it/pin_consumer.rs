@@ -2,7 +2,8 @@
 //! workflow runs it: the README's copy-paste workflow as written (only `<commit-sha>`
 //! replaced), the runner user, the action's files at a commit of this repository, the
 //! template repository's releases in the gh stand-in with attestations recorded as the
-//! release workflow makes them, the static verifier built by scripts/build-verifiers.sh, and
+//! release workflow makes them, the static verifier the release workflow's `verifier` job
+//! built (scripts/build-verifiers.sh, replayed as the runner: tests/support/verifier.rs), and
 //! receipts of images published to the local registry through a forwarder the test can shut.
 //!
 //! Each scenario has releases of its own (own images, own repository, own forwarder), so
@@ -22,7 +23,7 @@ use crate::support::docker::{light_docker, load_tiny_image, local_registry};
 use crate::support::genuine_release::{self, build_json, receipt_write_for, release, smoke};
 use crate::support::verifier::verifier;
 use crate::support::xtask::xtask;
-use crate::support::{committed_repo, repo_root, scratch_repo, sha256_hex, unique};
+use crate::support::{committed_repo, repo_root, runner_user, scratch_repo, sha256_hex, unique};
 use actions_replay::{
     add_release, run_workflow, Replay, StandIn, Status, WorkflowRun, CYCLONEDX_BOM,
     MAIN_ON_GITHUB_HOSTED, SLSA_PROVENANCE_V1, SPDX_DOCUMENT_V2_3,
@@ -36,18 +37,6 @@ const TEMPLATE_FILE: &str = "templates/coding-agent.yaml";
 const PR_ACTION: &str = "peter-evans/create-pull-request";
 /// How the release workflow's runs sign: from the default branch, on GitHub-hosted runners.
 const MAIN: SignedFrom<'static> = MAIN_ON_GITHUB_HOSTED;
-
-/// The `runner` user the replay's steps run as (scripts/setup-runner-user.sh, idempotent).
-fn runner_user() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let status = Command::new("bash")
-            .arg(repo_root().join("scripts/setup-runner-user.sh"))
-            .status()
-            .unwrap();
-        assert!(status.success(), "scripts/setup-runner-user.sh failed");
-    });
-}
 
 /// This repository at a commit, as `uses: sandbox0-ai/coding-agent-template/...@<sha>` finds it.
 fn action_repo() -> &'static (tempfile::TempDir, String) {
