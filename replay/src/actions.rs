@@ -18,7 +18,9 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
-use super::{exec_as_runner, give_to_runner, glob, Leg, StepEnd};
+use crate::glob;
+use crate::leg::{Leg, StepEnd};
+use crate::runner::{exec_as_runner, give_to_runner};
 
 /// What a closure stand-in gets: the evaluated `with:` inputs and the job's workspace.
 pub struct ActionCall<'a> {

@@ -34,10 +34,12 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context as _, Result};
 use serde_json::{json, Map, Value};
 
-use super::{
-    eval_env, eval_value, exec_as_runner, expr, give_to_runner, glob, only_known_keys,
-    parse_command_file, scalar_text, script_for_runner, Ctx, Leg, StatusMode, StepEnd,
-};
+use crate::leg::{parse_command_file, script_for_runner, Leg, StepEnd};
+use crate::run::{eval_env, eval_value};
+use crate::runner::{exec_as_runner, give_to_runner};
+use crate::scope::{Ctx, StatusMode};
+use crate::workflow::{only_known_keys, scalar_text};
+use crate::{expr, glob};
 
 const ACTION_KEYS: &[&str] = &[
     "name",
