@@ -134,10 +134,8 @@ fn run_stand_in(
             };
             match f(&call) {
                 Ok(outputs) => Ok(StepEnd {
-                    ok: true,
-                    timed_out: false,
                     outputs,
-                    pgid: None,
+                    ..StepEnd::ok()
                 }),
                 Err(e) => {
                     let mut logf = std::fs::OpenOptions::new()

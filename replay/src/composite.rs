@@ -408,6 +408,7 @@ pub(crate) fn run(
     let mut steps_ctx = Map::new();
     let mut failed = false;
     let mut timed_out = false;
+    let mut cpu = std::time::Duration::ZERO;
     for (k, step) in action.steps.iter().enumerate() {
         let id = step.get("id").map(scalar_text);
         let label = step
@@ -507,6 +508,7 @@ pub(crate) fn run(
             leg.step_env = caller_step_env;
             let end = end?;
             leg.pgids.extend(end.pgid);
+            cpu += end.cpu;
             if end.timed_out {
                 writeln!(logf, "##[error]The action has timed out.")?;
                 timed_out = true;
@@ -530,6 +532,7 @@ pub(crate) fn run(
             logf.flush()?;
             let end = exec_as_runner(&argv, &penv, &wd, log, deadline)?;
             leg.pgids.extend(end.pgid);
+            cpu += end.cpu;
             if end.timed_out {
                 writeln!(logf, "##[error]The action has timed out.")?;
                 timed_out = true;
@@ -588,8 +591,9 @@ pub(crate) fn run(
     Ok(StepEnd {
         ok: !failed,
         timed_out,
-        pgid: None,
         outputs,
+        cpu,
+        ..StepEnd::ok()
     })
 }
 

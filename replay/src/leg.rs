@@ -444,6 +444,7 @@ impl Leg<'_> {
             outputs: BTreeMap::new(),
             log: log.clone(),
             elapsed: Duration::ZERO,
+            cpu: Duration::ZERO,
         };
         if !go {
             std::fs::write(&log, format!("##[replay] skipped: `if: {cond}` is false\n"))?;
@@ -564,6 +565,7 @@ impl Leg<'_> {
             self.failed = true;
         }
         record.elapsed = started.elapsed();
+        record.cpu = end.cpu;
         self.finish_step(record)
     }
 
@@ -668,6 +670,9 @@ pub(crate) struct StepEnd {
     /// The process group the step ran in (for the end-of-job clean-up).
     pub pgid: Option<u32>,
     pub outputs: BTreeMap<String, String>,
+    /// The CPU time (user and system) of the step's processes, the ones they waited for
+    /// included; zero for what the harness does itself (the emulated actions).
+    pub cpu: Duration,
 }
 
 impl StepEnd {
@@ -677,14 +682,13 @@ impl StepEnd {
             timed_out: false,
             outputs: BTreeMap::new(),
             pgid: None,
+            cpu: Duration::ZERO,
         }
     }
     pub fn failed() -> StepEnd {
         StepEnd {
             ok: false,
-            timed_out: false,
-            outputs: BTreeMap::new(),
-            pgid: None,
+            ..StepEnd::ok()
         }
     }
 }

@@ -40,6 +40,8 @@ pub struct StepRun {
     pub log: PathBuf,
     /// How long the step took, its `if:` and command files included.
     pub elapsed: Duration,
+    /// The CPU time its processes used (user and system; see `StepEnd::cpu`).
+    pub cpu: Duration,
 }
 
 /// One job, or one leg of a matrix job, in one attempt.
@@ -71,6 +73,10 @@ pub struct JobRun {
 }
 
 impl JobRun {
+    /// The CPU time the leg's steps used.
+    pub fn cpu(&self) -> Duration {
+        self.steps.iter().map(|s| s.cpu).sum()
+    }
     pub fn step(&self, name_or_id: &str) -> &StepRun {
         self.steps
             .iter()
@@ -162,23 +168,27 @@ impl WorkflowRun {
         }
         out
     }
-    /// Every attempt's legs and steps with how long each took, one line each, for a test to
-    /// print: what a replay costs, step by step (skipped steps and legs left out).
+    /// Every attempt's legs and steps with how long each took and the CPU time its processes
+    /// used (which, unlike the wall time, does not grow with what else the machine runs), one
+    /// line each, for a test to print: what a replay costs, step by step (skipped steps and
+    /// legs left out).
     pub fn timings(&self) -> String {
-        let mut out = format!("{}, run {}:\n", self.workflow.file, self.run_id);
+        let mut out = format!("{}, run {} (wall, CPU):\n", self.workflow.file, self.run_id);
         for job in self.history.iter().filter(|j| j.outcome != Status::Skipped) {
             out += &format!(
-                "  attempt {} {:<40} {:>7.1} s  {}\n",
+                "  attempt {} {:<40} {:>7.1} s {:>7.1} s  {}\n",
                 job.attempt,
                 job.name,
                 job.elapsed.as_secs_f64(),
+                job.cpu().as_secs_f64(),
                 job.outcome.as_str()
             );
             for step in job.steps.iter().filter(|s| s.outcome != Status::Skipped) {
                 out += &format!(
-                    "      {:<44} {:>7.1} s  {}\n",
+                    "      {:<44} {:>7.1} s {:>7.1} s  {}\n",
                     step.name,
                     step.elapsed.as_secs_f64(),
+                    step.cpu.as_secs_f64(),
                     step.outcome.as_str()
                 );
             }

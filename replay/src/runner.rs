@@ -120,7 +120,7 @@ pub(crate) fn exec_as_runner(
             .arg(&argv[0]);
         c
     };
-    let mut child = command
+    let child = command
         .args(&argv[1..])
         .env_clear()
         .envs(env)
@@ -131,36 +131,70 @@ pub(crate) fn exec_as_runner(
         .process_group(0)
         .spawn()
         .with_context(|| format!("starting {argv:?} as {RUNNER_USER}"))?;
+    // Reaped with wait4 rather than `Child::try_wait`, for the CPU time the step used.
+    let pid = child.id();
     loop {
-        if let Some(status) = child.try_wait()? {
-            let mut end = if status.success() {
+        if let Some((code, cpu)) = reap(pid, false)? {
+            let mut end = if code == Some(0) {
                 StepEnd::ok()
             } else {
                 StepEnd::failed()
             };
-            if !status.success() {
+            if code != Some(0) {
                 let mut f = std::fs::OpenOptions::new().append(true).open(log)?;
                 writeln!(
                     f,
                     "##[error]Process completed with exit code {}.",
-                    status.code().unwrap_or(-1)
+                    code.unwrap_or(-1)
                 )?;
             }
-            end.pgid = Some(child.id());
+            end.pgid = Some(pid);
+            end.cpu = cpu;
             return Ok(end);
         }
         if Instant::now() >= deadline {
             let _ = Command::new("kill")
-                .args(["-KILL", "--", &format!("-{}", child.id())])
+                .args(["-KILL", "--", &format!("-{pid}")])
                 .status();
-            let _ = child.wait();
+            let cpu = reap(pid, true)?.map(|(_, cpu)| cpu).unwrap_or_default();
             return Ok(StepEnd {
                 ok: false,
                 timed_out: true,
-                outputs: BTreeMap::new(),
-                pgid: None,
+                cpu,
+                ..StepEnd::ok()
             });
         }
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits for the child `pid` (without blocking unless `block`): its exit code (`None` when a
+/// signal ended it) and the CPU time, user and system, of it and the descendants it waited
+/// for; `None` while it runs.
+fn reap(pid: u32, block: bool) -> Result<Option<(Option<i32>, Duration)>> {
+    let pid = libc::pid_t::try_from(pid).context("a child's pid")?;
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: `rusage` is plain data the kernel fills in; `pid` is this process's own child,
+        // which nothing else waits for (the `Child` that spawned it is never waited on).
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let flags = if block { 0 } else { libc::WNOHANG };
+        let reaped = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+        if reaped == 0 {
+            return Ok(None);
+        }
+        if reaped < 0 {
+            let error = std::io::Error::last_os_error();
+            if error.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            bail!("waiting for the step's process {pid}: {error}");
+        }
+        let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+        let seconds = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+        return Ok(Some((
+            code,
+            seconds(usage.ru_utime) + seconds(usage.ru_stime),
+        )));
     }
 }

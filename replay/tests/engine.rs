@@ -618,6 +618,43 @@ jobs:
 }
 
 #[test]
+fn each_step_records_its_wall_time_and_the_cpu_time_of_its_processes() {
+    if !runs() {
+        return;
+    }
+    let (_f, run) = run_ok(&format!(
+        r#"{ON}
+jobs:
+  timed:
+    runs-on: ubuntu-latest
+    steps:
+      - name: sleeps
+        run: sleep 1
+      - name: computes in a child it waits for
+        run: sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done'
+"#
+    ));
+    let job = run.job("timed");
+    let sleeps = job.step("sleeps");
+    assert!(sleeps.elapsed.as_secs_f64() >= 1.0, "{sleeps:?}");
+    assert!(
+        sleeps.cpu.as_secs_f64() < 0.5,
+        "sleeping uses no CPU: {sleeps:?}"
+    );
+    let computes = job.step("computes in a child it waits for");
+    assert!(
+        computes.cpu.as_secs_f64() >= 0.1,
+        "the child's CPU time counts: {computes:?}"
+    );
+    assert_eq!(job.cpu(), sleeps.cpu + computes.cpu);
+    let table = run.timings();
+    assert!(
+        table.contains("computes in a child it waits for"),
+        "{table}"
+    );
+}
+
+#[test]
 fn timeout_minutes_kills_the_step_and_fails_the_job() {
     if !runs() {
         return;
