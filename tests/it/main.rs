@@ -21,11 +21,9 @@
 //! | `registry_auth` (peak memory, ignored) | `heavy_docker` | a multi-GB push, measured |
 //! | `pin_consumer` | `light_docker` (shared) | tiny images; replays of a consumer's workflow; its verifier builds beside the arm64 image test (`support/verifier.rs`) |
 //! | `pin_consumer` (the documented workflow) | none | reads docs/consumers.md |
-//! | `replay_engine` | `runner_workspace` (shared, as `light_docker`) | no engine, but timed jobs on the scenarios' workspace, as the runner user |
 //! | `resolve`, `lock`, `inputs`, `workflows`, `scripts`, a release's dry run | none | no engine |
 //! | `checkout`, `test_log` | none | the checkout rule (no read of what a release rewrote), the suite's log |
 //! | `install_plan` | none | the Dockerfile's install plan run with the host's Node |
-//! | `expressions` | none | the replay's evaluator against GitHub's known-answer cases |
 //!
 //! Each guard is `Option`al: a test returns at once when the engine tier is skipped (a plain
 //! `cargo test` outside CI, or `XTASK_ENGINE_TESTS=0`), and fails when it is required and no
@@ -40,7 +38,6 @@
 mod support;
 
 mod checkout;
-mod expressions;
 mod image;
 mod inputs;
 mod install_plan;
@@ -52,7 +49,6 @@ mod registry_auth;
 mod release;
 mod release_run;
 mod replay;
-mod replay_engine;
 mod resolve;
 mod scripts;
 mod test_log;

@@ -2,7 +2,8 @@
 //! workflow runs it: docs/consumers.md's copy-paste workflow as written (only `<commit-sha>`
 //! replaced), the runner user, the action's files at a commit of this repository, the
 //! template repository's releases in the gh stand-in with attestations recorded as the
-//! release workflow makes them, the static verifier built by scripts/build-verifiers.sh, and
+//! release workflow makes them, the static verifier the release workflow's `verifier` job
+//! built (scripts/build-verifiers.sh, replayed as the runner: tests/support/verifier.rs), and
 //! receipts of images published to the local registry through a forwarder the test can shut.
 //!
 //! Each scenario has releases of its own (own images, own repository, own forwarder), so
@@ -20,18 +21,16 @@ use serde_json::{json, Value};
 
 use crate::support::docker::{light_docker, load_tiny_image, local_registry};
 use crate::support::genuine_release::{self, build_json, receipt_write_for, release, smoke};
-use crate::support::replay::{
-    add_release, run_workflow, Replay, StandIn, Status, WorkflowRun, CYCLONEDX_BOM,
-    MAIN_ON_GITHUB_HOSTED, SLSA_PROVENANCE_V1, SPDX_DOCUMENT_V2_3,
-};
-use crate::support::replay::{
-    record_attestation_from, set_default_branch, SignedFrom, RUNNER_USER,
-};
 use crate::support::verifier::verifier;
 use crate::support::xtask::xtask;
 use crate::support::{
-    checkout_path, checkout_text, committed_repo, scratch_repo, sha256_hex, unique,
+    checkout_path, checkout_text, committed_repo, runner_user, scratch_repo, sha256_hex, unique,
 };
+use actions_replay::{
+    add_release, run_workflow, Replay, StandIn, Status, WorkflowRun, CYCLONEDX_BOM,
+    MAIN_ON_GITHUB_HOSTED, SLSA_PROVENANCE_V1, SPDX_DOCUMENT_V2_3,
+};
+use actions_replay::{record_attestation_from, set_default_branch, SignedFrom, RUNNER_USER};
 
 const TEMPLATE_REPOSITORY: &str = "sandbox0-ai/coding-agent-template";
 const SIGNER: &str = "sandbox0-ai/coding-agent-template/.github/workflows/update-template.yml";
@@ -40,18 +39,6 @@ const TEMPLATE_FILE: &str = "templates/coding-agent.yaml";
 const PR_ACTION: &str = "peter-evans/create-pull-request";
 /// How the release workflow's runs sign: from the default branch, on GitHub-hosted runners.
 const MAIN: SignedFrom<'static> = MAIN_ON_GITHUB_HOSTED;
-
-/// The `runner` user the replay's steps run as (scripts/setup-runner-user.sh, idempotent).
-fn runner_user() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let status = Command::new("bash")
-            .arg(checkout_path("scripts/setup-runner-user.sh"))
-            .status()
-            .unwrap();
-        assert!(status.success(), "scripts/setup-runner-user.sh failed");
-    });
-}
 
 /// This repository at a commit, as `uses: sandbox0-ai/coding-agent-template/...@<sha>` finds it.
 fn action_repo() -> &'static (tempfile::TempDir, String) {
@@ -486,7 +473,7 @@ fn consume_with(releases: &Releases, image: &str, inputs: &str) -> (Consumed, St
         .unwrap_or_else(|e| panic!("{}: {e}", workspace_file.display()));
     {
         // Under the lock every job holds while it walks the runner's work directory.
-        let _lock = crate::support::replay::lock_workspace().unwrap();
+        let _lock = actions_replay::lock_workspace().unwrap();
         let _ = std::fs::remove_dir_all(run.job("pin").workspace.parent().unwrap());
     }
     let pull_requests = opened.lock().unwrap().clone();

@@ -1,11 +1,15 @@
-//! Tests that keep ARCHITECTURE.md true: every source file of the three crates is on the map,
-//! only the edge reads the environment, the imports follow the dependency rule
+//! Tests that keep ARCHITECTURE.md true: every source file of the workspace's crates is on the
+//! map, only the edge reads the environment, the imports follow the dependency rule
 //! (`dependencies.rs`), and each path of the checkout has one home (`paths.rs`).
 
 mod dependencies;
 mod paths;
 
 use std::path::{Path, PathBuf};
+
+/// The workspace's crates, each a folder of the checkout (the workspace's Cargo.toml `members`;
+/// a test below keeps the two the same).
+pub(crate) const WORKSPACE_CRATES: &[&str] = &["formats", "verify", "xtask", "replay"];
 
 /// The map: the first fenced block after `## Map`.
 fn map(text: &str) -> &str {
@@ -64,7 +68,7 @@ fn unnamed(root: &Path, crates: &[&str], map: &str) -> Vec<String> {
 fn every_source_file_is_on_the_map() {
     let root = crate::util::repo_root();
     let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
-    let missing = unnamed(&root, &["formats", "verify", "xtask"], map(&text));
+    let missing = unnamed(&root, WORKSPACE_CRATES, map(&text));
     assert!(
         missing.is_empty(),
         "ARCHITECTURE.md's map does not name these files; add a line for each: {missing:#?}"
@@ -317,7 +321,7 @@ fn the_members_take_the_workspace_s_versions() {
     let declared = workspace_dependencies(&workspace);
     assert!(declared.iter().any(|d| d == "serde_json"), "{declared:?}");
     let mut found = Vec::new();
-    for member in ["formats", "verify", "xtask"] {
+    for member in WORKSPACE_CRATES {
         let manifest = std::fs::read_to_string(root.join(member).join("Cargo.toml")).unwrap();
         for line in restated(&manifest, &declared) {
             found.push(format!("{member}/Cargo.toml: {line}"));
@@ -348,7 +352,7 @@ fn a_restated_version_is_found() {
     );
 }
 
-/// The most lines a production file of the three crates may have: a file past it is a module
+/// The most lines a production file of the workspace's crates may have: a file past it is a module
 /// that holds two, to be split where they meet.
 const MOST_LINES: usize = 900;
 
@@ -371,7 +375,7 @@ fn too_long(root: &Path, crates: &[&str]) -> Vec<(String, usize)> {
 
 #[test]
 fn no_production_file_is_over_900_lines() {
-    let found = too_long(&crate::util::repo_root(), &["formats", "verify", "xtask"]);
+    let found = too_long(&crate::util::repo_root(), WORKSPACE_CRATES);
     assert!(
         found.is_empty(),
         "these files are over {MOST_LINES} lines: split each where its two modules meet (its \
@@ -397,4 +401,20 @@ fn a_file_over_900_lines_is_found_and_a_test_only_one_is_not() {
         too_long(dir.path(), &["demo"]),
         [("demo/src/long.rs".to_string(), MOST_LINES + 1)]
     );
+}
+
+#[test]
+fn the_workspace_crates_are_the_workspace_members() {
+    let root = crate::util::repo_root();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let line = manifest
+        .lines()
+        .find(|l| l.starts_with("members = ["))
+        .expect("the workspace's Cargo.toml has a one-line `members = [...]`");
+    let members: Vec<&str> = line["members = [".len()..]
+        .trim_end_matches(']')
+        .split(',')
+        .map(|m| m.trim().trim_matches('"'))
+        .collect();
+    assert_eq!(members, WORKSPACE_CRATES);
 }

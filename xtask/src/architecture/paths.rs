@@ -118,7 +118,7 @@ fn each_path_of_the_checkout_has_one_home() {
         paths.get("PACKAGE_LOCK").map(String::as_str) == Some("template/package-lock.json"),
         "the walker read the paths module: {paths:?}"
     );
-    let found = spelled_out(&root, &["formats", "verify", "xtask"], module, &paths);
+    let found = spelled_out(&root, super::WORKSPACE_CRATES, module, &paths);
     assert!(
         found.is_empty(),
         "these production files spell out a path that {module} defines; name its constant \

@@ -1,20 +1,92 @@
-//! The workflow replay harness's own tests (`tests/support/replay/`): small fixture workflows
-//! whose steps are `echo`, `cat` and `id -u`, replayed as the non-root runner user. No Docker,
-//! no cargo builds inside. Needs `scripts/setup-runner-user.sh` to have run (as root).
+//! The replay engine's own tests: small fixture workflows whose steps are `echo`, `cat` and
+//! `id -u`, replayed as the non-root runner user. No Docker, no cargo builds inside, and no
+//! crate of this workspace: `cargo test -p actions-replay` builds this crate alone.
 //!
-//! No engine either, yet each test that replays takes `runner_workspace` (a light guard): its jobs take turns with
-//! the `replay` scenarios' jobs on /home/runner's workspace, and a scenario's job holds it for
-//! minutes, which timed checks here (a 0.02-minute timeout ends a job within 10 s) cannot wait
-//! out. The guard keeps these tests from running beside a scenario at all.
+//! The tests that replay need the runner user (`scripts/setup-runner-user.sh`, as root), so
+//! they run in the tier that runs the xtask's engine tests ([`runs`]). Their jobs take turns
+//! with any other replay on this machine on the runner's one workspace path (an flock held per
+//! job, `lock_workspace`), so a check of how long something took times the step, never the
+//! whole run.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use crate::support::docker::runner_workspace;
-use crate::support::replay::expr;
-use crate::support::replay::{rerun_failed, run_workflow, Replay, StandIn, Status, WorkflowRun};
+use actions_replay::expr;
+use actions_replay::{rerun_failed, run_workflow, Replay, StandIn, Status, WorkflowRun};
 use serde_json::{json, Value};
+
+/// `XTASK_ENGINE_TESTS`, the variable that decides whether the tests needing the host
+/// scripts/test.sh sets up run (the xtask's tests/support/docker.rs reads the same one).
+const ENGINE_TESTS_ENV: &str = "XTASK_ENGINE_TESTS";
+
+/// Whether a test that replays runs: with `XTASK_ENGINE_TESTS=1` (scripts/test.sh), or unset
+/// under CI, it runs and fails when the runner user is missing, naming the script that makes
+/// it; with `0`, or unset outside CI, it passes unrun and says so on stderr (written directly:
+/// libtest captures a passing test's `eprintln!`). So a plain `cargo test` on a bare machine
+/// passes, and CI cannot pass by skipping.
+fn runs() -> bool {
+    static TIER: OnceLock<bool> = OnceLock::new();
+    let required = *TIER.get_or_init(|| {
+        let ci = std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+        match std::env::var(ENGINE_TESTS_ENV).ok().as_deref().map(str::trim) {
+            Some("1") => true,
+            Some("0") => false,
+            Some(other) => panic!(
+                "{ENGINE_TESTS_ENV}={other:?}: use 1 (run the tests that need the runner user) or 0 (skip them)"
+            ),
+            None => ci,
+        }
+    });
+    if required {
+        if let Err(e) = actions_replay::runner_ids() {
+            panic!("{e:#} ({ENGINE_TESTS_ENV}=0 skips the tests that need it)");
+        }
+        return true;
+    }
+    let name = std::thread::current().name().unwrap_or("?").to_string();
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped {name}: needs the runner user scripts/setup-runner-user.sh makes \
+         ({ENGINE_TESTS_ENV}=1 runs it)"
+    );
+    false
+}
+
+/// A git repository on `main` holding `files` (`.sh` files executable) in one commit; returns
+/// it and the commit id.
+fn committed_repo(files: &[(&str, &str)]) -> (tempfile::TempDir, String) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    for (path, content) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, content).unwrap();
+        if path.ends_with(".sh") {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    git(&["init", "--quiet", "--initial-branch=main"]);
+    git(&["add", "."]);
+    git(&["commit", "--quiet", "-m", "action"]);
+    let commit = git(&["rev-parse", "HEAD"]);
+    (dir, commit)
+}
 
 /// A throwaway git repository (the source `actions/checkout` clones) with one commit, and a
 /// workflow file beside it.
@@ -119,9 +191,9 @@ const ON: &str = "on:\n  workflow_dispatch:\n  push:\n";
 
 #[test]
 fn steps_run_as_the_non_root_runner_with_github_s_environment_only() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     // What the caller's environment has (cargo sets this for test binaries) must not reach
     // the step.
     assert!(
@@ -199,9 +271,9 @@ jobs:
 
 #[test]
 fn bash_shell_has_pipefail_and_the_default_shell_does_not() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -225,9 +297,9 @@ jobs:
 #[test]
 fn working_directory_comes_from_the_step_or_the_defaults_and_background_processes_end_with_the_job()
 {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
@@ -276,9 +348,9 @@ jobs:
 
 #[test]
 fn outputs_flow_from_step_to_job_to_needs_with_env_path_and_summary_files() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, run) = run_ok(&format!(
         r#"{ON}
 defaults:
@@ -333,9 +405,9 @@ jobs:
 
 #[test]
 fn matrix_legs_expand_axes_and_include_and_evaluate_runs_on_and_name() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, run) = run_ok(&format!(
         r#"{ON}
 jobs:
@@ -399,9 +471,9 @@ jobs:
 
 #[test]
 fn fail_fast_cancels_the_remaining_legs_and_fail_fast_false_runs_them() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let yaml = |ff: bool| {
         format!(
             r#"{ON}
@@ -437,9 +509,9 @@ jobs:
 
 #[test]
 fn a_job_is_skipped_when_its_need_failed_and_not_cancelled_steps_still_run() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
@@ -518,9 +590,9 @@ jobs:
 
 #[test]
 fn continue_on_error_keeps_the_job_green_with_the_outcome_recorded() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, run) = run_ok(&format!(
         r#"{ON}
 jobs:
@@ -546,10 +618,47 @@ jobs:
 }
 
 #[test]
-fn timeout_minutes_kills_the_step_and_fails_the_job() {
-    let Some(_runner) = runner_workspace() else {
+fn each_step_records_its_wall_time_and_the_cpu_time_of_its_processes() {
+    if !runs() {
         return;
-    };
+    }
+    let (_f, run) = run_ok(&format!(
+        r#"{ON}
+jobs:
+  timed:
+    runs-on: ubuntu-latest
+    steps:
+      - name: sleeps
+        run: sleep 1
+      - name: computes in a child it waits for
+        run: sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done'
+"#
+    ));
+    let job = run.job("timed");
+    let sleeps = job.step("sleeps");
+    assert!(sleeps.elapsed.as_secs_f64() >= 1.0, "{sleeps:?}");
+    assert!(
+        sleeps.cpu.as_secs_f64() < 0.5,
+        "sleeping uses no CPU: {sleeps:?}"
+    );
+    let computes = job.step("computes in a child it waits for");
+    assert!(
+        computes.cpu.as_secs_f64() >= 0.1,
+        "the child's CPU time counts: {computes:?}"
+    );
+    assert_eq!(job.cpu(), sleeps.cpu + computes.cpu);
+    let table = run.timings();
+    assert!(
+        table.contains("computes in a child it waits for"),
+        "{table}"
+    );
+}
+
+#[test]
+fn timeout_minutes_kills_the_step_and_fails_the_job() {
+    if !runs() {
+        return;
+    }
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -562,13 +671,15 @@ jobs:
         run: echo after
 "#
     ));
-    let started = std::time::Instant::now();
     let run = run_workflow(r).unwrap();
-    assert!(
-        started.elapsed().as_secs() < 10,
-        "the timeout did not stop the step"
-    );
     let job = run.job("slow");
+    // The step's own time: the whole run's would include waiting for the runner's workspace,
+    // which another replay on this machine may hold for minutes.
+    let slept = job.step("Run sleep 30").elapsed;
+    assert!(
+        slept.as_secs() < 10,
+        "the timeout did not stop the step: it ran {slept:?}"
+    );
     assert_eq!(job.status, Status::Failure);
     assert!(
         job.error
@@ -585,9 +696,9 @@ jobs:
 
 #[test]
 fn typed_dispatch_inputs_permissions_environment_and_events_are_recorded() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let f = Fixture::new();
     let yaml = r#"
 on:
@@ -646,9 +757,9 @@ jobs:
 
 #[test]
 fn event_payloads_have_github_s_shape_per_event() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let f = Fixture::new();
     let yaml = r#"
 on:
@@ -719,9 +830,9 @@ jobs:
 
 #[test]
 fn a_misspelled_step_output_reference_stops_the_replay_naming_it() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let err = replay_error(&format!(
         r#"name: typo
 {ON}
@@ -749,9 +860,9 @@ jobs:
 
 #[test]
 fn strict_references_are_errors_naming_the_expression() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let cases: &[(&str, &str, &str)] = &[
         // (job extras, expression, expected in the error)
         (
@@ -805,9 +916,9 @@ jobs:
 
 #[test]
 fn a_misspelled_artifact_name_fails_the_download_naming_it() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
@@ -839,9 +950,9 @@ jobs:
 
 #[test]
 fn an_action_without_emulation_or_stand_in_is_an_error_naming_it() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let err = replay_error(&format!(
         "{ON}\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/setup-node@abc # v6\n"
     ));
@@ -857,9 +968,9 @@ fn an_action_without_emulation_or_stand_in_is_an_error_naming_it() {
 
 #[test]
 fn attest_actions_record_each_subject_and_refuse_missing_or_malformed_ones() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let digest = format!("sha256:{}", "ab".repeat(32));
     let (_f, r) = replay(&format!(
         r#"{ON}
@@ -1054,17 +1165,17 @@ jobs:
             recorded[3].predicate_type.as_str()
         ),
         (
-            crate::support::replay::SPDX_DOCUMENT_V2_3,
-            crate::support::replay::CYCLONEDX_BOM
+            actions_replay::SPDX_DOCUMENT_V2_3,
+            actions_replay::CYCLONEDX_BOM
         )
     );
 }
 
 #[test]
 fn attest_pushes_to_a_registry_only_with_a_docker_config_entry_for_it() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let digest = format!("sha256:{}", "cd".repeat(32));
     let push = |name: &str| {
         format!(
@@ -1156,15 +1267,15 @@ jobs:
         .all(|a| a.sigstore_instance == "public-good"));
     // The real action signs and stores the attestation before it pushes: GitHub's API holds
     // all five, including the three whose push failed.
-    let stored = crate::support::replay::attestation_records(&run.replay.gh_state_dir()).unwrap();
+    let stored = actions_replay::attestation_records(&run.replay.gh_state_dir()).unwrap();
     assert_eq!(stored.len(), 5, "{stored:?}");
 }
 
 #[test]
 fn stand_ins_replace_actions_as_closures_or_scripts() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -1206,9 +1317,9 @@ jobs:
 
 #[test]
 fn fake_tools_come_first_on_the_runner_s_path() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:
@@ -1234,9 +1345,9 @@ jobs:
 
 #[test]
 fn checkout_clones_the_run_sha_for_the_runner_and_honours_persist_credentials() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (f, run) = run_ok(&format!(
         r#"{ON}
 jobs:
@@ -1265,7 +1376,7 @@ jobs:
     ));
     use std::os::unix::fs::MetadataExt as _;
     let workspace = run.job("j").workspace.clone();
-    let (uid, _) = crate::support::replay::runner_ids().unwrap();
+    let (uid, _) = actions_replay::runner_ids().unwrap();
     assert_eq!(
         std::fs::metadata(workspace.join("written-by-runner"))
             .unwrap()
@@ -1290,9 +1401,9 @@ jobs:
 
 #[test]
 fn upload_name_clash_fails_without_overwrite_passes_with_it_also_across_a_rerun() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let yaml = |overwrite: bool| {
         format!(
             r#"{ON}
@@ -1351,9 +1462,9 @@ jobs:
 
 #[test]
 fn download_by_pattern_merges_and_the_upload_root_is_the_least_common_ancestor() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, run) = run_ok(&format!(
         r#"{ON}
 jobs:
@@ -1417,9 +1528,9 @@ jobs:
 
 #[test]
 fn if_no_files_found_error_fails_and_warn_passes() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
@@ -1447,9 +1558,9 @@ jobs:
 
 #[test]
 fn cache_misses_saves_after_a_successful_job_and_hits_on_the_next_run() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let f = Fixture::new();
     let cache = tempfile::tempdir().unwrap();
     let yaml = format!(
@@ -1511,9 +1622,9 @@ jobs:
 
 #[test]
 fn rerun_failed_reruns_only_the_failed_job_and_its_dependents() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, mut run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
@@ -1563,9 +1674,9 @@ jobs:
 
 #[test]
 fn rerun_failed_reruns_only_the_failed_and_cancelled_matrix_legs() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, mut run) = replay_to_end(&format!(
         r#"{ON}
 jobs:
@@ -1647,9 +1758,9 @@ const RELEASE_JOB: &str = r#"
 
 #[test]
 fn gh_stand_in_keeps_releases_and_refuses_to_change_a_published_one() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, run) = run_ok(&format!("{ON}\njobs:{RELEASE_JOB}"));
     assert_eq!(
         run.job("release").step("read").outputs["list"],
@@ -1664,9 +1775,9 @@ fn gh_stand_in_keeps_releases_and_refuses_to_change_a_published_one() {
 
 #[test]
 fn gh_stand_in_refuses_writes_without_contents_write_and_calls_without_a_token() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, run) = replay_to_end(&format!(
         r#"{ON}
 permissions:
@@ -1711,9 +1822,9 @@ jobs:
 
 #[test]
 fn gh_fail_once_fails_the_last_step_and_a_rerun_finishes_the_release() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, r) = replay(&format!("{ON}\njobs:{RELEASE_JOB}"));
     r.gh_fail_once("release edit").unwrap();
     let mut run = run_workflow(r).unwrap();
@@ -1827,8 +1938,7 @@ fn expressions_follow_github_s_coercion_and_functions() {
 
 #[test]
 fn command_files_parse_single_and_multi_line_forms() {
-    let parsed =
-        crate::support::replay::parse_command_file("a=1\n\nb<<EOF\nx\ny=z\nEOF\nc=\n").unwrap();
+    let parsed = actions_replay::parse_command_file("a=1\n\nb<<EOF\nx\ny=z\nEOF\nc=\n").unwrap();
     assert_eq!(
         parsed,
         vec![
@@ -1837,8 +1947,8 @@ fn command_files_parse_single_and_multi_line_forms() {
             ("c".into(), String::new())
         ]
     );
-    assert!(crate::support::replay::parse_command_file("b<<EOF\nno end\n").is_err());
-    assert!(crate::support::replay::parse_command_file("just text\n").is_err());
+    assert!(actions_replay::parse_command_file("b<<EOF\nno end\n").is_err());
+    assert!(actions_replay::parse_command_file("just text\n").is_err());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1935,7 +2045,7 @@ runs:
 "#;
 
 fn action_fixture() -> (tempfile::TempDir, String) {
-    crate::support::committed_repo(&[
+    committed_repo(&[
         (".github/actions/greet/action.yml", GREET_ACTION),
         (
             ".github/actions/greet/tail.sh",
@@ -1952,9 +2062,9 @@ fn action_fixture() -> (tempfile::TempDir, String) {
 
 #[test]
 fn composite_action_runs_its_steps_with_inputs_outputs_env_and_its_own_files() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (actions, commit) = action_fixture();
     let (_f, r) = replay(&format!(
         r#"{ON}
@@ -1999,9 +2109,9 @@ jobs:
 
 #[test]
 fn a_failing_composite_step_fails_the_calling_step_and_failure_steps_still_run() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (actions, _) = action_fixture();
     let (_f, r) = replay(&format!(
         r#"{ON}
@@ -2033,9 +2143,9 @@ jobs:
 
 #[test]
 fn composite_steps_may_use_stand_ins_and_other_composite_actions() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (actions, _) = action_fixture();
     let (_f, r) = replay(&format!(
         r#"{ON}
@@ -2063,10 +2173,10 @@ jobs:
 
 #[test]
 fn composite_actions_refuse_what_github_rejects_or_ignores() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
-    let broken = crate::support::committed_repo(&[
+    }
+    let broken = committed_repo(&[
         (
             "noshell/action.yml",
             "name: x\ndescription: x\nruns:\n  using: composite\n  steps:\n    - run: echo hi\n",
@@ -2120,7 +2230,7 @@ fn composite_actions_refuse_what_github_rejects_or_ignores() {
 // gh: another repository's releases, attestations
 // ---------------------------------------------------------------------------------------------
 
-use crate::support::replay::{add_release, attestation_records, record_attestation};
+use actions_replay::{add_release, attestation_records, record_attestation};
 
 const TEMPLATE: &str = "acme/template";
 const TEMPLATE_RELEASE_WF: &str = "acme/template/.github/workflows/release.yml";
@@ -2151,9 +2261,9 @@ fn template_state() -> tempfile::TempDir {
 
 #[test]
 fn gh_reads_another_repository_s_published_releases_and_changes_nothing_there() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let state = template_state();
     let (_f, r) = replay(&format!(
         r#"{ON}
@@ -2233,9 +2343,9 @@ jobs:
 
 #[test]
 fn gh_attestation_verify_checks_digest_predicate_type_and_signer_workflow() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let state = template_state();
     let file_digest = sha256_of(b"v1.1.0\n");
     let image_digest = format!("sha256:{}", "cd".repeat(32));
@@ -2243,7 +2353,7 @@ fn gh_attestation_verify_checks_digest_predicate_type_and_signer_workflow() {
         state.path(),
         TEMPLATE,
         TEMPLATE_RELEASE_WF,
-        crate::support::replay::SLSA_PROVENANCE_V1,
+        actions_replay::SLSA_PROVENANCE_V1,
         &[("template.txt".into(), file_digest.clone())],
     )
     .unwrap();
@@ -2251,7 +2361,7 @@ fn gh_attestation_verify_checks_digest_predicate_type_and_signer_workflow() {
         state.path(),
         TEMPLATE,
         TEMPLATE_RELEASE_WF,
-        crate::support::replay::SPDX_DOCUMENT_V2_3,
+        actions_replay::SPDX_DOCUMENT_V2_3,
         &[("ghcr.io/acme/template".into(), image_digest.clone())],
     )
     .unwrap();
@@ -2372,9 +2482,9 @@ jobs:
 
 #[test]
 fn a_fixture_release_in_the_run_s_own_state_is_the_runner_s_to_update() {
-    let Some(_runner) = runner_workspace() else {
+    if !runs() {
         return;
-    };
+    }
     let (_f, r) = replay(&format!(
         r#"{ON}
 jobs:

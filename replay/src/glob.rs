@@ -1,4 +1,5 @@
-//! File globs as `@actions/glob` reads them (upload-artifact, cache, hashFiles): one pattern a
+//! File globs as `@actions/glob` reads them (actions/toolkit packages/glob, 0.6.x as
+//! upload-artifact v7.0.0 bundles it; upload-artifact, cache, hashFiles): one pattern a
 //! line, `!` excludes, `*` `?` `[...]` within a path segment, `**` across segments, and a
 //! pattern naming a directory includes everything below it. Also the search paths the patterns
 //! start from, which decide an artifact's root.

@@ -19,6 +19,11 @@
 //!   (and `github.action_status`) look at the action's steps;
 //! - a `uses:` step runs like a workflow's (emulated action, stand-in, or another registered
 //!   composite action).
+//!
+//! Read from actions/runner v2.336.0: src/Runner.Worker/ActionManifestManager.cs and
+//! action_yaml.json (the action file, its inputs and defaults, the contexts each key may use),
+//! ActionRunner.cs (undeclared inputs: "Unexpected input(s)", a warning there, an error here)
+//! and Handlers/CompositeActionHandler.cs (the steps, `GITHUB_ACTION_PATH`, outputs, status).
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -29,10 +34,12 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context as _, Result};
 use serde_json::{json, Map, Value};
 
-use super::{
-    eval_env, eval_value, exec_as_runner, expr, give_to_runner, glob, only_known_keys,
-    parse_command_file, scalar_text, script_for_runner, Ctx, Leg, StatusMode, StepEnd,
-};
+use crate::leg::{parse_command_file, script_for_runner, Leg, StepEnd};
+use crate::run::{eval_env, eval_value};
+use crate::runner::{exec_as_runner, give_to_runner};
+use crate::scope::{Ctx, StatusMode};
+use crate::workflow::{only_known_keys, scalar_text};
+use crate::{expr, glob};
 
 const ACTION_KEYS: &[&str] = &[
     "name",
@@ -401,6 +408,7 @@ pub(crate) fn run(
     let mut steps_ctx = Map::new();
     let mut failed = false;
     let mut timed_out = false;
+    let mut cpu = std::time::Duration::ZERO;
     for (k, step) in action.steps.iter().enumerate() {
         let id = step.get("id").map(scalar_text);
         let label = step
@@ -500,6 +508,7 @@ pub(crate) fn run(
             leg.step_env = caller_step_env;
             let end = end?;
             leg.pgids.extend(end.pgid);
+            cpu += end.cpu;
             if end.timed_out {
                 writeln!(logf, "##[error]The action has timed out.")?;
                 timed_out = true;
@@ -523,6 +532,7 @@ pub(crate) fn run(
             logf.flush()?;
             let end = exec_as_runner(&argv, &penv, &wd, log, deadline)?;
             leg.pgids.extend(end.pgid);
+            cpu += end.cpu;
             if end.timed_out {
                 writeln!(logf, "##[error]The action has timed out.")?;
                 timed_out = true;
@@ -581,8 +591,9 @@ pub(crate) fn run(
     Ok(StepEnd {
         ok: !failed,
         timed_out,
-        pgid: None,
         outputs,
+        cpu,
+        ..StepEnd::ok()
     })
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # A stand-in for the GitHub CLI's `gh release` and `gh attestation verify` commands, for the
-# workflow replay harness (tests/support/replay/). Releases live in
+# workflow replay engine (the actions-replay crate, replay/). Releases live in
 # STATE/releases/<tag>/release.json + assets/.
 #
 # Stricter than nothing, as strict as GitHub where it matters:

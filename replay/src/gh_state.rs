@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context as _, Result};
 use serde_json::{json, Value};
 
-use super::{give_to_runner, set_mode, Replay};
+use crate::config::Replay;
+use crate::runner::{give_to_runner, set_mode};
 
 /// The file in a gh state dir with every attestation of that repository.
 pub const ATTESTATION_STORE: &str = "attestations.jsonl";

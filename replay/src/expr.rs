@@ -9,7 +9,7 @@
 //! equality and ordering: OrdinalIgnoreCase strings compared upper-cased, objects and arrays
 //! equal only to themselves), `data/*.ts` (how each kind becomes a string or a number) and
 //! `funcs/*.ts`. Its known-answer cases, `expressions/testdata/*.json`, run against this file
-//! in `tests/it/expressions.rs`; a case that disagrees fails there, unless it is listed there
+//! in `tests/expressions.rs` (this crate); a case that disagrees fails there, unless it is listed there
 //! with the reason.
 //!
 //! Where the harness is stricter than GitHub, on purpose: a [`Scope`] is asked to vet every

@@ -18,7 +18,9 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
-use super::{exec_as_runner, give_to_runner, glob, Leg, StepEnd};
+use crate::glob;
+use crate::leg::{Leg, StepEnd};
+use crate::runner::{exec_as_runner, give_to_runner};
 
 /// What a closure stand-in gets: the evaluated `with:` inputs and the job's workspace.
 pub struct ActionCall<'a> {
@@ -132,10 +134,8 @@ fn run_stand_in(
             };
             match f(&call) {
                 Ok(outputs) => Ok(StepEnd {
-                    ok: true,
-                    timed_out: false,
                     outputs,
-                    pgid: None,
+                    ..StepEnd::ok()
                 }),
                 Err(e) => {
                     let mut logf = std::fs::OpenOptions::new()
@@ -183,7 +183,9 @@ fn truthy_input(with: &BTreeMap<String, String>, key: &str, default: bool) -> Re
 
 /// Checks out the harness's source repository at the run's sha (or `ref`) into the workspace
 /// (or `path` below it), detached, `fetch-depth` commits deep. `origin` is the local source, so
-/// nothing can reach github.com.
+/// nothing can reach github.com. With `persist-credentials` (the default) the token stays in the
+/// clone's config as actions/checkout v7.0.1 (actions/checkout@3d3c42e) leaves it (src/git-auth-helper.ts:
+/// `http.https://github.com/.extraheader`, basic `x-access-token:<token>`).
 fn checkout(
     leg: &mut Leg,
     with: &BTreeMap<String, String>,
@@ -312,6 +314,12 @@ fn artifacts_dir(leg: &Leg) -> PathBuf {
     leg.env.run.replay.root().join("artifacts")
 }
 
+/// actions/upload-artifact v7.0.0 (actions/upload-artifact@bbbca2d): the name's forbidden characters and their message
+/// (@actions/artifact, actions/toolkit packages/artifact/src/internal/upload/
+/// path-and-artifact-name-validation.ts), `if-no-files-found` (src/upload/upload-artifact.ts),
+/// a name already uploaded in this run refused unless `overwrite` (the service's 409), and the
+/// artifact's root: the least common ancestor of the search paths (src/shared/search.ts,
+/// `getMultiPathLCA`), or a lone file's directory.
 fn upload(
     leg: &mut Leg,
     with: &BTreeMap<String, String>,
@@ -468,6 +476,9 @@ fn copy_tree(from: &Path, to: &Path, for_runner: bool) -> Result<usize> {
     Ok(n)
 }
 
+/// actions/download-artifact v8.0.1 (actions/download-artifact@3e5f45b, src/download-artifact.ts): one artifact by
+/// `name` (missing: @actions/artifact's "Artifact not found for name", find/get-artifact.ts), or
+/// every artifact matching `pattern`, each in a directory of its name unless `merge-multiple`.
 fn download(
     leg: &mut Leg,
     with: &BTreeMap<String, String>,
@@ -579,6 +590,11 @@ fn entry_dir(store: &Path, key: &str, version: &str) -> PathBuf {
     ))
 }
 
+/// actions/cache v5.0.5 (actions/cache@27d5ce7, src/restoreImpl.ts): the exact key, else the newest entry
+/// whose key starts with a `restore-keys` line, for the same paths (@actions/cache's "version";
+/// here the sha256 of the path lines, without the compression method and OS the real one also
+/// hashes), with its messages and outputs; the save is a post-job step that runs only when the
+/// job succeeded (action.yml, `post-if: success()`) and never replaces an entry.
 fn cache_restore(
     leg: &mut Leg,
     with: &BTreeMap<String, String>,

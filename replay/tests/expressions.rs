@@ -1,9 +1,10 @@
-//! The replay's expression evaluator (`support/replay/expr.rs`) against GitHub's own
-//! known-answer tests for the expression language.
+//! The replay's expression evaluator (`src/expr.rs`) against GitHub's own known-answer tests
+//! for the expression language.
 //!
 //! The cases are `expressions/testdata/*.json` of
 //! actions/languageservices@4043eda158e16579cc5fb1b0b07a4bce2a76f0b5 (`@actions/expressions`
-//! 0.3.61, MIT, LICENSE beside them), copied unchanged into `tests/fixtures/actions-expressions/`. Upstream runs them
+//! 0.3.61, MIT, LICENSE beside them), copied unchanged into this crate's
+//! `tests/fixtures/actions-expressions/`. Upstream runs them
 //! through `expressions/src/xlang.test.ts`; the file format is its `TestCase`: `expr`, optional
 //! `contexts`, and either `result: {kind, value}` or `err: {kind: lexing|parsing|evaluation}`.
 //! The cases marked `options.skip: ["typescript"]` are ones the TypeScript port gets wrong
@@ -18,7 +19,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::support::replay::expr;
+use actions_replay::expr;
 
 const CASES_DIR: &str = "tests/fixtures/actions-expressions";
 
@@ -172,7 +173,7 @@ fn disagreement(case: &Case) -> Option<String> {
 
 #[test]
 fn the_replay_evaluates_expressions_as_github_does() {
-    let cases = load_cases(&crate::support::checkout_path(CASES_DIR));
+    let cases = load_cases(&Path::new(env!("CARGO_MANIFEST_DIR")).join(CASES_DIR));
     assert!(
         cases.len() >= 1000,
         "{CASES_DIR} holds {} cases; upstream's 28 files hold 1,020",
