@@ -25,6 +25,7 @@ pub mod receipt;
 pub mod resolution;
 pub mod smoke;
 pub mod tag;
+pub mod transcript;
 pub mod trust;
 
 pub use digest::Digest;

@@ -244,9 +244,13 @@ pub mod tests_support {
                             name,
                             passed: true,
                             output: "ok".into(),
+                            duration_secs: None,
                         })
                         .collect(),
                 },
+                layers: None,
+                transcripts: None,
+                harnesses: None,
             })
             .collect();
         let entries: Vec<IndexEntry> = platforms.iter().map(IndexEntry::from).collect();
@@ -318,6 +322,8 @@ pub mod tests_support {
                     rollback: false,
                     held_back: false,
                     notes: vec![],
+                    repository: None,
+                    rejected: vec![],
                 })
                 .collect(),
             dependencies: vec![],

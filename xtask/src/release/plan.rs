@@ -822,6 +822,7 @@ mod tests {
             evidence: Default::default(),
             publisher: None,
             publisher_change: None,
+            repository: None,
         }
     }
 
