@@ -13,6 +13,7 @@ pub mod cli;
 pub mod consume;
 pub mod fs;
 pub mod http;
+pub mod notes;
 pub mod oci;
 pub mod pin;
 pub mod receipt;

@@ -16,6 +16,7 @@ pub mod gate;
 pub mod install_scripts;
 pub mod inventory;
 pub mod lockfile;
+pub mod notes;
 pub mod package_json;
 pub mod plan;
 pub mod platform;
