@@ -7,8 +7,23 @@
 use template_formats::model::notes::*;
 use template_formats::model::resolution::InputStatus;
 
-/// The whole notes.
+/// The whole notes. Every control or invisible character a receipt's text may carry is
+/// written as `\u{XXXX}` (`terminal_text`), so the text is as safe on a terminal as in a
+/// GitHub body.
 pub fn render(n: &ReleaseNotes) -> String {
+    let text = unescaped(n);
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c != '\n' && crate::terminal_text::needs_escape(c) {
+            out.push_str(&format!("\\u{{{:04X}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn unescaped(n: &ReleaseNotes) -> String {
     let mut out = format!("# Coding agent template {}\n\n", n.release_tag);
     out.push_str(&headline(n));
     out.push('\n');

@@ -278,7 +278,12 @@ fn check_secs(p: &PlatformRecord, name: &str) -> Option<f64> {
 fn harness_notes(new: &ReleaseFiles, previous: Option<&ReleaseFiles>) -> Vec<HarnessNote> {
     let r = &new.receipt;
     let old = previous.map(|p| &p.receipt);
-    harness_names(r)
+    let mut names = harness_names(r);
+    // In the manifest's order when the release's manifest is at hand.
+    if let Ok(m) = &new.manifest {
+        names.sort_by_key(|n| m.harnesses.iter().position(|h| h.name == *n));
+    }
+    names
         .into_iter()
         .map(|name| {
             let package = new.manifest.as_ref().ok().and_then(|m| {
@@ -498,3 +503,6 @@ fn inputs_note(
         packages,
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -53,9 +53,7 @@ pub(crate) fn notes_of(
     Ok(notes::build(&new, previous.as_ref()))
 }
 
-/// The Markdown, each line escaped for the terminal (its text comes from receipts).
+/// The Markdown (whose rendering escapes what a terminal must not see).
 pub(crate) fn print_markdown(notes: &ReleaseNotes) {
-    for line in notes::markdown::render(notes).lines() {
-        println!("{}", template_verify::terminal_text::escape(line));
-    }
+    print!("{}", notes::markdown::render(notes));
 }

@@ -498,6 +498,25 @@ mod tests {
             .contains(&"/workspace/.claude/projects/-workspace".to_string()));
     }
 
+    /// The smoke report's harness evidence the end-to-end tests put in fixture releases
+    /// (tests/fixtures/harness-evidence/smoke-harnesses.json) is what the first real runs give.
+    #[test]
+    fn the_committed_smoke_evidence_is_what_the_real_runs_give() {
+        let made: Vec<HarnessEvidence> = HARNESSES
+            .iter()
+            .map(|h| evidence(h, &fixture(h, 1), "/workspace"))
+            .collect();
+        let path =
+            crate::util::repo_root().join("tests/fixtures/harness-evidence/smoke-harnesses.json");
+        let committed: Vec<HarnessEvidence> =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert!(
+            committed == made,
+            "{} is not the evidence of the real runs beside it",
+            path.display()
+        );
+    }
+
     /// The kinds the manifest's resume declarations name are the ones the real transcripts
     /// have, and every declared field is there as a string.
     #[test]
