@@ -19,6 +19,7 @@ pub mod pin;
 pub mod receipt;
 pub mod settings;
 pub mod sigstore;
+pub mod status;
 pub mod terminal_text;
 pub mod verifier;
 

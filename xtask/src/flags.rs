@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 
 use template_formats::manifest::Platform;
 // The verifier's commands the xtask offers too, with the verifier's own arguments.
-pub use template_verify::cli::{PinArgs, ReceiptVerifyArgs};
+pub use template_verify::cli::{PinArgs, ReceiptVerifyArgs, StatusArgs};
 
 use xtask::npm::resolve::DEFAULT_NPM_REGISTRY;
 
@@ -51,6 +51,8 @@ pub enum Command {
     Receipt(ReceiptCommand),
     /// Pin the Sandbox0 template definition to a verified receipt's index digest.
     Pin(PinArgs),
+    /// How fresh a template definition's pin is (as `template-verify status`).
+    Status(StatusArgs),
     /// The whole release on this machine: gate, resolve, lock, base, build, smoke, publish, receipt.
     Release(Box<ReleaseArgs>),
     /// Documentation generated from the code.

@@ -94,6 +94,11 @@ mod data_flow_table {
                 "receipt-<tag>-<sha256>.json",
                 type_name::<super::receipt::Receipt>(),
             ),
+            (
+                "transcripts-<os>-<arch>.json",
+                type_name::<super::transcript::Transcripts>(),
+            ),
+            ("notes.json", type_name::<super::notes::ReleaseNotes>()),
         ]
     }
 

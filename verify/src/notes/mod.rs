@@ -1,12 +1,12 @@
 //! A release's notes (`template_formats::model::notes`), made from its receipt and the
 //! previous release's, and the assets they hash: what changed, led by what a maintainer or a
 //! reviewer of the pin's pull request acts on. [`build`] is pure over the files as read;
-//! [`read_release`] reads them beside a receipt (`assets.rs`), [`markdown`] renders them.
+//! `assets::read_release` reads them beside a receipt, [`markdown`] renders them.
 //!
 //! Used by `cargo xtask release notes`, `release ship` (the GitHub release's body and the
 //! release's report) and `template-verify consume` (the pull request's summary).
 
-mod assets;
+pub mod assets;
 pub mod markdown;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,8 +17,6 @@ use template_formats::model::notes::*;
 use template_formats::model::receipt::{LayerRecord, PlatformRecord, Receipt};
 use template_formats::model::transcript::{drift, Transcripts};
 use template_formats::model::Platform;
-
-pub use assets::{read_release, release_in};
 
 /// One release as the notes read it: its receipt and the assets beside it, each asset either
 /// read (its sha256 the receipt's) or why not.

@@ -476,7 +476,8 @@ pub fn unaccounted_files(r: &Receipt, names: &[String]) -> (Vec<Problem>, Vec<St
                 || *name == template_formats::model::transcript::transcripts_file_name(*p)
         });
         let receipt_or_schema = super::parse_receipt_file_name(name).is_some()
-            || (name.starts_with("receipt.v") && name.ends_with(".schema.json"));
+            || (name.starts_with("receipt.v") && name.ends_with(".schema.json"))
+            || name == super::INVENTORY_MD_ASSET;
         if let Some(platform) = artifact_like {
             let field = if name.starts_with(crate::verifier::BINARY) {
                 "verifiers"

@@ -46,9 +46,9 @@ pub(crate) fn notes_of(
     previous: Option<&Path>,
     policy: &ReceiptPolicy,
 ) -> Result<ReleaseNotes> {
-    let new = notes::read_release(receipt, Some(policy))?;
+    let new = notes::assets::read_release(receipt, Some(policy))?;
     let previous: Option<ReleaseFiles> = previous
-        .map(|p| notes::read_release(p, Some(policy)))
+        .map(|p| notes::assets::read_release(p, Some(policy)))
         .transpose()?;
     Ok(notes::build(&new, previous.as_ref()))
 }

@@ -27,9 +27,11 @@ use template_formats::model::platform_results::StepTime;
 use template_formats::model::publish::PublishReport;
 use template_formats::model::receipt::Receipt;
 use template_formats::model::rfc3339;
+use template_formats::paths::INVENTORY_MD;
 use template_formats::paths::MANIFEST;
 use template_formats::paths::RECEIPT_SCHEMA;
 use template_verify::receipt::policy::ReceiptPolicy;
+use template_verify::receipt::INVENTORY_MD_ASSET;
 
 /// What `release ship --json` prints.
 #[derive(Debug, Clone, Serialize)]
@@ -241,10 +243,10 @@ fn notes_against_previous(
     receipt: &Receipt,
     assets: &Path,
 ) -> Result<ReleaseNotes> {
-    let new = template_verify::notes::release_in(receipt.clone(), assets);
+    let new = template_verify::notes::assets::release_in(receipt.clone(), assets);
     let policy = ReceiptPolicy::checkout(&root.join(MANIFEST))?;
     let previous = crate::release::previous::kept_for_notes(plan_dir)?
-        .map(|path| template_verify::notes::read_release(&path, Some(&policy)));
+        .map(|path| template_verify::notes::assets::read_release(&path, Some(&policy)));
     Ok(match previous {
         None => template_verify::notes::build(&new, None),
         Some(Ok(files)) => template_verify::notes::build(&new, Some(&files)),
@@ -615,6 +617,12 @@ fn copy_assets(root: &Path, receipt: &Receipt, assets: &Path) -> Result<()> {
             .to_string_lossy()
             .into_owned(),
     ));
+    // Every package in one table, for people (the notes are the release's body now); the
+    // receipt does not hash it: it is made from inventory.json, which it does.
+    let table = root.join(INVENTORY_MD);
+    if table.is_file() {
+        copies.push((table, INVENTORY_MD_ASSET.to_string()));
+    }
     for (from, name) in copies {
         let bytes =
             std::fs::read(&from).with_context(|| format!("cannot read {}", from.display()))?;

@@ -18,6 +18,7 @@ use serde_json::Value;
 use template_formats::manifest::Harness;
 use template_formats::model::smoke::HarnessEvidence;
 use template_formats::model::transcript::{Direction, Message};
+use template_formats::paths::MANIFEST;
 
 /// How the driver's evidence line starts.
 pub(crate) const EVIDENCE_PREFIX: &str = "@harness-evidence ";
@@ -397,8 +398,7 @@ pub(crate) fn contract_problems(harness: &Harness, messages: &[Message]) -> Vec<
             .filter(|m| m.direction == Direction::Received && m.is_named_by(&declared.message))
             .collect();
         let saved = format!(
-            "the field a supervisor saves to resume the session (template/manifest.yaml, \
-             harnesses[{}].resume)",
+            "the field a supervisor saves to resume the session ({MANIFEST}, harnesses[{}].resume)",
             harness.name
         );
         if carriers.is_empty() {
