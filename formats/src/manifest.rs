@@ -10,8 +10,10 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 mod provenance;
+mod resume;
 pub use crate::model::install_scripts::InstallScripts;
 pub use provenance::{glob_matches, ProvenanceIdentity, GITHUB_ACTIONS_ISSUER};
+pub use resume::ResumeField;
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -198,6 +200,8 @@ pub struct Harness {
     /// JSON pointer -> expected value in one stdout record; the string `present` only asks
     /// that the pointer resolves.
     pub expect: BTreeMap<String, serde_json::Value>,
+    /// The fields a supervisor saves to resume the harness's session (`resume.rs`).
+    pub resume: Vec<ResumeField>,
 }
 
 pub use crate::model::Platform;
@@ -318,6 +322,15 @@ impl Manifest {
                         h.name
                     )
                 })?;
+            }
+            if h.resume.is_empty() {
+                bail!(
+                    "harness `{}` needs `resume`: the fields a supervisor saves to resume it",
+                    h.name
+                );
+            }
+            for field in &h.resume {
+                field.validate(&h.name)?;
             }
             for pointer in h.expect.keys() {
                 if !pointer.starts_with('/') {

@@ -99,8 +99,8 @@ fn base_and_build(platform: &str) -> String {
 }
 
 /// `smoke --json` on a good image: every check passes, each package, harness and browser part
-/// has its check, and no container is left.
-fn smoke_passes(image: &str, platform: &str) {
+/// has its check, and no container is left. Returns the report.
+fn smoke_passes(image: &str, platform: &str) -> Value {
     let output = xtask(&["smoke", "--image", image, "--platform", platform, "--json"]);
     let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
@@ -166,6 +166,26 @@ fn smoke_passes(image: &str, platform: &str) {
         "no check `{browser_check}` in {names:?}"
     );
     eprintln!("smoke {platform}: {} s", report["duration_secs"]);
+    report
+}
+
+/// The release asset a smoke report's harness evidence becomes (`receipt write` makes it so).
+fn transcripts_asset(report: &Value, platform: &str) -> Vec<u8> {
+    use template_formats::model::transcript::{HarnessTranscript, Transcripts};
+    let harnesses: Vec<template_formats::model::smoke::HarnessEvidence> =
+        serde_json::from_value(report["harnesses"].clone()).unwrap();
+    Transcripts {
+        schema_version: template_formats::model::transcript::TRANSCRIPTS_SCHEMA_VERSION,
+        platform: platform.parse().unwrap(),
+        harnesses: harnesses
+            .into_iter()
+            .map(|h| HarnessTranscript {
+                name: h.name,
+                messages: h.messages,
+            })
+            .collect(),
+    }
+    .to_bytes()
 }
 
 #[test]
@@ -175,7 +195,39 @@ fn amd64_image_builds_from_the_lockfile_and_passes_every_smoke_check() {
     };
     require_engine();
     let image = base_and_build("linux/amd64");
-    smoke_passes(&image, "linux/amd64");
+    let first = smoke_passes(&image, "linux/amd64");
+    // The harnesses' protocol transcripts and state are evidence the next release compares
+    // with: a second run of the same image (other ids, times and interleavings) must give
+    // the same bytes.
+    let second = smoke_passes(&image, "linux/amd64");
+    let names: Vec<&str> = first["harnesses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    let declared: Vec<String> = manifest().harnesses.into_iter().map(|h| h.name).collect();
+    assert_eq!(names, declared, "every harness's turn left its evidence");
+    let (a, b) = (
+        transcripts_asset(&first, "linux/amd64"),
+        transcripts_asset(&second, "linux/amd64"),
+    );
+    assert!(
+        a == b,
+        "two smoke runs of {image} gave different transcripts:\n{}\n---\n{}",
+        String::from_utf8_lossy(&a),
+        String::from_utf8_lossy(&b)
+    );
+    for h in first["harnesses"].as_array().unwrap() {
+        let other = second["harnesses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == h["name"])
+            .unwrap();
+        assert_eq!(h["session"], other["session"], "{}", h["name"]);
+        assert_eq!(h["written"], other["written"], "{}", h["name"]);
+    }
 }
 
 /// Publishes `image` to the local registry by digest; returns (manifest digest, config digest).

@@ -18,6 +18,7 @@
 //! | `replay` | `heavy_docker` | whole workflow runs; share /home/runner and the registry |
 //! | `release`, `receipt_adversarial`, `registry_auth` | `light_docker` (shared) | tiny images |
 //! | `kill_points` | `light_docker` (shared) | tiny images and the local registry; lock and plan on the npm fixture |
+//! | `release_notes` | `light_docker` (shared) | two fixture releases: plan on the npm fixture, tiny images, the local registry |
 //! | `registry_auth` (peak memory, ignored) | `heavy_docker` | a multi-GB push, measured |
 //! | `pin_consumer` | `light_docker` (shared) | tiny images; replays of a consumer's workflow; its verifier builds beside the arm64 image test (`support/verifier.rs`) |
 //! | `pin_consumer` (the documented workflow) | none | reads docs/consumers.md |
@@ -47,6 +48,7 @@ mod pin_consumer;
 mod receipt_adversarial;
 mod registry_auth;
 mod release;
+mod release_notes;
 mod release_run;
 mod replay;
 mod resolve;

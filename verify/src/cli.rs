@@ -108,6 +108,9 @@ pub enum VerifierCommand {
     Receipt(VerifierReceiptCommand),
     /// Pin the template definition to a verified receipt (as `cargo xtask pin`).
     Pin(PinArgs),
+    /// How fresh the template's pin is: its release and age, each package against npm's
+    /// `latest` now, and a newer complete release that would move it (as `cargo xtask status`).
+    Status(StatusArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -164,6 +167,46 @@ pub struct ConsumeArgs {
     pub json: bool,
 }
 
+/// Reads the template's `image:`, finds its release among the newest releases of
+/// `--repository` (through the GitHub CLI, `gh`, each receipt and manifest attested as
+/// `consume` requires and verified offline), and asks the npm registry for each of its
+/// packages' `latest` now. Prints Markdown (also to $GITHUB_STEP_SUMMARY under GitHub Actions)
+/// or `--json`. What could not be checked (GitHub or the registry unreachable, the release
+/// not found) is listed, and is not an error: the exit status is 0 whenever the template was
+/// read.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The template's GitHub repository, `owner/name`, whose releases are read.
+    #[arg(long)]
+    pub repository: String,
+    /// The Sandbox0 template definition whose pin is judged.
+    #[arg(long, default_value = template_formats::paths::TEMPLATE_DEFINITION)]
+    pub template: PathBuf,
+    /// Where release assets are downloaded (created); default a temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// As for `consume`: the workflow whose attestations are trusted.
+    #[arg(long, value_name = "OWNER/REPO/PATH")]
+    pub signer_workflow: Option<String>,
+    /// As for `consume`: the ref every attestation's run must have come from.
+    #[arg(long, value_name = "REF")]
+    pub source_ref: Option<String>,
+    /// How many of the newest releases to look through for the pinned one.
+    #[arg(long, default_value_t = 20)]
+    pub max_releases: usize,
+    /// The npm registry to ask for `latest`; default the one the pinned release was resolved
+    /// against (its receipt's `resolver.registry`).
+    #[arg(long, value_name = "URL")]
+    pub registry: Option<String>,
+    /// The clock the pin's age is measured with (RFC 3339); default now.
+    #[arg(long, value_name = "RFC3339")]
+    pub now: Option<chrono::DateTime<chrono::Utc>>,
+    /// Print `{"template", "image", "pinned", "age_hours", "packages", "newer_release",
+    /// "newer_release_moves", "up_to_date", "could_not_check"}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
 // The conversions into the domain modules' own requests live here, at the edge, so no domain
 // module knows clap or this file (a test in lib.rs keeps it so). `--manifest` is not carried:
 // the binary turns it into the `ReceiptPolicy` before converting.
@@ -209,6 +252,22 @@ impl From<ConsumeArgs> for ConsumeRequest {
             allow_repository_change: args.allow_repository_change,
             require_verified_inputs: args.require_verified_inputs,
             dry_run: args.dry_run,
+            json: args.json,
+        }
+    }
+}
+
+impl From<StatusArgs> for crate::status::StatusRequest {
+    fn from(args: StatusArgs) -> crate::status::StatusRequest {
+        crate::status::StatusRequest {
+            repository: args.repository,
+            template: args.template,
+            work_dir: args.work_dir,
+            signer_workflow: args.signer_workflow,
+            source_ref: args.source_ref,
+            max_releases: args.max_releases,
+            registry: args.registry,
+            now: args.now,
             json: args.json,
         }
     }

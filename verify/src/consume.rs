@@ -25,12 +25,14 @@ use crate::attestation::{
     attestation_args, judge_attestations, sbom_attestations, AttestationPolicy, PROVENANCE,
 };
 use crate::fs::append_to_github_file;
+use crate::notes::ReleaseFiles;
 use crate::pin::{pin, PinOutcome, PinRequest};
 use crate::receipt::policy::ReceiptPolicy;
 use crate::receipt::verify::{verify_file, Verification};
 use crate::receipt::MANIFEST_ASSET;
 use crate::settings::Environment;
 use crate::terminal_text::{escape, print_json_escaped};
+use template_formats::model::notes::ReleaseNotes;
 use template_formats::model::receipt::Receipt;
 
 /// The workflow that makes releases; its attestations are the ones trusted by default.
@@ -132,12 +134,35 @@ pub fn judge(tag: &str, verification: &Verification) -> Judgement {
 }
 
 /// The GitHub CLI, for one repository's releases and attestations.
-struct Gh {
-    repository: String,
-    policy: AttestationPolicy,
+pub(crate) struct Gh {
+    pub(crate) repository: String,
+    pub(crate) policy: AttestationPolicy,
 }
 
 impl Gh {
+    /// `repository`'s releases, their attestations held to `signer_workflow` (default: its
+    /// release workflow) from `source_ref` (default: its default branch, as GitHub names it).
+    pub(crate) fn new(
+        repository: &str,
+        signer_workflow: Option<&str>,
+        source_ref: Option<&str>,
+    ) -> Result<Gh> {
+        let mut gh = Gh {
+            policy: AttestationPolicy {
+                signer_workflow: signer_workflow
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("{repository}/{RELEASE_WORKFLOW}")),
+                source_ref: String::new(),
+            },
+            repository: repository.to_string(),
+        };
+        gh.policy.source_ref = match source_ref {
+            Some(source_ref) => source_ref.to_string(),
+            None => format!("refs/heads/{}", gh.default_branch()?),
+        };
+        Ok(gh)
+    }
+
     fn output(&self, args: &[&str]) -> Result<Vec<u8>, String> {
         let out = Command::new("gh").args(args).output().map_err(|e| {
             format!("cannot run `gh` ({e}); the GitHub CLI is needed (preinstalled on GitHub's runners)")
@@ -153,7 +178,7 @@ impl Gh {
         }
     }
 
-    fn list(&self) -> Result<Vec<ListedRelease>> {
+    pub(crate) fn list(&self) -> Result<Vec<ListedRelease>> {
         let fields = "tagName,isDraft,isPrerelease,createdAt,publishedAt";
         let out = self
             .output(&[
@@ -172,7 +197,7 @@ impl Gh {
             .with_context(|| format!("`gh release list --json {fields}` did not print its list"))
     }
 
-    fn asset_names(&self, tag: &str) -> Result<Vec<String>> {
+    pub(crate) fn asset_names(&self, tag: &str) -> Result<Vec<String>> {
         #[derive(Deserialize)]
         struct View {
             assets: Vec<Asset>,
@@ -197,7 +222,7 @@ impl Gh {
         Ok(view.assets.into_iter().map(|a| a.name).collect())
     }
 
-    fn download(&self, tag: &str, pattern: &str, dir: &Path) -> Result<()> {
+    pub(crate) fn download(&self, tag: &str, pattern: &str, dir: &Path) -> Result<()> {
         let dir_text = dir.display().to_string();
         self.output(&[
             "release",
@@ -234,7 +259,7 @@ impl Gh {
     }
 
     /// `subject` is a file path or `oci://repository@sha256:…`; `digest` its `sha256:<hex>`.
-    fn verify_attestation(
+    pub(crate) fn verify_attestation(
         &self,
         subject: &str,
         digest: &str,
@@ -248,7 +273,7 @@ impl Gh {
 }
 
 /// `sha256:<hex>` of a downloaded asset.
-fn file_digest(path: &Path) -> Result<String, String> {
+pub(crate) fn file_digest(path: &Path) -> Result<String, String> {
     template_formats::bounded_read::sha256_regular(
         path,
         template_formats::bounded_read::MAX_ARTIFACT_BYTES,
@@ -256,6 +281,93 @@ fn file_digest(path: &Path) -> Result<String, String> {
     )
     .map(|hex| format!("sha256:{hex}"))
     .map_err(|e| format!("{e:#}"))
+}
+
+/// The release the template named before `old` (`repository@sha256:…`), among `older` (the
+/// releases before the chosen one, newest first): its receipt and the assets the notes read
+/// downloaded, each attested as the chosen release's are, the receipt verified by its own
+/// manifest. `Err` says why there is none to compare with.
+fn pinned_before(
+    gh: &Gh,
+    work_dir: &Path,
+    older: &[String],
+    old: &str,
+) -> Result<ReleaseFiles, String> {
+    if !old.contains("@sha256:") {
+        return Err(format!(
+            "the template named no release before (`{}`)",
+            escape(old)
+        ));
+    }
+    for tag in older {
+        let names = gh.asset_names(tag).map_err(|e| format!("{e:#}"))?;
+        let ReceiptAsset::One(name) = receipt_asset(&names) else {
+            continue;
+        };
+        let dir = work_dir.join(tag);
+        gh.download(tag, &name, &dir)
+            .map_err(|e| format!("{e:#}"))?;
+        let receipt_path = dir.join(&name);
+        let pinned = template_formats::bounded_read::read_regular(
+            &receipt_path,
+            template_formats::bounded_read::MAX_RECEIPT_BYTES,
+            "receipt",
+        )
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Receipt>(&bytes).ok())
+        .is_some_and(|r| r.index.reference == old);
+        if !pinned {
+            continue;
+        }
+        // The files the notes read, as this release carries them.
+        let wanted: Vec<&String> = names
+            .iter()
+            .filter(|n| {
+                *n == MANIFEST_ASSET
+                    || *n == "inventory.json"
+                    || (n.starts_with("transcripts-") && n.ends_with(".json") && !n.contains('/'))
+            })
+            .collect();
+        for asset in &wanted {
+            gh.download(tag, asset, &dir)
+                .map_err(|e| format!("{e:#}"))?;
+        }
+        for file in std::iter::once(&name).chain(wanted) {
+            let path = dir.join(file);
+            file_digest(&path)
+                .and_then(|d| gh.verify_attestation(&path.display().to_string(), &d, PROVENANCE))
+                .map_err(|why| format!("release {tag}: `{file}` is not attested: {why}"))?;
+        }
+        return crate::notes::assets::read_release(&receipt_path, None)
+            .map_err(|e| format!("release {tag}: {e:#}"));
+    }
+    Err(format!(
+        "the release the template named before (`{}`) is not among the {} release(s) looked          through before this one",
+        escape(old),
+        older.len()
+    ))
+}
+
+/// The notes of the chosen release against the one the template named before.
+fn notes_for_the_pull_request(
+    gh: &Gh,
+    args: &ConsumeRequest,
+    chosen: &Chosen,
+    old: &str,
+) -> ReleaseNotes {
+    let new =
+        crate::notes::assets::release_in(chosen.receipt.clone(), &args.work_dir.join(&chosen.tag));
+    match pinned_before(gh, &args.work_dir, &chosen.older, old) {
+        Ok(previous) => crate::notes::build(&new, Some(&previous)),
+        Err(why) => {
+            eprintln!("consume: the notes compare with nothing: {why}");
+            let mut notes = crate::notes::build(&new, None);
+            notes.unavailable.push(format!(
+                "a comparison with the release the template pinned before: {why}"
+            ));
+            notes
+        }
+    }
 }
 
 /// What `consume` reports (`--json`, and the workflow outputs).
@@ -271,6 +383,9 @@ struct Consumed {
     versions: Vec<PackageVersion>,
     /// Newer releases that were passed over, and why.
     passed_over: Vec<String>,
+    /// The release's notes against the release the template named before, when it changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notes: Option<ReleaseNotes>,
 }
 
 #[derive(Debug, Serialize)]
@@ -290,6 +405,8 @@ struct Chosen {
     policy: ReceiptPolicy,
     /// Newer releases passed over, and why.
     passed_over: Vec<String>,
+    /// The releases older than it, newest first, among those looked through.
+    older: Vec<String>,
 }
 
 /// What `consume` is asked, as the library takes it (`cli.rs` converts the command line's
@@ -364,12 +481,19 @@ fn newest_complete(gh: &Gh, args: &ConsumeRequest) -> Result<Chosen> {
                 let verified = verification
                     .receipt
                     .context("a verified receipt carries its receipt")?;
+                let older = tags
+                    .iter()
+                    .skip_while(|t| *t != tag)
+                    .skip(1)
+                    .cloned()
+                    .collect();
                 return Ok(Chosen {
                     tag: tag.clone(),
                     path: receipt,
                     receipt: verified,
                     policy,
                     passed_over,
+                    older,
                 });
             }
             Judgement::PassOver(why) => {
@@ -441,25 +565,17 @@ fn verify_attestations(gh: &Gh, tag: &str, dir: &Path, receipt: &Receipt) -> Res
     Ok(())
 }
 
-/// Everything but the report: the release taken and the pin's report.
+/// Everything but the report: the release taken, the pin's report, and the release notes
+/// when the pin changed.
 fn verify_and_pin(
     args: &ConsumeRequest,
     env: &Environment,
-) -> Result<(Chosen, crate::pin::PinReport)> {
-    let mut gh = Gh {
-        policy: AttestationPolicy {
-            signer_workflow: args
-                .signer_workflow
-                .clone()
-                .unwrap_or_else(|| format!("{}/{RELEASE_WORKFLOW}", args.repository)),
-            source_ref: String::new(),
-        },
-        repository: args.repository.clone(),
-    };
-    gh.policy.source_ref = match &args.source_ref {
-        Some(source_ref) => source_ref.clone(),
-        None => format!("refs/heads/{}", gh.default_branch()?),
-    };
+) -> Result<(Chosen, crate::pin::PinReport, Option<ReleaseNotes>)> {
+    let gh = Gh::new(
+        &args.repository,
+        args.signer_workflow.as_deref(),
+        args.source_ref.as_deref(),
+    )?;
     std::fs::create_dir_all(&args.work_dir)
         .with_context(|| format!("cannot create {}", args.work_dir.display()))?;
     let chosen = newest_complete(&gh, args)?;
@@ -477,7 +593,12 @@ fn verify_and_pin(
         dry_run: args.dry_run,
     };
     match pin(&request, &chosen.policy, env)? {
-        PinOutcome::Pinned(report) => Ok((chosen, report)),
+        PinOutcome::Pinned(report) => {
+            let notes = report
+                .changed
+                .then(|| notes_for_the_pull_request(&gh, args, &chosen, &report.old));
+            Ok((chosen, report, notes))
+        }
         PinOutcome::Rejected(problems) => {
             crate::receipt::verify::print_problems(&problems);
             bail!(
@@ -493,7 +614,7 @@ fn verify_and_pin(
 /// check, and GitHub's output files.
 pub fn run(args: ConsumeRequest, env: &Environment) -> Result<ExitCode> {
     // Every error ends by saying what a failure guarantees: the file was not touched.
-    let (chosen, report) = verify_and_pin(&args, env)
+    let (chosen, report, notes) = verify_and_pin(&args, env)
         .map_err(|e| anyhow::anyhow!("{e:#}\n{} is unchanged", args.template.display()))?;
     let consumed = Consumed {
         changed: report.changed,
@@ -513,6 +634,7 @@ pub fn run(args: ConsumeRequest, env: &Environment) -> Result<ExitCode> {
             })
             .collect(),
         passed_over: chosen.passed_over,
+        notes,
     };
     let summary = summary_markdown(&consumed);
     append_to_github_file(&env.github_output, &github_outputs(&consumed, &summary)?)?;
@@ -554,6 +676,10 @@ fn summary_markdown(c: &Consumed) -> String {
     }
     for p in &c.passed_over {
         out.push_str(&format!("\nPassed over: {p}\n"));
+    }
+    if let Some(notes) = &c.notes {
+        out.push('\n');
+        out.push_str(&crate::notes::markdown::render(notes));
     }
     out
 }
@@ -661,6 +787,7 @@ mod tests {
                 previously_locked: Some("1.2.2".into()),
             }],
             passed_over: vec!["t: EOF_SUMMARY in a reason".into()],
+            notes: None,
         };
         let summary = summary_markdown(&c);
         let text = github_outputs(&c, &summary).unwrap();

@@ -13,11 +13,13 @@ pub mod cli;
 pub mod consume;
 pub mod fs;
 pub mod http;
+pub mod notes;
 pub mod oci;
 pub mod pin;
 pub mod receipt;
 pub mod settings;
 pub mod sigstore;
+pub mod status;
 pub mod terminal_text;
 pub mod verifier;
 

@@ -24,6 +24,7 @@ fn main() -> ExitCode {
                 )?;
                 template_verify::receipt::verify::verify_cmd(args.into(), &policy, &env)
             }
+            VerifierCommand::Status(args) => template_verify::status::run(args.into(), &env),
             VerifierCommand::Pin(args) => {
                 let policy = ReceiptPolicy::for_verifier(
                     args.manifest.as_deref(),

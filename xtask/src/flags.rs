@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 
 use template_formats::manifest::Platform;
 // The verifier's commands the xtask offers too, with the verifier's own arguments.
-pub use template_verify::cli::{PinArgs, ReceiptVerifyArgs};
+pub use template_verify::cli::{PinArgs, ReceiptVerifyArgs, StatusArgs};
 
 use xtask::npm::resolve::DEFAULT_NPM_REGISTRY;
 
@@ -51,6 +51,8 @@ pub enum Command {
     Receipt(ReceiptCommand),
     /// Pin the Sandbox0 template definition to a verified receipt's index digest.
     Pin(PinArgs),
+    /// How fresh a template definition's pin is (as `template-verify status`).
+    Status(StatusArgs),
     /// The whole release on this machine: gate, resolve, lock, base, build, smoke, publish, receipt.
     Release(Box<ReleaseArgs>),
     /// Documentation generated from the code.
@@ -456,6 +458,35 @@ pub enum ReleasePhase {
     Build(ReleaseBuildArgs),
     /// Index by digest, receipt written and verified, then the immutable tag and the assets.
     Ship(ReleaseShipArgs),
+    /// A release's notes from its receipt and the previous one's (and the assets beside each)
+    /// alone: each package's old and new version, what was held back and why, sizes and pulls,
+    /// the harnesses' timings, protocol drift and state, the input trust.
+    Notes(ReleaseNotesArgs),
+}
+
+/// Prints the notes on stdout: Markdown, as the GitHub release's body (`--format md`), or
+/// JSON. Each receipt is verified offline first (by its release's own manifest.yaml beside
+/// it, else the checkout's manifest), and an asset beside it is used only when its sha256 is
+/// the one the receipt records; what could not be shown is listed.
+#[derive(Debug, Args)]
+pub struct ReleaseNotesArgs {
+    /// The release's receipt; its assets (transcripts-*.json, manifest.yaml, inventory.json)
+    /// beside it.
+    #[arg(long, value_name = "FILE")]
+    pub receipt: PathBuf,
+    /// The previous release's receipt, its assets beside it; without it nothing is compared.
+    #[arg(long, value_name = "FILE")]
+    pub previous: Option<PathBuf>,
+    /// The notes' form.
+    #[arg(long, value_enum, default_value_t = NotesFormatArg::Md)]
+    pub format: NotesFormatArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NotesFormatArg {
+    /// Markdown.
+    Md,
+    Json,
 }
 
 /// Flags of the plan, shared by `release` and `release plan`.
@@ -764,6 +795,17 @@ impl From<ReleaseArgs> for ReleaseRequest {
                 verifiers: a.verifiers,
                 json: a.json,
             }),
+            Some(ReleasePhase::Notes(a)) => {
+                use xtask::release::notes::{NotesFormat, ReleaseNotesRequest};
+                ReleaseRequest::Notes(ReleaseNotesRequest {
+                    receipt: a.receipt,
+                    previous: a.previous,
+                    format: match a.format {
+                        NotesFormatArg::Md => NotesFormat::Markdown,
+                        NotesFormatArg::Json => NotesFormat::Json,
+                    },
+                })
+            }
         }
     }
 }

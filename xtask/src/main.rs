@@ -51,6 +51,9 @@ fn main() -> ExitCode {
                 let policy = checkout_policy(args.manifest.as_deref(), ctx)?;
                 template_verify::pin::run(args.into(), &policy, &ctx.settings.verifier)
             }
+            Command::Status(args) => {
+                template_verify::status::run(args.into(), &ctx.settings.verifier)
+            }
             Command::Release(args) => xtask::release::run((*args).into(), ctx).await,
             Command::Docs(DocsCommand::Cli(args)) => flags::cli_reference::run(&args, ctx),
         }

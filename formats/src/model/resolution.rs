@@ -43,6 +43,10 @@ pub struct Resolved {
     /// by the evidence rule (trusted publishing to an account is a downgrade).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publisher_change: Option<String>,
+    /// The version's source repository (its package.json's `repository`, as a URL), where its
+    /// release notes are; `None` when it names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
 }
 
 /// Whether a run's inputs were checked against the registry's signatures.

@@ -13,6 +13,7 @@ use super::policy::ArtifactDocuments;
 use super::{problem, Problem, ARTIFACTS};
 use template_formats::manifest::Platform;
 use template_formats::model::receipt::Receipt;
+use template_formats::model::transcript::{transcripts_file_name, Transcripts};
 
 /// What a release's artifact files say, when the consumer has them (`--artifacts DIR`).
 #[derive(Debug, Clone, Default)]
@@ -30,6 +31,9 @@ pub struct ArtifactEvidence {
     pub cyclonedx: BTreeMap<Platform, Result<(), String>>,
     /// The first bytes of each platform's verifier binary found under its fixed name.
     pub verifier_heads: BTreeMap<Platform, Vec<u8>>,
+    /// Each platform's transcripts found under its fixed name, read as that platform's
+    /// transcripts document, or why they are not one.
+    pub transcripts: BTreeMap<Platform, Result<Transcripts, String>>,
     /// The names of the files in the folder.
     pub folder: Vec<String>,
 }
@@ -137,9 +141,56 @@ fn contents_problems(
             ));
         }
     }
+    out.extend(transcripts_problems(receipt, evidence));
     let (problems, other) = super::contents::unaccounted_files(receipt, &evidence.folder);
     out.extend(problems);
     *unaccounted = other;
+    out
+}
+
+/// A transcripts file whose hash the receipt records must be that platform's transcripts, of
+/// the harnesses the receipt says ran their turns there.
+fn transcripts_problems(receipt: &Receipt, evidence: &ArtifactEvidence) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for (i, p) in receipt.platforms.iter().enumerate() {
+        let Some(asset) = &p.transcripts else {
+            continue;
+        };
+        let found = evidence
+            .digests
+            .get(&asset.name)
+            .and_then(|d| d.as_ref().ok());
+        if found != Some(&asset.sha256) {
+            continue;
+        }
+        let field = format!("platforms[{i}].transcripts");
+        match evidence.transcripts.get(&p.platform) {
+            Some(Err(why)) => out.push(problem(
+                field,
+                format!("`{}` is not a transcripts document: {why}", asset.name),
+            )),
+            Some(Ok(t)) => {
+                let names: Vec<&str> = t.harnesses.iter().map(|h| h.name.as_str()).collect();
+                let recorded: Vec<&str> = p
+                    .harnesses
+                    .iter()
+                    .flatten()
+                    .map(|h| h.name.as_str())
+                    .collect();
+                if names != recorded {
+                    out.push(problem(
+                        field,
+                        format!(
+                            "`{}` holds the transcripts of {names:?}, the receipt's `harnesses` \
+                             are {recorded:?}",
+                            asset.name
+                        ),
+                    ));
+                }
+            }
+            None => {}
+        }
+    }
     out
 }
 
@@ -173,6 +224,10 @@ fn artifact_problems(
         for (field, sbom) in p.sbom_assets() {
             let field = format!("platforms[{i}].{field}");
             out.extend(digest_problem(found, &field, &sbom.name, &sbom.sha256));
+        }
+        if let Some(t) = &p.transcripts {
+            let field = format!("platforms[{i}].transcripts");
+            out.extend(digest_problem(found, &field, &t.name, &t.sha256));
         }
     }
     out
@@ -269,6 +324,18 @@ pub fn read_artifacts(dir: &Path) -> ArtifactEvidence {
             if let Ok(head) = read_head(&path) {
                 evidence.verifier_heads.insert(platform, head);
             }
+        }
+        evidence.digests.insert(name, digest);
+        // The harnesses' transcripts.
+        let name = transcripts_file_name(platform);
+        let path = dir.join(&name);
+        let digest = sha256_regular(&path, MAX_ARTIFACT_BYTES, "release transcripts")
+            .map_err(|e| format!("{e:#}"));
+        if digest.is_ok() {
+            let reading = read_regular(&path, MAX_PARSED_ARTIFACT_BYTES, "release transcripts")
+                .map_err(|e| format!("{e:#}"))
+                .and_then(|bytes| Transcripts::from_bytes(&bytes, platform));
+            evidence.transcripts.insert(platform, reading);
         }
         evidence.digests.insert(name, digest);
     }

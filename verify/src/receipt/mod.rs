@@ -85,6 +85,10 @@ pub fn dockerfile_copies_install_plan(dockerfile: &str) -> bool {
 }
 
 /// The bytes of a receipt file: pretty JSON and a final newline. Hashed as they are.
+/// The release asset that lists every package for people (`template/INVENTORY.md`): made from
+/// inventory.json, which the receipt hashes, so the receipt does not name it.
+pub const INVENTORY_MD_ASSET: &str = "INVENTORY.md";
+
 pub fn receipt_bytes(receipt: &Receipt) -> Vec<u8> {
     let mut bytes = serde_json::to_vec_pretty(receipt).expect("a receipt always serialises");
     bytes.push(b'\n');
@@ -244,9 +248,13 @@ pub mod tests_support {
                             name,
                             passed: true,
                             output: "ok".into(),
+                            duration_secs: None,
                         })
                         .collect(),
                 },
+                layers: None,
+                transcripts: None,
+                harnesses: None,
             })
             .collect();
         let entries: Vec<IndexEntry> = platforms.iter().map(IndexEntry::from).collect();
@@ -318,6 +326,8 @@ pub mod tests_support {
                     rollback: false,
                     held_back: false,
                     notes: vec![],
+                    repository: None,
+                    rejected: vec![],
                 })
                 .collect(),
             dependencies: vec![],

@@ -109,14 +109,24 @@ mod tests {
     use crate::receipt::tests_support::*;
 
     /// Properties a receipt may leave out, with why: `inputs`, which receipts written before
-    /// the tool recorded the input trust lack (they still verify); and an install-scripts
+    /// the tool recorded the input trust lack (they still verify); an install-scripts
     /// record's commands, which name only the lifecycle scripts a package has (the same form
-    /// as the manifest's acknowledgment).
-    const OPTIONAL: [&str; 4] = [
+    /// as the manifest's acknowledgment); what the release notes read, which receipts written
+    /// before the tool recorded it lack (a package's repository and rejected versions, a
+    /// smoke check's duration, a platform's layers, transcripts and harness state), and
+    /// which a platform without harness turns (an emulated build) or a package without a
+    /// repository or newer versions leaves out.
+    const OPTIONAL: [&str; 10] = [
         "/properties/inputs",
         "/install_scripts/oneOf/properties/preinstall",
         "/install_scripts/oneOf/properties/install",
         "/install_scripts/oneOf/properties/postinstall",
+        "/packages/items/properties/repository",
+        "/packages/items/properties/rejected",
+        "/checks/items/properties/duration_secs",
+        "/platforms/items/properties/layers",
+        "/platforms/items/properties/transcripts",
+        "/platforms/items/properties/harnesses",
     ];
 
     #[test]

@@ -299,6 +299,24 @@ fn format_problems(r: &Receipt) -> Vec<Problem> {
                 ));
             }
         }
+        if let Some(t) = &p.transcripts {
+            let name = template_formats::model::transcript::transcripts_file_name(p.platform);
+            if t.name != name {
+                out.push(problem(
+                    format!("platforms[{i}].transcripts.name"),
+                    format!(
+                        "is `{}`; the transcripts of {} are named `{name}`",
+                        t.name, p.platform
+                    ),
+                ));
+            }
+            if p.harnesses.is_none() {
+                out.push(problem(
+                    format!("platforms[{i}].harnesses"),
+                    "is absent, but the platform records transcripts of its harnesses' turns",
+                ));
+            }
+        }
         if p.architecture != p.platform.arch() || p.os != "linux" {
             out.push(problem(
                 format!("platforms[{i}].architecture"),

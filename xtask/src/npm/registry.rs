@@ -48,6 +48,10 @@ pub(crate) struct VersionMeta {
     /// document: `maintainers`, a list of `{ "name", "email" }`).
     #[serde(default)]
     pub maintainers: Vec<NpmPerson>,
+    /// Where the source is (package.json's `repository`: a URL, a `host:owner/name` shorthand,
+    /// or `{ "type", "url", "directory" }`; npm's docs, "package.json", repository).
+    #[serde(default)]
+    pub repository: Option<serde_json::Value>,
 }
 
 /// An npm registry account as a packument names it. Old packuments spell one as the string
@@ -121,6 +125,18 @@ impl VersionMeta {
 }
 
 impl VersionMeta {
+    /// The source repository as a web URL: `git+https://github.com/o/r.git`, `github:o/r` and
+    /// `o/r` (npm's GitHub shorthand) all give `https://github.com/o/r`; `None` for anything
+    /// that is not an http(s) or git URL or a shorthand of a known host.
+    pub(crate) fn repository_url(&self) -> Option<String> {
+        let text = match self.repository.as_ref()? {
+            serde_json::Value::String(s) => s.as_str(),
+            serde_json::Value::Object(o) => o.get("url")?.as_str()?,
+            _ => return None,
+        };
+        repository_web_url(text)
+    }
+
     pub(crate) fn deprecation(&self) -> Option<String> {
         match &self.deprecated {
             Some(serde_json::Value::String(s)) if !s.is_empty() => Some(s.clone()),
@@ -128,6 +144,53 @@ impl VersionMeta {
             _ => None,
         }
     }
+}
+
+/// `repository` of a package.json as a web URL ([`VersionMeta::repository_url`]).
+fn repository_web_url(text: &str) -> Option<String> {
+    let text = text.trim();
+    let shorthand = |host: &str, path: &str| -> Option<String> {
+        let path = path.trim_end_matches(".git");
+        let mut parts = path.split('/');
+        let (owner, name) = (parts.next()?, parts.next()?);
+        let plain = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        };
+        (parts.next().is_none() && plain(owner) && plain(name))
+            .then(|| format!("https://{host}/{owner}/{name}"))
+    };
+    for (prefix, host) in [
+        ("github:", "github.com"),
+        ("gitlab:", "gitlab.com"),
+        ("bitbucket:", "bitbucket.org"),
+    ] {
+        if let Some(path) = text.strip_prefix(prefix) {
+            return shorthand(host, path);
+        }
+    }
+    if !text.contains(':') {
+        return shorthand("github.com", text);
+    }
+    let url = text
+        .trim_start_matches("git+")
+        .replacen("git://", "https://", 1)
+        .replacen("ssh://git@", "https://", 1);
+    let url = match url.strip_prefix("git@") {
+        // scp-like `git@host:owner/name.git`
+        Some(rest) => format!("https://{}", rest.replacen(':', "/", 1)),
+        None => url,
+    };
+    let url = url
+        .trim_end_matches('/')
+        .trim_end_matches(".git")
+        .to_string();
+    let parsed = reqwest::Url::parse(&url).ok()?;
+    (parsed.scheme() == "https" || parsed.scheme() == "http")
+        .then(|| parsed.host_str().is_some())
+        .filter(|ok| *ok)
+        .map(|_| url)
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -413,6 +476,35 @@ mod tests {
             packument_url("http://127.0.0.1:9/", "ws"),
             "http://127.0.0.1:9/ws"
         );
+    }
+
+    #[test]
+    fn repositories_become_web_urls() {
+        for (given, want) in [
+            (
+                "git+https://github.com/openai/codex.git",
+                Some("https://github.com/openai/codex"),
+            ),
+            (
+                "github:anomalyco/opencode",
+                Some("https://github.com/anomalyco/opencode"),
+            ),
+            (
+                "microsoft/playwright-cli",
+                Some("https://github.com/microsoft/playwright-cli"),
+            ),
+            (
+                "git@github.com:websockets/ws.git",
+                Some("https://github.com/websockets/ws"),
+            ),
+            ("git://github.com/a/b.git", Some("https://github.com/a/b")),
+            ("https://gitlab.com/g/p", Some("https://gitlab.com/g/p")),
+            ("file:../x", None),
+            ("a/b/c", None),
+            ("", None),
+        ] {
+            assert_eq!(repository_web_url(given).as_deref(), want, "{given}");
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! tag from the same inputs and both stop after the plan on a day with nothing to do.
 
 pub mod gate;
+pub mod notes;
 pub(crate) mod plan;
 pub(crate) mod platform;
 pub(crate) mod previous;
@@ -46,6 +47,8 @@ pub enum ReleaseRequest {
     Plan(ReleasePlanRequest),
     Build(ReleaseBuildRequest),
     Ship(ReleaseShipRequest),
+    /// Not a phase: the notes of a release, from receipts.
+    Notes(notes::ReleaseNotesRequest),
 }
 
 /// `cargo xtask release` without a phase.
@@ -99,6 +102,7 @@ pub struct ReleaseShipRequest {
 pub async fn run(request: ReleaseRequest, ctx: &crate::Context) -> Result<ExitCode> {
     match request {
         ReleaseRequest::All(all) => run_all(all, ctx).await,
+        ReleaseRequest::Notes(n) => notes::run(n, ctx),
         ReleaseRequest::Plan(a) => {
             let root = ctx.layout.root().to_path_buf();
             let out = absolute(&a.out)?;
@@ -304,6 +308,9 @@ struct Outcome<'a> {
     reference: Option<&'a str>,
     changes: Vec<String>,
     steps: &'a [StepTime],
+    /// The release's notes, when one was shipped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notes: Option<&'a template_formats::model::notes::ReleaseNotes>,
 }
 
 async fn run_all(request: ReleaseAllRequest, ctx: &crate::Context) -> Result<ExitCode> {
@@ -394,6 +401,7 @@ impl<'a> Outcome<'a> {
             reference: previous.map(|p| p.reference.as_str()),
             changes: plan.changes.iter().map(ToString::to_string).collect(),
             steps,
+            notes: None,
         }
     }
 
@@ -408,6 +416,7 @@ impl<'a> Outcome<'a> {
             reference: None,
             changes: plan.changes.iter().map(ToString::to_string).collect(),
             steps,
+            notes: None,
         }
     }
 
@@ -426,6 +435,7 @@ impl<'a> Outcome<'a> {
             reference: Some(&shipped.reference),
             changes: plan.changes.iter().map(ToString::to_string).collect(),
             steps,
+            notes: Some(&shipped.release_notes),
         }
     }
 }
@@ -519,6 +529,10 @@ fn finish(json: bool, outcome: &Outcome<'_>) -> Result<ExitCode> {
             println!("  {change}");
         }
         println!("  run dir    {}", outcome.run_dir.display());
+        if let Some(notes) = outcome.notes {
+            println!();
+            notes::print_markdown(notes);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -387,6 +387,8 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
 
     let previous = find_previous(root, options, runner)?;
     let previous = previous.as_ref();
+    // The ship phase makes the release notes from it, in another job.
+    previous::keep_for_notes(previous, out)?;
 
     runner
         .run(&gate_step(
@@ -822,6 +824,7 @@ mod tests {
             evidence: Default::default(),
             publisher: None,
             publisher_change: None,
+            repository: None,
         }
     }
 

@@ -16,7 +16,7 @@ use crate::oci::blob_upload::{
 use crate::oci::reuse::{platform_manifest, reusable_layers, KnownBlob, Reusable};
 use crate::util::{atomic_write, sha256_hex, Progress};
 use template_formats::manifest::Platform;
-use template_formats::model::publish::PushedImage;
+use template_formats::model::publish::{LayerBlob, PushedImage};
 use template_formats::model::Digest;
 use template_formats::oci::index::OCI_MANIFEST;
 use template_verify::oci::client::{RegistryClient, RegistryTarget};
@@ -116,7 +116,10 @@ pub(super) async fn push_image(
     // the record of that push is reused once the registry confirms it still has the manifest.
     let cache = push_cache_path(&ctx.layout, &client.target, &image_id);
     if let Some(cached) = read_push_cache(&cache) {
+        // A record from before the layers were kept cannot say them: pushed again (every blob
+        // is in the registry, so only HEADs).
         if cached.platform == platform
+            && cached.layer_blobs.len() == cached.layers
             && client
                 .manifest_matches(&cached.digest, cached.manifest_size)
                 .await?
@@ -292,6 +295,14 @@ pub(super) async fn push_image(
         config_digest: prepared.config.digest.clone(),
         size: prepared.size(),
         layers: prepared.layers.len(),
+        layer_blobs: prepared
+            .layers
+            .iter()
+            .map(|l| LayerBlob {
+                digest: l.digest.clone(),
+                size: l.size,
+            })
+            .collect(),
         reference: client.target.reference(&prepared.manifest_digest),
         uploaded_bytes: uploaded,
         read_back,

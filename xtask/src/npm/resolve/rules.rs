@@ -351,6 +351,7 @@ pub(crate) fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
             provenance,
             publisher,
             publisher_change,
+            repository: meta.repository_url(),
         });
     }
 
@@ -579,9 +580,10 @@ fn rejections_before_provenance(inputs: &Inputs<'_>, candidate: &Version) -> Vec
                     String::new()
                 };
                 reasons.push(format!(
-                    "published {} ({}h ago){logged}, inside the cooldown",
+                    "published {} ({}h ago){logged}, inside the cooldown until {}",
                     rfc3339(t),
-                    age.num_hours()
+                    age.num_hours(),
+                    rfc3339(t + (inputs.now - inputs.cutoff))
                 ))
             }
         }
