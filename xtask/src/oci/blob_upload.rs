@@ -21,6 +21,7 @@ use reqwest::{header, Method, StatusCode};
 
 use crate::oci::stream::TransferProgress;
 use template_formats::model::Digest;
+use template_verify::http::Attempt;
 use template_verify::oci::client::RegistryClient;
 
 /// Bytes read from disk per body chunk: the memory one upload holds.
@@ -73,11 +74,10 @@ pub(crate) async fn upload_blob(
                 .append_pair("mount", &blob.digest)
                 .append_pair("from", source);
         }
-        let response = client
-            .send(&start, |http| {
-                Ok(http.post(start.clone()).header(header::CONTENT_LENGTH, "0"))
-            })
-            .await?;
+        let response = send_write(client, &start, |http| {
+            Ok(http.post(start.clone()).header(header::CONTENT_LENGTH, "0"))
+        })
+        .await?;
         if response.status() == StatusCode::CREATED && mount_from.is_some() {
             return Ok(BlobPush::Mounted);
         }
@@ -176,14 +176,13 @@ pub(crate) async fn put_manifest(
 ) -> Result<String> {
     let url = client.target.url(&format!("manifests/{reference}"));
     let body = Bytes::copy_from_slice(bytes);
-    let response = client
-        .send(&url, |http| {
-            Ok(http
-                .put(url.clone())
-                .header(header::CONTENT_TYPE, media_type)
-                .body(body.clone()))
-        })
-        .await?;
+    let response = send_write(client, &url, |http| {
+        Ok(http
+            .put(url.clone())
+            .header(header::CONTENT_TYPE, media_type)
+            .body(body.clone()))
+    })
+    .await?;
     let response = client
         .expect_ok(&format!("push manifest {reference}"), &url, response)
         .await?;
@@ -198,6 +197,45 @@ pub(crate) async fn put_manifest(
         bail!("{url} stored the manifest as {theirs}, but its bytes are {ours}");
     }
     Ok(theirs)
+}
+
+/// Whether a write's answer may be a race with another push creating the repository, which
+/// a later attempt may not meet: 403, which ghcr.io answered a manifest PUT while another
+/// push of the same package ran and not when the same PUT was sent again
+/// (goreleaser/goreleaser#1977: `failed to put manifest ...: denied`), and 409, GitHub
+/// Packages' answer to a write that raced another (whoz-oss/coday#989). Two matrix legs
+/// push to one package at once, and on the first release neither has created it yet.
+pub(crate) fn may_race_creation(status: StatusCode) -> bool {
+    status == StatusCode::FORBIDDEN || status == StatusCode::CONFLICT
+}
+
+/// Sends a write (an upload's start, a manifest PUT) through `send`, and sends it again a
+/// bounded number of times (the client's retry policy, with its backoff) while the answer
+/// [`may_race_creation`]. The last answer is returned as it is: a refusal that persists is
+/// the account's, and the caller reports it with its remedy.
+async fn send_write(
+    client: &RegistryClient,
+    url: &reqwest::Url,
+    make: impl Fn(&reqwest::Client) -> Result<reqwest::RequestBuilder>,
+) -> Result<reqwest::Response> {
+    let make = &make;
+    client
+        .retry()
+        .run(url.as_str(), |last| async move {
+            let response = client.send(url, make).await?;
+            let status = response.status();
+            if may_race_creation(status) && !last {
+                return Ok(Attempt::Retry {
+                    error: anyhow::anyhow!(
+                        "{url} answered {status} (another push may be creating the repository \
+                         this moment)"
+                    ),
+                    after: None,
+                });
+            }
+            Ok(Attempt::Done(response))
+        })
+        .await
 }
 
 /// The blob at `path` as a streamed request body: read in [`CHUNK`]s as the connection takes
@@ -300,6 +338,21 @@ mod tests {
             BlobLocations::load(&dir.path().join("none")),
             BlobLocations::default()
         );
+    }
+
+    #[test]
+    fn only_refusals_a_racing_push_may_cause_are_sent_again() {
+        assert!(may_race_creation(StatusCode::FORBIDDEN));
+        assert!(may_race_creation(StatusCode::CONFLICT));
+        for status in [
+            StatusCode::UNAUTHORIZED,
+            StatusCode::NOT_FOUND,
+            StatusCode::BAD_REQUEST,
+            StatusCode::CREATED,
+            StatusCode::ACCEPTED,
+        ] {
+            assert!(!may_race_creation(status), "{status}");
+        }
     }
 
     #[tokio::test]
