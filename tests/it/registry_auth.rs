@@ -357,6 +357,11 @@ struct Faults {
     /// of the package.
     racing_writes: AtomicU32,
     injected_races: AtomicU32,
+    /// Answer every cross-repository mount (`POST .../blobs/uploads/?mount=...&from=...`)
+    /// with 403, as registries do that refuse a mount whose source the account may not read
+    /// (containerd/containerd#14086), where distribution starts a plain upload (202).
+    refuse_mounts: std::sync::atomic::AtomicBool,
+    refused_mounts: AtomicU32,
     /// Answer this many blob upload PUTs with 503 without forwarding them.
     fail_blob_puts: AtomicU32,
     /// Hold this many blob upload PUTs for [`HOLD`] before forwarding them.
@@ -416,6 +421,19 @@ async fn proxy_endpoint(
             )
                 .into_response();
         }
+    }
+    let is_mount = method == Method::POST
+        && uri
+            .query()
+            .is_some_and(|q| q.contains("mount=") && q.contains("from="));
+    if is_mount && proxy.faults.refuse_mounts.load(Ordering::SeqCst) {
+        proxy.faults.refused_mounts.fetch_add(1, Ordering::SeqCst);
+        return (
+            StatusCode::FORBIDDEN,
+            [("content-type", "application/json")],
+            READ_PACKAGE_DENIED,
+        )
+            .into_response();
     }
     let is_write = (method == Method::POST && path.ends_with("/blobs/uploads/"))
         || (method == Method::PUT && path.contains("/manifests/"));
@@ -1260,6 +1278,35 @@ fn blobs_already_in_another_repository_are_mounted() {
     assert!(
         asked.contains(&format!("repository:{base}:pull")),
         "{asked:?}"
+    );
+    let digest = first_platform_digest(&second);
+    assert_served(&stand_in, &app, &digest, &digest);
+}
+
+#[test]
+fn a_refused_mount_falls_back_to_an_upload() {
+    let Some(_docker) = light_docker() else {
+        return;
+    };
+    let stand_in = StandIn::start(Policy::default());
+    let base = unique("team/base").to_lowercase();
+    let app = unique("team/app").to_lowercase();
+    let images = test_images("mount-refused");
+    publish_amd64(&stand_in, &base, &images).assert_success();
+    // The record of where the blobs are says `base` holds them: the second push tries to
+    // mount them, and the registry refuses.
+    stand_in.faults.refuse_mounts.store(true, Ordering::SeqCst);
+    let second = publish_amd64(&stand_in, &app, &images);
+    let report = second.assert_success().json();
+    assert!(
+        stand_in.faults.refused_mounts.load(Ordering::SeqCst) >= 1,
+        "no mount was tried: the test did not test a refused mount"
+    );
+    assert!(report["platforms"][0]["uploaded_bytes"].as_u64().unwrap() > 0);
+    assert!(
+        second.stderr_text().contains("uploading it instead"),
+        "{}",
+        second.stderr_text()
     );
     let digest = first_platform_digest(&second);
     assert_served(&stand_in, &app, &digest, &digest);

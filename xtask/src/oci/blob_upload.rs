@@ -64,23 +64,45 @@ pub(crate) async fn upload_blob(
         progress_interval,
     );
     let mut session = 0;
+    let mut mount_from = mount_from;
     loop {
         session += 1;
         let mut start = client.target.url("blobs/uploads/");
-        if let Some(source) = mount_from {
-            client.want_pull_from(source).await;
-            start
-                .query_pairs_mut()
-                .append_pair("mount", &blob.digest)
-                .append_pair("from", source);
-        }
-        let response = send_write(client, &start, |http| {
-            Ok(http.post(start.clone()).header(header::CONTENT_LENGTH, "0"))
-        })
-        .await?;
-        if response.status() == StatusCode::CREATED && mount_from.is_some() {
-            return Ok(BlobPush::Mounted);
-        }
+        let response = match mount_from {
+            Some(source) => {
+                client.want_pull_from(source).await;
+                start
+                    .query_pairs_mut()
+                    .append_pair("mount", &blob.digest)
+                    .append_pair("from", source);
+                // One attempt: a refused mount is no race, and a plain upload follows it.
+                let response = client
+                    .send(&start, |http| {
+                        Ok(http.post(start.clone()).header(header::CONTENT_LENGTH, "0"))
+                    })
+                    .await?;
+                match response.status() {
+                    StatusCode::CREATED => return Ok(BlobPush::Mounted),
+                    StatusCode::FORBIDDEN => {
+                        eprintln!(
+                            "upload {}: {start} answered 403 to the mount from {source} \
+                             ({MOUNT_REFUSED}); uploading it instead",
+                            blob.digest
+                        );
+                        mount_from = None;
+                        session -= 1;
+                        continue;
+                    }
+                    _ => response,
+                }
+            }
+            None => {
+                send_write(client, &start, |http| {
+                    Ok(http.post(start.clone()).header(header::CONTENT_LENGTH, "0"))
+                })
+                .await?
+            }
+        };
         let response = client
             .expect_ok("start a blob upload", &start, response)
             .await?;
@@ -145,6 +167,13 @@ pub(crate) async fn mount_blob(
     if response.status() == StatusCode::CREATED {
         return Ok(true);
     }
+    if response.status() == StatusCode::FORBIDDEN {
+        eprintln!(
+            "mount {digest}: {start} answered 403 to the mount from {source} ({MOUNT_REFUSED}); \
+             the layer is compressed and uploaded instead"
+        );
+        return Ok(false);
+    }
     let response = client
         .expect_ok(
             &format!("mount blob {digest} from {source}"),
@@ -198,6 +227,13 @@ pub(crate) async fn put_manifest(
     }
     Ok(theirs)
 }
+
+/// Why a 403 to a mount is not the end of a push: some registries refuse a mount whose
+/// source repository the account may not read with 403 where distribution starts a plain
+/// upload session (202), and a plain upload of the same blob then succeeds
+/// (containerd/containerd#14086; go-containerregistry retries without the mount,
+/// google/go-containerregistry#1404).
+const MOUNT_REFUSED: &str = "the source may not be readable to this account";
 
 /// Whether a write's answer may be a race with another push creating the repository, which
 /// a later attempt may not meet: 403, which ghcr.io answered a manifest PUT while another
