@@ -344,9 +344,9 @@ const RACE_DENIED: &str = r#"{"errors":[{"code":"DENIED","message":"denied"}]}"#
 
 #[derive(Default)]
 struct Faults {
-    /// ghcr.io's first push: until a manifest of a repository has been stored, HEAD and GET
-    /// of its blobs and manifests answer 403 ([`READ_PACKAGE_DENIED`]); the registry behind
-    /// (distribution 2.8) would answer 404.
+    /// ghcr.io's first push: until a manifest of a repository has been stored (assumed to be
+    /// what creates the package), HEAD and GET of its blobs and manifests answer 403
+    /// ([`READ_PACKAGE_DENIED`]); the registry behind (distribution 2.8) would answer 404.
     first_push: std::sync::atomic::AtomicBool,
     /// Repositories a manifest PUT has created (for `first_push`).
     created: Mutex<BTreeSet<String>>,
@@ -502,7 +502,9 @@ async fn proxy_endpoint(
     };
     let status = upstream.status();
     if is_manifest_put && status.is_success() {
-        // A stored manifest is what makes a ghcr.io package exist.
+        // Assumed: the first stored manifest, even by digest, creates the ghcr.io package
+        // (the reports show a push creating it, not which request does; if only a tag did,
+        // the legs' read-back would meet 403 too, and this stand-in would not show it).
         if let Some(repository) = repository {
             proxy.faults.created.lock().unwrap().insert(repository);
         }
