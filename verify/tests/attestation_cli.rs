@@ -179,4 +179,62 @@ fn the_installed_binary_verifies_offline_and_names_what_it_refuses() {
     );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--trusted-root"), "{err}");
+
+    // One signer form, whole: an identity and a repository together, a repository without its
+    // workflow and ref, an identity without its issuer, and neither.
+    let common = [
+        "attestation",
+        "verify",
+        DEMO_WHEEL,
+        "--bundle",
+        &bundle,
+        "--trusted-root",
+        &root,
+    ];
+    for (extra, named) in [
+        (
+            &[
+                "--certificate-identity",
+                "x",
+                "--certificate-oidc-issuer",
+                "y",
+                "--repository",
+                "a/b",
+                "--workflow",
+                ".github/workflows/w.yml",
+                "--source-ref",
+                "refs/heads/main",
+            ][..],
+            "--repository",
+        ),
+        (&["--repository", "a/b"][..], "--workflow"),
+        (
+            &["--certificate-identity", "x"][..],
+            "--certificate-oidc-issuer",
+        ),
+        (&[][..], "--certificate-identity"),
+    ] {
+        let args: Vec<&str> = common.iter().chain(extra).copied().collect();
+        let (code, _, err) = run(&installed, &args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(named), "{args:?}: {err}");
+    }
+    // A form clap cannot see: the workflow's path.
+    let args: Vec<&str> = common
+        .iter()
+        .chain(&[
+            "--repository",
+            "actions/attest-demo",
+            "--workflow",
+            "build-python.yml",
+            "--source-ref",
+            "refs/heads/main",
+            "--subject-name",
+            "x",
+        ])
+        .copied()
+        .collect();
+    let (code, _, err) = run(&installed, &args);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is not .github/workflows/<file>"), "{err}");
 }

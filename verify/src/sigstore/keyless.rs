@@ -58,8 +58,7 @@ impl TrustedRoots {
     /// `origin` names the file, for errors and for [`Instance::root`].
     pub fn from_text(text: &str, origin: &str) -> Result<TrustedRoots> {
         let mut documents = Vec::new();
-        let mut stream = serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>();
-        while let Some(value) = stream.next() {
+        for value in serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>() {
             let value = value.map_err(|e| anyhow!("{origin} is not JSON: {e}"))?;
             documents.push(value);
         }

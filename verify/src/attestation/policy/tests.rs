@@ -95,7 +95,8 @@ fn the_release_workflow_s_own_attestation_is_accepted() {
 #[test]
 fn each_certificate_claim_that_differs_is_refused_by_name_with_both_values() {
     let good = good_statement();
-    let cases: Vec<(&str, Box<dyn Fn(&mut CertificateClaims)>)> = vec![
+    type Edit = Box<dyn Fn(&mut CertificateClaims)>;
+    let cases: Vec<(&str, Edit)> = vec![
         (
             "certificate OIDC issuer",
             Box::new(|c| {
