@@ -112,10 +112,27 @@ fn is_name(s: &str) -> bool {
 pub struct ExpectedSubject {
     /// The subject's name (actions/attest names a file subject by its file name); `None`: any.
     pub name: Option<String>,
-    /// `sha256` or `sha512`.
-    pub algorithm: &'static str,
-    /// Lowercase hex.
-    pub hex: String,
+    /// The artifact's digests as (`sha256` or `sha512`, lowercase hex): a file's both (a
+    /// statement may name its subject by either, as npm's provenance names a tarball by its
+    /// sha512), a digest given alone. A subject matches when one of its digests is one of these.
+    pub digests: Vec<(&'static str, String)>,
+}
+
+impl ExpectedSubject {
+    fn matches(&self, subject: &serde_json::Value) -> bool {
+        self.digests
+            .iter()
+            .any(|(algorithm, hex)| subject["digest"][*algorithm].as_str() == Some(hex.as_str()))
+    }
+
+    fn describe(&self) -> String {
+        let digests: Vec<String> = self
+            .digests
+            .iter()
+            .map(|(a, h)| format!("{a}:{h}"))
+            .collect();
+        digests.join(" or ")
+    }
 }
 
 /// Everything an attestation is judged by, beyond its cryptography.
@@ -311,7 +328,7 @@ fn judge_statement(refusals: &mut Vec<Refusal>, policy: &Policy, bytes: &[u8]) -
     let subjects = statement["subject"].as_array().cloned().unwrap_or_default();
     let matching: Vec<String> = subjects
         .iter()
-        .filter(|s| s["digest"][wanted.algorithm].as_str() == Some(wanted.hex.as_str()))
+        .filter(|s| wanted.matches(s))
         .map(|s| text(&s["name"]).unwrap_or_default())
         .collect();
     let listed = || {
@@ -328,14 +345,14 @@ fn judge_statement(refusals: &mut Vec<Refusal>, policy: &Policy, bytes: &[u8]) -
     if matching.is_empty() {
         refusals.push(Refusal {
             claim: "statement subject digest".into(),
-            expected: format!("{}:{}", wanted.algorithm, wanted.hex),
+            expected: wanted.describe(),
             found: listed(),
         });
     } else if let Some(name) = &wanted.name {
         if !matching.iter().any(|n| n == name) {
             refusals.push(Refusal {
                 claim: "statement subject name".into(),
-                expected: format!("`{name}` with {}:{}", wanted.algorithm, wanted.hex),
+                expected: format!("`{name}` with {}", wanted.describe()),
                 found: listed(),
             });
         }

@@ -69,12 +69,19 @@ impl Artifact {
         }
     }
 
-    /// (algorithm, lowercase hex): a file's sha256, or the digest given.
-    fn digest(&self) -> (&'static str, String) {
+    /// (algorithm, lowercase hex), the first the one reported: a file's sha256 and sha512,
+    /// or the digest given.
+    fn digests(&self) -> Vec<(&'static str, String)> {
         match self {
-            Artifact::File { bytes, .. } => ("sha256", template_formats::hash::sha256_hex(bytes)),
-            Artifact::Sha256(d) => ("sha256", hex::encode(d)),
-            Artifact::Sha512(d) => ("sha512", hex::encode(d)),
+            Artifact::File { bytes, .. } => {
+                use sha2::Digest as _;
+                vec![
+                    ("sha256", template_formats::hash::sha256_hex(bytes)),
+                    ("sha512", hex::encode(sha2::Sha512::digest(bytes))),
+                ]
+            }
+            Artifact::Sha256(d) => vec![("sha256", hex::encode(d))],
+            Artifact::Sha512(d) => vec![("sha512", hex::encode(d))],
         }
     }
 }
@@ -122,7 +129,7 @@ fn bundles_of(text: &str, path: &Path) -> Result<Vec<String>> {
 
 /// The policy the request asks for, its forms checked.
 fn policy_of(request: &VerifyAttestationRequest, artifact: &Artifact) -> Result<Policy> {
-    let (algorithm, hex) = artifact.digest();
+    let digests = artifact.digests();
     let file_name = match artifact {
         Artifact::File { name, .. } => Some(name.clone()),
         _ => None,
@@ -136,8 +143,7 @@ fn policy_of(request: &VerifyAttestationRequest, artifact: &Artifact) -> Result<
             predicate_type: request.predicate_type.clone(),
             subject: ExpectedSubject {
                 name: request.subject_name.clone(),
-                algorithm,
-                hex,
+                digests,
             },
         },
         RequestedSigner::Release {
@@ -170,8 +176,7 @@ fn policy_of(request: &VerifyAttestationRequest, artifact: &Artifact) -> Result<
                 ),
                 subject: ExpectedSubject {
                     name: Some(name),
-                    algorithm,
-                    hex,
+                    digests,
                 },
             }
         }
@@ -218,7 +223,7 @@ fn verify_all(
     roots: &TrustedRoots,
     bundles: &[String],
 ) -> AttestationReport {
-    let (algorithm, hex) = artifact.digest();
+    let (algorithm, hex) = artifact.digests().swap_remove(0);
     let verdicts: Vec<BundleVerdict> = bundles
         .iter()
         .enumerate()

@@ -27,8 +27,7 @@ fn policy() -> Policy {
         predicate_type: Some(crate::attestation::PROVENANCE.into()),
         subject: ExpectedSubject {
             name: Some("receipt.json".into()),
-            algorithm: "sha256",
-            hex: HEX.into(),
+            digests: vec![("sha256", HEX.into())],
         },
     }
 }
@@ -232,6 +231,22 @@ fn the_statement_s_type_predicate_digest_and_name_are_each_judged() {
     let (refusals, _) = judge(&policy(), &c, Some(twice.as_bytes()));
     assert_eq!(refusals.len(), 1, "{refusals:?}");
     assert!(refusals[0].found.contains("duplicate key"), "{refusals:?}");
+    // A file's sha512 names it as well as its sha256 (npm's provenance names a tarball so).
+    let mut both = policy();
+    both.subject.digests = vec![("sha256", "c".repeat(64)), ("sha512", "d".repeat(128))];
+    let sha512_only = String::from_utf8(good_statement()).unwrap().replace(
+        &format!("\"sha256\":\"{HEX}\""),
+        &format!("\"sha512\":\"{}\"", "d".repeat(128)),
+    );
+    assert_eq!(
+        refused(&both, &c, Some(sha512_only.as_bytes())),
+        Vec::<String>::new()
+    );
+    both.subject.digests.pop();
+    assert_eq!(
+        refused(&both, &c, Some(sha512_only.as_bytes())),
+        ["statement subject digest"]
+    );
     // A release attestation is a statement; a bare message signature is refused.
     assert_eq!(refused(&policy(), &c, None), ["statement"]);
 }
