@@ -1,4 +1,4 @@
-//! The replay's expression evaluator (`src/expr.rs`) against GitHub's own known-answer tests
+//! The replay's expression evaluator (`src/expr/`) against GitHub's own known-answer tests
 //! for the expression language.
 //!
 //! The cases are `expressions/testdata/*.json` of

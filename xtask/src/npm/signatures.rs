@@ -217,9 +217,10 @@ pub(crate) fn check(
     published: Option<DateTime<Utc>>,
 ) -> std::result::Result<String, String> {
     if signatures.is_empty() {
-        return Err(format!(
+        return Err(
             "no registry signature (dist.signatures is empty or missing), though the registry signs"
-        ));
+                .to_string(),
+        );
     }
     let message = format!("{name}@{version}:{integrity}");
     let mut reasons = Vec::new();
