@@ -3,6 +3,9 @@
 //! the tests run as root), on real bundles from `../shared/fixtures/sigstore/` (SOURCE.md there).
 //! Skips, saying why, only where that directory is absent.
 
+#[path = "../../tests/support/sigstore_standin.rs"]
+mod sigstore_standin;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -43,7 +46,7 @@ fn install() -> Installed {
 }
 
 /// (exit code, stdout, stderr).
-fn run(installed: &Installed, args: &[&str]) -> (i32, String, String) {
+fn run_binary(installed: &Installed, args: &[&str]) -> (i32, String, String) {
     // /proc/self belongs to the process's effective user.
     let as_root =
         std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
@@ -108,7 +111,7 @@ fn the_installed_binary_verifies_offline_and_names_what_it_refuses() {
         .collect()
     };
     let args = release("refs/heads/main");
-    let (code, out, err) = run(
+    let (code, out, err) = run_binary(
         &installed,
         &args.iter().map(String::as_str).collect::<Vec<_>>(),
     );
@@ -122,7 +125,7 @@ fn the_installed_binary_verifies_offline_and_names_what_it_refuses() {
     );
 
     let args = release("refs/heads/release");
-    let (code, out, err) = run(
+    let (code, out, err) = run_binary(
         &installed,
         &args.iter().map(String::as_str).collect::<Vec<_>>(),
     );
@@ -138,7 +141,7 @@ fn the_installed_binary_verifies_offline_and_names_what_it_refuses() {
 
     // --json on a public-good message signature, with an exact identity.
     let conformance = sigstore.join("conformance/bundle-verify");
-    let (code, out, err) = run(
+    let (code, out, err) = run_binary(
         &installed,
         &[
             "attestation",
@@ -165,7 +168,7 @@ fn the_installed_binary_verifies_offline_and_names_what_it_refuses() {
     assert!(report["bundles"][0]["evidence"]["transparency_log"]["index"].is_u64());
 
     // No trusted root: nothing is fetched and nothing built in is used.
-    let (code, _, err) = run(
+    let (code, _, err) = run_binary(
         &installed,
         &[
             "attestation",
@@ -215,7 +218,7 @@ fn the_installed_binary_verifies_offline_and_names_what_it_refuses() {
         (&[][..], "--certificate-identity"),
     ] {
         let args: Vec<&str> = common.iter().chain(extra).copied().collect();
-        let (code, _, err) = run(&installed, &args);
+        let (code, _, err) = run_binary(&installed, &args);
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(named), "{args:?}: {err}");
     }
@@ -234,7 +237,157 @@ fn the_installed_binary_verifies_offline_and_names_what_it_refuses() {
         ])
         .copied()
         .collect();
-    let (code, _, err) = run(&installed, &args);
+    let (code, _, err) = run_binary(&installed, &args);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("is not .github/workflows/<file>"), "{err}");
+}
+
+/// The negatives no real bundle gives, signed by the Sigstore STAND-IN (its own CA, CT log and
+/// transparency log; tests/support/sigstore_standin.rs), so they are the stand-in's bundles,
+/// not Sigstore's: a self-hosted runner, another commit, and the release workflow run as a
+/// reusable workflow of another workflow. Each is cryptographically valid under the stand-in's
+/// root, and refused by the one claim that differs.
+#[test]
+fn standin_bundles_a_self_hosted_runner_another_commit_and_a_reusable_call_are_refused() {
+    use sigstore_standin::{GithubRun, SigstoreStandIn};
+    let installed = install();
+    let standin = SigstoreStandIn::new();
+    let root = standin.write_trusted_root(&installed.home);
+    let artifact = installed.home.join("receipt.json");
+    std::fs::write(&artifact, b"{}\n").unwrap();
+    let sha256 = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(b"{}\n"))
+    };
+    let statement = serde_json::json!({
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [{"name": "receipt.json", "digest": {"sha256": sha256}}],
+        "predicateType": "https://slsa.dev/provenance/v1",
+        "predicate": {},
+    });
+    let commit = "1".repeat(40);
+    let release_run = || {
+        let mut run = GithubRun::new(
+            "s0/template",
+            ".github/workflows/update-template.yml",
+            "refs/heads/main",
+        );
+        run.commit = commit.clone();
+        run
+    };
+    let judge = |run: &GithubRun, source_commit: &str| -> (i32, serde_json::Value) {
+        let bundle = standin.statement_bundle(
+            &statement,
+            run,
+            chrono::Utc::now() - chrono::Duration::minutes(1),
+        );
+        let path = installed.home.join("bundle.json");
+        std::fs::write(&path, bundle.to_string()).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let (code, out, err) = run_binary(
+            &installed,
+            &[
+                "attestation",
+                "verify",
+                artifact.to_str().unwrap(),
+                "--bundle",
+                path.to_str().unwrap(),
+                "--trusted-root",
+                root.to_str().unwrap(),
+                "--repository",
+                "s0/template",
+                "--workflow",
+                ".github/workflows/update-template.yml",
+                "--source-ref",
+                "refs/heads/main",
+                "--source-commit",
+                source_commit,
+                "--json",
+            ],
+        );
+        (
+            code,
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}")),
+        )
+    };
+    let refused = |report: &serde_json::Value| -> Vec<(String, String, String)> {
+        report["bundles"][0]["refusals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let f = |k: &str| r[k].as_str().unwrap().to_owned();
+                (f("claim"), f("expected"), f("found"))
+            })
+            .collect()
+    };
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(&artifact, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    let (code, report) = judge(&release_run(), &commit);
+    assert_eq!((code, refused(&report)), (0, vec![]), "{report:#}");
+
+    let mut self_hosted = release_run();
+    self_hosted.runner = "self-hosted".into();
+    let (code, report) = judge(&self_hosted, &commit);
+    assert_eq!(code, 1);
+    assert_eq!(report["bundles"][0]["verified"], true, "{report:#}");
+    assert_eq!(
+        refused(&report),
+        [(
+            "runner environment (1.3.6.1.4.1.57264.1.11)".to_owned(),
+            "`github-hosted`".to_owned(),
+            "`self-hosted`".to_owned()
+        )]
+    );
+
+    let (code, report) = judge(&release_run(), &"2".repeat(40));
+    assert_eq!(code, 1);
+    assert_eq!(
+        refused(&report),
+        [(
+            "source repository digest (1.3.6.1.4.1.57264.1.13)".to_owned(),
+            format!("`{}`", "2".repeat(40)),
+            format!("`{commit}`")
+        )]
+    );
+
+    let mut called = release_run();
+    called.build_config =
+        Some("https://github.com/s0/template/.github/workflows/caller.yml@refs/heads/main".into());
+    let (code, report) = judge(&called, &commit);
+    assert_eq!(code, 1);
+    assert_eq!(
+        refused(&report)
+            .into_iter()
+            .map(|(claim, _, _)| claim)
+            .collect::<Vec<_>>(),
+        ["build config URI (1.3.6.1.4.1.57264.1.18)"]
+    );
+
+    // The stand-in's bundle under Sigstore's own root: no such CA, refused by the cryptography.
+    if let Some(sigstore) = fixtures() {
+        let path = installed.home.join("bundle.json");
+        let (code, _, err) = run_binary(
+            &installed,
+            &[
+                "attestation",
+                "verify",
+                artifact.to_str().unwrap(),
+                "--bundle",
+                path.to_str().unwrap(),
+                "--trusted-root",
+                sigstore
+                    .join("public-good-trusted_root.json")
+                    .to_str()
+                    .unwrap(),
+                "--certificate-identity",
+                "x",
+                "--certificate-oidc-issuer",
+                "y",
+            ],
+        );
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains("does not verify"), "{err}");
+    }
 }
