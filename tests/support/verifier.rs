@@ -84,15 +84,17 @@ fn built() -> &'static Built {
         // The build tree goes before anything runs the binaries.
         let workspace = run.job(JOB).workspace.clone();
         {
+            // Checked under the lock: once it is released, another replay of the same
+            // repository (another test process on this machine) may make the directory again.
             let _lock = actions_replay::lock_workspace().unwrap();
             std::fs::remove_dir_all(&workspace)
                 .unwrap_or_else(|e| panic!("removing {}: {e}", workspace.display()));
+            assert!(
+                !workspace.exists(),
+                "the build tree {} is gone",
+                workspace.display()
+            );
         }
-        assert!(
-            !workspace.exists(),
-            "the build tree {} is gone",
-            workspace.display()
-        );
         let dir = tempfile::Builder::new()
             .prefix("verifiers-")
             .tempdir_in(run_dir())
