@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 use actions_replay::{run_workflow, Replay};
 use serde_json::{json, Value};
 
-use super::{repo_root, run_dir, runner_user, scratch_repo};
+use super::{checkout_text, run_dir, runner_user, scratch_repo};
 
 const WORKFLOW: &str = ".github/workflows/update-template.yml";
 /// The job that builds the verifiers, and what it uploads them as.
@@ -68,7 +68,7 @@ fn built() -> &'static Built {
         runner_user();
         let source = scratch_repo("verifier-job-");
         let workflow = source.path().join("verifier-job.yml");
-        let text = std::fs::read_to_string(repo_root().join(WORKFLOW)).unwrap();
+        let text = checkout_text(WORKFLOW);
         std::fs::write(&workflow, verifier_job_alone(&text)).unwrap();
         let replay = Replay::new(&workflow, source.path())
             .unwrap()
@@ -139,7 +139,7 @@ mod tests {
 
     #[test]
     fn the_verifier_job_runs_alone_and_unchanged() {
-        let text = std::fs::read_to_string(repo_root().join(WORKFLOW)).unwrap();
+        let text = checkout_text(WORKFLOW);
         let alone: Value = yaml_serde::from_str(&verifier_job_alone(&text)).unwrap();
         let committed: Value = yaml_serde::from_str(&text).unwrap();
         let jobs: Vec<&String> = alone["jobs"].as_object().unwrap().keys().collect();
