@@ -2,7 +2,7 @@
 # Builds the consumer's verifier, `template-verify` (the `verify/` crate), as a
 # statically linked binary for every platform the template ships, into OUT_DIR as
 # `template-verify-linux-amd64` and `template-verify-linux-arm64`. Releases carry them so that
-# another repository verifies and pins a release without Rust (README, "Consumers").
+# another repository verifies and pins a release without Rust (docs/consumers.md).
 #
 #   scripts/build-verifiers.sh OUT_DIR [PLATFORM...]     (default: linux/amd64 linux/arm64)
 #

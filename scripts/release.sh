@@ -8,4 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-host.sh
+# `cargo xtask` is `cargo run --quiet`: on a first run it would compile for minutes in silence.
+# Compiled here first, visibly when there is something to compile and silently when not.
+bash scripts/compile.sh "the release tool (cargo xtask)" cargo build --locked --package xtask
 exec cargo xtask release "$@"

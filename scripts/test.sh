@@ -15,6 +15,11 @@ bash scripts/setup-runner-user.sh
 bash scripts/nested-engines.sh start >/dev/null
 stamp "checks and tests"
 cargo fmt --all --check
+# The tests' build first, on its own: the first run shows what it compiles and cargo's
+# progress (and how long it took), a later one with nothing to compile prints nothing, and
+# the test run below compiles nothing.
+bash scripts/compile.sh "the workspace's tests, every feature" \
+  cargo test --workspace --all-features --locked --no-run
 bash scripts/lint-workflows.sh
 # Two threads: the unit tests, then the end-to-end tests (one binary, tests/it/); in that binary,
 # tests/it/main.rs says which tests run side by side (heavy Docker tests run alone).

@@ -12,5 +12,6 @@ pub mod hash;
 pub mod manifest;
 pub mod model;
 pub mod oci;
+pub mod paths;
 pub mod sbom;
 pub mod strict_json;

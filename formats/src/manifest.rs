@@ -9,8 +9,11 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-/// Where the manifest lives, relative to the repository root.
-pub const MANIFEST_PATH: &str = "template/manifest.yaml";
+mod provenance;
+mod resume;
+pub use crate::model::install_scripts::InstallScripts;
+pub use provenance::{glob_matches, ProvenanceIdentity, GITHUB_ACTIONS_ISSUER};
+pub use resume::ResumeField;
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -20,7 +23,9 @@ pub struct Manifest {
     pub cadence: Cadence,
     pub cooldown_hours: u32,
     pub node: NodeSpec,
-    pub install_scripts_allowed: Vec<String>,
+    /// Packages whose install scripts run during `npm ci`, each with the content a maintainer
+    /// reviewed and acknowledged: any other content holds a version back.
+    pub install_scripts_allowed: BTreeMap<String, InstallScripts>,
     /// Packages with install scripts that were reviewed and are not run.
     #[serde(default)]
     pub install_scripts_skipped: Vec<String>,
@@ -153,6 +158,11 @@ pub struct PackageSpec {
     pub version_command: Vec<String>,
     /// Expected output of `version_command`; `{version}` stands for the locked version.
     pub version_output: String,
+    /// The provenance identity every version must carry, for a package that publishes npm
+    /// provenance (docs/inputs.md); absent for one that does not, or whose identity was not
+    /// confirmed from its source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<ProvenanceIdentity>,
 }
 
 impl PackageSpec {
@@ -190,6 +200,8 @@ pub struct Harness {
     /// JSON pointer -> expected value in one stdout record; the string `present` only asks
     /// that the pointer resolves.
     pub expect: BTreeMap<String, serde_json::Value>,
+    /// The fields a supervisor saves to resume the harness's session (`resume.rs`).
+    pub resume: Vec<ResumeField>,
 }
 
 pub use crate::model::Platform;
@@ -223,6 +235,9 @@ impl Manifest {
             }
             if p.version_command.is_empty() {
                 bail!("`packages[{}].version_command` is empty", p.name);
+            }
+            if let Some(identity) = &p.provenance {
+                identity.validate(&p.name)?;
             }
             if !p.version_output.contains("{version}") {
                 bail!(
@@ -266,15 +281,18 @@ impl Manifest {
                 bail!("`node.packages` has no entry for {platform}");
             }
         }
-        for allowed in &self.install_scripts_allowed {
+        for (allowed, acknowledged) in &self.install_scripts_allowed {
             if !self.packages.iter().any(|p| &p.name == allowed) {
                 bail!("`install_scripts_allowed` names `{allowed}`, which is not under `packages`");
+            }
+            if let Some(problem) = acknowledged.form_problem() {
+                bail!("`install_scripts_allowed.{allowed}` {problem}");
             }
         }
         if let Some(both) = self
             .install_scripts_skipped
             .iter()
-            .find(|s| self.install_scripts_allowed.contains(s))
+            .find(|s| self.install_scripts_allowed.contains_key(*s))
         {
             bail!("`{both}` is in both install_scripts_allowed and install_scripts_skipped");
         }
@@ -304,6 +322,15 @@ impl Manifest {
                         h.name
                     )
                 })?;
+            }
+            if h.resume.is_empty() {
+                bail!(
+                    "harness `{}` needs `resume`: the fields a supervisor saves to resume it",
+                    h.name
+                );
+            }
+            for field in &h.resume {
+                field.validate(&h.name)?;
             }
             for pointer in h.expect.keys() {
                 if !pointer.starts_with('/') {
@@ -541,288 +568,4 @@ fn is_env_name(name: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn committed() -> String {
-        std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("..")
-                .join(MANIFEST_PATH),
-        )
-        .unwrap()
-    }
-
-    #[test]
-    fn committed_manifest_is_valid() {
-        let m = Manifest::parse(&committed(), Path::new(MANIFEST_PATH)).unwrap();
-        assert_eq!(m.packages.len(), 6);
-        assert_eq!(m.platforms, Platform::ALL.to_vec());
-        assert_eq!(m.harnesses.len(), 4);
-    }
-
-    #[test]
-    fn unknown_key_is_named() {
-        let text = committed().replace("cooldown_hours:", "cooldown_hourz:");
-        let err = Manifest::parse(&text, Path::new("m.yaml")).unwrap_err();
-        let msg = format!("{err:#}");
-        assert!(msg.contains("m.yaml"), "{msg}");
-        assert!(msg.contains("cooldown_hourz"), "{msg}");
-    }
-
-    #[test]
-    fn wrong_type_is_named() {
-        let text = committed().replace("interval_days: 3", "interval_days: three");
-        let msg = format!(
-            "{:#}",
-            Manifest::parse(&text, Path::new("m.yaml")).unwrap_err()
-        );
-        assert!(msg.contains("interval_days"), "{msg}");
-    }
-
-    #[test]
-    fn cooldown_below_a_day_is_rejected() {
-        let text = committed().replace("cooldown_hours: 48", "cooldown_hours: 2");
-        let msg = format!(
-            "{:#}",
-            Manifest::parse(&text, Path::new("m.yaml")).unwrap_err()
-        );
-        assert!(msg.contains("at least 24"), "{msg}");
-    }
-
-    #[test]
-    fn node_off_the_major_line_is_rejected() {
-        let text = committed().replace("version: 22.23.5", "version: 24.1.0");
-        let msg = format!(
-            "{:#}",
-            Manifest::parse(&text, Path::new("m.yaml")).unwrap_err()
-        );
-        assert!(msg.contains("node.major"), "{msg}");
-    }
-
-    #[test]
-    fn required_smoke_checks_differ_by_build_and_platform() {
-        let m = Manifest::parse(&committed(), Path::new(MANIFEST_PATH)).unwrap();
-        let native = m.required_smoke_checks(Platform::LinuxAmd64, false);
-        let emulated = m.required_smoke_checks(Platform::LinuxArm64, true);
-        assert!(native.contains("playwright-cli drives chromium"));
-        assert!(!native.contains("chromium starts (emulated)"));
-        assert!(native.contains("opencode x64 baseline build"));
-        assert!(emulated.contains("chromium starts (emulated)"));
-        assert!(!emulated.contains("opencode x64 baseline build"));
-        for set in [&native, &emulated] {
-            assert!(set.contains("no CA bundle left in the image"));
-            assert!(set.contains("harness claude-code") && set.contains("version ws"));
-        }
-        for shared in [
-            "shared browser: sandboxed chromium shared over cdp and vnc",
-            "shared browser refused under the default seccomp profile",
-            "shared browser relaunches on another host name",
-        ] {
-            assert!(
-                native.contains(shared) && !emulated.contains(shared),
-                "{shared}"
-            );
-        }
-        for harness in &m.harnesses {
-            let turns = harness_turns_check_name(&harness.name);
-            assert!(
-                native.contains(&turns) && !emulated.contains(&turns),
-                "{turns}"
-            );
-        }
-        assert_eq!(native.len(), 10 + 4 + 1 + 6 + 4 + 4);
-    }
-
-    #[test]
-    fn smoke_check_lists_are_strict() {
-        for (from, to, expect) in [
-            ("  every_build:", "  every_buld:", "every_buld"),
-            ("    linux/arm64: []\n", "", "no entry for linux/arm64"),
-            (
-                "    - node runtime\n",
-                "    - node runtime\n    - node runtime\n",
-                "twice",
-            ),
-            ("    - node runtime\n", "    - harness pi\n", "twice"),
-            ("smoke_checks:", "smoke_checkz:", "smoke_checkz"),
-        ] {
-            let text = committed().replacen(from, to, 1);
-            assert_ne!(text, committed(), "{from}");
-            let msg = format!(
-                "{:#}",
-                Manifest::parse(&text, Path::new("m.yaml")).unwrap_err()
-            );
-            assert!(msg.contains(expect), "{from} -> {to}: {msg}");
-        }
-    }
-
-    /// A harness name is pasted into the turn check's script as a shell word and a JavaScript
-    /// string: only lowercase letters, digits and `-` get through.
-    #[test]
-    fn harness_names_are_plain_words() {
-        for bad in ["Pi", "pi agent", "pi'", "pi\"", ""] {
-            let text = committed().replacen(
-                "  - name: pi\n",
-                &format!("  - name: \"{}\"\n", bad.replace('"', "\\\"")),
-                1,
-            );
-            assert_ne!(text, committed(), "{bad}");
-            let msg = format!(
-                "{:#}",
-                Manifest::parse(&text, Path::new("m.yaml")).unwrap_err()
-            );
-            assert!(
-                msg.contains("must be lowercase letters, digits and `-`"),
-                "{bad}: {msg}"
-            );
-        }
-    }
-
-    #[test]
-    fn image_browser_and_linked_builds_come_from_the_committed_manifest() {
-        let m = Manifest::parse(&committed(), Path::new(MANIFEST_PATH)).unwrap();
-        let env = m.image.required_env();
-        assert_eq!(env[0], ("HOME".to_string(), "/workspace".to_string()));
-        assert!(env.contains(&("PI_TELEMETRY".to_string(), "0".to_string())));
-        assert_eq!(env.len(), 1 + m.image.env.len());
-        assert!(m
-            .image
-            .forbidden_env
-            .contains(&"NODE_EXTRA_CA_CERTS".to_string()));
-        assert_eq!(m.image.install_dir, "/opt/coding-agents");
-        assert_eq!(m.browser.user, "sandbox-browser");
-        assert_eq!(m.node.version_command, ["node", "--version"]);
-        let [build] = m.linked_builds.as_slice() else {
-            panic!("one linked build: {:?}", m.linked_builds)
-        };
-        assert_eq!(build.platform, Platform::LinuxAmd64);
-        assert!(m.smoke_checks.platform[&Platform::LinuxAmd64].contains(&build.check));
-    }
-
-    /// Values that smoke pastes into shell scripts, and the policy lists, are checked strictly.
-    #[test]
-    fn image_browser_and_linked_build_keys_are_strict() {
-        for (from, to, expect) in [
-            ("  home: /workspace", "  home: workspace", "`image.home`"),
-            (
-                "  install_dir: /opt/coding-agents",
-                "  install_dir: /opt/coding agents",
-                "`image.install_dir`",
-            ),
-            (
-                "  install_dir: /opt/coding-agents",
-                "  install_dir: /opt/../etc",
-                "`image.install_dir`",
-            ),
-            (
-                "    - PI_TELEMETRY=0",
-                "    - PI_TELEMETRY",
-                "not NAME=value",
-            ),
-            (
-                "    - PI_TELEMETRY=0",
-                "    - pi-telemetry=0",
-                "not a variable name",
-            ),
-            (
-                "    - PI_TELEMETRY=0",
-                "    - HOME=/root",
-                "HOME comes from",
-            ),
-            (
-                "    - PI_TELEMETRY=0",
-                "    - PI_SKIP_VERSION_CHECK=0",
-                "twice",
-            ),
-            (
-                "    - GIT_SSL_CAINFO",
-                "    - PI_TELEMETRY",
-                "both required (`image.env`) and forbidden",
-            ),
-            (
-                "  user: sandbox-browser",
-                "  user: Sandbox Browser",
-                "`browser.user`",
-            ),
-            (
-                "  user: sandbox-browser",
-                "  user: \"x;y\"",
-                "`browser.user`",
-            ),
-            (
-                "    link: opencode-ai/bin/opencode.exe",
-                "    link: /usr/bin/opencode",
-                "`link`",
-            ),
-            (
-                "    absent: opencode-linux-x64",
-                "    absent: ../opencode-linux-x64",
-                "`absent`",
-            ),
-            (
-                "    target: opencode-linux-x64-baseline/bin/opencode",
-                "    target: \"$(reboot)\"",
-                "`target`",
-            ),
-            (
-                "  - check: opencode x64 baseline build",
-                "  - check: opencode baseline",
-                "not required by `smoke_checks.platform.linux/amd64`",
-            ),
-            (
-                "    platform: linux/amd64\n    link:",
-                "    platform: linux/arm64\n    link:",
-                "not required by `smoke_checks.platform.linux/arm64`",
-            ),
-            (
-                "  version_command: [node, --version]",
-                "  version_command: []",
-                "node.version_command",
-            ),
-            ("\nbrowser:", "\nbrowzer:", "browzer"),
-            (
-                "    allows: [clone, unshare]",
-                "    allow: [clone, unshare]",
-                "allow",
-            ),
-            (
-                "    allows: [clone, unshare]",
-                "    allows: []",
-                "`runtime.seccomp.allows` is empty",
-            ),
-            (
-                "    allows: [clone, unshare]",
-                "    allows: [clone, \"unshare;reboot\"]",
-                "not a system call name",
-            ),
-            (
-                "    profile: template/seccomp/shared-browser.json",
-                "    profile: /etc/seccomp.json",
-                "`runtime.seccomp.profile`",
-            ),
-            (
-                "    base_sha256: f47d",
-                "    base_sha256: F47d",
-                "`runtime.seccomp.base_sha256`",
-            ),
-            ("\nruntime:", "\nruntimes:", "runtimes"),
-        ] {
-            let text = committed().replacen(from, to, 1);
-            assert_ne!(text, committed(), "{from}");
-            let msg = match Manifest::parse(&text, Path::new("m.yaml")) {
-                Ok(_) => panic!("{from} -> {to}: accepted"),
-                Err(err) => format!("{err:#}"),
-            };
-            assert!(msg.contains(expect), "{from} -> {to}: {msg}");
-        }
-    }
-
-    #[test]
-    fn platform_names_round_trip() {
-        for p in Platform::ALL {
-            assert_eq!(p.to_string().parse::<Platform>().unwrap(), p);
-        }
-        assert!("linux/riscv64".parse::<Platform>().is_err());
-    }
-}
+mod tests;

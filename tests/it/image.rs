@@ -12,7 +12,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use serde_json::Value;
-use template_formats::manifest::{Manifest, MANIFEST_PATH};
+use template_formats::manifest::Manifest;
+use template_formats::paths::MANIFEST;
 use xtask::image::engine;
 
 use crate::support::docker::{
@@ -39,7 +40,7 @@ fn xtask_json(args: &[&str]) -> Value {
 }
 
 fn manifest() -> Manifest {
-    Manifest::load(&checkout_path(MANIFEST_PATH)).unwrap()
+    Manifest::load(&checkout_path(MANIFEST)).unwrap()
 }
 
 /// Fails when the smoke run `output` left a container behind (whatever other runs left).
@@ -77,7 +78,7 @@ fn base_and_build(platform: &str) -> String {
     assert!(built["size"].as_i64().unwrap() > 1_000_000_000, "{built}");
     // The budget is the classic store's size of the image. The containerd store counts its
     // unpacked snapshots, about 1 % more for the same layers (2,300,857,492 bytes against
-    // 2.27 GB for one image, 2026-12-02), so the same image would fail there by accounting.
+    // 2.27 GB for the template's amd64 image), so the same image would fail there by accounting.
     if crate::support::docker::current_engine() != Engine::Containerd28 {
         assert!(
             built["size"].as_i64().unwrap() <= 2_300_000_000,
@@ -98,8 +99,8 @@ fn base_and_build(platform: &str) -> String {
 }
 
 /// `smoke --json` on a good image: every check passes, each package, harness and browser part
-/// has its check, and no container is left.
-fn smoke_passes(image: &str, platform: &str) {
+/// has its check, and no container is left. Returns the report.
+fn smoke_passes(image: &str, platform: &str) -> Value {
     let output = xtask(&["smoke", "--image", image, "--platform", platform, "--json"]);
     let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
@@ -165,6 +166,26 @@ fn smoke_passes(image: &str, platform: &str) {
         "no check `{browser_check}` in {names:?}"
     );
     eprintln!("smoke {platform}: {} s", report["duration_secs"]);
+    report
+}
+
+/// The release asset a smoke report's harness evidence becomes (`receipt write` makes it so).
+fn transcripts_asset(report: &Value, platform: &str) -> Vec<u8> {
+    use template_formats::model::transcript::{HarnessTranscript, Transcripts};
+    let harnesses: Vec<template_formats::model::smoke::HarnessEvidence> =
+        serde_json::from_value(report["harnesses"].clone()).unwrap();
+    Transcripts {
+        schema_version: template_formats::model::transcript::TRANSCRIPTS_SCHEMA_VERSION,
+        platform: platform.parse().unwrap(),
+        harnesses: harnesses
+            .into_iter()
+            .map(|h| HarnessTranscript {
+                name: h.name,
+                messages: h.messages,
+            })
+            .collect(),
+    }
+    .to_bytes()
 }
 
 #[test]
@@ -174,7 +195,39 @@ fn amd64_image_builds_from_the_lockfile_and_passes_every_smoke_check() {
     };
     require_engine();
     let image = base_and_build("linux/amd64");
-    smoke_passes(&image, "linux/amd64");
+    let first = smoke_passes(&image, "linux/amd64");
+    // The harnesses' protocol transcripts and state are evidence the next release compares
+    // with: a second run of the same image (other ids, times and interleavings) must give
+    // the same bytes.
+    let second = smoke_passes(&image, "linux/amd64");
+    let names: Vec<&str> = first["harnesses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    let declared: Vec<String> = manifest().harnesses.into_iter().map(|h| h.name).collect();
+    assert_eq!(names, declared, "every harness's turn left its evidence");
+    let (a, b) = (
+        transcripts_asset(&first, "linux/amd64"),
+        transcripts_asset(&second, "linux/amd64"),
+    );
+    assert!(
+        a == b,
+        "two smoke runs of {image} gave different transcripts:\n{}\n---\n{}",
+        String::from_utf8_lossy(&a),
+        String::from_utf8_lossy(&b)
+    );
+    for h in first["harnesses"].as_array().unwrap() {
+        let other = second["harnesses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == h["name"])
+            .unwrap();
+        assert_eq!(h["session"], other["session"], "{}", h["name"]);
+        assert_eq!(h["written"], other["written"], "{}", h["name"]);
+    }
 }
 
 /// Publishes `image` to the local registry by digest; returns (manifest digest, config digest).
@@ -276,7 +329,7 @@ fn build_through_engine(
 ) -> Result<(), String> {
     on_engine(|docker| async move {
         use futures_util::StreamExt;
-        let context = xtask::image::build::context_tar(files).unwrap();
+        let context = xtask::image::build_inputs::context_tar(files).unwrap();
         let mut stream = std::pin::pin!(docker.build_image(
             options,
             None,
@@ -393,22 +446,25 @@ fn build_stage(
     files: &[(&str, &[u8])],
 ) -> Result<(), String> {
     let layout = xtask::layout::Layout::at(committed_checkout());
-    let inputs = xtask::image::build::BuildInputs::load(&layout).unwrap();
+    let inputs = xtask::image::build_inputs::BuildInputs::load(&layout).unwrap();
     let platform = template_formats::manifest::Platform::LinuxAmd64;
-    let mut args = xtask::image::build::build_args(&inputs, platform).unwrap();
+    let mut args = xtask::image::build_inputs::build_args(&inputs, platform).unwrap();
     args.insert(
         "BASE_IMAGE".into(),
-        xtask::image::base::image_ref(xtask::image::build::DEFAULT_SUITE, platform),
+        xtask::image::base::image_ref(xtask::image::base::DEFAULT_SUITE, platform),
     );
     for (k, v) in overrides {
         args.insert(k.to_string(), v.to_string());
     }
-    let ca = xtask::image::build::host_ca_bundle(None, &xtask::settings::Settings::from_process())
-        .map(|p| std::fs::read(p).unwrap());
+    let ca = xtask::image::build_inputs::host_ca_bundle(
+        None,
+        &xtask::settings::Settings::from_process(),
+    )
+    .map(|p| std::fs::read(p).unwrap());
     let mut context: std::collections::BTreeMap<&str, &[u8]> =
         std::collections::BTreeMap::from(inputs.context_files());
     if let Some(ca) = &ca {
-        context.insert(xtask::image::build::CONTEXT_CA_NAME, ca);
+        context.insert(xtask::image::build_inputs::CONTEXT_CA_NAME, ca);
     }
     context.extend(files.iter().copied());
     let context: Vec<(&str, &[u8])> = context.into_iter().collect();
@@ -592,7 +648,8 @@ fn build_assembled(
     no_cache: bool,
 ) -> (String, String, Vec<String>) {
     let dockerfile = fixture_dockerfile(base);
-    let context = xtask::image::build::context_tar(&fixture_files(&dockerfile, b_content)).unwrap();
+    let context =
+        xtask::image::build_inputs::context_tar(&fixture_files(&dockerfile, b_content)).unwrap();
     let system = format!("coding-agent-test:assembled-{name}-system");
     let tag = format!("coding-agent-test:assembled-{name}");
     let epoch = manifest().image.source_date_epoch;
@@ -692,7 +749,7 @@ fn filesystem(image: &str) -> std::collections::BTreeMap<String, String> {
     files
 }
 
-/// Issue 10's goals 1 and 2 at the scale of a fixture, through `build`'s assembling path: two
+/// Reproducible, independent layers at the scale of a fixture, through `build`'s assembling path: two
 /// cold builds of the same files, a moment apart, give one image (same config digest, same
 /// layers); a changed package changes exactly its own layer, whatever its position, and a warm
 /// rebuild of it on the first build's layer cache gives what a cold build gives; and `docker

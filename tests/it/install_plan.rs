@@ -26,10 +26,12 @@ fn dockerfile_arguments() -> Vec<String> {
 /// The commands the image must provide, as the build passes them (AGENT_COMMANDS).
 fn agent_commands() -> String {
     let layout = xtask::layout::Layout::at(committed_checkout());
-    let inputs = xtask::image::build::BuildInputs::load(&layout).unwrap();
-    let args =
-        xtask::image::build::build_args(&inputs, template_formats::manifest::Platform::LinuxAmd64)
-            .unwrap();
+    let inputs = xtask::image::build_inputs::BuildInputs::load(&layout).unwrap();
+    let args = xtask::image::build_inputs::build_args(
+        &inputs,
+        template_formats::manifest::Platform::LinuxAmd64,
+    )
+    .unwrap();
     args["AGENT_COMMANDS"].clone()
 }
 

@@ -1,4 +1,4 @@
-//! Crash consistency (issue 27): the tool is killed with a real SIGKILL to its whole process
+//! Crash consistency: the tool is killed with a real SIGKILL to its whole process
 //! group at named points (`XTASK_KILL_AT`, `xtask/src/kill_point.rs`), then the same phase is
 //! run again as GitHub's "Re-run failed jobs" would, and the end state must be whole:
 //!

@@ -142,8 +142,18 @@ fn happy_path_lock_is_accepted_by_npm_ci() {
         json!({ "kind": "reference", "text": "SEE LICENSE IN README.md" })
     );
     assert_eq!(claude["install_script"], true);
+    // What it runs, read from its tarball and checked against the manifest's acknowledgment.
+    assert_eq!(claude["install_scripts"]["postinstall"], "node install.cjs");
+    assert_eq!(
+        claude["install_scripts"]["files"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["install.cjs"]
+    );
     // Recorded at lock time for the SBOM's supplier; a packument naming no one gives none.
-    assert_eq!(inventory["schema_version"], 2);
+    assert_eq!(inventory["schema_version"], 4);
     assert_eq!(claude.get("publisher"), None);
     let opencode = inventory["packages"]
         .as_array()

@@ -18,13 +18,13 @@
 //! | `replay` | `heavy_docker` | whole workflow runs; share /home/runner and the registry |
 //! | `release`, `receipt_adversarial`, `registry_auth` | `light_docker` (shared) | tiny images |
 //! | `kill_points` | `light_docker` (shared) | tiny images and the local registry; lock and plan on the npm fixture |
+//! | `release_notes` | `light_docker` (shared) | two fixture releases: plan on the npm fixture, tiny images, the local registry |
 //! | `registry_auth` (peak memory, ignored) | `heavy_docker` | a multi-GB push, measured |
 //! | `pin_consumer` | `light_docker` (shared) | tiny images; replays of a consumer's workflow; its verifier builds beside the arm64 image test (`support/verifier.rs`) |
-//! | `replay_engine` | `runner_workspace` (shared, as `light_docker`) | no engine, but timed jobs on the scenarios' workspace, as the runner user |
-//! | `resolve`, `lock`, `workflows`, a release's dry run | none | no engine |
+//! | `pin_consumer` (the documented workflow) | none | reads docs/consumers.md |
+//! | `resolve`, `lock`, `inputs`, `workflows`, `scripts`, a release's dry run | none | no engine |
 //! | `checkout`, `test_log` | none | the checkout rule (no read of what a release rewrote), the suite's log |
 //! | `install_plan` | none | the Dockerfile's install plan run with the host's Node |
-//! | `expressions` | none | the replay's evaluator against GitHub's known-answer cases |
 //!
 //! Each guard is `Option`al: a test returns at once when the engine tier is skipped (a plain
 //! `cargo test` outside CI, or `XTASK_ENGINE_TESTS=0`), and fails when it is required and no
@@ -39,8 +39,8 @@
 mod support;
 
 mod checkout;
-mod expressions;
 mod image;
+mod inputs;
 mod install_plan;
 mod kill_points;
 mod lock;
@@ -48,9 +48,10 @@ mod pin_consumer;
 mod receipt_adversarial;
 mod registry_auth;
 mod release;
+mod release_notes;
 mod release_run;
 mod replay;
-mod replay_engine;
 mod resolve;
+mod scripts;
 mod test_log;
 mod workflows;

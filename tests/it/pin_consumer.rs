@@ -1,8 +1,9 @@
 //! The consumer's step, `.github/actions/pin-template`, replayed as another repository's
-//! workflow runs it: the README's copy-paste workflow as written (only `<commit-sha>`
+//! workflow runs it: docs/consumers.md's copy-paste workflow as written (only `<commit-sha>`
 //! replaced), the runner user, the action's files at a commit of this repository, the
 //! template repository's releases in the gh stand-in with attestations recorded as the
-//! release workflow makes them, the static verifier built by scripts/build-verifiers.sh, and
+//! release workflow makes them, the static verifier the release workflow's `verifier` job
+//! built (scripts/build-verifiers.sh, replayed as the runner: tests/support/verifier.rs), and
 //! receipts of images published to the local registry through a forwarder the test can shut.
 //!
 //! Each scenario has releases of its own (own images, own repository, own forwarder), so
@@ -20,38 +21,24 @@ use serde_json::{json, Value};
 
 use crate::support::docker::{light_docker, load_tiny_image, local_registry};
 use crate::support::genuine_release::{self, build_json, receipt_write_for, release, smoke};
-use crate::support::replay::{
-    add_release, run_workflow, Replay, StandIn, Status, WorkflowRun, CYCLONEDX_BOM,
-    MAIN_ON_GITHUB_HOSTED, SLSA_PROVENANCE_V1, SPDX_DOCUMENT_V2_3,
-};
-use crate::support::replay::{
-    record_attestation_from, set_default_branch, SignedFrom, RUNNER_USER,
-};
 use crate::support::verifier::verifier;
 use crate::support::xtask::xtask;
 use crate::support::{
-    checkout_path, checkout_text, committed_repo, scratch_repo, sha256_hex, unique,
+    checkout_path, checkout_text, committed_repo, runner_user, scratch_repo, sha256_hex, unique,
 };
+use actions_replay::{
+    add_release, run_workflow, Replay, StandIn, Status, WorkflowRun, CYCLONEDX_BOM,
+    MAIN_ON_GITHUB_HOSTED, SLSA_PROVENANCE_V1, SPDX_DOCUMENT_V2_3,
+};
+use actions_replay::{record_attestation_from, set_default_branch, SignedFrom, RUNNER_USER};
 
 const TEMPLATE_REPOSITORY: &str = "sandbox0-ai/coding-agent-template";
 const SIGNER: &str = "sandbox0-ai/coding-agent-template/.github/workflows/update-template.yml";
-/// Where the README's workflow says the consumer keeps its template definition.
+/// Where docs/consumers.md's workflow says the consumer keeps its template definition.
 const TEMPLATE_FILE: &str = "templates/coding-agent.yaml";
 const PR_ACTION: &str = "peter-evans/create-pull-request";
 /// How the release workflow's runs sign: from the default branch, on GitHub-hosted runners.
 const MAIN: SignedFrom<'static> = MAIN_ON_GITHUB_HOSTED;
-
-/// The `runner` user the replay's steps run as (scripts/setup-runner-user.sh, idempotent).
-fn runner_user() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let status = Command::new("bash")
-            .arg(checkout_path("scripts/setup-runner-user.sh"))
-            .status()
-            .unwrap();
-        assert!(status.success(), "scripts/setup-runner-user.sh failed");
-    });
-}
 
 /// This repository at a commit, as `uses: sandbox0-ai/coding-agent-template/...@<sha>` finds it.
 fn action_repo() -> &'static (tempfile::TempDir, String) {
@@ -69,17 +56,20 @@ fn action_repo() -> &'static (tempfile::TempDir, String) {
     })
 }
 
-/// The README's consumer workflow with `<commit-sha>` replaced: what a consumer copies.
-fn readme_workflow(sha: &str) -> String {
-    let readme = checkout_text("README.md");
-    let begin = readme
+/// Where the consumer's workflow is documented, between `consumer-workflow` markers.
+const CONSUMER_DOC: &str = "docs/consumers.md";
+
+/// docs/consumers.md's workflow with `<commit-sha>` replaced: what a consumer copies.
+fn documented_workflow(sha: &str) -> String {
+    let doc = checkout_text(CONSUMER_DOC);
+    let begin = doc
         .find("<!-- consumer-workflow:begin")
-        .expect("README.md marks the consumer workflow");
-    let end = readme[begin..]
+        .unwrap_or_else(|| panic!("{CONSUMER_DOC} marks the consumer workflow"));
+    let end = doc[begin..]
         .find("<!-- consumer-workflow:end -->")
-        .expect("README.md ends the consumer workflow")
+        .unwrap_or_else(|| panic!("{CONSUMER_DOC} ends the consumer workflow"))
         + begin;
-    let block = &readme[begin..end];
+    let block = &doc[begin..end];
     let yaml = block
         .split_once("```yaml\n")
         .and_then(|(_, rest)| rest.split_once("```"))
@@ -91,6 +81,23 @@ fn readme_workflow(sha: &str) -> String {
         "{yaml}"
     );
     yaml.replace("<commit-sha>", sha)
+}
+
+/// The workflow consumers copy is found where the replays below read it, whole, without the
+/// engine: a documentation move that loses it fails in every tier, not only where the
+/// replays run.
+#[test]
+fn the_documented_consumer_workflow_is_found_where_the_replays_read_it() {
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    let workflow: yaml_serde::Value = yaml_serde::from_str(&documented_workflow(sha)).unwrap();
+    let steps = workflow["jobs"]["pin"]["steps"].as_sequence().unwrap();
+    let action = format!("{TEMPLATE_REPOSITORY}/.github/actions/pin-template@{sha}");
+    assert!(
+        steps
+            .iter()
+            .any(|s| s["uses"].as_str() == Some(action.as_str())),
+        "{CONSUMER_DOC}'s workflow does not call {action}: {steps:#?}"
+    );
 }
 
 /// Accepts on 127.0.0.1 and forwards each connection to the shared local registry, until
@@ -390,7 +397,7 @@ impl Releases {
     }
 }
 
-/// The consumer's repository: the README's workflow (with `inputs`, more lines under the
+/// The consumer's repository: the documented workflow (with `inputs`, more lines under the
 /// action's `with:`) and a template definition naming `image`.
 fn consumer(image: &str, inputs: &str) -> (tempfile::TempDir, String) {
     let committed = checkout_text("template/sandbox0-template.yaml");
@@ -406,7 +413,8 @@ fn consumer(image: &str, inputs: &str) -> (tempfile::TempDir, String) {
         .collect();
     assert!(template.contains(&format!("image: {image}\n")));
     let anchor = format!("          template-file: {TEMPLATE_FILE}\n");
-    let workflow = readme_workflow(&action_repo().1).replace(&anchor, &format!("{anchor}{inputs}"));
+    let workflow =
+        documented_workflow(&action_repo().1).replace(&anchor, &format!("{anchor}{inputs}"));
     let (repo, _) = committed_repo(&[
         (".github/workflows/refresh-template.yml", workflow.as_str()),
         (TEMPLATE_FILE, template.as_str()),
@@ -465,7 +473,7 @@ fn consume_with(releases: &Releases, image: &str, inputs: &str) -> (Consumed, St
         .unwrap_or_else(|e| panic!("{}: {e}", workspace_file.display()));
     {
         // Under the lock every job holds while it walks the runner's work directory.
-        let _lock = crate::support::replay::lock_workspace().unwrap();
+        let _lock = actions_replay::lock_workspace().unwrap();
         let _ = std::fs::remove_dir_all(run.job("pin").workspace.parent().unwrap());
     }
     let pull_requests = opened.lock().unwrap().clone();
@@ -549,6 +557,15 @@ fn the_newest_complete_release_is_pinned_and_a_pull_request_opened() {
     );
     let log = c.run.job("pin").log_of("pin");
     assert!(log.contains(&format!("attested by {SIGNER}")), "{log}");
+    // The action's freshness step: the job summary names the release the file pins now, found
+    // among the releases and verified again by `template-verify status`.
+    let summary = c.run.summary();
+    assert!(
+        summary.contains("## Coding agent template: freshness")
+            && summary.contains(&format!("pins release `{}`", newest.tag))
+            && summary.contains("The pinned release is the newest complete one."),
+        "{summary}"
+    );
 }
 
 #[test]
@@ -662,6 +679,53 @@ fn an_unreachable_registry_fails_the_step_and_leaves_the_file_alone() {
     assert!(
         log.contains(&format!("release {}", newest.tag)) && log.contains(registry),
         "the error names the release and the registry: {log}"
+    );
+}
+
+/// `require-verified-inputs: true` reaches `consume --require-verified-inputs`: a release made
+/// against a registry that served no signatures (the genuine releases here are locked against
+/// this machine's stripping mirror, so their receipts say `unverified`) is refused, naming the
+/// release and the registry, and the file stays as it was. A value other than `true` or `false`
+/// is refused before the verifier runs.
+#[test]
+fn a_consumer_that_requires_verified_inputs_refuses_an_unverified_release() {
+    let Some(_docker) = light_docker() else {
+        return;
+    };
+    let releases = Releases::new();
+    let newest = releases.make(
+        "2026.11.30-bbbbbbbbbbbb",
+        "2026-11-27T04:50:00Z",
+        None,
+        None,
+    );
+    assert_eq!(
+        newest.receipt["inputs"]["status"], "unverified",
+        "the genuine release's receipt records the mirror's unverified inputs"
+    );
+    let (c, before) = consume_with(
+        &releases,
+        &releases.unpinned(),
+        "          require-verified-inputs: true\n",
+    );
+    let log = assert_failed_and_unchanged(&c, &before);
+    assert!(
+        log.contains(&format!(
+            "release {}: its npm inputs are `unverified`",
+            newest.tag
+        )) && log.contains("--require-verified-inputs refuses that"),
+        "{log}"
+    );
+
+    let (c, before) = consume_with(
+        &releases,
+        &releases.unpinned(),
+        "          require-verified-inputs: yes\n",
+    );
+    let log = assert_failed_and_unchanged(&c, &before);
+    assert!(
+        log.contains("require-verified-inputs is 'yes'; write true or false"),
+        "{log}"
     );
 }
 

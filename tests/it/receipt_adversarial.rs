@@ -4,7 +4,7 @@
 //! and `pin` both refuse it, that the template definition is byte-identical afterwards, and
 //! that the refusal names the field (or, for files that cannot be read, says why).
 //!
-//! The categories are those of issue #11: no trust anchor (registry and repository),
+//! The categories: no trust anchor (registry and repository),
 //! completeness, the image reference grammar, metadata against the artifacts, duplicate keys,
 //! raw terminal output, unbounded reading, and loose fields.
 
@@ -576,6 +576,48 @@ fn cases(genuine: &Value) -> Vec<Case> {
             "resolver.registry",
             json_edit(|v| v["resolver"]["registry"] = json!("https://evil.example/")),
         ),
+        // -- The input trust (docs/inputs.md) against the inventory it is copied from: the
+        //    genuine release's inputs are `unverified` (this machine's mirror).
+        case(
+            "inputs claimed verified",
+            "inputs.status",
+            json_edit(|v| {
+                v["inputs"]["status"] = json!("verified");
+                v["inputs"]["keys"] = json!(
+                    "npm 10.9.9's node_modules/@sigstore/tuf/seeds.json (registry.npmjs.org/keys.json)"
+                );
+                for p in v["inputs"]["packages"].as_array_mut().unwrap() {
+                    p["signed_by"] = json!("SHA256:DhQ8wR5APBvFHLF/+Tc+AYvPOdTpcIDqOhxsBHRwC7U");
+                }
+            }),
+        ),
+        Case {
+            verify_says: Some("is missing, but the release's inventory.json records"),
+            ..case(
+                "inputs record dropped",
+                "inputs",
+                json_edit(|v| {
+                    v.as_object_mut().unwrap().remove("inputs");
+                }),
+            )
+        },
+        case(
+            "install script digest not the inventory's",
+            "inputs.packages[1].install_scripts",
+            json_edit(|v| {
+                assert_eq!(
+                    v["inputs"]["packages"][1]["name"],
+                    "@anthropic-ai/claude-code"
+                );
+                v["inputs"]["packages"][1]["install_scripts"]["files"]["install.cjs"] =
+                    json!("0".repeat(64));
+            }),
+        ),
+        case(
+            "install scripts of an allowed package dropped",
+            "inputs.packages[2].install_scripts",
+            json_edit(|v| v["inputs"]["packages"][2]["install_scripts"] = Value::Null),
+        ),
         // -- Duplicate keys.
         case(
             "duplicate top-level key",
@@ -711,7 +753,7 @@ fn cases(genuine: &Value) -> Vec<Case> {
                 v["index"]["tag"] = json!("2026.12.05-0123456789ab");
             }),
         ),
-        // -- SBOMs are read, not only hashed (issue #29). Each SBOM is replaced and its new
+        // -- SBOMs are read, not only hashed. Each SBOM is replaced and its new
         //    sha256 recorded in the receipt, so only its content can give it away.
         case(
             "SBOM Debian version edited",
@@ -1473,6 +1515,115 @@ fn pin_flags_move_the_anchor_only_on_purpose() {
     let out = pin(&tampered_path, &template, &["--offline"]);
     assert!(!out.status.success(), "the anchor holds offline too");
     assert_eq!(std::fs::read(&template).unwrap(), before);
+}
+
+/// A consumer can require verified inputs: `pin --require-verified-inputs` refuses the genuine
+/// release (its inputs came from this machine's mirror, `unverified`) and a receipt from before
+/// the record, naming the release and the registry and leaving the template as it was; it pins
+/// a release whose inventory and receipt say `verified`. Without the flag both pin, and the
+/// older receipt still verifies.
+#[test]
+fn pin_can_require_verified_inputs() {
+    let Some(_docker) = light_docker() else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let (out, path) = write_receipt(work.path(), None);
+    assert!(out.status.success(), "the genuine receipt is written");
+    let genuine_path = path.unwrap();
+    let genuine: Value = serde_json::from_slice(&std::fs::read(&genuine_path).unwrap()).unwrap();
+    assert_eq!(genuine["inputs"]["status"], "unverified");
+    let r = release();
+    let artifacts = work.path().join("artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    for a in genuine["artifacts"].as_array().unwrap() {
+        std::fs::copy(
+            r.root.path().join(a["path"].as_str().unwrap()),
+            artifacts.join(a["name"].as_str().unwrap()),
+        )
+        .unwrap();
+    }
+    genuine_release::copy_sboms(&genuine, &artifacts);
+    let repository = genuine["index"]["repository"].as_str().unwrap();
+    let template = template_for(work.path(), repository);
+    let unpinned = std::fs::read(&template).unwrap();
+    let pin = |receipt: &Path, artifacts: Option<&Path>, flags: &[&str]| {
+        let mut command = xtask();
+        command
+            .args(["pin", "--receipt"])
+            .arg(receipt)
+            .arg("--template")
+            .arg(&template)
+            .args(flags);
+        if let Some(dir) = artifacts {
+            command.arg("--artifacts").arg(dir);
+        }
+        run_bounded(&mut command)
+    };
+    let require = ["--require-verified-inputs"];
+
+    let refused = pin(&genuine_path, Some(&artifacts), &require);
+    assert!(!refused.success());
+    let err = refused.stderr_text();
+    assert!(
+        err.contains("inputs.status")
+            && err.contains(TAG)
+            && err.contains("https://registry.npmjs.org/")
+            && err.contains("unverified"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&template).unwrap(), unpinned);
+    pin(&genuine_path, Some(&artifacts), &[]).assert_success();
+    std::fs::write(&template, &unpinned).unwrap();
+
+    // A receipt from before the record: still pins, but not when verified inputs are required.
+    let mut old = genuine.clone();
+    old.as_object_mut().unwrap().remove("inputs");
+    let old_dir = work.path().join("old");
+    std::fs::create_dir_all(&old_dir).unwrap();
+    let old_path = genuine_release::write_renamed(&old_dir, TAG, &old);
+    let refused = pin(&old_path, None, &require);
+    assert!(!refused.success());
+    let err = refused.stderr_text();
+    assert!(
+        err.contains("records no input trust") && err.contains(TAG),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&template).unwrap(), unpinned);
+    pin(&old_path, None, &[]).assert_success();
+    std::fs::write(&template, &unpinned).unwrap();
+
+    // A release whose inputs were verified: its inventory asset and its receipt say so.
+    let key = "SHA256:DhQ8wR5APBvFHLF/+Tc+AYvPOdTpcIDqOhxsBHRwC7U";
+    let keys = "npm 10.9.9's node_modules/@sigstore/tuf/seeds.json (registry.npmjs.org/keys.json)";
+    let verified_dir = copy_artifacts(&artifacts, &work.path().join("verified"));
+    let inventory_path = verified_dir.join("inventory.json");
+    let mut inventory: Value =
+        serde_json::from_slice(&std::fs::read(&inventory_path).unwrap()).unwrap();
+    inventory["inputs"] = json!("verified");
+    inventory["keys"] = json!(keys);
+    for p in inventory["packages"].as_array_mut().unwrap() {
+        p["signed_by"] = json!(key);
+    }
+    let bytes = serde_json::to_vec_pretty(&inventory).unwrap();
+    std::fs::write(&inventory_path, &bytes).unwrap();
+    let mut verified = genuine.clone();
+    for a in verified["artifacts"].as_array_mut().unwrap() {
+        if a["name"] == "inventory.json" {
+            a["sha256"] = json!(sha256_hex(&bytes));
+        }
+    }
+    verified["inputs"]["status"] = json!("verified");
+    verified["inputs"]["keys"] = json!(keys);
+    for p in verified["inputs"]["packages"].as_array_mut().unwrap() {
+        p["signed_by"] = json!(key);
+    }
+    let verified_path =
+        genuine_release::write_renamed(&work.path().join("verified"), TAG, &verified);
+    pin(&verified_path, Some(&verified_dir), &require).assert_success();
+    assert!(std::fs::read_to_string(&template)
+        .unwrap()
+        .contains(genuine["index"]["reference"].as_str().unwrap()));
 }
 
 /// `receipt write` refuses smoke results that lack a required check (and writes nothing).

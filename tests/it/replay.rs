@@ -18,11 +18,11 @@ use std::sync::OnceLock;
 use serde_json::{json, Value};
 
 use crate::support::docker::{heavy_docker, local_registry, EngineGuard};
-use crate::support::replay::{rerun_failed, run_workflow, Replay, Status};
 use crate::support::xtask::xtask;
 use crate::support::{
-    checkout_path, checkout_text, committed_resolved_at, run_dir, scratch_repo, unique,
+    checkout_text, committed_resolved_at, replay_cache_store, runner_user, scratch_repo, unique,
 };
+use actions_replay::{rerun_failed, run_workflow, Replay, Status};
 
 const WORKFLOW: &str = ".github/workflows/update-template.yml";
 /// A cadence day (epoch day 20787) whose resolution reproduced the committed lockfile when
@@ -43,33 +43,17 @@ fn serial() -> Option<EngineGuard<'static>> {
 struct Shared {
     /// A git repository holding this working tree's tracked files, committed on `main`.
     repo: tempfile::TempDir,
-    /// The `actions/cache` store every scenario shares (the runner's Rust build cache).
-    cache: PathBuf,
 }
 
 fn shared() -> &'static Shared {
     static SHARED: OnceLock<Shared> = OnceLock::new();
     SHARED.get_or_init(|| {
-        let setup = Command::new("bash")
-            .arg(checkout_path("scripts/setup-runner-user.sh"))
-            .status()
-            .unwrap();
-        assert!(setup.success(), "scripts/setup-runner-user.sh failed");
+        runner_user();
         local_registry();
         Shared {
             repo: scratch_repo("replay-repo-"),
-            cache: fresh_cache_store(),
         }
     })
-}
-
-/// An empty `actions/cache` store for this run. A static is never dropped, so a temporary
-/// directory held here outlived every run: each run of the suite left its 4.7 GB store in /tmp
-/// until the disk was full. Under [`run_dir`] the next run removes it.
-fn fresh_cache_store() -> PathBuf {
-    let dir = run_dir().join("replay-cache");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// The committed workflow with the registry and the clock replaced (and `edit` applied); each
@@ -87,6 +71,13 @@ fn workflow(dir: &Path, now: &str, edit: &[(&str, &str)]) -> PathBuf {
         (
             "  CARGO_TERM_COLOR: always\n",
             "  CARGO_TERM_COLOR: never\n".into(),
+        ),
+        // The npm registry these machines reach is a mirror that strips the registry's
+        // signatures (docs/inputs.md): the replay runs the plan without requiring them, and
+        // takes its inputs `unverified`, as the README's local release does.
+        (
+            "release plan --require-signed-inputs ",
+            "release plan ".into(),
         ),
     ];
     replacements.extend(edit.iter().map(|(a, b)| (*a, b.to_string())));
@@ -134,13 +125,20 @@ fn replay(workflow: &Path, (name, payload): (String, Value)) -> Replay {
     Replay::new(workflow, shared.repo.path())
         .unwrap()
         .repository(repository())
-        .cache_dir(&shared.cache)
+        .cache_dir(replay_cache_store())
         .arm64_legs_restore_the_x64_cache()
         .event(&name, payload)
 }
 
+/// What the run cost, leg by leg and step by step, written past libtest's capture (which takes
+/// `print!` and `eprint!` only), so `.ci/run`'s log has each scenario's figures.
+fn report(scenario: &str, run: &actions_replay::WorkflowRun) {
+    let text = format!("replay {scenario}: {}", run.timings());
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+}
+
 fn outputs(
-    run: &crate::support::replay::WorkflowRun,
+    run: &actions_replay::WorkflowRun,
     job: &str,
 ) -> std::collections::BTreeMap<String, String> {
     run.job(job).outputs.clone()
@@ -201,6 +199,7 @@ fn a_scheduled_day_that_is_not_due_ends_after_the_plan() {
         event("schedule", json!({})),
     ))
     .expect("the workflow replays");
+    report("not due", &run);
     run.assert_success();
     assert_eq!(outputs(&run, "plan")["action"], "not_due");
     assert_eq!(outputs(&run, "plan")["publish"], "false");
@@ -219,6 +218,13 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
     let Some(_serial) = serial() else {
         return;
     };
+    // The verifier job's Rust build cache, from the replay of that job alone that built the
+    // consumer tests' verifiers (tests/support/verifier.rs; usually made in the background of
+    // the arm64 image test): this run's `verifier` job restores it, as every release after the
+    // first does on GitHub, and compiles only this workspace's crates for both targets. The
+    // cold cross-build of both verifiers as the runner, from the committed job's steps, is that
+    // replay; this one still runs the job and ships, verifies and starts what it built.
+    crate::support::verifier::verifier_job_cache();
     let dir = tempfile::tempdir().unwrap();
     let due = replay(
         &workflow(dir.path(), DUE, &[]),
@@ -261,6 +267,7 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
 
     // "Re-run failed jobs": ship again, same run, same plan and results.
     rerun_failed(&mut run).expect("the re-run replays");
+    report("due day", &run);
     run.assert_success();
     let tag = plan["tag"].clone();
     assert_eq!(
@@ -384,10 +391,10 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
     // Both forms of each platform's SBOM: SPDX, and CycloneDX (`platforms[].cyclonedx`).
     let platforms = receipt["platforms"].as_array().unwrap();
     for (predicate_type, field) in [
-        (crate::support::replay::SPDX_DOCUMENT_V2_3, "sbom"),
-        (crate::support::replay::CYCLONEDX_BOM, "cyclonedx"),
+        (actions_replay::SPDX_DOCUMENT_V2_3, "sbom"),
+        (actions_replay::CYCLONEDX_BOM, "cyclonedx"),
     ] {
-        let sboms: Vec<&crate::support::replay::Attestation> = attested
+        let sboms: Vec<&actions_replay::Attestation> = attested
             .iter()
             .filter(|a| a.predicate_type == predicate_type)
             .collect();
@@ -395,7 +402,7 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
         for (attestation, platform) in sboms.iter().zip(platforms) {
             assert_eq!(
                 attestation.subjects,
-                vec![crate::support::replay::Subject {
+                vec![actions_replay::Subject {
                     name: index.0.clone(),
                     digest: platform["digest"].as_str().unwrap().to_string(),
                     path: None,
@@ -415,6 +422,7 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
     // The same due day again: the previous release has exactly these inputs. The plan ends
     // the run; nothing is built, pushed or released.
     let again = run_workflow(due.clone()).expect("the workflow replays");
+    report("due day again", &again);
     again.assert_success();
     assert_eq!(outputs(&again, "plan")["action"], "unchanged");
     assert_eq!(again.result("build"), Status::Skipped);
@@ -437,6 +445,7 @@ fn a_forced_dispatch_on_a_day_that_is_not_due_builds_and_tests_without_publishin
         ),
     ))
     .expect("the workflow replays");
+    report("forced dispatch", &run);
     run.assert_success();
     let plan = outputs(&run, "plan");
     assert_eq!(plan["action"], "release", "force passes the gate");
@@ -459,6 +468,7 @@ fn a_dispatch_from_another_branch_publishes_nothing() {
     );
     branch.git_ref = "refs/heads/try-arm".into();
     let run = run_workflow(branch).expect("the workflow replays");
+    report("dispatch from a branch", &run);
     run.assert_success();
     let plan = outputs(&run, "plan");
     assert_eq!(plan["action"], "release");
@@ -510,6 +520,7 @@ fn the_replay_fails_on_a_misspelled_step_output_or_artifact_name() {
         ),
     ))
     .expect("the workflow replays");
+    report("misspelled artifact name", &run);
     assert!(!run.succeeded());
     let report = run.failure_report();
     assert!(report.contains("plans"), "{report}");

@@ -13,9 +13,7 @@
 //!   one.
 //! - [`light_docker`] (shared): tiny one-layer images loaded and published to a registry. These
 //!   ran two at a time when each area was its own binary, and still do among themselves, but
-//!   never beside a heavy test. The replay engine's own tests take it too, without using the
-//!   engine: their jobs take turns with the replay scenarios' jobs on the runner's workspace,
-//!   and their timed checks cannot wait out a scenario's job.
+//!   never beside a heavy test.
 //!
 //! Tests without Docker (resolve, lock, workflows, a release's dry run) take no guard and run
 //! beside anything. The lock ([`EngineLock`]) serves a waiting heavy test before light ones
@@ -243,12 +241,6 @@ pub fn heavy_docker() -> Option<EngineGuard<'static>> {
 /// engine tier is skipped.
 pub fn light_docker() -> Option<EngineGuard<'static>> {
     runs("the Docker engine").then(|| ENGINE.light())
-}
-
-/// The replay engine's own tests: no engine, but the runner user and workspace
-/// (scripts/setup-runner-user.sh), shared as a light test shares the engine.
-pub fn runner_workspace() -> Option<EngineGuard<'static>> {
-    runs("the runner user scripts/setup-runner-user.sh makes").then(|| ENGINE.light())
 }
 
 #[cfg(test)]

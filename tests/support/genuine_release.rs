@@ -56,7 +56,7 @@ pub fn resolve_json_of(root: &Path, now: &str) -> Value {
         .collect();
     json!({
         "cutoff": inventory["cutoff"], "now": now, "registry": inventory["registry"],
-        "cooldown_hours": 48, "packages": packages,
+        "cooldown_hours": 48, "inputs": inventory["inputs"], "packages": packages,
     })
 }
 
@@ -384,13 +384,10 @@ fn npm_purl(name: &str, version: &str) -> String {
     format!("pkg:npm/{}@{version}", name.replace('@', "%40"))
 }
 
-/// The packages package-lock.json installs on every platform (not dev, not a link, no
+/// The packages a package-lock.json installs on every platform (not dev, not a link, no
 /// os/cpu/libc condition): those an SBOM of any platform must list.
-fn common_npm_packages() -> Vec<(String, String)> {
-    // The committed lockfile, which the release's scratch root is a copy of: an SBOM needs
-    // no published release, and asking for one would load and publish two images (which
-    // outlive the test process: the release is a static) for every test that writes one.
-    let lock: Value = serde_json::from_slice(&checkout_file("template/package-lock.json")).unwrap();
+fn common_npm_packages(lockfile: &[u8]) -> Vec<(String, String)> {
+    let lock: Value = serde_json::from_slice(lockfile).unwrap();
     let mut out = Vec::new();
     for (path, entry) in lock["packages"].as_object().unwrap() {
         let conditional = ["os", "cpu", "libc"]
@@ -420,6 +417,21 @@ pub fn write_sbom(
     image_id: &str,
     debian_packages: &[String],
     name: &Published,
+) -> PathBuf {
+    // The committed lockfile, which the release's scratch root is a copy of: an SBOM needs
+    // no published release, and asking for one would load and publish two images (which
+    // outlive the test process: the release is a static) for every test that writes one.
+    let lockfile = checkout_file("template/package-lock.json");
+    write_sbom_of_lock(platform, image_id, debian_packages, name, &lockfile)
+}
+
+/// [`write_sbom`] listing the npm packages of `lockfile` (a scratch checkout's own).
+pub fn write_sbom_of_lock(
+    platform: &str,
+    image_id: &str,
+    debian_packages: &[String],
+    name: &Published,
+    lockfile: &[u8],
 ) -> PathBuf {
     let slug = platform.replace('/', "-");
     let arch = platform.split('/').nth(1).unwrap();
@@ -459,7 +471,7 @@ pub fn write_sbom(
             )),
         ));
     }
-    for (i, (name, version)) in common_npm_packages().iter().enumerate() {
+    for (i, (name, version)) in common_npm_packages(lockfile).iter().enumerate() {
         packages.push(package(
             &format!("SPDXRef-npm-{i}"),
             name,

@@ -1,12 +1,13 @@
 //! What the end-to-end tests share: the runner of the xtask binary ([`xtask::xtask`]), the
 //! Docker engine and the schedule of the tests that use it ([`docker`]), fixtures (an npm
-//! registry, a genuine release, a workflow replay harness), and small helpers.
+//! registry, a genuine release, the static verifier), and small helpers. The workflow replay
+//! engine is a crate of its own (`replay/`, `actions_replay`).
 
 pub mod docker;
 pub mod genuine_release;
 pub mod npm_fixture;
 pub mod registry;
-pub mod replay;
+pub mod sigstore_standin;
 pub mod verifier;
 pub mod xtask;
 
@@ -120,6 +121,34 @@ pub fn run_dir() -> &'static Path {
         let dir = tmp.join(format!("xtask-it-{}", std::process::id()));
         std::fs::create_dir_all(&dir)
             .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        dir
+    })
+}
+
+/// The `runner` user the workflow replays run steps as (scripts/setup-runner-user.sh, idempotent),
+/// made once per test process.
+pub fn runner_user() {
+    static DONE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    DONE.get_or_init(|| {
+        let status = Command::new("bash")
+            .arg(repo_root().join("scripts/setup-runner-user.sh"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "scripts/setup-runner-user.sh failed");
+    });
+}
+
+/// The `actions/cache` store the replays of `update-template.yml` share in this test process
+/// (the runner's Rust build caches): the verifier job's replay (`verifier.rs`) fills it, the
+/// scenarios (tests/it/replay.rs) read and add to it, as runs of one repository share GitHub's
+/// cache. Empty at the start of each run: a static is never dropped, so a temporary directory
+/// held there outlived every run (each suite left its 4.7 GB store in /tmp until the disk was
+/// full); under [`run_dir`] the next run removes it.
+pub fn replay_cache_store() -> &'static Path {
+    static STORE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    STORE.get_or_init(|| {
+        let dir = run_dir().join("replay-cache");
+        std::fs::create_dir_all(&dir).unwrap();
         dir
     })
 }
@@ -264,36 +293,6 @@ pub fn scratch_root_with(paths: &[&str]) -> tempfile::TempDir {
     dir
 }
 
-/// A git repository on `main` holding `files` (`.sh` files executable) in one commit; returns
-/// it and the commit id.
-pub fn committed_repo(files: &[(&str, &str)]) -> (tempfile::TempDir, String) {
-    use std::os::unix::fs::PermissionsExt as _;
-    let dir = tempfile::tempdir().unwrap();
-    for (path, content) in files {
-        let p = dir.path().join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, content).unwrap();
-        if path.ends_with(".sh") {
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-    }
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-            .args(args)
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
-    git(&["init", "--quiet", "--initial-branch=main"]);
-    git(&["add", "."]);
-    git(&["commit", "--quiet", "-m", "action"]);
-    let commit = git(&["rev-parse", "HEAD"]);
-    (dir, commit)
-}
+/// A git repository on `main` holding `files`, as the replay's `action_source` reads one (the
+/// replay crate's own, so its engine tests and these make repositories the same way).
+pub use actions_replay::committed_repo;

@@ -26,12 +26,76 @@ pub enum Scripted {
     Truncated,
 }
 
+/// A registry signing key, as registry.npmjs.org signs: ECDSA P-256 over SHA-256 of
+/// `<name>@<version>:<integrity>`, the DER signature in base64 as `dist.signatures[].sig`, the
+/// key named by its OpenSSH fingerprint, `SHA256:` + unpadded base64 of the sha256 of its SSH
+/// wire form (what registry.npmjs.org's own key id is; npm/cli
+/// `lib/utils/verify-signatures.js` 11.x, pacote `lib/registry.js`); served at `/-/npm/v1/keys`
+/// as `{keys: [{expires, keyid, keytype, scheme, key}]}` (npm/registry docs, "Registry
+/// signatures").
+pub struct SigningKey {
+    pair: aws_lc_rs::signature::EcdsaKeyPair,
+    pub spki: Vec<u8>,
+    pub keyid: String,
+}
+
+impl SigningKey {
+    pub fn generate() -> SigningKey {
+        use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+        let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_ASN1_SIGNING).unwrap();
+        // The SubjectPublicKeyInfo of a P-256 key: the fixed algorithm header, then the point.
+        let mut spki = hex::decode("3059301306072a8648ce3d020106082a8648ce3d030107034200").unwrap();
+        spki.extend_from_slice(pair.public_key().as_ref());
+        let point = pair.public_key().as_ref();
+        let mut wire = Vec::new();
+        for part in [&b"ecdsa-sha2-nistp256"[..], b"nistp256", point] {
+            wire.extend_from_slice(&(part.len() as u32).to_be_bytes());
+            wire.extend_from_slice(part);
+        }
+        let keyid = format!(
+            "SHA256:{}",
+            base64::engine::general_purpose::STANDARD_NO_PAD.encode(sha2::Sha256::digest(&wire))
+        );
+        SigningKey { pair, spki, keyid }
+    }
+
+    pub fn sign(&self, message: &str) -> String {
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let sig = self.pair.sign(&rng, message.as_bytes()).unwrap();
+        base64::engine::general_purpose::STANDARD.encode(sig.as_ref())
+    }
+
+    /// This key in npm's `/-/npm/v1/keys` form (what `--trusted-keys` reads).
+    pub fn keys_document(&self) -> Value {
+        json!({ "keys": [{
+            "expires": null,
+            "keyid": self.keyid,
+            "keytype": "ecdsa-sha2-nistp256",
+            "scheme": "ecdsa-sha2-nistp256",
+            "key": base64::engine::general_purpose::STANDARD.encode(&self.spki),
+        }]})
+    }
+
+    /// The keys document written to a file in `dir`, for `--trusted-keys`.
+    pub fn keys_file(&self, dir: &std::path::Path) -> std::path::PathBuf {
+        let path = dir.join("trusted-keys.json");
+        std::fs::write(&path, self.keys_document().to_string()).unwrap();
+        path
+    }
+}
+
 #[derive(Default)]
 struct State {
+    /// When set, every version served without `dist.signatures` gets this key's signature
+    /// (computed at serve time, so versions published later are signed too), and the key is
+    /// served at `/-/npm/v1/keys`.
+    signing: Option<Arc<SigningKey>>,
     packuments: BTreeMap<String, Value>,
     tarballs: HashMap<String, Vec<u8>>,
     scripts: HashMap<String, VecDeque<Scripted>>,
     hits: Vec<(String, DateTime<Utc>)>,
+    /// `/-/npm/v1/attestations/<name>@<version>` answers, by `<name>@<version>`.
+    attestations: HashMap<String, Value>,
 }
 
 pub struct FixtureRegistry {
@@ -147,6 +211,88 @@ impl FixtureRegistry {
         }
     }
 
+    /// Signs every version from now on with `key`, as registry.npmjs.org does.
+    pub fn sign_with(&self, key: Arc<SigningKey>) {
+        self.state.lock().unwrap().signing = Some(key);
+    }
+
+    /// Replaces the signatures of one version (a tampered or foreign signature; `[]` strips
+    /// them, as a mirror does).
+    pub fn set_signatures(&self, name: &str, version: &str, signatures: Value) {
+        self.edit(name, |p| {
+            p["versions"][version]["dist"]["signatures"] = signatures
+        });
+    }
+
+    /// Serves `answer` at `/-/npm/v1/attestations/<name>@<version>` and names it in the
+    /// version's `dist.attestations`, as registry.npmjs.org does for a version published with
+    /// provenance (`{ url, provenance: { predicateType } }`; npm/cli
+    /// `lib/utils/verify-signatures.js` reads it so). The scoped name's `/` is encoded, as in
+    /// packument URLs.
+    pub fn attest(&self, name: &str, version: &str, answer: Value) {
+        let url = format!(
+            "{}-/npm/v1/attestations/{}@{version}",
+            self.url,
+            name.replacen('/', "%2f", 1)
+        );
+        self.state
+            .lock()
+            .unwrap()
+            .attestations
+            .insert(format!("{name}@{version}"), answer);
+        self.edit(name, |p| {
+            p["versions"][version]["dist"]["attestations"] = json!({
+                "url": url,
+                "provenance": { "predicateType": "https://slsa.dev/provenance/v1" },
+            })
+        });
+    }
+
+    /// The sha512 of a version's tarball, as its packument's integrity states it.
+    pub fn sha512(&self, name: &str, version: &str) -> Vec<u8> {
+        let integrity = self.packument(name)["versions"][version]["dist"]["integrity"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        base64::engine::general_purpose::STANDARD
+            .decode(integrity.strip_prefix("sha512-").unwrap())
+            .unwrap()
+    }
+
+    /// The version's publish time, as its packument states it.
+    pub fn published(&self, name: &str, version: &str) -> DateTime<Utc> {
+        self.packument(name)["time"][version]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    /// Provenance of `name@version` built by `run`, from `standin`, logged a minute after the
+    /// registry's publish time (as a CI publish is), served as the registry serves it.
+    pub fn attest_provenance(
+        &self,
+        standin: &super::sigstore_standin::SigstoreStandIn,
+        name: &str,
+        version: &str,
+        run: &super::sigstore_standin::GithubRun,
+    ) {
+        let logged = self.published(name, version) + Duration::minutes(1);
+        let answer =
+            standin.npm_attestations(name, version, &self.sha512(name, version), run, logged);
+        self.attest(name, version, answer);
+    }
+
+    /// Takes `dist.attestations` away from a version (what a proxy stripping it serves).
+    pub fn drop_attestations(&self, name: &str, version: &str) {
+        self.edit(name, |p| {
+            p["versions"][version]["dist"]
+                .as_object_mut()
+                .unwrap()
+                .remove("attestations");
+        });
+    }
+
     pub fn set_latest(&self, name: &str, version: &str) {
         self.edit(name, |p| p["dist-tags"]["latest"] = json!(version));
     }
@@ -179,14 +325,50 @@ fn serve(state: &Mutex<State>, uri: &Uri) -> Response<Body> {
             }
         };
     }
+    if let Some(version) = path.strip_prefix("-/npm/v1/attestations/") {
+        return match state.attestations.get(version) {
+            Some(answer) => Response::new(Body::from(answer.to_string())),
+            None => status(404, "{\"error\":\"Not found\"}"),
+        };
+    }
+    if path == "-/npm/v1/keys" {
+        return match &state.signing {
+            Some(key) => Response::new(Body::from(key.keys_document().to_string())),
+            None => status(404, "{\"error\":\"Not found\"}"),
+        };
+    }
     match state.packuments.get(&path) {
         Some(p) => {
+            let mut p = p.clone();
+            if let Some(key) = &state.signing {
+                sign_versions(&mut p, key);
+            }
             let mut r = Response::new(Body::from(p.to_string()));
             r.headers_mut()
                 .insert("content-type", HeaderValue::from_static("application/json"));
             r
         }
         None => status(404, "{\"error\":\"Not found\"}"),
+    }
+}
+
+/// Adds the registry's signature to every version that has none (a test's own, tampered or
+/// stripped signatures stay as it set them).
+fn sign_versions(packument: &mut Value, key: &SigningKey) {
+    let name = packument["name"].as_str().unwrap_or_default().to_owned();
+    let Some(versions) = packument["versions"].as_object_mut() else {
+        return;
+    };
+    for (version, meta) in versions.iter_mut() {
+        let Some(integrity) = meta["dist"]["integrity"].as_str().map(str::to_owned) else {
+            continue;
+        };
+        if meta["dist"].get("signatures").is_none() {
+            meta["dist"]["signatures"] = json!([{
+                "keyid": key.keyid,
+                "sig": key.sign(&format!("{name}@{version}:{integrity}")),
+            }]);
+        }
     }
 }
 
@@ -279,12 +461,13 @@ pub fn realistic() -> FixtureRegistry {
             }
             let file = format!("bin/{command}.js");
             let body = script(command);
+            let (postinstall, install_file, install_body) = fixture_install_script(name);
             r.publish(
                 name,
                 v,
                 json!({ "license": license, "bin": bin(command), "optionalDependencies": optional,
-                        "scripts": { "postinstall": "node -e 0" } }),
-                &[(file.as_str(), body.as_str())],
+                        "scripts": { "postinstall": postinstall } }),
+                &[(file.as_str(), body.as_str()), (install_file, install_body)],
                 days_ago(10),
             );
         }
@@ -315,10 +498,65 @@ pub fn realistic() -> FixtureRegistry {
     r
 }
 
-/// A scratch repository root for `XTASK_ROOT`: the committed manifest, optionally a
-/// package.json pinning `locked`.
+/// The install script the fixture's claude-code and opencode-ai run (every version the same):
+/// (postinstall command, the file it runs, that file's content). Each announces itself and
+/// changes nothing.
+pub fn fixture_install_script(name: &str) -> (&'static str, &'static str, &'static str) {
+    match name {
+        "@anthropic-ai/claude-code" => (
+            "node install.cjs",
+            "install.cjs",
+            "#!/usr/bin/env node\nconsole.log('the fixture claude-code install script');\n",
+        ),
+        "opencode-ai" => (
+            "node ./postinstall.mjs",
+            "postinstall.mjs",
+            "#!/usr/bin/env node\nconsole.log('the fixture opencode postinstall');\n",
+        ),
+        other => panic!("the fixture gives {other} no install script"),
+    }
+}
+
+/// The committed manifest with `install_scripts_allowed` acknowledging the fixture's install
+/// scripts instead of the real packages' (whose files the fixture does not carry).
+pub fn fixture_manifest() -> String {
+    use sha2::Digest as _;
+    let committed =
+        std::fs::read_to_string(super::checkout_path("template/manifest.yaml")).unwrap();
+    let start = committed
+        .find("\ninstall_scripts_allowed:\n")
+        .expect("the manifest allows install scripts")
+        + 1;
+    let end = start
+        + committed[start..]
+            .find("\n\n")
+            .expect("a blank line after install_scripts_allowed");
+    let mut block = String::from("install_scripts_allowed:\n");
+    for name in ["@anthropic-ai/claude-code", "opencode-ai"] {
+        let (command, file, body) = fixture_install_script(name);
+        let digest = hex::encode(sha2::Sha256::digest(body.as_bytes()));
+        block.push_str(&format!(
+            "  \"{name}\":\n    postinstall: {command}\n    files:\n      {file}: {digest}\n"
+        ));
+    }
+    format!(
+        "{}{}{}",
+        &committed[..start],
+        block.trim_end(),
+        &committed[end..]
+    )
+}
+
+/// A scratch repository root for `XTASK_ROOT`: the committed manifest (acknowledging the
+/// fixture's install scripts, [`fixture_manifest`]), optionally a package.json pinning
+/// `locked`.
 pub fn scratch_root(locked: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = super::scratch_root_with(&["template/manifest.yaml"]);
+    std::fs::write(
+        dir.path().join("template/manifest.yaml"),
+        fixture_manifest(),
+    )
+    .unwrap();
     if !locked.is_empty() {
         let deps: serde_json::Map<String, Value> = locked
             .iter()

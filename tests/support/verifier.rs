@@ -1,59 +1,155 @@
-//! The consumer's static amd64 verifier, as the end-to-end tests run it.
+//! The consumer's static verifiers, as the end-to-end tests get them: built once per test
+//! process by the release workflow's own `verifier` job (`update-template.yml`), replayed alone
+//! by the replay engine as the runner user, from a scratch copy of this repository.
+//!
+//! The one build serves twice, as on GitHub:
+//!
+//! - its binaries are the verifiers the consumer's tests run (`pin_consumer`: [`verifier`], the
+//!   amd64 one), built where no consumer's machine has the build tree: the runner's workspace
+//!   is removed before anything runs them;
+//! - its `actions/cache` entry (the job's Rust build cache: `target` and `~/.cargo/registry`)
+//!   lands in the store the workflow replays share ([`super::replay_cache_store`]), so the due
+//!   day's `verifier` job (tests/it/replay.rs) restores it, as every release after the first
+//!   does on GitHub, and compiles only the workspace's own crates (the checkout gives their
+//!   files new times) instead of both targets cold a second time.
+//!
+//! Before, the consumer's tests built the amd64 verifier as root with the script, and the due
+//! day's job built both targets cold again: the amd64 compile twice, about 8 minutes of the
+//! due day on two cores. What proves the cold build now is this replay: the committed job's
+//! steps, as the runner, from an empty cache, every step checked.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
-use super::{checkout_path, scratch_repo};
+use actions_replay::{run_workflow, Replay};
+use serde_json::{json, Value};
 
-/// The static amd64 verifier, built once per test process the way the release workflow
-/// builds it, in a scratch copy of this repository that is deleted before anything runs it:
-/// a verifier that read its build tree would find nothing there, as on a consumer's machine.
-/// (Its target directory is a cache of its own below this checkout's: `cargo test` holds the
-/// main one, and the dependencies are built once.) The binary is left in a directory of its
-/// own, readable by the runner user.
-pub fn verifier() -> &'static Path {
-    static VERIFIER: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    &VERIFIER
-        .get_or_init(|| {
-            use std::os::unix::fs::PermissionsExt as _;
-            let build_tree = scratch_repo("consume-verifier-build-");
-            let out = tempfile::Builder::new()
-                .prefix("consume-verifier-")
-                .tempdir_in(crate::support::run_dir())
-                .unwrap();
-            let status = Command::new("bash")
-                .arg(build_tree.path().join("scripts/build-verifiers.sh"))
-                .arg(out.path())
-                .arg("linux/amd64")
-                .env("CARGO_TARGET_DIR", checkout_path("target/consume-verifier"))
-                .env("XTASK_ZIG_VENV", checkout_path(".xtask/venv-zig"))
-                .status()
-                .unwrap();
-            assert!(status.success(), "scripts/build-verifiers.sh failed");
-            let gone = build_tree.path().to_path_buf();
-            drop(build_tree);
-            assert!(
-                !gone.exists(),
-                "the build tree {} is deleted",
-                gone.display()
-            );
-            std::fs::set_permissions(out.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-            let binary = out.path().join("template-verify-linux-amd64");
-            (out, binary)
-        })
-        .1
+use super::{checkout_text, run_dir, runner_user, scratch_repo};
+
+const WORKFLOW: &str = ".github/workflows/update-template.yml";
+/// The job that builds the verifiers, and what it uploads them as.
+const JOB: &str = "verifier";
+const ARTIFACT: &str = "verifiers";
+
+/// `update-template.yml` with only its `verifier` job, run on its own: its `needs: plan` and
+/// its `if:` on the plan's output go (nothing else changes). Each removal must find what it
+/// removes, so a change to the workflow cannot silently leave this replaying something else.
+fn verifier_job_alone(workflow: &str) -> String {
+    let mut doc: Value = yaml_serde::from_str(workflow).expect("the workflow is YAML");
+    let jobs = doc["jobs"].as_object_mut().expect("the workflow has jobs");
+    let mut job = jobs
+        .remove(JOB)
+        .unwrap_or_else(|| panic!("{WORKFLOW} has no `{JOB}` job"));
+    let job_map = job.as_object_mut().expect("a job is a mapping");
+    assert_eq!(
+        job_map.remove("needs"),
+        Some(json!("plan")),
+        "{WORKFLOW}: the `{JOB}` job no longer needs only `plan`; update tests/support/verifier.rs"
+    );
+    assert_eq!(
+        job_map.remove("if"),
+        Some(json!("needs.plan.outputs.publish == 'true'")),
+        "{WORKFLOW}: the `{JOB}` job's `if:` changed; update tests/support/verifier.rs"
+    );
+    jobs.clear();
+    jobs.insert(JOB.into(), job);
+    yaml_serde::to_string(&doc).expect("a workflow serializes")
 }
 
-/// Starts [`verifier`]'s build on a thread of its own, once; whoever needs the binary waits
-/// for it. The arm64 image test calls this: its build under qemu keeps about one core busy
-/// for ten minutes, and the verifier's cold build (minutes on two cores) takes the other, so
-/// the consumer tests (`pin_consumer`, which run after `image`) find it made.
+struct Built {
+    _dir: tempfile::TempDir,
+    amd64: PathBuf,
+}
+
+fn built() -> &'static Built {
+    static BUILT: OnceLock<Built> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt as _;
+        runner_user();
+        let source = scratch_repo("verifier-job-");
+        let workflow = source.path().join("verifier-job.yml");
+        let text = checkout_text(WORKFLOW);
+        std::fs::write(&workflow, verifier_job_alone(&text)).unwrap();
+        let replay = Replay::new(&workflow, source.path())
+            .unwrap()
+            // The due day's repository name: the workspace path is made from it, and the
+            // cache entry holds a target directory built there.
+            .repository("sandbox0/coding-agent-template")
+            .cache_dir(super::replay_cache_store())
+            .event("workflow_dispatch", json!({ "inputs": {} }));
+        let run = run_workflow(replay).unwrap_or_else(|e| panic!("{e:#}"));
+        let text = format!("replay of the verifier job: {}", run.timings());
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+        run.assert_success();
+        // The build tree goes before anything runs the binaries.
+        let workspace = run.job(JOB).workspace.clone();
+        {
+            // Checked under the lock: once it is released, another replay of the same
+            // repository (another test process on this machine) may make the directory again.
+            let _lock = actions_replay::lock_workspace().unwrap();
+            std::fs::remove_dir_all(&workspace)
+                .unwrap_or_else(|e| panic!("removing {}: {e}", workspace.display()));
+            assert!(
+                !workspace.exists(),
+                "the build tree {} is gone",
+                workspace.display()
+            );
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("verifiers-")
+            .tempdir_in(run_dir())
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let uploaded = run.artifacts_dir().join(ARTIFACT).join("files");
+        let amd64 = dir.path().join("template-verify-linux-amd64");
+        std::fs::copy(uploaded.join("template-verify-linux-amd64"), &amd64)
+            .unwrap_or_else(|e| panic!("the `{ARTIFACT}` artifact has no amd64 verifier: {e}"));
+        std::fs::set_permissions(&amd64, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Built { _dir: dir, amd64 }
+    })
+}
+
+/// The static amd64 verifier the release workflow's `verifier` job built (see the module).
+pub fn verifier() -> &'static Path {
+    &built().amd64
+}
+
+/// Makes sure the verifier job's `actions/cache` entry is in the shared store before a replay
+/// of the whole workflow reaches its own `verifier` job.
+pub fn verifier_job_cache() {
+    built();
+}
+
+/// Starts the verifier job's replay on a thread of its own, once; whoever needs its results
+/// waits for it. The arm64 image test calls this: its build under qemu keeps about one core
+/// busy for ten minutes, and the job's cold build takes the other, so the consumer tests
+/// (`pin_consumer`, which run after `image`) and the due day's replay find it made.
 pub fn build_in_background() {
     static STARTED: OnceLock<()> = OnceLock::new();
     STARTED.get_or_init(|| {
         std::thread::spawn(|| {
-            verifier();
+            built();
         });
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_verifier_job_runs_alone_and_unchanged() {
+        let text = checkout_text(WORKFLOW);
+        let alone: Value = yaml_serde::from_str(&verifier_job_alone(&text)).unwrap();
+        let committed: Value = yaml_serde::from_str(&text).unwrap();
+        let jobs: Vec<&String> = alone["jobs"].as_object().unwrap().keys().collect();
+        assert_eq!(jobs, [JOB]);
+        let mut job = committed["jobs"][JOB].clone();
+        job.as_object_mut().unwrap().remove("needs");
+        job.as_object_mut().unwrap().remove("if");
+        assert_eq!(alone["jobs"][JOB], job, "the job's steps as committed");
+        for key in ["on", "permissions", "defaults", "env", "concurrency"] {
+            assert_eq!(alone[key], committed[key], "{key}");
+        }
+    }
 }

@@ -6,9 +6,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::attestation::verify::{RequestedSigner, VerifyAttestationRequest};
 use crate::consume::ConsumeRequest;
 use crate::pin::{PinCommand, PinRequest};
-use crate::receipt::VerifyRequest;
+use crate::receipt::verify::VerifyRequest;
 
 /// Exit status 0 only for a valid, complete receipt; every rejection names its field.
 #[derive(Debug, Args)]
@@ -59,7 +60,7 @@ pub struct PinArgs {
     #[arg(long, value_name = "FILE")]
     pub manifest: Option<PathBuf>,
     /// The Sandbox0 template definition to rewrite.
-    #[arg(long, default_value = "template/sandbox0-template.yaml")]
+    #[arg(long, default_value = template_formats::paths::TEMPLATE_DEFINITION)]
     pub template: PathBuf,
     /// Skip the registry check that pin runs by default (the one `receipt verify
     /// --check-registry` runs: index, platform manifests, configs and tag as the receipt
@@ -72,6 +73,11 @@ pub struct PinArgs {
     /// repository is the trust anchor, and moving it is a decision, not a side effect.
     #[arg(long)]
     pub allow_repository_change: bool,
+    /// Refuse a receipt whose npm inputs are not `verified` (`inputs.status`: its registry
+    /// served no registry signatures, or the receipt predates the record), naming the release
+    /// and the registry.
+    #[arg(long)]
+    pub require_verified_inputs: bool,
     /// Show the change, write nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -103,6 +109,90 @@ pub enum VerifierCommand {
     Receipt(VerifierReceiptCommand),
     /// Pin the template definition to a verified receipt (as `cargo xtask pin`).
     Pin(PinArgs),
+    /// How fresh the template's pin is: its release and age, each package against npm's
+    /// `latest` now, and a newer complete release that would move it (as `cargo xtask status`).
+    Status(StatusArgs),
+    /// Verify Sigstore attestations offline, against a trusted root file.
+    #[command(subcommand)]
+    Attestation(VerifierAttestationCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VerifierAttestationCommand {
+    /// Verify an artifact's Sigstore bundle offline and judge who signed it.
+    Verify(AttestationVerifyArgs),
+}
+
+/// Verifies a Sigstore bundle (or the JSON lines of several) for ARTIFACT against the trusted
+/// root given, with nothing fetched: the signature (DSSE or message), the certificate chain to
+/// the root's Fulcio CAs at each verified time, the transparency log inclusion when the root
+/// lists a log (Sigstore's public-good instance) or an RFC 3161 timestamp when it does not
+/// (GitHub's own instance), the certificate's SCT when the root lists CT logs, and that the
+/// statement's subject (or the signed digest) is ARTIFACT. Then the signer: either exactly
+/// --certificate-identity and --certificate-oidc-issuer, or the release policy of
+/// --repository/--workflow/--source-ref, every claim byte-exact (subject alternative name,
+/// build signer and build config all the workflow at the ref, the source repository and ref,
+/// a GitHub-hosted runner, the commit when given, the statement's type, predicate type and
+/// subject name and digest). Exit 0 only when one bundle passes everything; each refusal names
+/// the claim that differs, expected and found. docs/attestations.md says more.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("signer").required(true).args(["certificate_identity", "repository"])))]
+pub struct AttestationVerifyArgs {
+    /// The artifact: a file, or its digest as `sha256:<hex>` or `sha512:<hex>`.
+    pub artifact: String,
+    /// The Sigstore bundle: one bundle JSON, or JSON lines of bundles (as
+    /// `gh attestation download` writes them); one of them must pass.
+    #[arg(long, value_name = "FILE")]
+    pub bundle: PathBuf,
+    /// The trusted root: one Sigstore trusted root JSON, or the JSON lines
+    /// `gh attestation trusted-root` prints (Sigstore's public-good root and GitHub's). Required:
+    /// this tool fetches no root (no TUF client) and carries no built-in copy.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_root: PathBuf,
+    /// The certificate's subject alternative name, exactly.
+    #[arg(
+        long,
+        value_name = "URI",
+        requires = "certificate_oidc_issuer",
+        conflicts_with = "repository"
+    )]
+    pub certificate_identity: Option<String>,
+    /// The certificate's OIDC issuer, exactly.
+    #[arg(long, value_name = "URL", requires = "certificate_identity")]
+    pub certificate_oidc_issuer: Option<String>,
+    /// The release policy: the repository whose workflow signed, `owner/repo`, byte-exact.
+    #[arg(long, value_name = "OWNER/REPO", requires_all = ["workflow", "source_ref"])]
+    pub repository: Option<String>,
+    /// The signing workflow, `.github/workflows/<file>`.
+    #[arg(long, value_name = "PATH", requires = "repository")]
+    pub workflow: Option<String>,
+    /// The ref the workflow ran from, `refs/heads/<branch>`, byte-exact.
+    #[arg(long, value_name = "REF", requires = "repository")]
+    pub source_ref: Option<String>,
+    /// The commit the workflow ran from (40 hex digits).
+    #[arg(long, value_name = "SHA", requires = "repository")]
+    pub source_commit: Option<String>,
+    /// The repository's numeric id (GitHub's API `id`), compared with the certificate's.
+    #[arg(long, value_name = "ID", requires = "repository")]
+    pub repository_id: Option<String>,
+    /// The owner's numeric id (GitHub's API `owner.id`), compared with the certificate's.
+    #[arg(long, value_name = "ID", requires = "repository")]
+    pub owner_id: Option<String>,
+    /// The statement's subject name; default, with --repository, the artifact file's name
+    /// (required for a digest).
+    #[arg(long, value_name = "NAME")]
+    pub subject_name: Option<String>,
+    /// The statement's predicate type; default, with --repository,
+    /// `https://slsa.dev/provenance/v1`; with --certificate-identity, any (and a message
+    /// signature passes).
+    #[arg(long, value_name = "URI")]
+    pub predicate_type: Option<String>,
+    /// Print `{"artifact", "digest", "bundle_file", "trusted_root", "accepted", "bundles":
+    /// [{"bundle", "verified", "error", "instance", "evidence", "certificate",
+    /// "predicate_type", "subject_names", "refusals": [{"claim", "expected", "found"}],
+    /// "accepted"}]}`.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -146,11 +236,55 @@ pub struct ConsumeArgs {
     /// As for `pin`: allow a release whose repository differs from the template's current one.
     #[arg(long)]
     pub allow_repository_change: bool,
+    /// As for `pin`: refuse the newest complete release when its npm inputs are not
+    /// `verified` (no older release is taken instead).
+    #[arg(long)]
+    pub require_verified_inputs: bool,
     /// Verify everything, write nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// Print `{"changed", "previous_image", "image", "release_tag", "receipt", "versions",
     /// "passed_over"}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Reads the template's `image:`, finds its release among the newest releases of
+/// `--repository` (through the GitHub CLI, `gh`, each receipt and manifest attested as
+/// `consume` requires and verified offline), and asks the npm registry for each of its
+/// packages' `latest` now. Prints Markdown (also to $GITHUB_STEP_SUMMARY under GitHub Actions)
+/// or `--json`. What could not be checked (GitHub or the registry unreachable, the release
+/// not found) is listed, and is not an error: the exit status is 0 whenever the template was
+/// read.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The template's GitHub repository, `owner/name`, whose releases are read.
+    #[arg(long)]
+    pub repository: String,
+    /// The Sandbox0 template definition whose pin is judged.
+    #[arg(long, default_value = template_formats::paths::TEMPLATE_DEFINITION)]
+    pub template: PathBuf,
+    /// Where release assets are downloaded (created); default a temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// As for `consume`: the workflow whose attestations are trusted.
+    #[arg(long, value_name = "OWNER/REPO/PATH")]
+    pub signer_workflow: Option<String>,
+    /// As for `consume`: the ref every attestation's run must have come from.
+    #[arg(long, value_name = "REF")]
+    pub source_ref: Option<String>,
+    /// How many of the newest releases to look through for the pinned one.
+    #[arg(long, default_value_t = 20)]
+    pub max_releases: usize,
+    /// The npm registry to ask for `latest`; default the one the pinned release was resolved
+    /// against (its receipt's `resolver.registry`).
+    #[arg(long, value_name = "URL")]
+    pub registry: Option<String>,
+    /// The clock the pin's age is measured with (RFC 3339); default now.
+    #[arg(long, value_name = "RFC3339")]
+    pub now: Option<chrono::DateTime<chrono::Utc>>,
+    /// Print `{"template", "image", "pinned", "age_hours", "packages", "newer_release",
+    /// "newer_release_moves", "up_to_date", "could_not_check"}`.
     #[arg(long)]
     pub json: bool,
 }
@@ -180,8 +314,35 @@ impl From<PinArgs> for PinCommand {
                 template: args.template,
                 offline: args.offline,
                 allow_repository_change: args.allow_repository_change,
+                require_verified_inputs: args.require_verified_inputs,
                 dry_run: args.dry_run,
             },
+            json: args.json,
+        }
+    }
+}
+
+impl From<AttestationVerifyArgs> for VerifyAttestationRequest {
+    fn from(args: AttestationVerifyArgs) -> VerifyAttestationRequest {
+        // clap's group and `requires` guarantee one complete signer form.
+        let signer = match (args.certificate_identity, args.certificate_oidc_issuer) {
+            (Some(identity), Some(issuer)) => RequestedSigner::Identity { identity, issuer },
+            _ => RequestedSigner::Release {
+                repository: args.repository.unwrap_or_default(),
+                workflow: args.workflow.unwrap_or_default(),
+                source_ref: args.source_ref.unwrap_or_default(),
+                source_commit: args.source_commit,
+                repository_id: args.repository_id,
+                owner_id: args.owner_id,
+            },
+        };
+        VerifyAttestationRequest {
+            artifact: args.artifact,
+            bundle: args.bundle,
+            trusted_root: args.trusted_root,
+            signer,
+            subject_name: args.subject_name,
+            predicate_type: args.predicate_type,
             json: args.json,
         }
     }
@@ -197,7 +358,24 @@ impl From<ConsumeArgs> for ConsumeRequest {
             source_ref: args.source_ref,
             max_releases: args.max_releases,
             allow_repository_change: args.allow_repository_change,
+            require_verified_inputs: args.require_verified_inputs,
             dry_run: args.dry_run,
+            json: args.json,
+        }
+    }
+}
+
+impl From<StatusArgs> for crate::status::StatusRequest {
+    fn from(args: StatusArgs) -> crate::status::StatusRequest {
+        crate::status::StatusRequest {
+            repository: args.repository,
+            template: args.template,
+            work_dir: args.work_dir,
+            signer_workflow: args.signer_workflow,
+            source_ref: args.source_ref,
+            max_releases: args.max_releases,
+            registry: args.registry,
+            now: args.now,
             json: args.json,
         }
     }

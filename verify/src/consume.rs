@@ -11,7 +11,8 @@
 //! to fall back to an older one. On every error the template is left byte-for-byte as it was.
 //!
 //! GitHub is reached through its CLI (`gh`, with the caller's GH_TOKEN), the only IO here
-//! besides files; the decisions ([`order_releases`], [`receipt_asset`], [`judge`]) are pure.
+//! besides files; the decisions ([`order_releases`], [`receipt_asset`], [`judge`], and what
+//! an attestation must say, `attestation.rs`) are pure.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -20,44 +21,22 @@ use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::attestation::{
+    attestation_args, judge_attestations, sbom_attestations, AttestationPolicy, PROVENANCE,
+};
 use crate::fs::append_to_github_file;
+use crate::notes::ReleaseFiles;
 use crate::pin::{pin, PinOutcome, PinRequest};
-use crate::receipt::{verify_file, Verification};
-use crate::receipt_policy::{ReceiptPolicy, MANIFEST_ASSET};
+use crate::receipt::policy::ReceiptPolicy;
+use crate::receipt::verify::{verify_file, Verification};
+use crate::receipt::MANIFEST_ASSET;
 use crate::settings::Environment;
 use crate::terminal_text::{escape, print_json_escaped};
+use template_formats::model::notes::ReleaseNotes;
 use template_formats::model::receipt::Receipt;
-use template_formats::model::Platform;
 
 /// The workflow that makes releases; its attestations are the ones trusted by default.
 pub const RELEASE_WORKFLOW: &str = ".github/workflows/update-template.yml";
-/// The predicate type `gh attestation verify` checks by default (build provenance).
-const PROVENANCE: &str = "https://slsa.dev/provenance/v1";
-/// The predicate type of an SPDX SBOM attestation (`actions/attest` with an SPDX `sbom-path`).
-const SPDX_SBOM: &str = "https://spdx.dev/Document/v2.3";
-/// The predicate type of a CycloneDX SBOM attestation (`actions/attest` with a CycloneDX
-/// `sbom-path`; @actions/attest's `buildSBOMPredicate`).
-const CYCLONEDX_SBOM: &str = "https://cyclonedx.org/bom";
-
-/// The SBOM attestations a release must have, as (platform, manifest digest, predicate type):
-/// each platform manifest's SPDX SBOM, and its CycloneDX SBOM when the receipt records one.
-fn sbom_attestations(receipt: &Receipt) -> Vec<(Platform, &str, &'static str)> {
-    receipt
-        .platforms
-        .iter()
-        .flat_map(|p| {
-            p.sbom_assets().into_iter().map(|(field, _)| {
-                let predicate = if field == "cyclonedx" {
-                    CYCLONEDX_SBOM
-                } else {
-                    SPDX_SBOM
-                };
-                (p.platform, p.digest.as_str(), predicate)
-            })
-        })
-        .collect()
-}
-
 /// One entry of `gh release list --json tagName,isDraft,isPrerelease,createdAt,publishedAt`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -154,182 +133,36 @@ pub fn judge(tag: &str, verification: &Verification) -> Judgement {
     }
 }
 
-/// What an attestation must say of itself before `consume` trusts it: beyond a valid
-/// signature over the subject's digest, the workflow that signed it, the ref it ran from and
-/// a GitHub-hosted runner.
-#[derive(Debug, Clone)]
-pub struct AttestationPolicy {
-    /// `owner/name/.github/workflows/<file>.yml`.
-    pub signer_workflow: String,
-    /// `refs/heads/<default branch>`: a copy of the workflow dispatched from any other branch
-    /// (which anyone who can push a branch can run, without the release environment's
-    /// protection) signs with the same workflow path but another ref.
-    pub source_ref: String,
-}
-
-/// The `gh attestation verify` arguments that enforce `policy`. `--signer-workflow` alone is a
-/// pattern that accepts the workflow at any ref (cli/cli pkg/cmd/attestation/verify/policy.go,
-/// `signerWorkflowSANPattern`: `(@(refs/.*|[0-9a-fA-F]+))?$` after the workflow's URL); the
-/// ref is pinned by `--source-ref` (compared case-insensitively with the certificate's
-/// SourceRepositoryRef, verification/extensions.go), and `--deny-self-hosted-runners` requires
-/// the certificate's RunnerEnvironment to be `github-hosted`.
-pub fn attestation_args(
-    subject: &str,
-    repository: &str,
-    policy: &AttestationPolicy,
-    predicate_type: &str,
-) -> Vec<String> {
-    [
-        "attestation",
-        "verify",
-        subject,
-        "--repo",
-        repository,
-        "--signer-workflow",
-        &policy.signer_workflow,
-        "--source-ref",
-        &policy.source_ref,
-        "--deny-self-hosted-runners",
-        "--predicate-type",
-        predicate_type,
-        "--format",
-        "json",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
-}
-
-/// `gh attestation verify --format json`: one entry per attestation that passed gh's policy.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct VerifiedAttestation {
-    verification_result: VerificationResult,
-}
-
-#[derive(Debug, Deserialize)]
-struct VerificationResult {
-    statement: Statement,
-    signature: Signature,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Statement {
-    predicate_type: String,
-    #[serde(default)]
-    subject: Vec<StatementSubject>,
-}
-
-#[derive(Debug, Deserialize)]
-struct StatementSubject {
-    #[serde(default)]
-    digest: std::collections::BTreeMap<String, String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Signature {
-    certificate: Certificate,
-}
-
-/// The fields of sigstore-go's `certificate.Summary` (its JSON names) that are checked.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Certificate {
-    #[serde(default)]
-    subject_alternative_name: String,
-    #[serde(default)]
-    source_repository_ref: String,
-    #[serde(default)]
-    runner_environment: String,
-}
-
-/// Checks gh's JSON answer itself, so the result does not rest on gh's version: gh up to
-/// 2.66.1 exits 0 when no attestation has the `--predicate-type` asked for (cli/cli#10418),
-/// and an older gh without `--source-ref` fails on the flag. Every attestation gh returns
-/// must name `digest` (`sha256:<hex>`) as a subject and have the predicate type, the signer
-/// workflow at the source ref, and a GitHub-hosted runner; at least one must be there.
-/// Returns how many there were. Pure.
-pub fn judge_attestations(
-    json: &[u8],
-    digest: &str,
-    policy: &AttestationPolicy,
-    predicate_type: &str,
-) -> Result<usize, String> {
-    let found: Vec<VerifiedAttestation> = serde_json::from_slice(json).map_err(|e| {
-        format!("`gh attestation verify --format json` printed no attestations ({e})")
-    })?;
-    if found.is_empty() {
-        return Err(format!(
-            "no attestation with predicate type {predicate_type}"
-        ));
-    }
-    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
-    let signer = format!("https://github.com/{}@", policy.signer_workflow).to_lowercase();
-    for a in &found {
-        let r = &a.verification_result;
-        let c = &r.signature.certificate;
-        if r.statement.predicate_type != predicate_type {
-            return Err(format!(
-                "gh returned an attestation of predicate type {}, not {predicate_type} (gh up to                  2.66.1 does so, cli/cli#10418)",
-                r.statement.predicate_type
-            ));
-        }
-        if !r
-            .statement
-            .subject
-            .iter()
-            .any(|s| s.digest.get("sha256").map(String::as_str) == Some(hex))
-        {
-            return Err(format!(
-                "gh returned an attestation that does not name {digest}"
-            ));
-        }
-        if !c
-            .source_repository_ref
-            .eq_ignore_ascii_case(&policy.source_ref)
-        {
-            return Err(format!(
-                "the attestation was made by a run from {}, not {}",
-                if c.source_repository_ref.is_empty() {
-                    "an unknown ref"
-                } else {
-                    &c.source_repository_ref
-                },
-                policy.source_ref
-            ));
-        }
-        if !c
-            .subject_alternative_name
-            .to_lowercase()
-            .starts_with(&signer)
-        {
-            return Err(format!(
-                "the attestation was signed by {}, not {}",
-                c.subject_alternative_name, policy.signer_workflow
-            ));
-        }
-        if c.runner_environment != "github-hosted" {
-            return Err(format!(
-                "the attestation was made on a {} runner, not a GitHub-hosted one",
-                if c.runner_environment.is_empty() {
-                    "unknown"
-                } else {
-                    &c.runner_environment
-                }
-            ));
-        }
-    }
-    Ok(found.len())
-}
-
 /// The GitHub CLI, for one repository's releases and attestations.
-struct Gh {
-    repository: String,
-    policy: AttestationPolicy,
+pub(crate) struct Gh {
+    pub(crate) repository: String,
+    pub(crate) policy: AttestationPolicy,
 }
 
 impl Gh {
+    /// `repository`'s releases, their attestations held to `signer_workflow` (default: its
+    /// release workflow) from `source_ref` (default: its default branch, as GitHub names it).
+    pub(crate) fn new(
+        repository: &str,
+        signer_workflow: Option<&str>,
+        source_ref: Option<&str>,
+    ) -> Result<Gh> {
+        let mut gh = Gh {
+            policy: AttestationPolicy {
+                signer_workflow: signer_workflow
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("{repository}/{RELEASE_WORKFLOW}")),
+                source_ref: String::new(),
+            },
+            repository: repository.to_string(),
+        };
+        gh.policy.source_ref = match source_ref {
+            Some(source_ref) => source_ref.to_string(),
+            None => format!("refs/heads/{}", gh.default_branch()?),
+        };
+        Ok(gh)
+    }
+
     fn output(&self, args: &[&str]) -> Result<Vec<u8>, String> {
         let out = Command::new("gh").args(args).output().map_err(|e| {
             format!("cannot run `gh` ({e}); the GitHub CLI is needed (preinstalled on GitHub's runners)")
@@ -345,7 +178,7 @@ impl Gh {
         }
     }
 
-    fn list(&self) -> Result<Vec<ListedRelease>> {
+    pub(crate) fn list(&self) -> Result<Vec<ListedRelease>> {
         let fields = "tagName,isDraft,isPrerelease,createdAt,publishedAt";
         let out = self
             .output(&[
@@ -364,7 +197,7 @@ impl Gh {
             .with_context(|| format!("`gh release list --json {fields}` did not print its list"))
     }
 
-    fn asset_names(&self, tag: &str) -> Result<Vec<String>> {
+    pub(crate) fn asset_names(&self, tag: &str) -> Result<Vec<String>> {
         #[derive(Deserialize)]
         struct View {
             assets: Vec<Asset>,
@@ -389,7 +222,7 @@ impl Gh {
         Ok(view.assets.into_iter().map(|a| a.name).collect())
     }
 
-    fn download(&self, tag: &str, pattern: &str, dir: &Path) -> Result<()> {
+    pub(crate) fn download(&self, tag: &str, pattern: &str, dir: &Path) -> Result<()> {
         let dir_text = dir.display().to_string();
         self.output(&[
             "release",
@@ -426,7 +259,7 @@ impl Gh {
     }
 
     /// `subject` is a file path or `oci://repository@sha256:…`; `digest` its `sha256:<hex>`.
-    fn verify_attestation(
+    pub(crate) fn verify_attestation(
         &self,
         subject: &str,
         digest: &str,
@@ -440,7 +273,7 @@ impl Gh {
 }
 
 /// `sha256:<hex>` of a downloaded asset.
-fn file_digest(path: &Path) -> Result<String, String> {
+pub(crate) fn file_digest(path: &Path) -> Result<String, String> {
     template_formats::bounded_read::sha256_regular(
         path,
         template_formats::bounded_read::MAX_ARTIFACT_BYTES,
@@ -448,6 +281,93 @@ fn file_digest(path: &Path) -> Result<String, String> {
     )
     .map(|hex| format!("sha256:{hex}"))
     .map_err(|e| format!("{e:#}"))
+}
+
+/// The release the template named before `old` (`repository@sha256:…`), among `older` (the
+/// releases before the chosen one, newest first): its receipt and the assets the notes read
+/// downloaded, each attested as the chosen release's are, the receipt verified by its own
+/// manifest. `Err` says why there is none to compare with.
+fn pinned_before(
+    gh: &Gh,
+    work_dir: &Path,
+    older: &[String],
+    old: &str,
+) -> Result<ReleaseFiles, String> {
+    if !old.contains("@sha256:") {
+        return Err(format!(
+            "the template named no release before (`{}`)",
+            escape(old)
+        ));
+    }
+    for tag in older {
+        let names = gh.asset_names(tag).map_err(|e| format!("{e:#}"))?;
+        let ReceiptAsset::One(name) = receipt_asset(&names) else {
+            continue;
+        };
+        let dir = work_dir.join(tag);
+        gh.download(tag, &name, &dir)
+            .map_err(|e| format!("{e:#}"))?;
+        let receipt_path = dir.join(&name);
+        let pinned = template_formats::bounded_read::read_regular(
+            &receipt_path,
+            template_formats::bounded_read::MAX_RECEIPT_BYTES,
+            "receipt",
+        )
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Receipt>(&bytes).ok())
+        .is_some_and(|r| r.index.reference == old);
+        if !pinned {
+            continue;
+        }
+        // The files the notes read, as this release carries them.
+        let wanted: Vec<&String> = names
+            .iter()
+            .filter(|n| {
+                *n == MANIFEST_ASSET
+                    || *n == "inventory.json"
+                    || (n.starts_with("transcripts-") && n.ends_with(".json") && !n.contains('/'))
+            })
+            .collect();
+        for asset in &wanted {
+            gh.download(tag, asset, &dir)
+                .map_err(|e| format!("{e:#}"))?;
+        }
+        for file in std::iter::once(&name).chain(wanted) {
+            let path = dir.join(file);
+            file_digest(&path)
+                .and_then(|d| gh.verify_attestation(&path.display().to_string(), &d, PROVENANCE))
+                .map_err(|why| format!("release {tag}: `{file}` is not attested: {why}"))?;
+        }
+        return crate::notes::assets::read_release(&receipt_path, None)
+            .map_err(|e| format!("release {tag}: {e:#}"));
+    }
+    Err(format!(
+        "the release the template named before (`{}`) is not among the {} release(s) looked          through before this one",
+        escape(old),
+        older.len()
+    ))
+}
+
+/// The notes of the chosen release against the one the template named before.
+fn notes_for_the_pull_request(
+    gh: &Gh,
+    args: &ConsumeRequest,
+    chosen: &Chosen,
+    old: &str,
+) -> ReleaseNotes {
+    let new =
+        crate::notes::assets::release_in(chosen.receipt.clone(), &args.work_dir.join(&chosen.tag));
+    match pinned_before(gh, &args.work_dir, &chosen.older, old) {
+        Ok(previous) => crate::notes::build(&new, Some(&previous)),
+        Err(why) => {
+            eprintln!("consume: the notes compare with nothing: {why}");
+            let mut notes = crate::notes::build(&new, None);
+            notes.unavailable.push(format!(
+                "a comparison with the release the template pinned before: {why}"
+            ));
+            notes
+        }
+    }
 }
 
 /// What `consume` reports (`--json`, and the workflow outputs).
@@ -463,6 +383,9 @@ struct Consumed {
     versions: Vec<PackageVersion>,
     /// Newer releases that were passed over, and why.
     passed_over: Vec<String>,
+    /// The release's notes against the release the template named before, when it changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notes: Option<ReleaseNotes>,
 }
 
 #[derive(Debug, Serialize)]
@@ -482,6 +405,8 @@ struct Chosen {
     policy: ReceiptPolicy,
     /// Newer releases passed over, and why.
     passed_over: Vec<String>,
+    /// The releases older than it, newest first, among those looked through.
+    older: Vec<String>,
 }
 
 /// What `consume` is asked, as the library takes it (`cli.rs` converts the command line's
@@ -502,6 +427,8 @@ pub struct ConsumeRequest {
     pub max_releases: usize,
     /// Allow a release in another repository than the template's current one.
     pub allow_repository_change: bool,
+    /// Refuse a release whose npm inputs are not `verified`.
+    pub require_verified_inputs: bool,
     /// Verify everything, write nothing.
     pub dry_run: bool,
     /// Print the result as JSON.
@@ -554,12 +481,19 @@ fn newest_complete(gh: &Gh, args: &ConsumeRequest) -> Result<Chosen> {
                 let verified = verification
                     .receipt
                     .context("a verified receipt carries its receipt")?;
+                let older = tags
+                    .iter()
+                    .skip_while(|t| *t != tag)
+                    .skip(1)
+                    .cloned()
+                    .collect();
                 return Ok(Chosen {
                     tag: tag.clone(),
                     path: receipt,
                     receipt: verified,
                     policy,
                     passed_over,
+                    older,
                 });
             }
             Judgement::PassOver(why) => {
@@ -631,25 +565,17 @@ fn verify_attestations(gh: &Gh, tag: &str, dir: &Path, receipt: &Receipt) -> Res
     Ok(())
 }
 
-/// Everything but the report: the release taken and the pin's report.
+/// Everything but the report: the release taken, the pin's report, and the release notes
+/// when the pin changed.
 fn verify_and_pin(
     args: &ConsumeRequest,
     env: &Environment,
-) -> Result<(Chosen, crate::pin::PinReport)> {
-    let mut gh = Gh {
-        policy: AttestationPolicy {
-            signer_workflow: args
-                .signer_workflow
-                .clone()
-                .unwrap_or_else(|| format!("{}/{RELEASE_WORKFLOW}", args.repository)),
-            source_ref: String::new(),
-        },
-        repository: args.repository.clone(),
-    };
-    gh.policy.source_ref = match &args.source_ref {
-        Some(source_ref) => source_ref.clone(),
-        None => format!("refs/heads/{}", gh.default_branch()?),
-    };
+) -> Result<(Chosen, crate::pin::PinReport, Option<ReleaseNotes>)> {
+    let gh = Gh::new(
+        &args.repository,
+        args.signer_workflow.as_deref(),
+        args.source_ref.as_deref(),
+    )?;
     std::fs::create_dir_all(&args.work_dir)
         .with_context(|| format!("cannot create {}", args.work_dir.display()))?;
     let chosen = newest_complete(&gh, args)?;
@@ -663,12 +589,18 @@ fn verify_and_pin(
         template: args.template.clone(),
         offline: false,
         allow_repository_change: args.allow_repository_change,
+        require_verified_inputs: args.require_verified_inputs,
         dry_run: args.dry_run,
     };
     match pin(&request, &chosen.policy, env)? {
-        PinOutcome::Pinned(report) => Ok((chosen, report)),
+        PinOutcome::Pinned(report) => {
+            let notes = report
+                .changed
+                .then(|| notes_for_the_pull_request(&gh, args, &chosen, &report.old));
+            Ok((chosen, report, notes))
+        }
         PinOutcome::Rejected(problems) => {
-            crate::receipt::print_problems(&problems);
+            crate::receipt::verify::print_problems(&problems);
             bail!(
                 "release {}: the receipt {} was rejected with its assets and registry (above)",
                 chosen.tag,
@@ -682,7 +614,7 @@ fn verify_and_pin(
 /// check, and GitHub's output files.
 pub fn run(args: ConsumeRequest, env: &Environment) -> Result<ExitCode> {
     // Every error ends by saying what a failure guarantees: the file was not touched.
-    let (chosen, report) = verify_and_pin(&args, env)
+    let (chosen, report, notes) = verify_and_pin(&args, env)
         .map_err(|e| anyhow::anyhow!("{e:#}\n{} is unchanged", args.template.display()))?;
     let consumed = Consumed {
         changed: report.changed,
@@ -702,6 +634,7 @@ pub fn run(args: ConsumeRequest, env: &Environment) -> Result<ExitCode> {
             })
             .collect(),
         passed_over: chosen.passed_over,
+        notes,
     };
     let summary = summary_markdown(&consumed);
     append_to_github_file(&env.github_output, &github_outputs(&consumed, &summary)?)?;
@@ -743,6 +676,10 @@ fn summary_markdown(c: &Consumed) -> String {
     }
     for p in &c.passed_over {
         out.push_str(&format!("\nPassed over: {p}\n"));
+    }
+    if let Some(notes) = &c.notes {
+        out.push('\n');
+        out.push_str(&crate::notes::markdown::render(notes));
     }
     out
 }
@@ -835,117 +772,6 @@ mod tests {
         assert!(matches!(judge("t", &v), Judgement::Refuse(_)));
     }
 
-    const WORKFLOW: &str = "s0/template/.github/workflows/update-template.yml";
-
-    fn main_branch() -> AttestationPolicy {
-        AttestationPolicy {
-            signer_workflow: WORKFLOW.into(),
-            source_ref: "refs/heads/main".into(),
-        }
-    }
-
-    /// One entry of `gh attestation verify --format json` as gh prints it.
-    fn attestation(predicate: &str, hex: &str, git_ref: &str, runner: &str) -> serde_json::Value {
-        serde_json::json!({
-            "attestation": {"bundle": {}},
-            "verificationResult": {
-                "statement": {
-                    "_type": "https://in-toto.io/Statement/v1",
-                    "subject": [{"name": "receipt.json", "digest": {"sha256": hex}}],
-                    "predicateType": predicate,
-                },
-                "signature": {"certificate": {
-                    "subjectAlternativeName": format!("https://github.com/{WORKFLOW}@{git_ref}"),
-                    "sourceRepositoryRef": git_ref,
-                    "runnerEnvironment": runner,
-                }},
-            }
-        })
-    }
-
-    #[test]
-    fn gh_is_asked_for_the_source_ref_and_github_hosted_runners() {
-        let args = attestation_args("f", "s0/template", &main_branch(), PROVENANCE);
-        let text = args.join(" ");
-        assert!(
-            text.contains("--signer-workflow s0/template/.github/workflows/update-template.yml")
-                && text.contains("--source-ref refs/heads/main")
-                && text.contains("--deny-self-hosted-runners")
-                && text.ends_with("--format json"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn attestations_are_judged_from_gh_s_json_not_its_exit_status() {
-        let hex = "ab".repeat(32);
-        let digest = format!("sha256:{hex}");
-        let judge = |entries: Vec<serde_json::Value>| {
-            judge_attestations(
-                serde_json::to_vec(&entries).unwrap().as_slice(),
-                &digest,
-                &main_branch(),
-                PROVENANCE,
-            )
-        };
-        let good = attestation(PROVENANCE, &hex, "refs/heads/main", "github-hosted");
-        assert_eq!(judge(vec![good.clone()]), Ok(1));
-        // gh <= 2.66.1 exits 0 with nothing (or another predicate type) found.
-        assert!(judge(vec![]).unwrap_err().contains("no attestation"));
-        let sbom = attestation(SPDX_SBOM, &hex, "refs/heads/main", "github-hosted");
-        assert!(judge(vec![good.clone(), sbom])
-            .unwrap_err()
-            .contains("10418"));
-        let branch = attestation(PROVENANCE, &hex, "refs/heads/attacker", "github-hosted");
-        let why = judge(vec![branch]).unwrap_err();
-        assert!(
-            why.contains("refs/heads/attacker") && why.contains("not refs/heads/main"),
-            "{why}"
-        );
-        let self_hosted = attestation(PROVENANCE, &hex, "refs/heads/main", "self-hosted");
-        assert!(judge(vec![self_hosted])
-            .unwrap_err()
-            .contains("self-hosted"));
-        let other = attestation(
-            PROVENANCE,
-            &"cd".repeat(32),
-            "refs/heads/main",
-            "github-hosted",
-        );
-        assert!(judge(vec![other]).unwrap_err().contains("does not name"));
-        let mut copy = good.clone();
-        copy["verificationResult"]["signature"]["certificate"]["subjectAlternativeName"] =
-            "https://github.com/s0/template/.github/workflows/copy.yml@refs/heads/main".into();
-        assert!(judge(vec![copy]).unwrap_err().contains("signed by"));
-        assert!(judge_attestations(
-            b"Verification succeeded",
-            &digest,
-            &main_branch(),
-            PROVENANCE
-        )
-        .is_err());
-    }
-
-    #[test]
-    fn each_platform_needs_the_sbom_attestations_of_each_form_its_receipt_records() {
-        let mut r = crate::receipt::tests_support::sample();
-        let wanted = |r: &Receipt| -> Vec<(Platform, String, &str)> {
-            sbom_attestations(r)
-                .into_iter()
-                .map(|(p, d, t)| (p, d.to_string(), t))
-                .collect()
-        };
-        let amd = r.platforms[0].clone();
-        let got = wanted(&r);
-        assert_eq!(got.len(), 2 * r.platforms.len(), "{got:?}");
-        assert!(got.contains(&(amd.platform, amd.digest.clone(), SPDX_SBOM)));
-        assert!(got.contains(&(amd.platform, amd.digest.clone(), CYCLONEDX_SBOM)));
-        // A release without the CycloneDX asset is asked for its SPDX attestations only.
-        r.platforms.iter_mut().for_each(|p| p.cyclonedx = None);
-        assert!(wanted(&r).iter().all(|(_, _, t)| *t == SPDX_SBOM));
-        assert_eq!(wanted(&r).len(), r.platforms.len());
-    }
-
     #[test]
     fn outputs_keep_the_summary_in_one_heredoc() {
         let c = Consumed {
@@ -961,6 +787,7 @@ mod tests {
                 previously_locked: Some("1.2.2".into()),
             }],
             passed_over: vec!["t: EOF_SUMMARY in a reason".into()],
+            notes: None,
         };
         let summary = summary_markdown(&c);
         let text = github_outputs(&c, &summary).unwrap();

@@ -5,18 +5,21 @@
 //! uses the same library for `cargo xtask receipt verify` and `cargo xtask pin`, and its
 //! registry client (`oci`) for `publish`.
 //!
-//! What a receipt is judged by is passed in ([`receipt_policy::ReceiptPolicy`]): the
+//! What a receipt is judged by is passed in ([`receipt::policy::ReceiptPolicy`]): the
 //! release's own manifest for a consumer, never a file of the machine that built this binary.
 
+pub mod attestation;
 pub mod cli;
 pub mod consume;
 pub mod fs;
 pub mod http;
+pub mod notes;
 pub mod oci;
 pub mod pin;
 pub mod receipt;
-pub mod receipt_policy;
 pub mod settings;
+pub mod sigstore;
+pub mod status;
 pub mod terminal_text;
 pub mod verifier;
 

@@ -4,8 +4,10 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use template_verify::cli::{VerifierCli, VerifierCommand, VerifierReceiptCommand};
-use template_verify::receipt_policy::ReceiptPolicy;
+use template_verify::cli::{
+    VerifierAttestationCommand, VerifierCli, VerifierCommand, VerifierReceiptCommand,
+};
+use template_verify::receipt::policy::ReceiptPolicy;
 use template_verify::settings::Environment;
 
 fn main() -> ExitCode {
@@ -22,7 +24,12 @@ fn main() -> ExitCode {
                     args.manifest.as_deref(),
                     args.artifacts.as_deref(),
                 )?;
-                template_verify::receipt::verify_cmd(args.into(), &policy, &env)
+                template_verify::receipt::verify::verify_cmd(args.into(), &policy, &env)
+            }
+            VerifierCommand::Status(args) => template_verify::status::run(args.into(), &env),
+            // Offline: the files named are all it reads.
+            VerifierCommand::Attestation(VerifierAttestationCommand::Verify(args)) => {
+                template_verify::attestation::verify::run(args.into())
             }
             VerifierCommand::Pin(args) => {
                 let policy = ReceiptPolicy::for_verifier(

@@ -15,8 +15,8 @@ use serde::Serialize;
 use yaml_serde::Value;
 
 use crate::fs::atomic_write;
-use crate::receipt::verify_file;
-use crate::receipt_policy::ReceiptPolicy;
+use crate::receipt::policy::ReceiptPolicy;
+use crate::receipt::verify::verify_file;
 use crate::settings::Environment;
 use crate::terminal_text::{escape, print_json_escaped};
 use template_formats::oci::reference::{parse_pinned_reference, parse_reference};
@@ -256,6 +256,8 @@ pub struct PinRequest {
     pub offline: bool,
     /// Allow a receipt in another repository than the template's current one.
     pub allow_repository_change: bool,
+    /// Refuse a receipt whose npm inputs are not `verified` (docs/inputs.md).
+    pub require_verified_inputs: bool,
     /// Write nothing.
     pub dry_run: bool,
 }
@@ -275,7 +277,7 @@ fn reject(args: &PinRequest, problems: &[crate::receipt::Problem]) -> ExitCode {
         escape(&args.receipt.display().to_string()),
         escape(&args.template.display().to_string())
     );
-    crate::receipt::print_problems(problems);
+    crate::receipt::verify::print_problems(problems);
     ExitCode::FAILURE
 }
 
@@ -292,6 +294,11 @@ pub fn pin(args: &PinRequest, policy: &ReceiptPolicy, env: &Environment) -> Resu
         .receipt
         .clone()
         .context("a valid verification carries its receipt")?;
+    if args.require_verified_inputs {
+        if let Some(refusal) = crate::receipt::inputs::unverified_refusal(&receipt) {
+            return Ok(PinOutcome::Rejected(vec![refusal]));
+        }
+    }
     let new_image = receipt.index.reference.clone();
 
     let text = String::from_utf8(template_formats::bounded_read::read_regular(
@@ -313,7 +320,7 @@ pub fn pin(args: &PinRequest, policy: &ReceiptPolicy, env: &Environment) -> Resu
         let env_host = crate::oci::credentials::EnvCredentialsHost(
             parse_reference(&old).ok().map(|r| r.name.domain),
         );
-        crate::receipt::add_registry_check(&mut verification, &env_host, env)?;
+        crate::receipt::verify::add_registry_check(&mut verification, &env_host, env)?;
         if !verification.valid {
             return Ok(PinOutcome::Rejected(verification.problems));
         }
@@ -363,7 +370,8 @@ pub fn run(command: PinCommand, policy: &ReceiptPolicy, env: &Environment) -> Re
 mod tests {
     use super::*;
     use crate::receipt::tests_support::repo_root;
-    use template_formats::manifest::{Manifest, MANIFEST_PATH};
+    use template_formats::manifest::Manifest;
+    use template_formats::paths::MANIFEST;
 
     const NEW: &str = "ghcr.io/s0/coding-agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
@@ -435,7 +443,7 @@ mod tests {
         let path = root.join("template/sandbox0-template.yaml");
         let text = std::fs::read_to_string(&path).unwrap();
         let doc: Value = yaml_serde::from_str(&text).unwrap();
-        let manifest = Manifest::load(&root.join(MANIFEST_PATH)).unwrap();
+        let manifest = Manifest::load(&root.join(MANIFEST)).unwrap();
         let harnesses = doc["harnesses"].as_mapping().expect("harnesses map");
         assert_eq!(harnesses.len(), manifest.harnesses.len());
         for h in &manifest.harnesses {

@@ -9,9 +9,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::fs::GithubFile;
-use crate::oci::credentials::{
-    docker_config_path, PASSWORD_ENV, PASSWORD_ENV_ALIAS, USERNAME_ENV, USERNAME_ENV_ALIAS,
-};
+
+/// The registry user name for the one host the user names (`oci/credentials.rs`).
+pub const USERNAME_ENV: &str = "XTASK_OCI_USERNAME";
+/// Its password or token.
+pub const PASSWORD_ENV: &str = "XTASK_OCI_PASSWORD";
+/// Older names of the same variables, still set by the workflow.
+pub const USERNAME_ENV_ALIAS: &str = "XTASK_REGISTRY_USERNAME";
+pub const PASSWORD_ENV_ALIAS: &str = "XTASK_REGISTRY_PASSWORD";
 
 /// The base of the retries' exponential backoff when `XTASK_RETRY_BASE_MS` is unset.
 pub const DEFAULT_RETRY_BASE: Duration = Duration::from_millis(500);
@@ -97,6 +102,18 @@ impl Default for TransferSettings {
     }
 }
 
+/// The docker config Docker itself reads, from the values of `DOCKER_CONFIG` (a directory)
+/// and `HOME`.
+pub fn docker_config_path(
+    docker_config: Option<OsString>,
+    home: Option<OsString>,
+) -> Option<PathBuf> {
+    match docker_config {
+        Some(dir) => Some(PathBuf::from(dir).join("config.json")),
+        None => home.map(|home| PathBuf::from(home).join(".docker/config.json")),
+    }
+}
+
 impl Environment {
     /// The snapshot of whatever `lookup` answers for each variable: the process's own in
     /// [`Environment::from_process`], a table in tests. A value that is not UTF-8 counts as
@@ -130,8 +147,8 @@ impl Environment {
         }
     }
 
-    /// The process's environment. Only the binaries' `main` (and, until the xtask threads it
-    /// from its own main, the xtask's call sites marked `TODO(#26 xtask settings)`) call this.
+    /// The process's environment. Only the verifier's `main` calls this; the xtask's
+    /// `Settings::from_process` takes the same snapshot through [`Environment::from_lookup`].
     pub fn from_process() -> Environment {
         Environment::from_lookup(|name| std::env::var_os(name))
     }

@@ -1,4 +1,4 @@
-//! The consumer's verifier binaries (`template-verify`, `src/bin/template-verify.rs`): their
+//! The consumer's verifier binaries (`template-verify`, `verify/src/main.rs`): their
 //! asset names, and the check that a file offered as one really is a statically linked
 //! executable for its platform, so a release never lists a binary its consumers cannot run.
 //!

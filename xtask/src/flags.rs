@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 
 use template_formats::manifest::Platform;
 // The verifier's commands the xtask offers too, with the verifier's own arguments.
-pub use template_verify::cli::{PinArgs, ReceiptVerifyArgs};
+pub use template_verify::cli::{PinArgs, ReceiptVerifyArgs, StatusArgs};
 
 use xtask::npm::resolve::DEFAULT_NPM_REGISTRY;
 
@@ -51,8 +51,27 @@ pub enum Command {
     Receipt(ReceiptCommand),
     /// Pin the Sandbox0 template definition to a verified receipt's index digest.
     Pin(PinArgs),
+    /// How fresh a template definition's pin is (as `template-verify status`).
+    Status(StatusArgs),
     /// The whole release on this machine: gate, resolve, lock, base, build, smoke, publish, receipt.
     Release(Box<ReleaseArgs>),
+    /// Documentation generated from the code.
+    #[command(subcommand)]
+    Docs(DocsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DocsCommand {
+    /// Write docs/cli.md: every subcommand's --help of `cargo xtask` and `template-verify`, as
+    /// clap renders it.
+    Cli(DocsCliArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DocsCliArgs {
+    /// Write nothing; fail with a diff when docs/cli.md is not what the command lines render.
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// Flags shared by every command that asks the npm registry.
@@ -64,6 +83,19 @@ pub struct RegistryArgs {
     /// Replace the clock (RFC 3339), e.g. to reproduce a past resolution.
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
+    /// The keys the registry's signatures are judged by, in npm's `/-/npm/v1/keys` form,
+    /// instead of npm's own (shipped in the pinned npm): a private registry that signs with
+    /// its own key.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_keys: Option<PathBuf>,
+    /// Refuse a registry that serves no signatures (registry.npmjs.org signs every version)
+    /// instead of reporting the inputs `unverified`.
+    #[arg(long)]
+    pub require_signed_inputs: bool,
+    /// The Sigstore trusted root (`trusted_root.json` form) npm provenance is verified
+    /// against, instead of the public-good root in the pinned npm's seeds.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_root: Option<PathBuf>,
 }
 
 /// Where images and the release index are published.
@@ -101,6 +133,7 @@ pub struct LockArgs {
     /// Generate and check everything, print what would change, write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -131,12 +164,14 @@ pub struct BenchRebuildArgs {
     /// `@anthropic-ai/claude-code@2.1.331`. Pick a version this engine never built.
     #[arg(long, value_name = "NAME@VERSION")]
     pub bump: String,
+    /// The platform to build.
     #[arg(
         long,
         value_name = "linux/amd64|linux/arm64",
         default_value = "linux/amd64"
     )]
     pub platform: Platform,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -149,14 +184,17 @@ pub struct BenchUpdateArgs {
     /// The new release's image, same platform.
     #[arg(long)]
     pub image: String,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct BenchReproduceArgs {
+    /// The platform to build.
     #[arg(long, value_name = "linux/amd64|linux/arm64")]
     pub platform: Platform,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -166,6 +204,7 @@ pub struct BenchPublishArgs {
     /// A local image in the engine (e.g. the template image `release build` made).
     #[arg(long)]
     pub image: String,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -177,12 +216,14 @@ pub struct BenchResolveArgs {
     /// How many times to run each side (the median is reported).
     #[arg(long, default_value_t = 3)]
     pub runs: u32,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct BaseArgs {
+    /// The platform of the base image.
     #[arg(long, value_name = "linux/amd64|linux/arm64")]
     pub platform: Platform,
     /// Debian suite of the root filesystem.
@@ -191,14 +232,17 @@ pub struct BaseArgs {
     /// Rebuild even when the image already exists.
     #[arg(long)]
     pub rebuild: bool,
+    /// Print what would be made, make nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct BuildArgs {
+    /// The platform to build.
     #[arg(long, value_name = "linux/amd64|linux/arm64")]
     pub platform: Platform,
     /// Base image reference; defaults to the local base that `cargo xtask base` makes.
@@ -215,6 +259,7 @@ pub struct BuildArgs {
     /// measurements and for suspected cache corruption.
     #[arg(long)]
     pub no_cache: bool,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -231,6 +276,7 @@ pub struct SmokeArgs {
     /// ship must appear in no layer. Defaults as for `build`.
     #[arg(long, env = "XTASK_EXTRA_CA_BUNDLE", value_name = "PEM")]
     pub ca_bundle: Option<PathBuf>,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -412,6 +458,35 @@ pub enum ReleasePhase {
     Build(ReleaseBuildArgs),
     /// Index by digest, receipt written and verified, then the immutable tag and the assets.
     Ship(ReleaseShipArgs),
+    /// A release's notes from its receipt and the previous one's (and the assets beside each)
+    /// alone: each package's old and new version, what was held back and why, sizes and pulls,
+    /// the harnesses' timings, protocol drift and state, the input trust.
+    Notes(ReleaseNotesArgs),
+}
+
+/// Prints the notes on stdout: Markdown, as the GitHub release's body (`--format md`), or
+/// JSON. Each receipt is verified offline first (by its release's own manifest.yaml beside
+/// it, else the checkout's manifest), and an asset beside it is used only when its sha256 is
+/// the one the receipt records; what could not be shown is listed.
+#[derive(Debug, Args)]
+pub struct ReleaseNotesArgs {
+    /// The release's receipt; its assets (transcripts-*.json, manifest.yaml, inventory.json)
+    /// beside it.
+    #[arg(long, value_name = "FILE")]
+    pub receipt: PathBuf,
+    /// The previous release's receipt, its assets beside it; without it nothing is compared.
+    #[arg(long, value_name = "FILE")]
+    pub previous: Option<PathBuf>,
+    /// The notes' form.
+    #[arg(long, value_enum, default_value_t = NotesFormatArg::Md)]
+    pub format: NotesFormatArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NotesFormatArg {
+    /// Markdown.
+    Md,
+    Json,
 }
 
 /// Flags of the plan, shared by `release` and `release plan`.
@@ -427,7 +502,7 @@ pub struct PlanFlags {
     pub no_publish: bool,
     /// Where previous releases' receipts are: `receipt-*.json` in it and in its
     /// subdirectories. The newest one that verifies is the previous release.
-    #[arg(long, value_name = "DIR", default_value = ".xtask/releases")]
+    #[arg(long, value_name = "DIR", default_value = template_formats::paths::RELEASES)]
     pub previous_receipts: PathBuf,
     /// Platforms to release; `release` defaults to those this machine can run (native or
     /// emulated), `release plan` to the manifest's.
@@ -441,11 +516,13 @@ pub struct PlanFlags {
 pub struct ReleaseAllArgs {
     #[command(flatten)]
     pub plan: PlanFlags,
+    /// Extra CA bundle (PEM) for the builds behind a TLS-inspecting proxy, as for `build`.
     #[arg(long, env = "XTASK_EXTRA_CA_BUNDLE", value_name = "PEM")]
     pub ca_bundle: Option<PathBuf>,
     /// Print the plan and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -472,13 +549,16 @@ pub struct ReleaseBuildArgs {
     /// The directory `release plan` wrote.
     #[arg(long, value_name = "DIR")]
     pub plan: PathBuf,
+    /// The platform this run builds, tests and pushes.
     #[arg(long, value_name = "linux/amd64|linux/arm64")]
     pub platform: Platform,
     /// Where the results file goes.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// Extra CA bundle (PEM) for the builds behind a TLS-inspecting proxy, as for `build`.
     #[arg(long, env = "XTASK_EXTRA_CA_BUNDLE", value_name = "PEM")]
     pub ca_bundle: Option<PathBuf>,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -506,6 +586,7 @@ pub struct ReleaseShipArgs {
     /// release assets and the receipt records their sha256.
     #[arg(long, value_name = "DIR")]
     pub verifiers: Option<PathBuf>,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -534,6 +615,11 @@ impl From<RegistryArgs> for RegistryAndClock {
         RegistryAndClock {
             registry: args.registry,
             now: args.now,
+            trust: xtask::npm::trust::TrustOptions {
+                trusted_keys: args.trusted_keys,
+                require_signed_inputs: args.require_signed_inputs,
+                trusted_root: args.trusted_root,
+            },
         }
     }
 }
@@ -709,6 +795,17 @@ impl From<ReleaseArgs> for ReleaseRequest {
                 verifiers: a.verifiers,
                 json: a.json,
             }),
+            Some(ReleasePhase::Notes(a)) => {
+                use xtask::release::notes::{NotesFormat, ReleaseNotesRequest};
+                ReleaseRequest::Notes(ReleaseNotesRequest {
+                    receipt: a.receipt,
+                    previous: a.previous,
+                    format: match a.format {
+                        NotesFormatArg::Md => NotesFormat::Markdown,
+                        NotesFormatArg::Json => NotesFormat::Json,
+                    },
+                })
+            }
         }
     }
 }
@@ -748,5 +845,6 @@ impl From<BenchCommand> for xtask::bench::BenchRequest {
     }
 }
 
+pub mod cli_reference;
 #[cfg(test)]
 mod round_trip;

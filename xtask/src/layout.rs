@@ -1,11 +1,13 @@
 //! The repository's layout: every path of the checkout the tool reads or writes is a method
-//! here, below one root. `main.rs` builds the one `Layout` of a run (from `XTASK_ROOT`, else
+//! here, below one root: the paths themselves are `template_formats::paths` (the verifier names
+//! them too), joined to the root here. `main.rs` builds the one `Layout` of a run (from `XTASK_ROOT`, else
 //! the checkout this binary was compiled in: only main decides that) and passes it down in
 //! the [`crate::Context`]; nothing below the binary guesses where the repository is.
 
 use std::path::{Path, PathBuf};
 
 use template_formats::manifest::Platform;
+use template_formats::paths;
 
 use crate::settings::Settings;
 
@@ -57,55 +59,60 @@ impl Layout {
 
     /// `template/`: the files a release ships, swapped as one directory by `lock`.
     pub fn template(&self) -> PathBuf {
-        self.root.join("template")
+        self.root.join(paths::TEMPLATE)
     }
 
     /// `template/manifest.yaml`, the only policy.
     pub fn manifest(&self) -> PathBuf {
-        self.root.join(template_formats::manifest::MANIFEST_PATH)
+        self.root.join(paths::MANIFEST)
     }
 
     /// `template/package.json`.
     pub fn package_json(&self) -> PathBuf {
-        self.root.join(PACKAGE_JSON)
+        self.root.join(paths::PACKAGE_JSON)
     }
 
     /// `template/package-lock.json`.
     pub fn package_lock(&self) -> PathBuf {
-        self.root.join(PACKAGE_LOCK)
+        self.root.join(paths::PACKAGE_LOCK)
     }
 
     /// `template/inventory.json`.
     pub fn inventory(&self) -> PathBuf {
-        self.root
-            .join(template_formats::model::inventory::INVENTORY_PATH)
+        self.root.join(paths::INVENTORY)
     }
 
     /// `template/install-plan.js`, the program the Dockerfile's install-plan stage runs.
     pub fn install_plan(&self) -> PathBuf {
-        self.root.join(crate::image::build::INSTALL_PLAN_PATH)
+        self.root.join(paths::INSTALL_PLAN)
     }
 
     /// The `Dockerfile`.
     pub fn dockerfile(&self) -> PathBuf {
-        self.root.join("Dockerfile")
+        self.root.join(paths::DOCKERFILE)
     }
 
     /// The receipt's JSON schema (`schemas/`), a release asset.
     pub fn receipt_schema(&self) -> PathBuf {
-        self.root.join(template_verify::receipt::SCHEMA_PATH)
+        self.root.join(paths::RECEIPT_SCHEMA)
+    }
+
+    /// `docs/cli.md`: the command-line reference, generated from the command lines
+    /// (`cargo xtask docs cli`).
+    pub fn cli_reference(&self) -> PathBuf {
+        self.root.join("docs/cli.md")
     }
 
     /// `scripts/<name>`, e.g. `local-registry.sh`.
     pub fn script(&self, name: &str) -> PathBuf {
-        self.root.join("scripts").join(name)
+        self.root.join(paths::SCRIPTS).join(name)
     }
 
     /// The tool's own state: `.xtask/<name>` (caches, records of earlier pushes, receipts,
     /// run directories). One root, ignored by git, so `rm -rf .xtask` resets every cache and
     /// `cargo clean` resets none.
     pub fn state(&self, name: &str) -> PathBuf {
-        self.root.join(".xtask").join(name)
+        self.root.join(paths::STATE).join(name)
     }
 
     /// Where verified tool downloads (the pinned npm) are kept: `XTASK_CACHE_DIR`, else
@@ -129,9 +136,6 @@ impl Layout {
         self.layer_caches().join(platform.slug())
     }
 }
-
-const PACKAGE_JSON: &str = "template/package.json";
-const PACKAGE_LOCK: &str = "template/package-lock.json";
 
 #[cfg(test)]
 mod tests {

@@ -12,10 +12,14 @@ pub(crate) mod disk;
 pub mod kill_point;
 pub mod layout;
 pub mod settings;
+#[cfg(test)]
+mod tidy;
 pub mod util;
 
 #[cfg(feature = "bench")]
 pub mod bench;
+#[cfg(feature = "test-support")]
+pub mod every_step;
 pub mod image;
 pub mod npm;
 pub(crate) mod oci;

@@ -8,8 +8,8 @@ mod flags;
 use std::process::ExitCode;
 
 use clap::Parser;
-use flags::{Cli, Command, ReceiptCommand};
-use template_verify::receipt_policy::ReceiptPolicy;
+use flags::{Cli, Command, DocsCommand, ReceiptCommand};
+use template_verify::receipt::policy::ReceiptPolicy;
 use xtask::settings::Settings;
 use xtask::Context;
 
@@ -38,7 +38,11 @@ fn main() -> ExitCode {
             Command::Publish(args) => xtask::release::publish::run(args.into(), ctx).await,
             Command::Receipt(ReceiptCommand::Verify(args)) => {
                 let policy = checkout_policy(args.manifest.as_deref(), ctx)?;
-                template_verify::receipt::verify_cmd(args.into(), &policy, &ctx.settings.verifier)
+                template_verify::receipt::verify::verify_cmd(
+                    args.into(),
+                    &policy,
+                    &ctx.settings.verifier,
+                )
             }
             Command::Receipt(ReceiptCommand::Write(args)) => {
                 xtask::release::receipt_write::write_cmd((*args).into(), ctx)
@@ -47,7 +51,11 @@ fn main() -> ExitCode {
                 let policy = checkout_policy(args.manifest.as_deref(), ctx)?;
                 template_verify::pin::run(args.into(), &policy, &ctx.settings.verifier)
             }
+            Command::Status(args) => {
+                template_verify::status::run(args.into(), &ctx.settings.verifier)
+            }
             Command::Release(args) => xtask::release::run((*args).into(), ctx).await,
+            Command::Docs(DocsCommand::Cli(args)) => flags::cli_reference::run(&args, ctx),
         }
     })
 }

@@ -4,19 +4,23 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Where `lock` writes the inventory, relative to the repository root.
-pub const INVENTORY_PATH: &str = "template/inventory.json";
-
 use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+pub use crate::model::resolution::InputStatus;
+pub use crate::model::trust::{Evidence, ProvenanceRecord};
 use crate::model::Platform;
 
 /// The inventory's format. 2 added each package's registry `publisher`: an inventory of
 /// version 1 lacks it, and reading one as if its packages had no publisher would silently drop
-/// SBOM suppliers, so it is refused and written again by `cargo xtask lock`.
-pub const INVENTORY_SCHEMA_VERSION: u32 = 2;
+/// SBOM suppliers, so it is refused and written again by `cargo xtask lock`. 3 added whether
+/// the inputs were verified (`inputs`) and each package's and tarball's `signed_by`: an older
+/// inventory would read as unverified whatever its registry did, so it too is written again.
+/// 4 added what each package allowed to run install scripts runs (`install_scripts`) and the
+/// source of the keys the signatures were verified with (`keys`): an older inventory would read
+/// as if no script content had been checked.
+pub const INVENTORY_SCHEMA_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -28,6 +32,13 @@ pub struct Inventory {
     pub cutoff: DateTime<Utc>,
     /// The npm registry the lockfile was generated against.
     pub registry: String,
+    /// Whether every entry's registry signature was verified (`verified`), or the registry
+    /// served none (`unverified`: a stripping mirror); docs/inputs.md.
+    pub inputs: InputStatus,
+    /// Where the registry keys that verified the signatures came from (npm's own anchors in
+    /// the pinned npm, or a `--trusted-keys` file, by name); absent when `unverified`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub keys: Option<String>,
     pub node: NodeRuntime,
     pub packages: Vec<InventoryPackage>,
     pub summary: Summary,
@@ -52,6 +63,10 @@ pub struct Tarball {
     pub integrity: String,
     /// The same digest as lowercase hex, as `sha512sum -c` wants it.
     pub sha512: String,
+    /// The registry key whose signature over `<package>@<version>:<integrity>` verified;
+    /// absent when the inputs are unverified.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub signed_by: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -75,6 +90,23 @@ pub struct InventoryPackage {
     /// names no author.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub publisher: Option<Publisher>,
+    /// The registry key whose signature over `<name>@<version>:<integrity>` (this row's
+    /// integrity, the lockfile's) verified; absent when the inputs are unverified.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub signed_by: Option<String>,
+    /// The provenance `resolve` verified for this version (top-level packages), with the
+    /// identity its certificate carries; absent when it has none or was not verified.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub provenance: Option<ProvenanceRecord>,
+    /// The strongest trust evidence the registry showed for this version (`none` is left
+    /// out); the next `resolve` refuses a version of this package with less.
+    #[serde(skip_serializing_if = "Evidence::is_none", default)]
+    pub evidence: Evidence,
+    /// For a package the manifest allows to run install scripts: what this version runs (the
+    /// commands and the sha256 of each file they run, read from its tarball), which `lock`
+    /// checked is the content the manifest acknowledges.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub install_scripts: Option<crate::model::install_scripts::InstallScripts>,
     /// Set for platform-binary packages.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub os: Option<Vec<String>>,
@@ -91,6 +123,10 @@ pub struct Publisher {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub email: Option<String>,
+    /// The trusted publisher's provider (`github`) when the version was published through
+    /// trusted publishing (`_npmUser.trustedPublisher.id`), not with an account's token.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub trusted_publisher: Option<String>,
 }
 
 /// A package's license, classified: a valid SPDX expression, a reference to a file in the
@@ -170,7 +206,7 @@ mod tests {
         let path = dir.path().join("inventory.json");
         std::fs::write(&path, committed).unwrap();
         assert!(Inventory::load(&path).is_ok());
-        let v1 = committed.replacen("\"schema_version\": 2,", "\"schema_version\": 1,", 1);
+        let v1 = committed.replacen("\"schema_version\": 4,", "\"schema_version\": 1,", 1);
         assert_ne!(v1, committed);
         std::fs::write(&path, v1).unwrap();
         let err = format!("{:#}", Inventory::load(&path).unwrap_err());

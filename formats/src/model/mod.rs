@@ -13,8 +13,10 @@
 pub mod build;
 pub mod digest;
 pub mod gate;
+pub mod install_scripts;
 pub mod inventory;
 pub mod lockfile;
+pub mod notes;
 pub mod package_json;
 pub mod plan;
 pub mod platform;
@@ -24,6 +26,8 @@ pub mod receipt;
 pub mod resolution;
 pub mod smoke;
 pub mod tag;
+pub mod transcript;
+pub mod trust;
 
 pub use digest::Digest;
 pub use platform::Platform;
@@ -90,6 +94,11 @@ mod data_flow_table {
                 "receipt-<tag>-<sha256>.json",
                 type_name::<super::receipt::Receipt>(),
             ),
+            (
+                "transcripts-<os>-<arch>.json",
+                type_name::<super::transcript::Transcripts>(),
+            ),
+            ("notes.json", type_name::<super::notes::ReleaseNotes>()),
         ]
     }
 

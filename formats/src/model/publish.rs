@@ -35,6 +35,10 @@ pub struct PushedImage {
     /// Config plus compressed layers, as stored in the registry.
     pub size: u64,
     pub layers: usize,
+    /// Each layer blob, in the manifest's order (empty in records written before the tool
+    /// kept them).
+    #[serde(default)]
+    pub layer_blobs: Vec<LayerBlob>,
     /// `registry/repository@digest`.
     pub reference: String,
     /// Bytes uploaded by this run (0: the registry had every blob already).
@@ -44,6 +48,14 @@ pub struct PushedImage {
     /// back as the tested image's layer (`oci/read_back.rs`). False for a dry run.
     #[serde(default)]
     pub read_back: bool,
+}
+
+/// One layer blob of a pushed image.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerBlob {
+    /// `sha256:<hex>` of the compressed blob.
+    pub digest: String,
+    pub size: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

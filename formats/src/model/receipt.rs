@@ -10,8 +10,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::model::gate::Trigger;
+use crate::model::install_scripts::InstallScripts;
 use crate::model::inventory::Tarball;
 use crate::model::publish::IndexEntry;
+pub use crate::model::resolution::InputStatus;
 use crate::model::Platform;
 
 // The receipt, version 1. Strict: an unknown field is a rejection, because a consumer that
@@ -30,6 +32,11 @@ pub struct Receipt {
     pub trigger: Trigger,
     pub gate: GateRecord,
     pub resolver: ResolverRecord,
+    /// How the release's npm inputs were judged (docs/inputs.md). Absent from receipts written
+    /// before the tool recorded it; they are still version 2 and still verify, and a consumer
+    /// who requires verified inputs refuses them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<InputsRecord>,
     pub node: NodeRecord,
     /// The template's top-level packages, each with the `latest` it was chosen from.
     pub packages: Vec<PackageRecord>,
@@ -67,6 +74,38 @@ pub struct ResolverRecord {
     pub registry: String,
 }
 
+/// The trust in the release's npm inputs, copied from its inventory (`inventory.json`, a
+/// release asset, which `receipt verify --artifacts` holds it to).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputsRecord {
+    /// `verified`: every lockfile entry's registry signature verified; `unverified`: the
+    /// registry served none (a stripping mirror).
+    pub status: InputStatus,
+    /// The npm registry, as `resolver.registry`.
+    pub registry: String,
+    /// Where the keys that verified the signatures came from (npm's anchors in the pinned npm,
+    /// or a `--trusted-keys` file by name); null when unverified.
+    pub keys: Option<String>,
+    /// The manifest's packages, in `packages` order.
+    pub packages: Vec<PackageInputsRecord>,
+}
+
+/// One top-level package's input trust. Its provenance (the identity it was published with)
+/// joins this record when the inventory records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageInputsRecord {
+    pub name: String,
+    pub version: String,
+    /// The registry key whose signature over `<name>@<version>:<integrity>` verified; null
+    /// when unverified.
+    pub signed_by: Option<String>,
+    /// What it runs when npm installs it, for a package the manifest allows to run install
+    /// scripts (the content the manifest acknowledged); null for the others.
+    pub install_scripts: Option<InstallScripts>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeRecord {
@@ -99,6 +138,25 @@ pub struct PackageRecord {
     /// `latest` was not taken (cooldown or platform readiness); see `notes`.
     pub held_back: bool,
     pub notes: Vec<String>,
+    /// The package's source repository as the registry gives it for this version
+    /// (`repository` of its package.json, as a URL), where its release notes are. Absent from
+    /// receipts written before the tool recorded it, and for a package that names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// Each version newer than the chosen one that was not taken, with every reason (the
+    /// cooldown until when, a platform binary missing, deprecated, a trust downgrade, install
+    /// scripts not acknowledged). Absent when none was passed over, and from receipts written
+    /// before the tool recorded it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<RejectedVersion>,
+}
+
+/// A version the resolution passed over, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RejectedVersion {
+    pub version: String,
+    pub reasons: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -173,6 +231,54 @@ pub struct PlatformRecord {
     /// null when `receipt write` was given none (`release ship` always gives it).
     pub cyclonedx: Option<SbomRecord>,
     pub smoke: SmokeRecord,
+    /// The image's layers as the pushed manifest lists them, in order: what a host holding
+    /// another release must pull is the layers it lacks. Absent from receipts written before
+    /// the tool recorded them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<Vec<LayerRecord>>,
+    /// The harnesses' protocol transcripts from the smoke test's turns
+    /// (`transcripts-<os>-<arch>.json`, a release asset; `model::transcript`). Absent where no
+    /// turn ran (an emulated build) and from receipts written before the tool recorded them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcripts: Option<AssetRecord>,
+    /// Where each harness wrote during its turn and where its session is kept, as the smoke
+    /// test found them; absent as `transcripts` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harnesses: Option<Vec<HarnessStateRecord>>,
+}
+
+/// One layer blob of a platform's image.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayerRecord {
+    /// `sha256:<hex>` of the compressed blob.
+    pub digest: String,
+    /// Its size in bytes, as the manifest's descriptor says.
+    pub size: u64,
+}
+
+/// A release asset the receipt vouches for by name and hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssetRecord {
+    /// Its name among the release assets (a fixed form for each kind of asset).
+    pub name: String,
+    /// Lowercase hex, no prefix.
+    pub sha256: String,
+}
+
+/// Where one harness keeps its state, as its smoke turn showed it. Paths are normalized: the
+/// session id reads `<session>`, runs of digits `#`, other ids `*`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HarnessStateRecord {
+    pub name: String,
+    /// The directories holding the files that name the session (by name or content): what
+    /// a supervisor's resume depends on.
+    pub session: Vec<String>,
+    /// Every directory the harness wrote files in, at most three levels below the home (one
+    /// below /tmp).
+    pub written: Vec<String>,
 }
 
 impl PlatformRecord {
@@ -216,6 +322,10 @@ pub struct SmokeCheck {
     pub passed: bool,
     #[serde(default)]
     pub output: String,
+    /// How long the check took, in seconds (tenths); absent from receipts written before the
+    /// tool recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_secs: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

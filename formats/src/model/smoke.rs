@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::transcript::Message;
+
 /// One check and its evidence.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Check {
@@ -33,4 +35,20 @@ pub struct SmokeReport {
     pub passed: bool,
     pub checks: Vec<Check>,
     pub duration_secs: f64,
+    /// What each harness's turn and resume showed (natively only: no turn runs emulated).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub harnesses: Vec<HarnessEvidence>,
+}
+
+/// One harness's turn and resume, as evidence: its protocol transcript and where it wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HarnessEvidence {
+    pub name: String,
+    /// Its protocol transcript (`model::transcript`), sorted.
+    pub messages: Vec<Message>,
+    /// The directories holding the files that name its session (normalized, as the
+    /// receipt's `harnesses[].session`).
+    pub session: Vec<String>,
+    /// Every directory it wrote files in (as the receipt's `harnesses[].written`).
+    pub written: Vec<String>,
 }

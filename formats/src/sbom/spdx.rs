@@ -18,8 +18,8 @@ pub struct Document {
     pub creation_info: CreationInfo,
     pub packages: Vec<Package>,
     pub relationships: Vec<Relationship>,
-    /// The ELF programs no Debian package owns (`files.rs`), sorted by path; the image
-    /// CONTAINS each. Absent from documents without any.
+    /// The ELF programs no Debian package owns (`xtask/src/image/sbom/files.rs`), sorted by
+    /// path; the image CONTAINS each. Absent from documents without any.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub files: Vec<File>,
     /// The `LicenseRef-` ids the packages' license expressions use, each defined once.
@@ -70,9 +70,26 @@ pub struct Package {
     pub checksums: Vec<Checksum>,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub external_refs: Vec<ExternalRef>,
+    /// What the tool recorded about the package besides SPDX's own fields (SPDX 2.3 §12): for
+    /// an npm package, its trust record.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub annotations: Vec<Annotation>,
 }
 
-/// An SPDX 2.3 file element (spec §8): what `files.rs` lists.
+/// An SPDX 2.3 annotation (spec §12, `packages[].annotations[]` in the JSON schema).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Annotation {
+    /// RFC 3339, UTC.
+    pub annotation_date: String,
+    /// `OTHER` or `REVIEW`.
+    pub annotation_type: String,
+    /// `Tool: <name>`, `Person: ...` or `Organization: ...`.
+    pub annotator: String,
+    pub comment: String,
+}
+
+/// An SPDX 2.3 file element (spec §8): what `xtask/src/image/sbom/files.rs` lists.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct File {
@@ -169,5 +186,6 @@ pub fn package(name: &str, spdx_id: String, version: &str, download: &str) -> Pa
         comment: None,
         checksums: Vec::new(),
         external_refs: Vec::new(),
+        annotations: Vec::new(),
     }
 }

@@ -20,7 +20,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use reqwest::{RequestBuilder, StatusCode, Url};
 use serde::Deserialize;
 
-use crate::oci::credentials::{Credentials, PASSWORD_ENV, USERNAME_ENV};
+use crate::oci::credentials::Credentials;
+use crate::settings::{PASSWORD_ENV, USERNAME_ENV};
 
 /// A `WWW-Authenticate` challenge: scheme and parameters (values may contain commas inside
 /// quotes, e.g. `scope="repository:x:pull,push"`).

@@ -1,34 +1,22 @@
-//! The registry client: the distribution HTTP API v2 (blob HEAD, mount and streamed upload,
-//! manifest GET and PUT) for one repository, authenticated through `auth.rs`, with the tool's
-//! HTTP policy (`crate::http`) for timeouts and retries.
+//! The registry client: the distribution HTTP API v2 for one repository (blob HEAD and GET,
+//! manifest GET, bounded reads for registries an untrusted document names), authenticated
+//! through `auth.rs`, with the tool's HTTP policy (`crate::http`) for timeouts and retries.
+//! What only a publisher does (blob mounts and streamed uploads, manifest PUTs) is the
+//! xtask's (`xtask/src/oci/blob_upload.rs`), over [`RegistryClient::send`]: the consumer's
+//! verifier links no upload code.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use bytes::Bytes;
-use reqwest::{header, Method, RequestBuilder, Response, StatusCode, Url};
+use reqwest::{header, RequestBuilder, Response, StatusCode, Url};
 
 use crate::http::{self, Attempt, Retry, Timeout};
 use crate::oci::auth::{redact, Authenticator};
-use crate::oci::blob_upload::{file_body, TransferProgress};
 use crate::oci::credentials::Credentials;
 use crate::settings::TransferSettings;
 use template_formats::model::Digest;
 use template_formats::oci::index::MANIFEST_ACCEPT;
-
-/// A content-addressed blob on local disk, ready to upload.
-#[derive(Debug, Clone)]
-pub struct Blob {
-    pub digest: String,
-    pub size: u64,
-    pub media_type: String,
-    pub path: PathBuf,
-    /// The xtask's `oci::reuse::COMPRESSOR` when it compressed the layer (its manifest
-    /// descriptor then says so); `None` for a config and a layer kept as the export gave it.
-    pub compressor: Option<&'static str>,
-}
 
 // ---------------------------------------------------------------------------------------------
 // Where to push.
@@ -83,7 +71,7 @@ impl RegistryTarget {
         format!("{}@{digest}", self.name())
     }
 
-    fn url(&self, rest: &str) -> Url {
+    pub fn url(&self, rest: &str) -> Url {
         self.base
             .join(&format!("v2/{}/{rest}", self.repository))
             .expect("registry paths are valid URL paths")
@@ -112,12 +100,10 @@ pub struct RegistryClient {
     pub target: RegistryTarget,
     auth: Authenticator,
     retry: Retry,
-    progress_interval: Duration,
 }
 
 impl RegistryClient {
-    /// `transfer`: the retries' backoff and the progress lines' interval, from the
-    /// environment's snapshot.
+    /// `transfer`: the retries' backoff, from the environment's snapshot.
     pub fn new(
         target: RegistryTarget,
         credentials: Option<Credentials>,
@@ -131,7 +117,6 @@ impl RegistryClient {
             http,
             target,
             retry: Retry::with_base(transfer.retry_base),
-            progress_interval: transfer.progress_interval,
         })
     }
 
@@ -139,8 +124,9 @@ impl RegistryClient {
     /// challenges (a bounded number: expired tokens are renewed, refusals reported) and
     /// retrying what the HTTP policy calls transient ([`http::retryable_status`],
     /// [`http::retryable_error`]). The last attempt's answer is returned as it is, so the
-    /// caller reports the registry's own words.
-    async fn send(
+    /// caller reports the registry's own words. Public for the requests this client does not
+    /// make itself (the publisher's uploads, in the xtask).
+    pub async fn send(
         &self,
         url: &Url,
         make: impl Fn(&reqwest::Client) -> Result<RequestBuilder>,
@@ -194,7 +180,9 @@ impl RegistryClient {
             .await
     }
 
-    async fn expect_ok(&self, what: &str, url: &Url, response: Response) -> Result<Response> {
+    /// `response` when it succeeded; else an error naming `what`, the URL, the status, what the
+    /// account may lack, and the registry's answer with any secret of ours redacted.
+    pub async fn expect_ok(&self, what: &str, url: &Url, response: Response) -> Result<Response> {
         if response.status().is_success() {
             return Ok(response);
         }
@@ -225,6 +213,12 @@ impl RegistryClient {
         )
     }
 
+    /// Makes the next token also grant `pull` on `source`, another repository of this
+    /// registry (for a cross-repository mount).
+    pub async fn want_pull_from(&self, source: &str) {
+        self.auth.want_pull_from(source).await;
+    }
+
     /// `GET /v2/`: reachable, and the API version we speak.
     pub async fn ping(&self) -> Result<()> {
         let url = self.target.base.join("v2/")?;
@@ -233,124 +227,18 @@ impl RegistryClient {
         Ok(())
     }
 
-    pub async fn blob_exists(&self, digest: &str) -> Result<bool> {
+    /// Whether the repository holds the blob `digest`, as a push asks before uploading it
+    /// (HEAD; [`presence_of`] reads the answer).
+    pub async fn blob_presence(&self, digest: &str) -> Result<Presence> {
         let url = self.target.url(&format!("blobs/{digest}"));
         let response = self.send(&url, |http| Ok(http.head(url.clone()))).await?;
-        match response.status() {
-            StatusCode::OK => Ok(true),
-            StatusCode::NOT_FOUND => Ok(false),
-            status => bail!("HEAD {url} answered {status}"),
-        }
+        presence_of(response.status())
+            .with_context(|| format!("HEAD {url} answered {}", response.status()))
     }
 
-    /// Gets `blob` into the repository: mounted from `mount_from` (another repository of
-    /// this registry that holds it) when the registry agrees, else uploaded in one PUT whose
-    /// body streams from the file on disk. A failed upload session is abandoned and a new one
-    /// started, a bounded number of times (5xx inside a session are retried by `send`).
-    pub async fn upload_blob(&self, blob: &Blob, mount_from: Option<&str>) -> Result<BlobPush> {
-        const SESSIONS: u32 = 3;
-        let progress = TransferProgress::new(
-            &format!("upload {}", blob.digest),
-            blob.size,
-            self.progress_interval,
-        );
-        let mut session = 0;
-        loop {
-            session += 1;
-            let mut start = self.target.url("blobs/uploads/");
-            if let Some(source) = mount_from {
-                self.auth.want_pull_from(source).await;
-                start
-                    .query_pairs_mut()
-                    .append_pair("mount", &blob.digest)
-                    .append_pair("from", source);
-            }
-            let response = self
-                .send(&start, |http| {
-                    Ok(http.post(start.clone()).header(header::CONTENT_LENGTH, "0"))
-                })
-                .await?;
-            if response.status() == StatusCode::CREATED && mount_from.is_some() {
-                return Ok(BlobPush::Mounted);
-            }
-            let response = self
-                .expect_ok("start a blob upload", &start, response)
-                .await?;
-            let location = response
-                .headers()
-                .get(header::LOCATION)
-                .and_then(|l| l.to_str().ok())
-                .with_context(|| format!("{start} started an upload without a Location"))?;
-            let mut put = start
-                .join(location)
-                .with_context(|| format!("{start}: upload Location `{location}` is not a URL"))?;
-            put.query_pairs_mut().append_pair("digest", &blob.digest);
-            let size = blob.size;
-            let response = self
-                .send(&put, |http| {
-                    Ok(http
-                        .request(Method::PUT, put.clone())
-                        .header(header::CONTENT_TYPE, "application/octet-stream")
-                        .header(header::CONTENT_LENGTH, size)
-                        .body(file_body(&blob.path, progress.clone())?))
-                })
-                .await?;
-            // A session the registry lost (404) or a failure it kept answering (5xx): start
-            // a new one.
-            let status = response.status();
-            if (status == StatusCode::NOT_FOUND || status.is_server_error()) && session < SESSIONS {
-                eprintln!(
-                    "upload {}: {put} answered {status}; starting a new upload session",
-                    blob.digest
-                );
-                continue;
-            }
-            self.expect_ok(&format!("upload blob {}", blob.digest), &put, response)
-                .await?;
-            eprintln!("{}", progress.summary());
-            return Ok(BlobPush::Uploaded);
-        }
-    }
-
-    /// Mounts the blob `digest` from `source`, another repository of this registry, without a
-    /// body (distribution spec, "Mounting a blob from another repository"; distribution's
-    /// `registry/handlers/blobupload.go` answers 201 Created when mounted and 202 Accepted
-    /// with a new upload session when it cannot, e.g. the source lacks the blob or denies
-    /// pull). Returns whether it was mounted; a session it started instead is cancelled.
-    pub async fn mount_blob(&self, digest: &str, source: &str) -> Result<bool> {
-        self.auth.want_pull_from(source).await;
-        let mut start = self.target.url("blobs/uploads/");
-        start
-            .query_pairs_mut()
-            .append_pair("mount", digest)
-            .append_pair("from", source);
-        let response = self
-            .send(&start, |http| {
-                Ok(http.post(start.clone()).header(header::CONTENT_LENGTH, "0"))
-            })
-            .await?;
-        if response.status() == StatusCode::CREATED {
-            return Ok(true);
-        }
-        let response = self
-            .expect_ok(
-                &format!("mount blob {digest} from {source}"),
-                &start,
-                response,
-            )
-            .await?;
-        let session = response
-            .headers()
-            .get(header::LOCATION)
-            .and_then(|l| l.to_str().ok())
-            .and_then(|l| start.join(l).ok());
-        if let Some(session) = session {
-            // Best effort: an abandoned session expires on the registry's own schedule.
-            let _ = self
-                .send(&session, |http| Ok(http.delete(session.clone())))
-                .await;
-        }
-        Ok(false)
+    /// The retry policy of this client's requests (for the publisher's own retries of writes).
+    pub fn retry(&self) -> Retry {
+        self.retry
     }
 
     /// GET a blob: the successful response, whose body streams (registries redirect blob
@@ -362,8 +250,8 @@ impl RegistryClient {
             .await
     }
 
-    /// GET a manifest by tag or digest: the successful response, `None` when absent.
-    async fn manifest_response(&self, reference: &str) -> Result<Option<(Response, Url)>> {
+    /// GET a manifest by tag or digest: the response as it came, and its URL.
+    async fn manifest_get(&self, reference: &str) -> Result<(Response, Url)> {
         let url = self.target.url(&format!("manifests/{reference}"));
         let response = self
             .send(&url, |http| {
@@ -372,6 +260,12 @@ impl RegistryClient {
                     .header(header::ACCEPT, MANIFEST_ACCEPT))
             })
             .await?;
+        Ok((response, url))
+    }
+
+    /// GET a manifest by tag or digest: the successful response, `None` when absent.
+    async fn manifest_response(&self, reference: &str) -> Result<Option<(Response, Url)>> {
+        let (response, url) = self.manifest_get(reference).await?;
         if response.status() == StatusCode::NOT_FOUND {
             return Ok(None);
         }
@@ -437,47 +331,67 @@ impl RegistryClient {
         })
     }
 
-    /// PUTs a manifest under `reference` (a digest or a tag); returns the digest the
-    /// registry computed.
-    pub async fn put_manifest(
-        &self,
-        reference: &str,
-        media_type: &str,
-        bytes: &[u8],
-    ) -> Result<String> {
-        let url = self.target.url(&format!("manifests/{reference}"));
-        let body = Bytes::copy_from_slice(bytes);
-        let response = self
-            .send(&url, |http| {
-                Ok(http
-                    .put(url.clone())
-                    .header(header::CONTENT_TYPE, media_type)
-                    .body(body.clone()))
-            })
-            .await?;
-        let response = self
-            .expect_ok(&format!("push manifest {reference}"), &url, response)
-            .await?;
-        let ours = Digest::of(bytes).to_string();
-        let theirs = response
-            .headers()
-            .get("docker-content-digest")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-            .unwrap_or_else(|| ours.clone());
-        if theirs != ours {
-            bail!("{url} stored the manifest as {theirs}, but its bytes are {ours}");
+    /// Like [`Self::manifest_matches`], for a push deciding whether to push the manifest
+    /// again: a registry that will not say ([`Presence::Unreadable`]) is no error here, the
+    /// push's own PUT decides.
+    pub async fn manifest_presence(&self, digest: &str, size: u64) -> Result<Presence> {
+        let (response, url) = self.manifest_get(digest).await?;
+        match presence_of(response.status()) {
+            Some(Presence::Present) => {}
+            Some(other) => return Ok(other),
+            None => {
+                let status = response.status();
+                self.expect_ok(&format!("read manifest {digest}"), &url, response)
+                    .await?;
+                bail!("GET {url} answered {status}, not the manifest");
+            }
         }
-        Ok(theirs)
+        let bytes = read_bounded(response, &url, "manifest", MANIFEST_LIMIT).await?;
+        Ok(
+            if Digest::of(&bytes).as_str() == digest && bytes.len() as u64 == size {
+                Presence::Present
+            } else {
+                Presence::Absent
+            },
+        )
     }
 }
 
-/// How a blob got into the repository.
+/// A push's own manifests are small; a larger answer is not one of them.
+const MANIFEST_LIMIT: usize = 4 << 20;
+
+/// What a registry says about a blob or manifest a push is about to write.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum BlobPush {
-    /// Mounted from another repository of the registry: nothing was uploaded.
-    Mounted,
-    Uploaded,
+pub enum Presence {
+    /// 200: it is there; nothing to upload.
+    Present,
+    /// 404 (the distribution spec's answer for a blob or manifest, or a repository, that
+    /// does not exist: opencontainers/distribution-spec@967efdc079b91785ad18c77cc4f8991a47feefbf
+    /// spec.md, "Checking if content exists in the registry" and end-2/end-3).
+    Absent,
+    /// 403: the registry will not say. ghcr.io answers reads of a package that does not
+    /// exist yet with 403 `DENIED` "permission_denied: read_package" (reported on a first
+    /// push in run-ai/fake-gpu-operator#244; the same body for an unreadable package in
+    /// RightNow-AI/openfang#12; a HEAD of a blob answered 403 on a first push in
+    /// ryokun6/ryos#1156 and docker/build-push-action#981). A push uploads it: a token
+    /// that may push gets it in (and creates the package), one that may not is refused by
+    /// the upload, whose error names the remedy. containerd's pusher stops on a 403 here
+    /// (core/remotes/docker/pusher.go, "unexpected status"), which is the failure those
+    /// reports show.
+    Unreadable,
+}
+
+/// The answer to a HEAD or GET of a blob or manifest a push may write, read as a push
+/// reads it; `None` for any other status (an error). A 401 never gets here: `send` answers
+/// the challenge, and one that outlives a fresh token is the credentials' refusal, which
+/// an upload would meet too.
+pub fn presence_of(status: StatusCode) -> Option<Presence> {
+    match status {
+        StatusCode::OK => Some(Presence::Present),
+        StatusCode::NOT_FOUND => Some(Presence::Absent),
+        StatusCode::FORBIDDEN => Some(Presence::Unreadable),
+        _ => None,
+    }
 }
 
 /// A response body, at most `limit` bytes (with or without a Content-Length).
@@ -528,5 +442,23 @@ mod tests {
         assert!(RegistryTarget::parse("ghcr.io", "Upper/case").is_err());
         assert!(RegistryTarget::parse("ghcr.io", "a//b").is_err());
         assert!(RegistryTarget::parse("ghcr.io/x", "a").is_err());
+    }
+
+    #[test]
+    fn a_push_reads_403_as_a_registry_that_will_not_say() {
+        assert_eq!(presence_of(StatusCode::OK), Some(Presence::Present));
+        assert_eq!(presence_of(StatusCode::NOT_FOUND), Some(Presence::Absent));
+        assert_eq!(
+            presence_of(StatusCode::FORBIDDEN),
+            Some(Presence::Unreadable)
+        );
+        for other in [
+            StatusCode::UNAUTHORIZED,
+            StatusCode::BAD_REQUEST,
+            StatusCode::NO_CONTENT,
+            StatusCode::INTERNAL_SERVER_ERROR,
+        ] {
+            assert_eq!(presence_of(other), None, "{other}");
+        }
     }
 }

@@ -19,7 +19,7 @@
 //! files and runs helpers. A password never appears in an error or a `Debug` output.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -28,13 +28,9 @@ use base64::Engine as _;
 use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 
-use crate::settings::RegistryEnvironment;
-
-pub const USERNAME_ENV: &str = "XTASK_OCI_USERNAME";
-pub const PASSWORD_ENV: &str = "XTASK_OCI_PASSWORD";
-/// Older names of the same variables, still set by the workflow.
-pub const USERNAME_ENV_ALIAS: &str = "XTASK_REGISTRY_USERNAME";
-pub const PASSWORD_ENV_ALIAS: &str = "XTASK_REGISTRY_PASSWORD";
+use crate::settings::{
+    RegistryEnvironment, PASSWORD_ENV, PASSWORD_ENV_ALIAS, USERNAME_ENV, USERNAME_ENV_ALIAS,
+};
 
 /// How long a credential helper may take (a desktop keychain may prompt; CI must not hang).
 const HELPER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -318,18 +314,6 @@ async fn run_helper(helper: &str, server_url: &str) -> Result<Option<Credentials
         output.status.success(),
         &String::from_utf8_lossy(&output.stdout),
     )
-}
-
-/// The docker config Docker itself reads, from the values of `DOCKER_CONFIG` (a directory)
-/// and `HOME` (for `settings::Environment`).
-pub fn docker_config_path(
-    docker_config: Option<std::ffi::OsString>,
-    home: Option<std::ffi::OsString>,
-) -> Option<PathBuf> {
-    match docker_config {
-        Some(dir) => Some(PathBuf::from(dir).join("config.json")),
-        None => home.map(|home| PathBuf::from(home).join(".docker/config.json")),
-    }
 }
 
 /// Credentials for `host`: the environment's when they are bound to `host`, then the docker

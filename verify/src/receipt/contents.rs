@@ -6,7 +6,7 @@
 //! verifier binary must be a static executable of its platform; and the release folder must
 //! hold no artifact the receipt does not account for.
 //!
-//! Pure over what [`super::verify::read_artifacts`] read; every problem names the receipt
+//! Pure over what [`super::artifacts::read_artifacts`] read; every problem names the receipt
 //! field (or the file) it is about.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -457,6 +457,12 @@ pub fn unaccounted_files(r: &Receipt, names: &[String]) -> (Vec<Problem>, Vec<St
             .map(|(_, s)| s.name.clone()),
     );
     accounted.extend(r.verifiers.iter().map(|v| v.name.clone()));
+    accounted.extend(
+        r.platforms
+            .iter()
+            .filter_map(|p| p.transcripts.as_ref())
+            .map(|t| t.name.clone()),
+    );
     let mut problems = Vec::new();
     let mut other = Vec::new();
     for name in names {
@@ -467,9 +473,11 @@ pub fn unaccounted_files(r: &Receipt, names: &[String]) -> (Vec<Problem>, Vec<St
             *name == template_formats::sbom::sbom_file_name(*p)
                 || *name == template_formats::sbom::cyclonedx_file_name(*p)
                 || *name == crate::verifier::verifier_file_name(*p)
+                || *name == template_formats::model::transcript::transcripts_file_name(*p)
         });
         let receipt_or_schema = super::parse_receipt_file_name(name).is_some()
-            || (name.starts_with("receipt.v") && name.ends_with(".schema.json"));
+            || (name.starts_with("receipt.v") && name.ends_with(".schema.json"))
+            || name == super::INVENTORY_MD_ASSET;
         if let Some(platform) = artifact_like {
             let field = if name.starts_with(crate::verifier::BINARY) {
                 "verifiers"

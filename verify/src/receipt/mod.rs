@@ -15,15 +15,19 @@
 //! per-platform records (the index bytes are canonical, see
 //! [`template_formats::oci::index::index_bytes_of`]), so a receipt must hold together. Someone who
 //! edits a receipt can still make it hold together and rename it; what catches that is in
-//! `policy.rs` (the manifest, the tool's own forms, the clock, the artifact files) and
-//! `registry.rs` (the registry, `--check-registry`), and, for what no one else records, the
-//! attestation.
+//! `policy.rs` (the manifest the receipt is judged by, the tool's own forms, the clock, the
+//! artifact files), `contents.rs` (what the artifact files are) and `registry.rs` (the
+//! registry, `--check-registry`), and, for what no one else records, the attestation.
 //!
-//! The files: `write.rs` assembles and writes, `verify.rs` judges a receipt's bytes,
-//! `schema.rs` enforces the published JSON Schema, `policy.rs` and `registry.rs` as above.
-//! The receipt type itself is [`template_formats::model::receipt::Receipt`].
+//! The files: this one the receipt's bytes, file name and recorded artifacts (the layer the
+//! others build on), `verify.rs` judges a receipt's bytes and is `receipt verify`, `schema.rs`
+//! enforces the published JSON Schema, the others as above; the xtask's
+//! `release/receipt_write.rs` assembles and writes receipts. The receipt type itself is
+//! [`template_formats::model::receipt::Receipt`].
 
+pub mod artifacts;
 pub mod contents;
+pub mod inputs;
 pub mod policy;
 pub mod registry;
 pub mod schema;
@@ -31,45 +35,41 @@ pub mod verify;
 
 use serde::Serialize;
 
-use template_formats::manifest::MANIFEST_PATH;
-use template_formats::model::inventory::INVENTORY_PATH;
 use template_formats::model::receipt::Receipt;
-
-pub use verify::{add_registry_check, print_problems, verify_file, Verification};
-pub use verify::{verify_cmd, VerifyRequest};
+use template_formats::paths;
 
 /// The receipt format this tool writes and reads.
 pub const SCHEMA_VERSION: u32 = 2;
-/// Where the published JSON Schema of [`SCHEMA_VERSION`] lives in the repository.
-pub const SCHEMA_PATH: &str = "schemas/receipt.v2.schema.json";
 
 /// The release's input files whose sha256 the receipt records: (asset name, repository path).
 /// The asset name is the file's name among the release assets and under `--artifacts DIR`.
 /// `receipt write` records every one; the install plan came last (see [`INSTALL_PLAN_ARTIFACT`]),
 /// so the others keep their places (`artifacts[4]` is still the manifest).
 pub const ARTIFACTS: [(&str, &str); 6] = [
-    ("package.json", "template/package.json"),
-    ("package-lock.json", "template/package-lock.json"),
-    ("inventory.json", INVENTORY_PATH),
-    ("Dockerfile", "Dockerfile"),
-    ("manifest.yaml", MANIFEST_PATH),
-    (INSTALL_PLAN_ARTIFACT, INSTALL_PLAN_PATH),
+    ("package.json", paths::PACKAGE_JSON),
+    ("package-lock.json", paths::PACKAGE_LOCK),
+    ("inventory.json", paths::INVENTORY),
+    ("Dockerfile", paths::DOCKERFILE),
+    (MANIFEST_ASSET, paths::MANIFEST),
+    (INSTALL_PLAN_ARTIFACT, paths::INSTALL_PLAN),
 ];
+
+/// The release asset that carries a release's manifest: what a receipt is judged by when it
+/// is the release's own (`policy::ReceiptPolicy`).
+pub const MANIFEST_ASSET: &str = "manifest.yaml";
 
 /// The asset name of the install plan, the program the Dockerfile's install-plan stage copies
 /// and runs to split the lock into the image's install groups: it decides the image as the
-/// Dockerfile does, so the receipt records it. Receipts written before it was a file of its own
-/// (2026-12-02) record none, because their Dockerfile held the program inline; they are still
+/// Dockerfile does, so the receipt records it. Receipts of releases whose Dockerfile held the
+/// program inline, before it was a file of its own, record none; they are still
 /// version 2 and still verify. So a receipt without it is judged by the five it always had, and
 /// `--artifacts` refuses one only when its Dockerfile does copy the install plan
 /// ([`dockerfile_copies_install_plan`]): that release depends on a file its receipt does not
 /// vouch for.
 pub const INSTALL_PLAN_ARTIFACT: &str = "install-plan.js";
-/// Where the install plan lives in the repository, and the path the Dockerfile copies it from.
-pub const INSTALL_PLAN_PATH: &str = "template/install-plan.js";
 
 /// Whether every version-2 receipt records the artifact `name` (all but the install plan, which
-/// receipts record since 2026-12-02).
+/// receipts of earlier releases lack).
 pub fn always_recorded(name: &str) -> bool {
     name != INSTALL_PLAN_ARTIFACT
 }
@@ -80,11 +80,15 @@ pub fn dockerfile_copies_install_plan(dockerfile: &str) -> bool {
     dockerfile.lines().any(|line| {
         let mut words = line.split_whitespace();
         words.next().is_some_and(|w| w.eq_ignore_ascii_case("COPY"))
-            && words.any(|w| w == INSTALL_PLAN_PATH)
+            && words.any(|w| w == paths::INSTALL_PLAN)
     })
 }
 
 /// The bytes of a receipt file: pretty JSON and a final newline. Hashed as they are.
+/// The release asset that lists every package for people (`template/INVENTORY.md`): made from
+/// inventory.json, which the receipt hashes, so the receipt does not name it.
+pub const INVENTORY_MD_ASSET: &str = "INVENTORY.md";
+
 pub fn receipt_bytes(receipt: &Receipt) -> Vec<u8> {
     let mut bytes = serde_json::to_vec_pretty(receipt).expect("a receipt always serialises");
     bytes.push(b'\n');
@@ -136,8 +140,60 @@ pub mod tests_support {
     use template_formats::model::receipt::*;
     use template_formats::oci::index::index_bytes_of;
 
+    /// The inventory.json a release of receipt `r` carries: its Node tarballs, cutoff and
+    /// registry, its inputs' status and keys, and a top-level row per package with its registry
+    /// key and install scripts.
+    pub fn inventory_of(r: &Receipt) -> serde_json::Value {
+        let tarball = |t: &TarballRecord| {
+            serde_json::json!({
+                "package": t.package, "version": t.version, "integrity": t.integrity,
+                "tarball": format!("{}{}.tgz", r.resolver.registry, t.package), "sha512": "00",
+            })
+        };
+        let inputs = r.inputs.as_ref();
+        let packages: Vec<serde_json::Value> = r
+            .packages
+            .iter()
+            .map(|p| {
+                let record = inputs.and_then(|i| i.packages.iter().find(|q| q.name == p.name));
+                let mut row = serde_json::json!({
+                    "name": p.name, "version": p.version, "path": format!("node_modules/{}", p.name),
+                    "top_level": true, "integrity": p.integrity, "resolved": "", "install_script": false,
+                    "prerelease": false, "license": { "kind": "undeclared" },
+                });
+                if let Some(key) = record.and_then(|q| q.signed_by.as_ref()) {
+                    row["signed_by"] = key.as_str().into();
+                }
+                if let Some(scripts) = record.and_then(|q| q.install_scripts.as_ref()) {
+                    row["install_scripts"] = serde_json::to_value(scripts).unwrap();
+                }
+                row
+            })
+            .collect();
+        let mut inventory = serde_json::json!({
+            "schema_version": 4,
+            "resolved_at": r.resolver.cutoff,
+            "cutoff": r.resolver.cutoff,
+            "registry": r.resolver.registry,
+            "inputs": inputs.map_or(InputStatus::Unverified, |i| i.status),
+            "node": {
+                "version": r.node.version,
+                "npm": tarball(&r.node.npm),
+                "platforms": r.node.platforms.iter()
+                    .map(|(p, t)| (p.to_string(), tarball(t)))
+                    .collect::<serde_json::Map<_, _>>(),
+            },
+            "packages": packages,
+            "summary": template_formats::model::inventory::Summary::default(),
+        });
+        if let Some(keys) = inputs.and_then(|i| i.keys.as_ref()) {
+            inventory["keys"] = keys.as_str().into();
+        }
+        inventory
+    }
+
     pub fn manifest() -> Manifest {
-        Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap()
+        Manifest::load(&repo_root().join(paths::MANIFEST)).unwrap()
     }
 
     pub fn digest(seed: &str) -> String {
@@ -192,9 +248,13 @@ pub mod tests_support {
                             name,
                             passed: true,
                             output: "ok".into(),
+                            duration_secs: None,
                         })
                         .collect(),
                 },
+                layers: None,
+                transcripts: None,
+                harnesses: None,
             })
             .collect();
         let entries: Vec<IndexEntry> = platforms.iter().map(IndexEntry::from).collect();
@@ -224,6 +284,21 @@ pub mod tests_support {
                 cutoff: "2026-11-28T06:30:00Z".into(),
                 registry: "https://registry.npmjs.org/".into(),
             },
+            inputs: Some(InputsRecord {
+                status: InputStatus::Unverified,
+                registry: "https://registry.npmjs.org/".into(),
+                keys: None,
+                packages: manifest
+                    .packages
+                    .iter()
+                    .map(|p| PackageInputsRecord {
+                        name: p.name.clone(),
+                        version: "8.23.0".into(),
+                        signed_by: None,
+                        install_scripts: manifest.install_scripts_allowed.get(&p.name).cloned(),
+                    })
+                    .collect(),
+            }),
             node: NodeRecord {
                 version: "22.23.5".into(),
                 npm: TarballRecord {
@@ -251,6 +326,8 @@ pub mod tests_support {
                     rollback: false,
                     held_back: false,
                     notes: vec![],
+                    repository: None,
+                    rejected: vec![],
                 })
                 .collect(),
             dependencies: vec![],

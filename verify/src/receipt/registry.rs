@@ -22,7 +22,7 @@ use crate::oci::credentials::{credentials_for, credentials_from_env, EnvCredenti
 use crate::receipt::{problem, Problem};
 use crate::settings::Environment;
 use template_formats::hash::sha256_hex;
-use template_formats::model::receipt::Receipt;
+use template_formats::model::receipt::{PlatformRecord, Receipt};
 use template_formats::oci::reference::parse_repository_name;
 
 /// The largest manifest or index read from a registry (the limit registries themselves
@@ -135,6 +135,7 @@ pub fn registry_problems(r: &Receipt, e: &RegistryEvidence) -> Vec<Problem> {
                                 ),
                             ));
                         }
+                        out.extend(layer_problems(i, p, &manifest));
                         let config = manifest["config"]["digest"].as_str();
                         if config != Some(p.config_digest.as_str()) {
                             out.push(problem(
@@ -176,6 +177,40 @@ pub fn registry_problems(r: &Receipt, e: &RegistryEvidence) -> Vec<Problem> {
         }
     }
     out
+}
+
+/// The layers a receipt records for a platform (when it records them: the release notes count
+/// what a host must pull from them) against the registry's manifest, blob by blob.
+fn layer_problems(i: usize, p: &PlatformRecord, manifest: &serde_json::Value) -> Vec<Problem> {
+    let Some(recorded) = &p.layers else {
+        return Vec::new();
+    };
+    let served: Vec<(Option<&str>, Option<u64>)> = manifest["layers"]
+        .as_array()
+        .map(|layers| {
+            layers
+                .iter()
+                .map(|l| (l["digest"].as_str(), l["size"].as_u64()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let same = served.len() == recorded.len()
+        && served
+            .iter()
+            .zip(recorded)
+            .all(|((d, s), r)| *d == Some(r.digest.as_str()) && *s == Some(r.size));
+    if same {
+        return Vec::new();
+    }
+    vec![problem(
+        format!("platforms[{i}].layers"),
+        format!(
+            "records {} layer(s), but the registry's manifest {} lists {} with other digests or              sizes",
+            recorded.len(),
+            p.digest,
+            served.len()
+        ),
+    )]
 }
 
 /// The config a platform manifest names, fetched and hashed: it must be the image of the

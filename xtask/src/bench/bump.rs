@@ -14,6 +14,9 @@ use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
 use crate::npm::registry::{Packument, VersionMeta};
+use template_formats::model::lockfile::Lockfile;
+use template_formats::model::package_json::PackageJson;
+use template_formats::paths::{PACKAGE_JSON, PACKAGE_LOCK};
 
 /// What a bump changed.
 #[derive(Debug, PartialEq)]
@@ -54,8 +57,27 @@ fn version_meta<'a>(
     packuments.get(name)?.versions.get(version)
 }
 
-/// Sets `version`, `resolved` and `integrity` of the lock entry at `path`.
-fn rewrite_entry(entry: &mut Value, path: &str, version: &str, meta: &VersionMeta) -> Result<()> {
+/// One change to the lock's document: the value at `keys` inside the entry at `path` (the
+/// root project is `""`).
+struct LockEdit {
+    path: String,
+    keys: Vec<String>,
+    value: Value,
+}
+
+impl LockEdit {
+    fn new(path: &str, keys: &[&str], value: impl Into<Value>) -> LockEdit {
+        LockEdit {
+            path: path.to_string(),
+            keys: keys.iter().map(|k| k.to_string()).collect(),
+            value: value.into(),
+        }
+    }
+}
+
+/// The edits that give the lock entry at `path` another version's `version`, `resolved` and
+/// `integrity`.
+fn dist_edits(path: &str, version: &str, meta: &VersionMeta) -> Result<Vec<LockEdit>> {
     let dist = meta.dist.as_ref();
     let (Some(tarball), Some(integrity)) = (
         dist.and_then(|d| d.tarball.clone()),
@@ -63,17 +85,39 @@ fn rewrite_entry(entry: &mut Value, path: &str, version: &str, meta: &VersionMet
     ) else {
         bail!("the registry gives no tarball and integrity for {path} at {version}");
     };
-    let entry = entry
-        .as_object_mut()
-        .with_context(|| format!("the lock entry {path} is not an object"))?;
-    entry.insert("version".into(), version.into());
-    entry.insert("resolved".into(), tarball.into());
-    entry.insert("integrity".into(), integrity.into());
-    Ok(())
+    Ok(vec![
+        LockEdit::new(path, &["version"], version),
+        LockEdit::new(path, &["resolved"], tarball),
+        LockEdit::new(path, &["integrity"], integrity),
+    ])
+}
+
+/// `package_lock` with `edits` made and every other byte of npm's document as it was (the
+/// format is npm's, with fields the lock type does not model, so the text is edited, not
+/// written again from the type).
+fn apply(package_lock: &str, edits: &[LockEdit]) -> Result<String> {
+    let mut lock: Value = serde_json::from_str(package_lock).context(PACKAGE_LOCK)?;
+    for edit in edits {
+        let mut at = lock
+            .get_mut("packages")
+            .and_then(|p| p.get_mut(&edit.path))
+            .with_context(|| format!("{PACKAGE_LOCK} has no {:?}", edit.path))?;
+        let (last, inner) = edit.keys.split_last().expect("an edit names a field");
+        for key in inner {
+            at = at
+                .get_mut(key)
+                .with_context(|| format!("{PACKAGE_LOCK}: {:?} has no `{key}`", edit.path))?;
+        }
+        at.as_object_mut()
+            .with_context(|| format!("{PACKAGE_LOCK}: {:?} is not an object", edit.path))?
+            .insert(last.clone(), edit.value.clone());
+    }
+    Ok(serde_json::to_string_pretty(&lock)? + "\n")
 }
 
 /// The template's package.json and lock with `name` at `version`. `packuments` holds the
-/// package's and its platform packages' packuments (those the registry has).
+/// package's and its platform packages' packuments (those the registry has). Both files are
+/// read as their types; package.json is written from its type, the lock is edited.
 pub(crate) fn bump(
     package_json: &str,
     package_lock: &str,
@@ -81,61 +125,62 @@ pub(crate) fn bump(
     version: &str,
     packuments: &BTreeMap<String, Packument>,
 ) -> Result<Bumped> {
-    let mut pkg: Value = serde_json::from_str(package_json).context("package.json")?;
-    let mut lock: Value = serde_json::from_str(package_lock).context("package-lock.json")?;
-    let from = pkg["dependencies"][name]
-        .as_str()
-        .with_context(|| format!("package.json does not depend on {name}"))?
-        .to_string();
+    let mut pkg = PackageJson::parse(package_json.as_bytes(), PACKAGE_JSON)?;
+    let lock = Lockfile::parse(package_lock)?;
+    let from = pkg
+        .dependencies
+        .get(name)
+        .with_context(|| format!("{PACKAGE_JSON} does not depend on {name}"))?
+        .clone();
     if from == version {
         bail!("{name} is already at {version}: name another version to bump to");
     }
     let meta = version_meta(packuments, name, version)
         .with_context(|| format!("the registry has no {name}@{version}"))?;
-    pkg["dependencies"][name] = version.into();
-    let packages = lock["packages"]
-        .as_object_mut()
-        .context("package-lock.json has no `packages`")?;
-    let root = packages
-        .get_mut("")
-        .context("package-lock.json has no root entry")?;
-    root["dependencies"][name] = version.into();
+    pkg.dependencies
+        .insert(name.to_string(), version.to_string());
+    if !lock.packages.contains_key("") {
+        bail!("{PACKAGE_LOCK} has no root entry");
+    }
+    let mut edits = vec![LockEdit::new("", &["dependencies", name], version)];
 
     let path = format!("node_modules/{name}");
-    let entry = packages
-        .get_mut(&path)
-        .with_context(|| format!("package-lock.json has no {path}"))?;
-    let old_optional: Vec<String> = entry["optionalDependencies"]
-        .as_object()
-        .map(|o| o.keys().cloned().collect())
-        .unwrap_or_default();
+    let entry = lock
+        .packages
+        .get(&path)
+        .with_context(|| format!("{PACKAGE_LOCK} has no {path}"))?;
+    let old_optional: Vec<&String> = entry.optional_dependencies.keys().collect();
     let new_optional: Vec<&String> = meta.optional_dependencies.keys().collect();
-    let mut sorted_old = old_optional.clone();
-    sorted_old.sort();
-    if sorted_old.iter().collect::<Vec<_>>() != new_optional {
+    if old_optional != new_optional {
         bail!(
             "{name}@{version} has other platform packages than {from} ({new_optional:?} against \
-             {sorted_old:?}); run `cargo xtask lock` for a real lock instead"
+             {old_optional:?}); run `cargo xtask lock` for a real lock instead"
         );
     }
-    rewrite_entry(entry, &path, version, meta)?;
-    entry["optionalDependencies"] = serde_json::to_value(&meta.optional_dependencies)?;
+    edits.extend(dist_edits(&path, version, meta)?);
+    edits.push(LockEdit::new(
+        &path,
+        &["optionalDependencies"],
+        serde_json::to_value(&meta.optional_dependencies)?,
+    ));
     let mut rewritten = vec![path];
     let mut kept = Vec::new();
     for (dependency, spec) in &meta.optional_dependencies {
         let path = format!("node_modules/{dependency}");
-        let entry = packages
-            .get_mut(&path)
-            .with_context(|| format!("package-lock.json has no {path}"))?;
+        let entry = lock
+            .packages
+            .get(&path)
+            .with_context(|| format!("{PACKAGE_LOCK} has no {path}"))?;
         let (target, target_version) = target_of(dependency, spec)?;
         match version_meta(packuments, target, target_version) {
             Some(meta) => {
-                rewrite_entry(entry, &path, target_version, meta)?;
+                edits.extend(dist_edits(&path, target_version, meta)?);
                 rewritten.push(path);
             }
             None => {
-                let linux = entry["os"]
-                    .as_array()
+                let linux = entry
+                    .os
+                    .as_ref()
                     .is_none_or(|os| os.iter().any(|o| o == "linux"));
                 if linux {
                     bail!(
@@ -148,8 +193,8 @@ pub(crate) fn bump(
         }
     }
     Ok(Bumped {
-        package_json: serde_json::to_string_pretty(&pkg)? + "\n",
-        package_lock: serde_json::to_string_pretty(&lock)? + "\n",
+        package_json: pkg.to_text(),
+        package_lock: apply(package_lock, &edits)?,
         from,
         rewritten,
         kept,
@@ -159,19 +204,20 @@ pub(crate) fn bump(
 /// The registry names whose packuments [`bump`] reads: the package's, then the targets of its
 /// platform packages in the current lock (the new version has the same ones, or `bump` refuses).
 pub(crate) fn packuments_needed(package_lock: &str, name: &str) -> Result<Vec<String>> {
-    let lock: Value = serde_json::from_str(package_lock).context("package-lock.json")?;
-    let entry = &lock["packages"][format!("node_modules/{name}")];
+    let lock = Lockfile::parse(package_lock)?;
     let mut names = vec![name.to_string()];
-    if let Some(optional) = entry["optionalDependencies"].as_object() {
-        for dependency in optional.keys() {
-            let path = format!("node_modules/{dependency}");
-            // An aliased entry names its registry package in `name`.
-            let target = lock["packages"][&path]["name"]
-                .as_str()
-                .unwrap_or(dependency);
-            if !names.iter().any(|n| n == target) {
-                names.push(target.to_string());
-            }
+    let Some(entry) = lock.packages.get(&format!("node_modules/{name}")) else {
+        return Ok(names);
+    };
+    for dependency in entry.optional_dependencies.keys() {
+        // An aliased entry names its registry package in `name`.
+        let target = lock
+            .packages
+            .get(&format!("node_modules/{dependency}"))
+            .and_then(|e| e.name.clone())
+            .unwrap_or_else(|| dependency.clone());
+        if !names.contains(&target) {
+            names.push(target);
         }
     }
     Ok(names)
@@ -203,14 +249,14 @@ mod tests {
         (name.to_string(), serde_json::from_value(p).unwrap())
     }
 
-    const PACKAGE_JSON: &str = r#"{
-  "name": "t",
-  "dependencies": {
-    "cli": "1.0.0",
-    "other": "3.0.0"
-  }
-}
-"#;
+    /// The template's package.json as `lock` writes it.
+    fn package_json() -> String {
+        PackageJson::pinning([
+            ("cli".to_string(), "1.0.0".to_string()),
+            ("other".to_string(), "3.0.0".to_string()),
+        ])
+        .to_text()
+    }
 
     const LOCK: &str = r#"{
   "name": "t",
@@ -245,7 +291,7 @@ mod tests {
 
     #[test]
     fn a_bump_rewrites_the_package_and_its_platform_packages_and_nothing_else() {
-        let bumped = bump(PACKAGE_JSON, LOCK, "cli", "1.1.0", &registry(true)).unwrap();
+        let bumped = bump(&package_json(), LOCK, "cli", "1.1.0", &registry(true)).unwrap();
         assert_eq!(bumped.from, "1.0.0");
         assert_eq!(
             bumped.rewritten,
@@ -279,18 +325,18 @@ mod tests {
 
     #[test]
     fn another_systems_package_missing_from_a_partial_mirror_is_kept_but_linux_is_required() {
-        let bumped = bump(PACKAGE_JSON, LOCK, "cli", "1.1.0", &registry(false)).unwrap();
+        let bumped = bump(&package_json(), LOCK, "cli", "1.1.0", &registry(false)).unwrap();
         assert_eq!(bumped.kept, ["node_modules/cli-darwin-arm64"]);
         let mut no_linux = registry(true);
         no_linux.remove("cli-linux-x64");
-        let err = bump(PACKAGE_JSON, LOCK, "cli", "1.1.0", &no_linux).unwrap_err();
+        let err = bump(&package_json(), LOCK, "cli", "1.1.0", &no_linux).unwrap_err();
         assert!(err.to_string().contains("cli-linux-x64@1.1.0"), "{err}");
     }
 
     #[test]
     fn unknown_versions_same_versions_and_other_platform_sets_are_refused() {
         let err = |name, version, registry| {
-            bump(PACKAGE_JSON, LOCK, name, version, &registry)
+            bump(&package_json(), LOCK, name, version, &registry)
                 .unwrap_err()
                 .to_string()
         };
@@ -320,7 +366,7 @@ mod tests {
         );
         assert_eq!(
             packuments_needed(LOCK, "cli").unwrap(),
-            ["cli", "cli-linux-x64", "cli-darwin-arm64"]
+            ["cli", "cli-darwin-arm64", "cli-linux-x64"]
         );
         assert_eq!(parse_spec("@a/b@1.2.3").unwrap(), ("@a/b", "1.2.3"));
         assert!(parse_spec("@a/b").is_err());

@@ -1,7 +1,7 @@
-//! `cargo xtask-bench <name>` (the `bench` feature): the measurements the README quotes, each
-//! against a peer measured side by side in one run. Kept out of the release's modules, and out
-//! of the default build: a release never needs them, and their loopback servers (axum) are
-//! compiled only with the feature.
+//! `cargo xtask-bench <name>` (the `bench` feature): the measurements docs/benchmarks.md
+//! quotes, each against a peer measured side by side in one run. Kept out of the release's
+//! modules, and out of the default build: a release never needs them, and their loopback
+//! servers (axum) are compiled only with the feature.
 //!
 //! - [`resolve`]: the resolver next to `npm view`, on a loopback snapshot of the registry.
 //! - [`publish`]: `publish` next to `docker push`, each into a fresh registry.

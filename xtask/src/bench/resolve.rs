@@ -61,8 +61,16 @@ pub async fn resolve(request: BenchResolveRequest, ctx: &crate::Context) -> Resu
         &request.registry.registry,
         ctx.settings.verifier.transfer.retry_base,
     )?;
-    let warm =
-        resolve::resolve_all(&manifest, &upstream, &Default::default(), now, &progress).await?;
+    let (warm, _) = resolve::resolve_all(
+        &manifest,
+        &upstream,
+        &Default::default(),
+        now,
+        &request.registry.trust,
+        ctx,
+        &progress,
+    )
+    .await?;
     let names = upstream.cached_names().await;
     let local = serve(Arc::new(snapshot(&upstream, &names).await?)).await?;
     progress.step(format!("serving {} packuments on {local}", names.len()));
@@ -74,6 +82,8 @@ pub async fn resolve(request: BenchResolveRequest, ctx: &crate::Context) -> Resu
         local: &local,
         retry_base: ctx.settings.verifier.transfer.retry_base,
         progress: &progress,
+        trust: &request.registry.trust,
+        ctx,
     };
     let ours = bench
         .time_xtask_resolve(&warm, &request.registry.registry)
@@ -132,6 +142,8 @@ struct Bench<'a> {
     /// The first retry backoff, from the settings.
     retry_base: Duration,
     progress: &'a Progress,
+    trust: &'a crate::npm::trust::TrustOptions,
+    ctx: &'a crate::Context,
 }
 
 impl Bench<'_> {
@@ -141,11 +153,13 @@ impl Bench<'_> {
         for run in 1..=self.runs {
             let registry = Registry::new(self.local, self.retry_base)?;
             let start = Instant::now();
-            let again = resolve::resolve_all(
+            let (again, _) = resolve::resolve_all(
                 self.manifest,
                 &registry,
                 &Default::default(),
                 self.now,
+                self.trust,
+                self.ctx,
                 &Progress::default(),
             )
             .await?;

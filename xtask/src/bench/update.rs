@@ -8,12 +8,12 @@
 //! unchanged layers are recognised from the registry and neither compressed nor uploaded, and
 //! its changed ones are compressed from the layer cache when that holds the image. The bytes
 //! the second publish added to the registry's storage are compared with the largest layer
-//! that is new in it (for a release where one CLI changed: that CLI's compressed layer; issue
-//! 10 asks for at most 1.1x), and the bytes it uploaded with the new layers, config and
-//! manifest (issue 27: at most 1.1x). Then `docker push` of the new image into another
+//! that is new in it (for a release where one CLI changed: that CLI's compressed layer; the
+//! target is at most 1.1x), and the bytes it uploaded with the new layers, config and
+//! manifest (at most 1.1x). Then `docker push` of the new image into another
 //! repository of the same registry is timed (its compression differs from ours, so it finds
 //! none of our blobs, as from a fresh engine; an engine that pushed these layers before may
-//! mount some, which only favours docker). Issue 27 asks for at most 0.2x its time.
+//! mount some, which only favours docker). The target is at most 0.2x its time.
 
 use std::collections::BTreeSet;
 use std::process::ExitCode;
@@ -51,19 +51,19 @@ struct UpdateReport {
     added_bytes: u64,
     layers: usize,
     new_layers: Vec<NewLayer>,
-    /// added_bytes / the largest new layer's size; issue 10 asks for at most 1.1.
+    /// added_bytes / the largest new layer's size; the target is at most 1.1.
     ratio: f64,
     /// The second publish, with the first as `--previous`.
     publish_secs: f64,
     publish_uploaded_bytes: u64,
     /// The new layers, the config and the manifest: what must be uploaded.
     necessary_bytes: u64,
-    /// publish_uploaded_bytes / necessary_bytes; issue 27 asks for at most 1.1.
+    /// publish_uploaded_bytes / necessary_bytes; the target is at most 1.1.
     bytes_ratio: f64,
     /// `docker push` of the new image into another repository of the same registry.
     docker_push_secs: f64,
     docker_push_stored_bytes: u64,
-    /// publish_secs / docker_push_secs; issue 27 asks for at most 0.2.
+    /// publish_secs / docker_push_secs; the target is at most 0.2.
     time_ratio: f64,
 }
 

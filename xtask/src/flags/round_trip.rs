@@ -2,11 +2,11 @@
 //! trip: the request the phase decided, rendered as argv (`to_args`), parsed by this command
 //! line and converted as `main` converts it, is the same request. A flag renamed on one side,
 //! dropped from a rendering or read into another field fails here, not when that step runs in
-//! a release. The steps come from the library (`xtask::release::every_step`), built by the
+//! a release. The steps come from the library (`xtask::every_step`), built by the
 //! same functions the phases run.
 
 use clap::{CommandFactory, FromArgMatches, Parser};
-use xtask::release::every_step::{every_step, Emitted};
+use xtask::every_step::{every_step, Emitted};
 use xtask::release::steps::{ChildRequest, Step};
 
 use super::{Cli, Command, ReceiptCommand};

@@ -28,7 +28,8 @@ use crate::image::canonicalize::{self, LoadLayer};
 use crate::image::dockerfile::{FinalStage, FinalStep};
 use crate::image::engine::{self, EngineInfo};
 use crate::image::identity::ManifestRecords;
-use crate::oci::canonical::{canonical_layer_of_tree, epoch_time, CanonicalLayer};
+use crate::oci::canonical::{canonical_layer_of_tree, CanonicalLayer};
+use crate::oci::canonical_config::epoch_time;
 use crate::util::{atomic_write, sha256_hex, Progress};
 use template_formats::model::Digest;
 
@@ -115,7 +116,7 @@ pub(crate) fn assembled_config(
     for (key, value) in labels {
         existing.insert(key, Value::String(value));
     }
-    Ok(crate::oci::canonical::canonical_json(config))
+    Ok(crate::oci::canonical_config::canonical_json(config))
 }
 
 /// What to do when a load fails: a layer file damaged in the cache fails the engine's diff id

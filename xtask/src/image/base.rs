@@ -542,7 +542,7 @@ fn write_archive(plan: &BasePlan, progress: &Progress) -> Result<(Vec<u8>, Canon
     progress.step(format!("hashing {}", plan.rootfs.display()));
     let diff_id = sha256_of_file(&plan.rootfs)?;
     // The epoch, not the clock: the same root filesystem gives the same base image id.
-    let created = crate::oci::canonical::epoch_time(plan.source_date_epoch)?;
+    let created = crate::oci::canonical_config::epoch_time(plan.source_date_epoch)?;
     let config = image_config(plan.platform, &diff_id, &created, &created_by(plan))?;
     let config_json = config.to_string()?;
     let config_file = format!("{}.json", crate::util::sha256_hex(config_json.as_bytes()));

@@ -25,241 +25,18 @@ use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures_util::StreamExt;
 
 use crate::image::assemble::{assemble, Assembly, Canonical};
+use crate::image::build_inputs::{
+    build_args, build_context, build_id, host_ca_bundle, image_tag, BuildInputs, BUILD_ID_LABEL,
+};
 use crate::image::canonicalize::ENGINE_REPOSITORY;
 use crate::image::dockerfile::{check_stage_starts, final_stage, stage_images};
 use crate::image::engine::{self, EngineInfo};
 use crate::image::identity::{self, ManifestRecords};
-use crate::npm::inventory::INVENTORY_PATH;
-use crate::util::{print_json, sha256_hex, Progress};
-use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use crate::util::{print_json, Progress};
+use template_formats::manifest::Platform;
 use template_formats::model::build::BuildReport;
-use template_formats::model::inventory::{Inventory, NodeRuntime};
-use template_formats::model::package_json::PackageJson;
 use template_formats::model::Digest;
-
-pub(crate) const DOCKERFILE_PATH: &str = "Dockerfile";
-pub(crate) const PACKAGE_JSON_PATH: &str = "template/package.json";
-pub(crate) const PACKAGE_LOCK_PATH: &str = "template/package-lock.json";
-/// The program the Dockerfile's `install-plan` stage copies and runs to split the lock into
-/// install groups: it decides the image as much as the Dockerfile does.
-pub const INSTALL_PLAN_PATH: &str = "template/install-plan.js";
-/// Name of the optional extra CA bundle inside the build context (see the Dockerfile).
-pub const CONTEXT_CA_NAME: &str = "extra-ca.pem";
-/// Repository of the built images; the tag is the build id.
-pub(crate) const IMAGE_REPOSITORY: &str = "coding-agent";
-/// Debian suite of the default local base (`cargo xtask base`).
-pub const DEFAULT_SUITE: &str = "bookworm";
-/// Image label carrying the build id.
-pub(crate) const BUILD_ID_LABEL: &str = "org.sandbox0.coding-agent.build-id";
-/// Image label carrying the lockfile's sha256 (set in the Dockerfile).
-pub(crate) const LOCKFILE_LABEL: &str = "org.sandbox0.coding-agent.lockfile.sha256";
-/// The system trust store that is used as the extra CA bundle when nothing else is given.
-pub(crate) const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
-
-/// The files a build reads, as bytes: the build id is computed over exactly these.
-#[derive(Debug, Clone)]
-pub struct BuildInputs {
-    pub dockerfile: Vec<u8>,
-    /// `template/install-plan.js`, which the Dockerfile copies into its install-plan stage.
-    pub install_plan: Vec<u8>,
-    pub package_json: Vec<u8>,
-    pub package_lock: Vec<u8>,
-    pub manifest_text: Vec<u8>,
-    pub manifest: Manifest,
-    /// The `node` section of the inventory: the Node and npm tarballs and their sha512.
-    pub node: NodeRuntime,
-}
-
-impl BuildInputs {
-    /// The build's inputs in the checkout `layout`.
-    pub fn load(layout: &crate::layout::Layout) -> Result<BuildInputs> {
-        let read = |path: PathBuf| {
-            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))
-        };
-        Ok(BuildInputs {
-            dockerfile: read(layout.dockerfile())?,
-            install_plan: read(layout.install_plan())?,
-            package_json: read(layout.package_json())?,
-            package_lock: read(layout.package_lock())?,
-            manifest_text: read(layout.manifest())?,
-            manifest: Manifest::load(&layout.manifest())?,
-            node: Inventory::load(&layout.inventory())?.node,
-        })
-    }
-
-    /// The files the Dockerfile COPYs from the build context, by their path in it: what the
-    /// context holds besides the optional CA bundle, and what the build id covers besides the
-    /// manifest. One list, so a file the Dockerfile starts to need cannot be sent without also
-    /// naming the build.
-    pub fn context_files(&self) -> [(&'static str, &[u8]); 4] {
-        [
-            (DOCKERFILE_PATH, &self.dockerfile),
-            (INSTALL_PLAN_PATH, &self.install_plan),
-            (PACKAGE_JSON_PATH, &self.package_json),
-            (PACKAGE_LOCK_PATH, &self.package_lock),
-        ]
-    }
-}
-
-/// The exact version of every dependency pinned in template/package.json.
-pub(crate) fn locked_versions(package_json: &[u8]) -> Result<BTreeMap<String, String>> {
-    let parsed = PackageJson::parse(package_json, PACKAGE_JSON_PATH)?;
-    parsed.exact_versions(PACKAGE_JSON_PATH)?;
-    Ok(parsed.dependencies)
-}
-
-/// The build arguments of the Dockerfile for one platform, all derived from the manifest, the
-/// inventory and the lock. `BASE_IMAGE` is added by the caller.
-pub fn build_args(inputs: &BuildInputs, platform: Platform) -> Result<BTreeMap<String, String>> {
-    let manifest = &inputs.manifest;
-    let node = &inputs.node;
-    if node.version != manifest.node.version.to_string() {
-        bail!(
-            "{INVENTORY_PATH} has Node {} but {MANIFEST_PATH} asks for {}; run `cargo xtask lock`",
-            node.version,
-            manifest.node.version
-        );
-    }
-    if node.npm.version != manifest.node.npm_version.to_string() {
-        bail!(
-            "{INVENTORY_PATH} has npm {} but {MANIFEST_PATH} asks for {}; run `cargo xtask lock`",
-            node.npm.version,
-            manifest.node.npm_version
-        );
-    }
-    let tarball = node.platforms.get(&platform).with_context(|| {
-        format!("{INVENTORY_PATH} has no Node tarball for {platform}; run `cargo xtask lock`")
-    })?;
-    let versions = locked_versions(&inputs.package_json)?;
-    let mut pinned = Vec::new();
-    for package in &manifest.packages {
-        let version = versions.get(&package.name).with_context(|| {
-            format!(
-                "{PACKAGE_JSON_PATH} does not pin {}, which {MANIFEST_PATH} lists; run `cargo xtask lock`",
-                package.name
-            )
-        })?;
-        pinned.push(format!("{}@{version}", package.name));
-    }
-    let commands: Vec<&str> = manifest
-        .packages
-        .iter()
-        .filter_map(|p| p.command.as_deref())
-        .collect();
-    for value in [&tarball.sha512, &node.npm.sha512] {
-        if value.len() != 128 || !value.bytes().all(|b| b.is_ascii_hexdigit()) {
-            bail!("{INVENTORY_PATH} has a sha512 that is not 128 hex digits: `{value}`");
-        }
-    }
-    Ok(BTreeMap::from([
-        ("NODE_TARBALL_URL".into(), tarball.tarball.clone()),
-        ("NODE_SHA512".into(), tarball.sha512.clone()),
-        ("NPM_TARBALL_URL".into(), node.npm.tarball.clone()),
-        ("NPM_SHA512".into(), node.npm.sha512.clone()),
-        ("NODE_MINIMUM".into(), manifest.node.minimum.to_string()),
-        ("NODE_MAJOR".into(), manifest.node.major.to_string()),
-        ("NODE_VERSION".into(), node.version.clone()),
-        ("AGENT_COMMANDS".into(), commands.join(" ")),
-        (
-            "INSTALL_SCRIPTS_ALLOWED".into(),
-            manifest.install_scripts_allowed.join(" "),
-        ),
-        ("LOCKFILE_SHA256".into(), sha256_hex(&inputs.package_lock)),
-        ("PACKAGE_VERSIONS".into(), pinned.join(" ")),
-        (
-            "SOURCE_DATE_EPOCH".into(),
-            manifest.image.source_date_epoch.to_string(),
-        ),
-    ]))
-}
-
-/// The content hash that names a build. It covers every input that decides the image and
-/// nothing else: not the base image's name (its id counts), not the CA bundle.
-pub(crate) fn build_id(
-    inputs: &BuildInputs,
-    args: &BTreeMap<String, String>,
-    base_image_id: &str,
-    platform: Platform,
-) -> String {
-    // The version names the canonical form too: the same inputs made into other bytes (v2:
-    // tar modes with permission bits only, entries repeated from the layers below left out)
-    // must not find an engine's image of the old form under their tag.
-    let mut text = String::from("coding-agent build id v2\n");
-    let manifest: (&str, &[u8]) = (MANIFEST_PATH, &inputs.manifest_text);
-    for (name, bytes) in inputs.context_files().into_iter().chain([manifest]) {
-        text.push_str(&format!("file {name} sha256:{}\n", sha256_hex(bytes)));
-    }
-    for (name, value) in args {
-        if name != "BASE_IMAGE" {
-            text.push_str(&format!("arg {name}={value}\n"));
-        }
-    }
-    text.push_str(&format!("base {base_image_id}\nplatform {platform}\n"));
-    sha256_hex(text.as_bytes())
-}
-
-pub(crate) fn image_tag(build_id: &str) -> String {
-    format!("{IMAGE_REPOSITORY}:{build_id}")
-}
-
-/// Which extra CA bundle goes into the build context: the flag (or XTASK_EXTRA_CA_BUNDLE),
-/// else the file SSL_CERT_FILE names, else the system trust store when it exists. Hosts behind
-/// a TLS-inspecting proxy carry the proxy's CA there; containers do not inherit it.
-pub(crate) fn choose_ca_bundle(
-    flag: Option<&Path>,
-    ssl_cert_file: Option<&Path>,
-    system_bundle_exists: bool,
-) -> Option<PathBuf> {
-    flag.or(ssl_cert_file)
-        .map(Path::to_path_buf)
-        .or_else(|| system_bundle_exists.then(|| PathBuf::from(SYSTEM_CA_BUNDLE)))
-}
-
-/// The CA bundle the host would use, following [`choose_ca_bundle`] with the settings'
-/// `SSL_CERT_FILE`.
-pub fn host_ca_bundle(
-    flag: Option<&Path>,
-    settings: &crate::settings::Settings,
-) -> Option<PathBuf> {
-    choose_ca_bundle(
-        flag,
-        settings.ssl_cert_file.as_deref(),
-        Path::new(SYSTEM_CA_BUNDLE).exists(),
-    )
-}
-
-/// Reads a PEM bundle and makes sure it holds at least one certificate.
-pub(crate) fn read_ca_bundle(path: &Path) -> Result<Vec<u8>> {
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("cannot read the CA bundle {}", path.display()))?;
-    if !bytes
-        .windows(b"-----BEGIN CERTIFICATE-----".len())
-        .any(|w| w == b"-----BEGIN CERTIFICATE-----")
-    {
-        bail!(
-            "{} holds no PEM certificate (-----BEGIN CERTIFICATE-----); pass a PEM bundle with --ca-bundle",
-            path.display()
-        );
-    }
-    Ok(bytes)
-}
-
-/// The build context: a tar with fixed metadata, so equal files give an equal context.
-pub fn context_tar(files: &[(&str, &[u8])]) -> Result<Vec<u8>> {
-    let mut tar = tar::Builder::new(Vec::new());
-    for (name, bytes) in files {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(bytes.len() as u64);
-        header.set_mode(0o644);
-        header.set_mtime(0);
-        header.set_uid(0);
-        header.set_gid(0);
-        header.set_cksum();
-        tar.append_data(&mut header, name, *bytes)
-            .with_context(|| format!("cannot add {name} to the build context"))?;
-    }
-    Ok(tar.into_inner()?)
-}
+use template_formats::paths::{DOCKERFILE, MANIFEST};
 
 /// An image id as the engine reports it, read as the digest it is.
 fn engine_digest(id: &str, image: &str) -> Result<Digest> {
@@ -307,13 +84,13 @@ pub async fn run(request: BuildRequest, ctx: &crate::Context) -> Result<ExitCode
     let inputs = BuildInputs::load(layout)?;
     let platform = request.platform;
     if !inputs.manifest.platforms.contains(&platform) {
-        bail!("{MANIFEST_PATH} does not list {platform} under `platforms`");
+        bail!("{MANIFEST} does not list {platform} under `platforms`");
     }
     let emulated = Platform::host() != Some(platform);
     let epoch = inputs.manifest.image.source_date_epoch;
     if i64::try_from(epoch).map_or(true, |e| e > chrono::Utc::now().timestamp()) {
         bail!(
-            "{MANIFEST_PATH}'s `image.source_date_epoch` ({epoch}) is in the future: file times \
+            "{MANIFEST}'s `image.source_date_epoch` ({epoch}) is in the future: file times \
              after the build would not be clamped; use a past instant"
         );
     }
@@ -363,7 +140,7 @@ pub async fn run(request: BuildRequest, ctx: &crate::Context) -> Result<ExitCode
     };
     let engine_tag = format!("{ENGINE_REPOSITORY}:{build_id}");
     let final_stage = final_stage(&String::from_utf8_lossy(&inputs.dockerfile), &build_args)
-        .with_context(|| format!("cannot assemble the image {DOCKERFILE_PATH} describes"))?;
+        .with_context(|| format!("cannot assemble the image {DOCKERFILE} describes"))?;
     if let Some(existing) = existing {
         engine::ensure_image_platform(&tag, &existing.inspect, platform)?;
         progress.step(format!(
@@ -446,10 +223,9 @@ async fn inspect_base(
     request: &BuildRequest,
 ) -> Result<(String, String)> {
     let platform = request.platform;
-    let base_image = request
-        .base_image
-        .clone()
-        .unwrap_or_else(|| crate::image::base::image_ref(DEFAULT_SUITE, platform));
+    let base_image = request.base_image.clone().unwrap_or_else(|| {
+        crate::image::base::image_ref(crate::image::base::DEFAULT_SUITE, platform)
+    });
     let base = identity::inspect(docker, engine, &base_image, records)
         .await?
         .with_context(|| {
@@ -508,7 +284,7 @@ pub async fn build_assembled(
     progress: &Progress,
 ) -> Result<Canonical> {
     let final_stage = final_stage(job.dockerfile, job.build_args)
-        .with_context(|| format!("cannot assemble the image {DOCKERFILE_PATH} describes"))?;
+        .with_context(|| format!("cannot assemble the image {DOCKERFILE} describes"))?;
     check_stage_starts(job.dockerfile)?;
     let engine_args: BTreeMap<String, String> = job
         .build_args
@@ -569,30 +345,6 @@ fn record_image(report: &mut BuildReport, id: Option<String>, size: Option<i64>)
     Ok(())
 }
 
-/// The context tar: the Dockerfile, the install plan, the package files and, when there is one,
-/// the CA bundle.
-fn build_context(
-    inputs: &BuildInputs,
-    ca_bundle: Option<&Path>,
-    progress: &Progress,
-) -> Result<Vec<u8>> {
-    let ca = match ca_bundle {
-        Some(path) => {
-            progress.step(format!(
-                "extra CA bundle for the download steps: {}",
-                path.display()
-            ));
-            Some(read_ca_bundle(path)?)
-        }
-        None => None,
-    };
-    let mut files: Vec<(&str, &[u8])> = inputs.context_files().to_vec();
-    if let Some(ca) = &ca {
-        files.push((CONTEXT_CA_NAME, ca));
-    }
-    context_tar(&files)
-}
-
 /// How often a silent build step is reported as still running.
 const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -649,7 +401,7 @@ async fn stream_build(
     // No build-id label here: it changes with every input, and on the system stage it would
     // make a new system image (and so a new export) for every bump. The assembler adds it.
     let options = BuildImageOptionsBuilder::default()
-        .dockerfile(DOCKERFILE_PATH)
+        .dockerfile(DOCKERFILE)
         .t(engine_build.tag)
         .target(engine_build.target)
         .rm(true)
@@ -751,11 +503,6 @@ impl BuildLog {
 mod tests {
     use super::*;
 
-    fn inputs() -> BuildInputs {
-        BuildInputs::load(&crate::layout::Layout::at(crate::util::repo_root()))
-            .expect("the committed template files load")
-    }
-
     #[test]
     fn silent_steps_are_named_in_heartbeats() {
         assert_eq!(
@@ -776,215 +523,5 @@ mod tests {
             installed_packages(status),
             ["libc6=2.36-9+deb12u13", "zlib1g=1:1.2.13.dfsg-1"]
         );
-    }
-
-    #[test]
-    fn build_args_come_from_manifest_inventory_and_lock() {
-        let inputs = inputs();
-        let args = build_args(&inputs, Platform::LinuxArm64).unwrap();
-        let node = &inputs.node.platforms[&Platform::LinuxArm64];
-        assert_eq!(args["NODE_TARBALL_URL"], node.tarball);
-        assert_eq!(args["NODE_SHA512"], node.sha512);
-        assert_eq!(args["NPM_SHA512"], inputs.node.npm.sha512);
-        assert_eq!(
-            args["NODE_MINIMUM"],
-            inputs.manifest.node.minimum.to_string()
-        );
-        assert_eq!(args["LOCKFILE_SHA256"], sha256_hex(&inputs.package_lock));
-        let commands: Vec<&str> = args["AGENT_COMMANDS"].split(' ').collect();
-        let expected: Vec<&str> = inputs
-            .manifest
-            .packages
-            .iter()
-            .filter_map(|p| p.command.as_deref())
-            .collect();
-        assert_eq!(commands, expected);
-        let versions = locked_versions(&inputs.package_json).unwrap();
-        for p in &inputs.manifest.packages {
-            let pin = format!("{}@{}", p.name, versions[&p.name]);
-            assert!(
-                args["PACKAGE_VERSIONS"].split(' ').any(|x| x == pin),
-                "{pin}"
-            );
-        }
-        let amd = build_args(&inputs, Platform::LinuxAmd64).unwrap();
-        assert_ne!(amd["NODE_TARBALL_URL"], args["NODE_TARBALL_URL"]);
-    }
-
-    #[test]
-    fn build_args_refuse_an_inventory_out_of_step() {
-        let mut inputs = inputs();
-        inputs.node.version = "22.1.0".into();
-        let msg = format!(
-            "{:#}",
-            build_args(&inputs, Platform::LinuxAmd64).unwrap_err()
-        );
-        assert!(msg.contains("cargo xtask lock"), "{msg}");
-
-        let mut inputs = self::inputs();
-        inputs.node.platforms.remove(&Platform::LinuxArm64);
-        let msg = format!(
-            "{:#}",
-            build_args(&inputs, Platform::LinuxArm64).unwrap_err()
-        );
-        assert!(msg.contains("linux/arm64"), "{msg}");
-    }
-
-    #[test]
-    fn ranges_in_package_json_are_rejected() {
-        let err = locked_versions(br#"{"dependencies":{"ws":"^8.0.0"}}"#).unwrap_err();
-        assert!(format!("{err:#}").contains("ws"));
-        let ok = locked_versions(br#"{"dependencies":{"ws":"8.23.0"}}"#).unwrap();
-        assert_eq!(ok["ws"], "8.23.0");
-    }
-
-    #[test]
-    fn build_id_follows_every_input_and_nothing_else() {
-        let inputs = inputs();
-        let platform = Platform::LinuxAmd64;
-        let mut args = build_args(&inputs, platform).unwrap();
-        args.insert(
-            "BASE_IMAGE".into(),
-            "coding-agent-base:bookworm-amd64".into(),
-        );
-        let id = build_id(&inputs, &args, "sha256:base1", platform);
-        assert_eq!(id.len(), 64);
-        assert_eq!(id, build_id(&inputs, &args, "sha256:base1", platform));
-
-        // The base image's name does not count, its id does.
-        let mut renamed = args.clone();
-        renamed.insert("BASE_IMAGE".into(), "elsewhere/base:1".into());
-        assert_eq!(id, build_id(&inputs, &renamed, "sha256:base1", platform));
-        assert_ne!(id, build_id(&inputs, &args, "sha256:base2", platform));
-        assert_ne!(
-            id,
-            build_id(&inputs, &args, "sha256:base1", Platform::LinuxArm64)
-        );
-
-        let mut changed = inputs.clone();
-        changed.package_lock.push(b'\n');
-        assert_ne!(id, build_id(&changed, &args, "sha256:base1", platform));
-        let mut changed = inputs.clone();
-        changed.dockerfile.extend_from_slice(b"# x\n");
-        assert_ne!(id, build_id(&changed, &args, "sha256:base1", platform));
-        let mut changed = inputs.clone();
-        changed.install_plan.extend_from_slice(b"// x\n");
-        assert_ne!(
-            id,
-            build_id(&changed, &args, "sha256:base1", platform),
-            "a changed install plan must not reuse the image of the old one"
-        );
-        let mut changed = inputs.clone();
-        changed.manifest_text.push(b'\n');
-        assert_ne!(id, build_id(&changed, &args, "sha256:base1", platform));
-        let mut changed = inputs.clone();
-        changed.package_json.push(b'\n');
-        assert_ne!(id, build_id(&changed, &args, "sha256:base1", platform));
-        let mut other_args = args.clone();
-        other_args.insert("NODE_SHA512".into(), "0".repeat(128));
-        assert_ne!(id, build_id(&inputs, &other_args, "sha256:base1", platform));
-        assert_eq!(image_tag(&id), format!("coding-agent:{id}"));
-    }
-
-    #[test]
-    fn ca_bundle_choice_prefers_the_flag_then_ssl_cert_file_then_the_system() {
-        let flag = Path::new("/x/flag.pem");
-        let env = Path::new("/x/env.pem");
-        assert_eq!(choose_ca_bundle(Some(flag), Some(env), true).unwrap(), flag);
-        assert_eq!(choose_ca_bundle(None, Some(env), true).unwrap(), env);
-        assert_eq!(
-            choose_ca_bundle(None, None, true).unwrap(),
-            Path::new(SYSTEM_CA_BUNDLE)
-        );
-        assert_eq!(choose_ca_bundle(None, None, false), None);
-    }
-
-    #[test]
-    fn a_bundle_without_certificates_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("empty.pem");
-        std::fs::write(&path, "not a certificate").unwrap();
-        let msg = format!("{:#}", read_ca_bundle(&path).unwrap_err());
-        assert!(msg.contains("empty.pem"), "{msg}");
-    }
-
-    #[test]
-    fn context_is_deterministic_and_holds_only_the_given_files() {
-        let a = context_tar(&[
-            ("Dockerfile", b"FROM x\n"),
-            ("template/package.json", b"{}"),
-        ])
-        .unwrap();
-        let b = context_tar(&[
-            ("Dockerfile", b"FROM x\n"),
-            ("template/package.json", b"{}"),
-        ])
-        .unwrap();
-        assert_eq!(a, b);
-        let mut archive = tar::Archive::new(a.as_slice());
-        let names: Vec<String> = archive
-            .entries()
-            .unwrap()
-            .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(names, ["Dockerfile", "template/package.json"]);
-    }
-
-    /// The sources of the Dockerfile's `COPY` steps from the build context (not `--from` a
-    /// stage), globs left out: the optional CA bundle is the one glob, and it is optional.
-    fn context_copies(dockerfile: &str) -> Vec<&str> {
-        dockerfile
-            .lines()
-            .filter_map(|line| line.strip_prefix("COPY "))
-            .filter(|rest| !rest.trim_start().starts_with("--from="))
-            .flat_map(|rest| {
-                let words: Vec<&str> = rest.split_whitespace().collect();
-                words[..words.len() - 1].to_vec()
-            })
-            .filter(|source| !source.contains('*'))
-            .collect()
-    }
-
-    /// A file the Dockerfile copies from the context but the build does not send fails the
-    /// engine's build only after minutes of earlier stages; and one the build id does not cover
-    /// would let a changed file reuse the image of the old one. Both come from
-    /// `context_files`, so checking that list checks both.
-    #[test]
-    fn the_context_and_the_build_id_hold_every_file_the_dockerfile_copies() {
-        let inputs = inputs();
-        let dockerfile = String::from_utf8(inputs.dockerfile.clone()).unwrap();
-        let copies = context_copies(&dockerfile);
-        assert!(copies.contains(&INSTALL_PLAN_PATH), "{copies:?}");
-        let sent: Vec<&str> = inputs.context_files().iter().map(|(n, _)| *n).collect();
-        for source in copies {
-            assert!(
-                sent.contains(&source),
-                "the Dockerfile copies {source} from the build context, but \
-                 BuildInputs::context_files does not send it: add it there"
-            );
-        }
-        let context = build_context(&inputs, None, &Progress::default()).unwrap();
-        let names: Vec<String> = tar::Archive::new(context.as_slice())
-            .entries()
-            .unwrap()
-            .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(names, sent);
-    }
-
-    #[test]
-    fn committed_dockerfile_declares_every_build_argument() {
-        let inputs = inputs();
-        let dockerfile = String::from_utf8(inputs.dockerfile.clone()).unwrap();
-        let mut args = build_args(&inputs, Platform::LinuxAmd64).unwrap();
-        args.insert("BASE_IMAGE".into(), String::new());
-        for name in args.keys() {
-            assert!(
-                dockerfile
-                    .lines()
-                    .any(|l| l.trim() == format!("ARG {name}")),
-                "the Dockerfile does not declare ARG {name}"
-            );
-        }
     }
 }

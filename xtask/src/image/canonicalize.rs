@@ -17,9 +17,8 @@ use bollard::Docker;
 use crate::image::engine::{self, EngineInfo, ImageStore};
 use crate::image::identity::{self, ManifestRecords};
 use crate::oci::archive::SavedArchive;
-use crate::oci::canonical::{
-    canonical_config, canonical_layer_without, indexed_canonical_layer, CanonicalLayer,
-};
+use crate::oci::canonical::{canonical_layer_without, indexed_canonical_layer, CanonicalLayer};
+use crate::oci::canonical_config::canonical_config;
 use crate::oci::unchanged::{self, IndexedEntry, LowerFiles};
 use crate::util::Progress;
 use template_formats::model::Digest;

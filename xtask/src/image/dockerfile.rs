@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{bail, Context, Result};
 
+use template_formats::paths::DOCKERFILE;
+
 /// The Dockerfile's final stage, as the assembler reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FinalStage {
@@ -124,7 +126,7 @@ pub(crate) fn check_stage_starts(dockerfile: &str) -> Result<()> {
         if let Some(base) = loaded_base.take() {
             if word == "COPY" || word == "ADD" {
                 bail!(
-                    "{DOCKERFILE_NAME}:{line}: `{instruction}` is the first step on `{base}`, an \
+                    "{DOCKERFILE}:{line}: `{instruction}` is the first step on `{base}`, an \
                      image the engine loaded and never ran; the containerd image store cannot \
                      build that for a base of another architecture (`parent snapshot … does not \
                      exist`): start the stage with a `RUN`"
@@ -134,9 +136,6 @@ pub(crate) fn check_stage_starts(dockerfile: &str) -> Result<()> {
     }
     Ok(())
 }
-
-/// How the guard's errors name the Dockerfile.
-const DOCKERFILE_NAME: &str = "Dockerfile";
 
 /// The keyword of an instruction, upper case, and the rest.
 fn keyword(instruction: &str) -> (String, &str) {
@@ -429,8 +428,9 @@ LABEL org.example.lock=\"${LOCKFILE_SHA256}\" \\
     fn the_committed_dockerfile_assembles() {
         let root = crate::util::repo_root();
         let inputs =
-            crate::image::build::BuildInputs::load(&crate::layout::Layout::at(&root)).unwrap();
-        let args = crate::image::build::build_args(
+            crate::image::build_inputs::BuildInputs::load(&crate::layout::Layout::at(&root))
+                .unwrap();
+        let args = crate::image::build_inputs::build_args(
             &inputs,
             template_formats::manifest::Platform::LinuxAmd64,
         )

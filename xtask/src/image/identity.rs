@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use bollard::models::ImageInspect;
 use bollard::Docker;
+use oci_spec::image::ImageManifest;
 use serde_json::json;
 
 use crate::image::engine::{self, EngineInfo, ImageStore};
@@ -81,8 +82,8 @@ impl ManifestRecords {
         if &Digest::of(&bytes) != digest {
             return None;
         }
-        let manifest: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-        manifest["config"]["digest"].as_str()?.parse().ok()
+        let manifest: ImageManifest = serde_json::from_slice(&bytes).ok()?;
+        manifest.config().digest().as_ref().parse().ok()
     }
 }
 
@@ -103,11 +104,14 @@ pub(crate) fn record_from_export(
     if &Digest::of(manifest) != engine_id {
         bail!("the engine's export of {reference} holds other bytes under {engine_id}");
     }
-    let parsed: serde_json::Value = serde_json::from_slice(manifest)
-        .with_context(|| format!("the manifest {engine_id} of {reference} is not JSON"))?;
-    let config: Digest = parsed["config"]["digest"]
-        .as_str()
-        .and_then(|d| d.parse().ok())
+    let parsed: ImageManifest = serde_json::from_slice(manifest).with_context(|| {
+        format!("the manifest {engine_id} of {reference} is not an OCI image manifest")
+    })?;
+    let config: Digest = parsed
+        .config()
+        .digest()
+        .as_ref()
+        .parse()
         .with_context(|| format!("the manifest {engine_id} of {reference} names no config"))?;
     let config_bytes = export
         .small(&format!("blobs/sha256/{}", config.hex()))
@@ -377,10 +381,16 @@ mod tests {
             expected_engine_id(ImageStore::Containerd, config, &layers),
             Digest::of(&manifest)
         );
-        let parsed: serde_json::Value = serde_json::from_slice(&manifest).unwrap();
-        assert_eq!(parsed["config"]["digest"], Digest::of(config).as_str());
-        assert_eq!(parsed["layers"][1]["digest"], layers[1].diff_id.as_str());
-        assert_eq!(parsed["layers"][1]["mediaType"], OCI_LAYER_TAR);
+        let parsed: ImageManifest = serde_json::from_slice(&manifest).unwrap();
+        assert_eq!(
+            parsed.config().digest().as_ref(),
+            Digest::of(config).as_str()
+        );
+        assert_eq!(
+            parsed.layers()[1].digest().as_ref(),
+            layers[1].diff_id.as_str()
+        );
+        assert_eq!(parsed.layers()[1].media_type().to_string(), OCI_LAYER_TAR);
     }
 
     #[test]

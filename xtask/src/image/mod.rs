@@ -4,6 +4,7 @@
 pub mod assemble;
 pub mod base;
 pub mod build;
+pub mod build_inputs;
 pub mod canonicalize;
 pub mod dockerfile;
 pub(crate) mod dpkg;

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use crate::util::sha256_hex;
 use template_formats::manifest::SeccompSpec;
 
-/// How the added entry's `comment` starts; README.md's `jq` command selects it by this.
+/// How the added entry's `comment` starts; docs/shared-browser.md's `jq` command selects it by this.
 pub(crate) const ADDED_ENTRY_COMMENT: &str = "coding-agent template";
 
 /// Reads the profile the manifest names (relative to `root`) and returns its text once it
@@ -107,10 +107,11 @@ fn canonical(value: &Value) -> String {
 mod tests {
     use super::*;
     use crate::util::repo_root;
-    use template_formats::manifest::{Manifest, MANIFEST_PATH};
+    use template_formats::manifest::Manifest;
+    use template_formats::paths::MANIFEST;
 
     fn spec() -> SeccompSpec {
-        Manifest::load(&repo_root().join(MANIFEST_PATH))
+        Manifest::load(&repo_root().join(MANIFEST))
             .unwrap()
             .runtime
             .seccomp

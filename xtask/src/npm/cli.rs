@@ -89,6 +89,14 @@ impl Npm {
         Ok(pinned())
     }
 
+    /// The unpacked npm package (`package.json`, `node_modules/`, ...).
+    pub(crate) fn package_dir(&self) -> &Path {
+        self.cli
+            .parent()
+            .and_then(Path::parent)
+            .expect("the npm cli is package/bin/npm-cli.js")
+    }
+
     /// Runs `npm <args>` in `dir` with only the configuration in `npmrc`.
     pub(crate) async fn run(&self, dir: &Path, npmrc: &str, args: &[&str]) -> Result<String> {
         let config_dir = tempfile::tempdir()?;

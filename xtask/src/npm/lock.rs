@@ -16,10 +16,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::npm::cli::{ensure_trailing_slash, lock_npmrc, Npm};
-use crate::npm::inventory::{INVENTORY_MD_PATH, INVENTORY_PATH};
 use crate::npm::lockfile::{self, Policy};
 use crate::npm::registry::{Packument, Registry};
 use crate::npm::resolve;
+use crate::npm::trust::InputTrust;
 use crate::util::{now_or, print_json, Progress};
 use template_formats::manifest::Manifest;
 use template_formats::model::inventory::{
@@ -29,13 +29,13 @@ use template_formats::model::lockfile::Lockfile;
 use template_formats::model::package_json::PackageJson;
 use template_formats::model::resolution::Resolution;
 use template_formats::model::rfc3339;
-
-pub(crate) const PACKAGE_JSON_PATH: &str = "template/package.json";
-pub(crate) const LOCKFILE_PATH: &str = "template/package-lock.json";
+use template_formats::paths::{INVENTORY, INVENTORY_MD, PACKAGE_JSON, PACKAGE_LOCK};
 
 /// Everything `lock` writes, as file contents.
 pub(crate) struct Generated {
     pub resolution: Resolution,
+    /// Whether the inputs were verified, in one line (`InputTrust::headline`).
+    pub headline: String,
     pub inventory: Inventory,
     /// (path relative to the repository root, content), in write order.
     pub files: Vec<(&'static str, String)>,
@@ -59,9 +59,11 @@ pub(crate) async fn generate(inputs: &LockInputs<'_>, progress: &Progress) -> Re
         registry,
         locked,
         now,
-        ctx: _,
+        trust,
+        ctx,
     } = *inputs;
-    let resolution = resolve::resolve_all(manifest, registry, locked, now, progress).await?;
+    let (resolution, input_trust) =
+        resolve::resolve_all(manifest, registry, locked, now, trust, ctx, progress).await?;
     resolve::warn_rollbacks(&resolution);
     let package_json = render_package_json(&resolution);
     let registry_url = ensure_trailing_slash(registry.base());
@@ -88,14 +90,25 @@ pub(crate) async fn generate(inputs: &LockInputs<'_>, progress: &Progress) -> Re
     let packuments = registry.existing_packuments(&names).await?;
     let published = publish_times(&packuments);
     let publishers = publishers(&packuments);
-    let packages = lockfile::inventory_rows(&lock, &pinned, &published, &publishers)?;
+    let mut packages = lockfile::inventory_rows(&lock, &pinned, &published, &publishers)?;
+    if let InputTrust::Signed(keys) = &input_trust {
+        progress.step(format!(
+            "verifying the registry signatures of {} lockfile entries",
+            packages.len()
+        ));
+        sign_rows(&mut packages, &packuments, keys)?;
+    }
+    record_trust(&mut packages, &packuments, &resolution)?;
+    crate::npm::install_scripts::check_rows(&mut packages, manifest, ctx, progress).await?;
     let summary = lockfile::summarize(&packages);
-    let node = node_runtime(manifest, registry).await?;
+    let node = node_runtime(manifest, registry, &input_trust).await?;
     let inventory = Inventory {
         schema_version: INVENTORY_SCHEMA_VERSION,
         resolved_at: resolution.now,
         cutoff: resolution.cutoff,
         registry: registry_url,
+        inputs: resolution.inputs,
+        keys: input_trust.keys_source(),
         node,
         packages,
         summary,
@@ -104,14 +117,114 @@ pub(crate) async fn generate(inputs: &LockInputs<'_>, progress: &Progress) -> Re
     let inventory_md = render_inventory_md(&inventory);
     Ok(Generated {
         resolution,
+        headline: input_trust.headline(),
         inventory,
         files: vec![
-            (PACKAGE_JSON_PATH, package_json),
-            (LOCKFILE_PATH, lock_text),
-            (INVENTORY_PATH, inventory_json),
-            (INVENTORY_MD_PATH, inventory_md),
+            (PACKAGE_JSON, package_json),
+            (PACKAGE_LOCK, lock_text),
+            (INVENTORY, inventory_json),
+            (INVENTORY_MD, inventory_md),
         ],
     })
+}
+
+/// Every lockfile entry's integrity, as the lockfile records it, checked against the registry's
+/// signature of that version: a lockfile whose integrity is not the signed one, or an entry
+/// whose version carries no valid signature, fails the lock naming package, version and why.
+fn sign_rows(
+    rows: &mut [template_formats::model::inventory::InventoryPackage],
+    packuments: &BTreeMap<String, std::sync::Arc<Packument>>,
+    keys: &crate::npm::signatures::RegistryKeys,
+) -> Result<()> {
+    let mut problems = Vec::new();
+    for row in rows.iter_mut() {
+        let meta = packuments
+            .get(&row.name)
+            .and_then(|p| p.versions.get(&row.version));
+        let Some(meta) = meta else {
+            problems.push(format!(
+                "{}@{} ({}): the registry lists no such version, so its signature cannot be read",
+                row.name, row.version, row.path
+            ));
+            continue;
+        };
+        let signatures = meta
+            .dist
+            .as_ref()
+            .map(|d| d.signatures.as_slice())
+            .unwrap_or_default();
+        let published = row
+            .published
+            .as_deref()
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&Utc));
+        match crate::npm::signatures::check(
+            &row.name,
+            &row.version,
+            &row.integrity,
+            signatures,
+            keys,
+            published,
+        ) {
+            Ok(keyid) => row.signed_by = Some(keyid),
+            Err(why) => problems.push(format!(
+                "{}@{} ({}): {why}",
+                row.name, row.version, row.path
+            )),
+        }
+    }
+    if !problems.is_empty() {
+        bail!(
+            "{} lockfile entr{} failed the registry signature check; template/ was not changed:\n  {}",
+            problems.len(),
+            if problems.len() == 1 { "y" } else { "ies" },
+            problems.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// Each row's trust evidence as the registry shows it, and each top-level row's provenance as
+/// `resolve` verified it. That provenance was verified for the integrity the registry states;
+/// the row's is the lockfile's, so the two must be the same digest.
+fn record_trust(
+    rows: &mut [template_formats::model::inventory::InventoryPackage],
+    packuments: &BTreeMap<String, std::sync::Arc<Packument>>,
+    resolution: &Resolution,
+) -> Result<()> {
+    for row in rows.iter_mut() {
+        let Some(meta) = packuments
+            .get(&row.name)
+            .and_then(|p| p.versions.get(&row.version))
+        else {
+            continue;
+        };
+        row.evidence = resolve::evidence_of(meta);
+        if !row.top_level {
+            continue;
+        }
+        let Some(resolved) = resolution
+            .packages
+            .iter()
+            .find(|p| p.name == row.name && p.version.to_string() == row.version)
+        else {
+            continue;
+        };
+        if let Some(record) = &resolved.provenance {
+            let registry_integrity = meta.dist.as_ref().and_then(|d| d.integrity.as_deref());
+            if registry_integrity != Some(row.integrity.as_str()) {
+                bail!(
+                    "{}@{}: the lockfile's integrity {} is not the one whose provenance was verified ({}); template/ was not changed",
+                    row.name,
+                    row.version,
+                    row.integrity,
+                    registry_integrity.unwrap_or("none")
+                );
+            }
+            row.provenance = Some(record.clone());
+        }
+    }
+    Ok(())
 }
 
 /// What a lock is made from: the policy, the registry, the current pins and the clock.
@@ -121,6 +234,8 @@ pub(crate) struct LockInputs<'a> {
     pub registry: &'a Registry,
     pub locked: &'a resolve::Locked,
     pub now: DateTime<Utc>,
+    /// `--trusted-keys`, `--require-signed-inputs`.
+    pub trust: &'a crate::npm::trust::TrustOptions,
     /// Where the pinned npm is cached and what of the environment it must not see.
     pub ctx: &'a crate::Context,
 }
@@ -172,12 +287,13 @@ fn check_lock(
     lock: &Lockfile,
 ) -> Result<()> {
     let cpus: Vec<&'static str> = manifest.platforms.iter().map(|p| p.npm_cpu()).collect();
+    let allowed: Vec<String> = manifest.install_scripts_allowed.keys().cloned().collect();
     let problems = lockfile::check(
         lock,
         &Policy {
             registry: registry_url,
             pinned,
-            install_scripts_allowed: &manifest.install_scripts_allowed,
+            install_scripts_allowed: &allowed,
             install_scripts_skipped: &manifest.install_scripts_skipped,
             cpus: &cpus,
         },
@@ -206,6 +322,7 @@ fn publishers(
                 let publisher = Publisher {
                     name: person.name.clone(),
                     email,
+                    trusted_publisher: person.trusted_publisher.clone(),
                 };
                 out.insert((name.clone(), version.clone()), publisher);
             }
@@ -229,15 +346,29 @@ fn publish_times(
     published
 }
 
-/// The Node runtime and npm tarballs with their digests, from the registry's metadata.
-async fn node_runtime(manifest: &Manifest, registry: &Registry) -> Result<NodeRuntime> {
+/// The Node runtime and npm tarballs with their digests, from the registry's metadata, each
+/// signature-checked when the registry signs.
+async fn node_runtime(
+    manifest: &Manifest,
+    registry: &Registry,
+    trust: &InputTrust,
+) -> Result<NodeRuntime> {
     let version = manifest.node.version.to_string();
     let mut platforms = BTreeMap::new();
     for platform in &manifest.platforms {
         let package = &manifest.node.packages[platform];
-        platforms.insert(*platform, tarball(registry, package, &version).await?);
+        platforms.insert(
+            *platform,
+            tarball(registry, package, &version, trust).await?,
+        );
     }
-    let npm = tarball(registry, "npm", &manifest.node.npm_version.to_string()).await?;
+    let npm = tarball(
+        registry,
+        "npm",
+        &manifest.node.npm_version.to_string(),
+        trust,
+    )
+    .await?;
     Ok(NodeRuntime {
         version,
         platforms,
@@ -245,8 +376,37 @@ async fn node_runtime(manifest: &Manifest, registry: &Registry) -> Result<NodeRu
     })
 }
 
-async fn tarball(registry: &Registry, package: &str, version: &str) -> Result<Tarball> {
+async fn tarball(
+    registry: &Registry,
+    package: &str,
+    version: &str,
+    trust: &InputTrust,
+) -> Result<Tarball> {
     let p = registry.packument(package).await?;
+    let signed_by = match trust {
+        InputTrust::Unverified { .. } => None,
+        InputTrust::Signed(keys) => {
+            let dist = p.versions.get(version).and_then(|v| v.dist.as_ref());
+            let published = p
+                .time
+                .get(version)
+                .and_then(|t| t.as_str())
+                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.with_timezone(&Utc));
+            let check = crate::npm::signatures::check(
+                package,
+                version,
+                dist.and_then(|d| d.integrity.as_deref())
+                    .unwrap_or_default(),
+                dist.map(|d| d.signatures.as_slice()).unwrap_or_default(),
+                keys,
+                published,
+            );
+            Some(check.map_err(|why| {
+                anyhow::anyhow!("{package}@{version} (the image's Node runtime): {why}")
+            })?)
+        }
+    };
     let dist = p
         .versions
         .get(version)
@@ -267,6 +427,7 @@ async fn tarball(registry: &Registry, package: &str, version: &str) -> Result<Ta
         tarball: url,
         integrity,
         sha512,
+        signed_by,
     })
 }
 
@@ -278,10 +439,18 @@ pub(crate) fn render_inventory_md(inv: &Inventory) -> String {
          Generated by `cargo xtask lock` from `inventory.json`; do not edit by hand.\n\n",
     );
     out.push_str(&format!(
-        "Resolved at {} (cutoff {}) against {}.\n\n",
+        "Resolved at {} (cutoff {}) against {}; registry signatures {}.\n\n",
         rfc3339(inv.resolved_at),
         rfc3339(inv.cutoff),
-        inv.registry
+        inv.registry,
+        match (inv.inputs, &inv.keys) {
+            (template_formats::model::inventory::InputStatus::Verified, Some(keys)) =>
+                format!("verified with {keys}"),
+            (template_formats::model::inventory::InputStatus::Verified, None) =>
+                "verified".to_owned(),
+            (template_formats::model::inventory::InputStatus::Unverified, _) =>
+                "**UNVERIFIED** (the registry served none; docs/inputs.md)".to_owned(),
+        }
     ));
     out.push_str(&format!(
         "Node.js {} (npm {}):\n\n",
@@ -330,10 +499,25 @@ pub(crate) fn render_inventory_md(inv: &Inventory) -> String {
         };
         let mut notes = Vec::new();
         if p.top_level {
-            notes.push("top-level");
+            notes.push("top-level".to_owned());
         }
         if p.prerelease {
-            notes.push("prerelease");
+            notes.push("prerelease".to_owned());
+        }
+        if let Some(record) = &p.provenance {
+            notes.push(format!(
+                "provenance{}: {} `{}` at `{}`",
+                if record.identity_pinned {
+                    " (pinned)"
+                } else {
+                    ""
+                },
+                record.repository,
+                record.workflow,
+                record.git_ref
+            ));
+        } else if !p.evidence.is_none() {
+            notes.push(p.evidence.describe().to_owned());
         }
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} |\n",
@@ -341,11 +525,34 @@ pub(crate) fn render_inventory_md(inv: &Inventory) -> String {
             p.version,
             license.replace('|', "\\|"),
             platform,
-            if p.install_script { "yes" } else { "" },
+            install_script_cell(p),
             notes.join(", ")
         ));
     }
     out
+}
+
+/// The install-script column: `yes`, or for a package whose scripts run what the manifest
+/// acknowledges, its commands and the files they run (sha256, 12 digits; the full digests are
+/// in inventory.json).
+fn install_script_cell(p: &template_formats::model::inventory::InventoryPackage) -> String {
+    let Some(scripts) = &p.install_scripts else {
+        return if p.install_script {
+            "yes".into()
+        } else {
+            String::new()
+        };
+    };
+    let commands = scripts
+        .commands()
+        .into_iter()
+        .map(|(name, command)| format!("{name} `{command}`"));
+    let files = scripts
+        .files
+        .iter()
+        .map(|(path, sha256)| format!("`{path}` {}", &sha256[..12]));
+    let all: Vec<String> = commands.chain(files).collect();
+    format!("pinned: {}", all.join("; ")).replace('|', "\\|")
 }
 
 /// A unified diff of `old` -> `new` for `path`, empty when they are equal.
@@ -390,13 +597,13 @@ impl LockRequest {
     /// This request as the command line that parses back into it (the release's steps run
     /// their children this way; a test in main.rs checks the round trip).
     pub fn to_args(&self) -> Vec<std::ffi::OsString> {
-        // `--registry` always, as for `resolve`.
-        crate::util::Argv::command(&["lock"])
-            .switch("--check", self.check)
-            .switch("--dry-run", self.dry_run)
-            .switch("--json", self.json)
-            .value("--registry", &self.registry.registry)
-            .option("--now", self.registry.now.as_ref())
+        self.registry
+            .render(
+                crate::util::Argv::command(&["lock"])
+                    .switch("--check", self.check)
+                    .switch("--dry-run", self.dry_run)
+                    .switch("--json", self.json),
+            )
             .into_vec()
     }
 }
@@ -422,9 +629,11 @@ pub async fn run(request: LockRequest, ctx: &crate::Context) -> Result<ExitCode>
         registry: &registry,
         locked: &locked,
         now,
+        trust: &request.registry.trust,
         ctx,
     };
     let generated = generate(&inputs, &progress).await?;
+    eprintln!("{}", generated.headline);
 
     let (mut changed, mut diffs) = changes_against(layout, &generated)?;
     // A new clock alone is not a change: when the pinned files are as committed and the
@@ -518,7 +727,7 @@ pub(crate) fn clock_only_change(
     if changed.is_empty()
         || changed
             .iter()
-            .any(|p| *p != INVENTORY_PATH && *p != INVENTORY_MD_PATH)
+            .any(|p| *p != INVENTORY && *p != INVENTORY_MD)
     {
         return false;
     }
@@ -543,7 +752,7 @@ mod tests {
     use super::*;
 
     fn committed() -> (String, Inventory) {
-        let text = std::fs::read_to_string(crate::util::repo_root().join(INVENTORY_PATH)).unwrap();
+        let text = std::fs::read_to_string(crate::util::repo_root().join(INVENTORY)).unwrap();
         let inventory = serde_json::from_str(&text).unwrap();
         (text, inventory)
     }
@@ -553,11 +762,11 @@ mod tests {
         let (text, mut later) = committed();
         later.resolved_at = "2030-01-01T00:00:00Z".parse().unwrap();
         later.cutoff = "2029-12-30T00:00:00Z".parse().unwrap();
-        let both = [INVENTORY_PATH, INVENTORY_MD_PATH];
+        let both = [INVENTORY, INVENTORY_MD];
         assert!(clock_only_change(&both, &text, &later));
         // A changed lockfile, or any other inventory field, is a change.
         assert!(!clock_only_change(
-            &[LOCKFILE_PATH, INVENTORY_PATH],
+            &[PACKAGE_LOCK, INVENTORY],
             &text,
             &later
         ));
@@ -565,6 +774,43 @@ mod tests {
         assert!(!clock_only_change(&both, &text, &later));
         // Nothing changed at all: nothing to keep back either.
         assert!(!clock_only_change(&[], &text, &committed().1));
+    }
+
+    /// The committed notes are the committed inventory rendered: neither is edited alone.
+    #[test]
+    fn the_committed_inventory_md_is_the_committed_inventory_rendered() {
+        let (_, inventory) = committed();
+        let md = std::fs::read_to_string(
+            crate::util::repo_root().join(template_formats::paths::INVENTORY_MD),
+        )
+        .unwrap();
+        let rendered = render_inventory_md(&inventory);
+        let differing = rendered.lines().zip(md.lines()).find(|(a, b)| a != b);
+        assert_eq!(differing, None, "rendered, then committed");
+        assert_eq!(rendered, md);
+    }
+
+    /// Each allowed package's committed inventory row records the content the committed
+    /// manifest acknowledges (`lock` checks it; an edit of one alone is caught here).
+    #[test]
+    fn the_committed_inventory_records_the_acknowledged_install_scripts() {
+        let (_, inventory) = committed();
+        let manifest =
+            Manifest::load(&crate::util::repo_root().join("template/manifest.yaml")).unwrap();
+        for (name, acknowledged) in &manifest.install_scripts_allowed {
+            let row = inventory
+                .packages
+                .iter()
+                .find(|p| p.top_level && &p.name == name)
+                .unwrap_or_else(|| panic!("{name} is not in the inventory"));
+            assert_eq!(row.install_scripts.as_ref(), Some(acknowledged), "{name}");
+        }
+        let recorded = inventory
+            .packages
+            .iter()
+            .filter(|p| p.install_scripts.is_some())
+            .count();
+        assert_eq!(recorded, manifest.install_scripts_allowed.len());
     }
 
     #[test]

@@ -2,9 +2,12 @@
 //! package-lock.json, the inventory) out.
 
 pub(crate) mod cli;
-pub(crate) mod inventory;
+pub(crate) mod install_scripts;
 pub mod lock;
 pub(crate) mod lockfile;
+pub(crate) mod provenance;
 pub(crate) mod registry;
 pub mod resolve;
+pub(crate) mod signatures;
 pub(crate) mod template_swap;
+pub mod trust;

@@ -48,6 +48,10 @@ pub(crate) struct VersionMeta {
     /// document: `maintainers`, a list of `{ "name", "email" }`).
     #[serde(default)]
     pub maintainers: Vec<NpmPerson>,
+    /// Where the source is (package.json's `repository`: a URL, a `host:owner/name` shorthand,
+    /// or `{ "type", "url", "directory" }`; npm's docs, "package.json", repository).
+    #[serde(default)]
+    pub repository: Option<serde_json::Value>,
 }
 
 /// An npm registry account as a packument names it. Old packuments spell one as the string
@@ -56,10 +60,20 @@ pub(crate) struct VersionMeta {
 pub(crate) struct NpmPerson {
     pub name: String,
     pub email: Option<String>,
+    /// Set on `_npmUser` when the version was published through trusted publishing (an OIDC
+    /// token of a CI workflow, no account token): `{ "id": "github", "oidcConfigId": ... }`, as
+    /// pnpm reads it (pnpm `resolving/npm-resolver/src/trustChecks.ts`, `getTrustEvidence`;
+    /// the type in `@pnpm/registry.types`). The registry's signature does not cover it.
+    pub trusted_publisher: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for NpmPerson {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct TrustedPublisher {
+            #[serde(default)]
+            id: Option<String>,
+        }
         #[derive(Deserialize)]
         #[serde(untagged)]
         enum Form {
@@ -69,11 +83,28 @@ impl<'de> Deserialize<'de> for NpmPerson {
                 name: String,
                 #[serde(default)]
                 email: Option<String>,
+                #[serde(default, rename = "trustedPublisher")]
+                trusted_publisher: Option<TrustedPublisher>,
             },
         }
         Ok(match Form::deserialize(d)? {
-            Form::Text(name) => NpmPerson { name, email: None },
-            Form::Object { name, email } => NpmPerson { name, email },
+            Form::Text(name) => NpmPerson {
+                name,
+                email: None,
+                trusted_publisher: None,
+            },
+            Form::Object {
+                name,
+                email,
+                trusted_publisher,
+            } => NpmPerson {
+                name,
+                email,
+                // A trusted publisher must name its provider, as pnpm requires.
+                trusted_publisher: trusted_publisher
+                    .and_then(|t| t.id)
+                    .filter(|id| !id.trim().is_empty()),
+            },
         })
     }
 }
@@ -94,6 +125,18 @@ impl VersionMeta {
 }
 
 impl VersionMeta {
+    /// The source repository as a web URL: `git+https://github.com/o/r.git`, `github:o/r` and
+    /// `o/r` (npm's GitHub shorthand) all give `https://github.com/o/r`; `None` for anything
+    /// that is not an http(s) or git URL or a shorthand of a known host.
+    pub(crate) fn repository_url(&self) -> Option<String> {
+        let text = match self.repository.as_ref()? {
+            serde_json::Value::String(s) => s.as_str(),
+            serde_json::Value::Object(o) => o.get("url")?.as_str()?,
+            _ => return None,
+        };
+        repository_web_url(text)
+    }
+
     pub(crate) fn deprecation(&self) -> Option<String> {
         match &self.deprecated {
             Some(serde_json::Value::String(s)) if !s.is_empty() => Some(s.clone()),
@@ -103,12 +146,91 @@ impl VersionMeta {
     }
 }
 
+/// `repository` of a package.json as a web URL ([`VersionMeta::repository_url`]).
+fn repository_web_url(text: &str) -> Option<String> {
+    let text = text.trim();
+    let shorthand = |host: &str, path: &str| -> Option<String> {
+        let path = path.trim_end_matches(".git");
+        let mut parts = path.split('/');
+        let (owner, name) = (parts.next()?, parts.next()?);
+        let plain = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        };
+        (parts.next().is_none() && plain(owner) && plain(name))
+            .then(|| format!("https://{host}/{owner}/{name}"))
+    };
+    for (prefix, host) in [
+        ("github:", "github.com"),
+        ("gitlab:", "gitlab.com"),
+        ("bitbucket:", "bitbucket.org"),
+    ] {
+        if let Some(path) = text.strip_prefix(prefix) {
+            return shorthand(host, path);
+        }
+    }
+    if !text.contains(':') {
+        return shorthand("github.com", text);
+    }
+    let url = text
+        .trim_start_matches("git+")
+        .replacen("git://", "https://", 1)
+        .replacen("ssh://git@", "https://", 1);
+    let url = match url.strip_prefix("git@") {
+        // scp-like `git@host:owner/name.git`
+        Some(rest) => format!("https://{}", rest.replacen(':', "/", 1)),
+        None => url,
+    };
+    let url = url
+        .trim_end_matches('/')
+        .trim_end_matches(".git")
+        .to_string();
+    let parsed = reqwest::Url::parse(&url).ok()?;
+    (parsed.scheme() == "https" || parsed.scheme() == "http")
+        .then(|| parsed.host_str().is_some())
+        .filter(|ok| *ok)
+        .map(|_| url)
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct Dist {
     #[serde(default)]
     pub integrity: Option<String>,
     #[serde(default)]
     pub tarball: Option<String>,
+    /// The registry's signatures over `<name>@<version>:<integrity>` (npm/registry docs,
+    /// "Registry signatures"); a mirror may strip them.
+    #[serde(default)]
+    pub signatures: Vec<DistSignature>,
+    /// Where the registry serves this version's attestations, and whether one is SLSA
+    /// provenance (`dist.attestations`, as npm/cli's `lib/utils/verify-signatures.js` and
+    /// pnpm read it); a mirror may strip it.
+    #[serde(default)]
+    pub attestations: Option<DistAttestations>,
+}
+
+/// `dist.attestations`: `{ "url": ".../-/npm/v1/attestations/<name>@<version>",
+/// "provenance": { "predicateType": "https://slsa.dev/provenance/v1" } }`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub(crate) struct DistAttestations {
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub provenance: Option<AttestationKind>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub(crate) struct AttestationKind {
+    #[serde(rename = "predicateType", default)]
+    pub predicate_type: Option<String>,
+}
+
+/// One entry of `dist.signatures`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub(crate) struct DistSignature {
+    pub keyid: String,
+    pub sig: String,
 }
 
 /// The URL of a package's packument: scoped names keep their `@` and encode the `/`.
@@ -158,8 +280,10 @@ impl Registry {
         match self.packument_if_exists(name).await? {
             Some(p) => Ok(p),
             None => Err(anyhow!(
-                "npm package `{name}` does not exist at {} (404); check its name in template/manifest.yaml or the --registry",
-                packument_url(&self.base, name)
+                "npm package `{name}` does not exist at {} (404); check its name in {} or the \
+                 --registry",
+                packument_url(&self.base, name),
+                template_formats::paths::MANIFEST
             )),
         }
     }
@@ -184,6 +308,40 @@ impl Registry {
             .await
             .insert(name.to_owned(), packument.clone());
         Ok(Some(packument))
+    }
+
+    /// The body of `GET <registry>/<path>` (`-/npm/v1/keys`, an attestation URL), `None` on a
+    /// 404: a registry that does not serve it. Other failures are errors naming the URL.
+    pub(crate) async fn get_optional(&self, url: &str) -> Result<Option<String>> {
+        self.retry.run(url, |_| self.get_once(url)).await
+    }
+
+    async fn get_once(&self, url: &str) -> Result<Attempt<Option<String>>> {
+        let retry = |error: anyhow::Error, after| Ok(Attempt::Retry { error, after });
+        let response = match self.http.get(url).send().await {
+            Ok(r) => r,
+            Err(e) => return retry(anyhow!(e).context(format!("cannot reach {url}")), None),
+        };
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(Attempt::Done(None));
+        }
+        if http::retryable_status(status) {
+            let after = http::retry_after(&response);
+            return retry(anyhow!("{url} answered {status}"), after);
+        }
+        if !status.is_success() {
+            bail!("{url} answered {status}");
+        }
+        match response.text().await {
+            Ok(body) => Ok(Attempt::Done(Some(body))),
+            Err(e) => retry(anyhow!(e).context(format!("reading {url}")), None),
+        }
+    }
+
+    /// `<registry>/-/npm/v1/keys`, when the registry serves it.
+    pub(crate) fn keys_url(&self) -> String {
+        format!("{}/-/npm/v1/keys", self.base)
     }
 
     /// Fetches every name concurrently; fails with the first error, naming its package.
@@ -282,6 +440,15 @@ pub(crate) async fn download_verified(url: &str, integrity: &str) -> Result<Vec<
     use sha2::{Digest, Sha512};
     let expected = sha512_integrity(integrity)
         .with_context(|| format!("integrity `{integrity}` of {url} is not a sha512 digest"))?;
+    let bytes = download(url).await?;
+    if Sha512::digest(&bytes).as_slice() != expected.as_slice() {
+        bail!("{url} does not match its integrity {integrity}: refusing to use it");
+    }
+    Ok(bytes)
+}
+
+/// Downloads `url` whole (no check of what it is: the caller checks its integrity).
+pub(crate) async fn download(url: &str) -> Result<Vec<u8>> {
     let client = http::client_for_url(url, Timeout::Total(Duration::from_secs(300)))?;
     let bytes = client
         .get(url)
@@ -292,9 +459,6 @@ pub(crate) async fn download_verified(url: &str, integrity: &str) -> Result<Vec<
         .bytes()
         .await
         .with_context(|| format!("cannot read {url}"))?;
-    if Sha512::digest(&bytes).as_slice() != expected.as_slice() {
-        bail!("{url} does not match its integrity {integrity}: refusing to use it");
-    }
     Ok(bytes.to_vec())
 }
 
@@ -312,6 +476,35 @@ mod tests {
             packument_url("http://127.0.0.1:9/", "ws"),
             "http://127.0.0.1:9/ws"
         );
+    }
+
+    #[test]
+    fn repositories_become_web_urls() {
+        for (given, want) in [
+            (
+                "git+https://github.com/openai/codex.git",
+                Some("https://github.com/openai/codex"),
+            ),
+            (
+                "github:anomalyco/opencode",
+                Some("https://github.com/anomalyco/opencode"),
+            ),
+            (
+                "microsoft/playwright-cli",
+                Some("https://github.com/microsoft/playwright-cli"),
+            ),
+            (
+                "git@github.com:websockets/ws.git",
+                Some("https://github.com/websockets/ws"),
+            ),
+            ("git://github.com/a/b.git", Some("https://github.com/a/b")),
+            ("https://gitlab.com/g/p", Some("https://gitlab.com/g/p")),
+            ("file:../x", None),
+            ("a/b/c", None),
+            ("", None),
+        ] {
+            assert_eq!(repository_web_url(given).as_deref(), want, "{given}");
+        }
     }
 
     #[test]
@@ -337,7 +530,8 @@ mod tests {
             both.publisher(),
             Some(&NpmPerson {
                 name: "releaser".into(),
-                email: Some("r@example.org".into())
+                email: Some("r@example.org".into()),
+                trusted_publisher: None,
             })
         );
         let maintainers = meta(serde_json::json!({
@@ -348,7 +542,8 @@ mod tests {
             maintainers.publisher(),
             Some(&NpmPerson {
                 name: "bob <bob@example.org>".into(),
-                email: None
+                email: None,
+                trusted_publisher: None,
             })
         );
         // What this project's mirror serves: neither field.

@@ -19,247 +19,18 @@ use anyhow::{bail, Context, Result};
 use chrono::{DateTime, SubsecRound, Utc};
 use semver::Version;
 
+use crate::npm::provenance::{self, Outcome};
 use crate::npm::registry::{Packument, Registry};
+use crate::npm::trust::{InputTrust, TrustOptions};
 use crate::util::{now_or, print_json, Progress};
 use template_formats::manifest::{Manifest, Platform};
+use template_formats::model::inventory::Inventory;
 use template_formats::model::package_json::PackageJson;
-use template_formats::model::resolution::{Rejection, Resolution, Resolved};
+use template_formats::model::resolution::{Evidence, InputStatus, Resolution, Resolved};
 use template_formats::model::rfc3339;
 
-/// The versions pinned in template/package.json, by package name.
-pub(crate) type Locked = BTreeMap<String, Version>;
-
-/// What one package's resolution needs beyond its own packument: the packuments of the
-/// platform-binary packages its candidates name, by package name.
-pub(crate) type Related = BTreeMap<String, std::sync::Arc<Packument>>;
-
-/// A platform binary named by an optional dependency: `opencode-linux-arm64@1.18.18`, or an
-/// alias such as `@openai/codex-linux-x64 -> npm:@openai/codex@0.171.0-linux-x64`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PlatformBinary {
-    pub dependency: String,
-    pub package: String,
-    pub version: String,
-    pub cpu: &'static str,
-}
-
-/// The linux glibc binaries for `cpus` among a version's optional dependencies, and the
-/// CPUs for which it names none. musl variants are not required: the image is glibc and
-/// npm never installs them there.
-pub(crate) fn required_platform_binaries(
-    optional: &BTreeMap<String, String>,
-    cpus: &[&'static str],
-) -> (Vec<PlatformBinary>, Vec<&'static str>) {
-    let mut found = Vec::new();
-    let mut any_platform_package = false;
-    for (dependency, spec) in optional {
-        let (package, version) = match spec.strip_prefix("npm:") {
-            Some(alias) => match alias[1..].rfind('@') {
-                Some(at) => (alias[..at + 1].to_owned(), alias[at + 2..].to_owned()),
-                None => (alias.to_owned(), String::new()),
-            },
-            None => (dependency.clone(), spec.clone()),
-        };
-        let tokens: BTreeSet<String> = format!("{dependency} {package} {version}")
-            .to_ascii_lowercase()
-            .split(|c: char| !c.is_ascii_alphanumeric())
-            .map(str::to_owned)
-            .collect();
-        let os_tokens = ["linux", "darwin", "win32", "windows", "freebsd"];
-        if os_tokens.iter().any(|t| tokens.contains(*t)) {
-            any_platform_package = true;
-        }
-        if !tokens.contains("linux") || tokens.contains("musl") {
-            continue;
-        }
-        for &cpu in cpus {
-            if tokens.contains(cpu) {
-                found.push(PlatformBinary {
-                    dependency: dependency.clone(),
-                    package: package.clone(),
-                    version: version.clone(),
-                    cpu,
-                });
-            }
-        }
-    }
-    let missing = if any_platform_package {
-        cpus.iter()
-            .copied()
-            .filter(|cpu| !found.iter().any(|b| b.cpu == *cpu))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    (found, missing)
-}
-
-/// Parses a publish time; `None` when absent or not RFC 3339.
-fn publish_time(packument: &Packument, version: &str) -> Result<DateTime<Utc>, String> {
-    match packument.time.get(version) {
-        None => Err("publish time unknown (no `time` entry): the cooldown fails closed".into()),
-        Some(serde_json::Value::String(s)) => DateTime::parse_from_rfc3339(s)
-            .map(|t| t.with_timezone(&Utc))
-            .map_err(|_| format!("publish time `{s}` is not RFC 3339: the cooldown fails closed")),
-        Some(other) => Err(format!(
-            "publish time {other} is not a string: the cooldown fails closed"
-        )),
-    }
-}
-
-/// The inputs of one package's decision.
-pub(crate) struct Inputs<'a> {
-    pub packument: &'a Packument,
-    pub related: &'a Related,
-    pub locked: Option<&'a Version>,
-    pub now: DateTime<Utc>,
-    pub cutoff: DateTime<Utc>,
-    pub cpus: &'a [&'static str],
-}
-
-/// Decides one package's version. `Err` lists every candidate and why it was rejected.
-pub(crate) fn decide(inputs: &Inputs<'_>) -> Result<Resolved> {
-    let p = inputs.packument;
-    let latest_text = p
-        .dist_tags
-        .get("latest")
-        .with_context(|| format!("`{}` has no `latest` dist-tag", p.name))?;
-    let latest = Version::parse(latest_text).with_context(|| {
-        format!(
-            "`{}`: dist-tags.latest `{latest_text}` is not a semver version",
-            p.name
-        )
-    })?;
-    if !p.versions.contains_key(latest_text) {
-        bail!(
-            "`{}`: dist-tags.latest is {latest_text}, but the registry lists no such version",
-            p.name
-        );
-    }
-
-    // Candidates: `latest` first, then every stable version below it, newest first.
-    let mut candidates: Vec<Version> = p
-        .versions
-        .keys()
-        .filter_map(|v| Version::parse(v).ok())
-        .filter(|v| v.pre.is_empty() && v.build.is_empty() && *v <= latest)
-        .collect();
-    if !latest.pre.is_empty() {
-        candidates.push(latest.clone());
-    }
-    candidates.sort_by(|a, b| b.cmp(a));
-    candidates.dedup();
-
-    let mut rejected = Vec::new();
-    for candidate in &candidates {
-        let reasons = rejections(inputs, candidate);
-        if !reasons.is_empty() {
-            rejected.push(Rejection {
-                version: candidate.clone(),
-                reasons,
-            });
-            continue;
-        }
-        let published = publish_time(p, &candidate.to_string()).expect("checked by rejections");
-        let held_back = *candidate != latest;
-        let rollback = inputs.locked.is_some_and(|l| candidate < l);
-        let mut notes = Vec::new();
-        if held_back {
-            let why = rejected
-                .first()
-                .map(|r| r.reasons.join("; "))
-                .unwrap_or_default();
-            notes.push(format!("held back from latest {latest}: {why}"));
-        }
-        if rollback {
-            notes.push(format!(
-                "ROLLBACK: {candidate} is below the locked {}; upstream moved `latest` back or withdrew versions",
-                inputs.locked.unwrap()
-            ));
-        }
-        return Ok(Resolved {
-            name: p.name.clone(),
-            version: candidate.clone(),
-            latest: latest.clone(),
-            published: published.trunc_subsecs(0),
-            locked: inputs.locked.cloned(),
-            rollback,
-            held_back,
-            notes,
-            rejected,
-        });
-    }
-
-    let mut message = format!(
-        "no eligible version of `{}` (latest {latest}, cutoff {}):",
-        p.name,
-        inputs
-            .cutoff
-            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-    );
-    const SHOWN: usize = 12;
-    for r in rejected.iter().take(SHOWN) {
-        message.push_str(&format!("\n  {}: {}", r.version, r.reasons.join("; ")));
-    }
-    if rejected.len() > SHOWN {
-        message.push_str(&format!(
-            "\n  ... and {} older versions",
-            rejected.len() - SHOWN
-        ));
-    }
-    if rejected.is_empty() {
-        message.push_str("\n  the registry lists no stable version at or below latest");
-    }
-    bail!(message)
-}
-
-/// Every reason `candidate` is not eligible; empty when it is.
-fn rejections(inputs: &Inputs<'_>, candidate: &Version) -> Vec<String> {
-    let p = inputs.packument;
-    let text = candidate.to_string();
-    let mut reasons = Vec::new();
-    if !candidate.pre.is_empty() {
-        reasons.push("prerelease".to_owned());
-    }
-    let meta = &p.versions[&text];
-    if let Some(message) = meta.deprecation() {
-        reasons.push(format!("deprecated: {message}"));
-    }
-    match publish_time(p, &text) {
-        Err(why) => reasons.push(why),
-        Ok(t) if t > inputs.now => reasons.push(format!(
-            "publish time {} is in the future: the cooldown fails closed",
-            t.to_rfc3339()
-        )),
-        Ok(t) if t > inputs.cutoff => {
-            let age = inputs.now - t;
-            reasons.push(format!(
-                "published {} ({}h ago), inside the cooldown",
-                t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                age.num_hours()
-            ))
-        }
-        Ok(_) => {}
-    }
-    let (binaries, missing_cpus) =
-        required_platform_binaries(&meta.optional_dependencies, inputs.cpus);
-    for cpu in missing_cpus {
-        reasons.push(format!("names no linux {cpu} binary package"));
-    }
-    for binary in binaries {
-        let present = inputs
-            .related
-            .get(&binary.package)
-            .is_some_and(|r| r.versions.contains_key(&binary.version));
-        if !present {
-            reasons.push(format!(
-                "platform binary {}@{} (linux {}) is not published",
-                binary.package, binary.version, binary.cpu
-            ));
-        }
-    }
-    reasons
-}
+mod rules;
+pub(crate) use rules::*;
 
 /// The versions pinned in `template/package.json`; empty when there is none yet.
 pub(crate) fn read_locked(layout: &crate::layout::Layout) -> Result<Locked> {
@@ -274,13 +45,16 @@ pub(crate) fn read_locked(layout: &crate::layout::Layout) -> Result<Locked> {
 }
 
 /// Asks the registry about every package and decides them all; the IO half of `resolve`.
+/// Also decides how the inputs are judged (`trust::establish`) and returns that.
 pub(crate) async fn resolve_all(
     manifest: &Manifest,
     registry: &Registry,
     locked: &Locked,
     now: DateTime<Utc>,
+    trust: &TrustOptions,
+    ctx: &crate::Context,
     progress: &Progress,
-) -> Result<Resolution> {
+) -> Result<(Resolution, InputTrust)> {
     let cutoff = now - manifest.cooldown();
     let cpus: Vec<&'static str> = manifest
         .platforms
@@ -288,12 +62,24 @@ pub(crate) async fn resolve_all(
         .map(|p| Platform::npm_cpu(*p))
         .collect();
     let names: Vec<String> = manifest.packages.iter().map(|p| p.name.clone()).collect();
+    // Whether the inputs can be verified is the first thing the command says (an unverified
+    // registry is named in its first line), so the packuments it is judged from are fetched
+    // before anything is printed.
+    let packuments = registry.packuments(&names).await?;
+    let input_trust = crate::npm::trust::establish(
+        trust,
+        registry,
+        packuments.values().map(|p| &**p),
+        &manifest.node.npm_version.to_string(),
+        ctx,
+    )
+    .await?;
+    progress.step(input_trust.headline());
     progress.step(format!(
-        "fetching {} packuments from {}",
+        "fetched {} packuments from {}",
         names.len(),
         registry.base()
     ));
-    let packuments = registry.packuments(&names).await?;
 
     // The platform packages named by any version that could be chosen.
     let mut related_names = BTreeSet::new();
@@ -312,20 +98,76 @@ pub(crate) async fn resolve_all(
     ));
     let related = registry.existing_packuments(&related_names).await?;
 
+    let locked_trust = read_locked_trust(&ctx.layout, progress);
+    let mut root = None;
     let mut packages = Vec::new();
     let mut failures = Vec::new();
-    for name in &names {
-        let inputs = Inputs {
-            packument: &packuments[name],
-            related: &related,
-            locked: locked.get(name),
-            now,
-            cutoff,
-            cpus: &cpus,
-        };
-        match decide(&inputs) {
-            Ok(r) => packages.push(r),
-            Err(e) => failures.push(format!("{e:#}")),
+    for spec in &manifest.packages {
+        let name = &spec.name;
+        let packument = &packuments[name];
+        let mut outcomes = BTreeMap::new();
+        let mut read = BTreeMap::new();
+        let acknowledged = manifest.install_scripts_allowed.get(name);
+        // Until the decision needs nothing more: the tarball of a version that would be taken
+        // but for its unread install scripts (a package allowed to run them), then the
+        // provenance of one that would be taken but for its unfetched provenance.
+        loop {
+            let inputs = Inputs {
+                packument,
+                related: &related,
+                locked: locked.get(name),
+                now,
+                cutoff,
+                cpus: &cpus,
+                trust: &input_trust,
+                identity: spec.provenance.as_ref(),
+                provenance: &outcomes,
+                locked_trust: locked_trust.get(name),
+                scripts: acknowledged.map(|acknowledged| ScriptsReview {
+                    acknowledged,
+                    read: &read,
+                }),
+            };
+            if let Some(version) = next_scripts_to_read(&inputs) {
+                let text = version.to_string();
+                let found = read_install_scripts(packument, &text, ctx, progress).await?;
+                read.insert(text, found);
+                continue;
+            }
+            let Some(version) = provenance_to_fetch(&inputs) else {
+                match decide(&inputs) {
+                    Ok(r) => packages.push(r),
+                    Err(e) => failures.push(format!("{e:#}")),
+                }
+                break;
+            };
+            let text = version.to_string();
+            let outcome = if outcomes.len() >= MAX_PROVENANCE_FETCHES {
+                Outcome::Refused(format!(
+                    "provenance: not checked, {MAX_PROVENANCE_FETCHES} newer versions of `{name}` already failed it"
+                ))
+            } else {
+                let root = match &root {
+                    Some(root) => root,
+                    None => {
+                        root.insert(trusted_root(trust, registry, manifest, ctx, progress).await?)
+                    }
+                };
+                progress.step(format!("verifying the provenance of {name}@{text}"));
+                let dist = packument.versions[&text].dist.as_ref();
+                provenance::fetch_and_judge(
+                    registry,
+                    root,
+                    name,
+                    &text,
+                    dist.and_then(|d| d.integrity.as_deref())
+                        .unwrap_or_default(),
+                    dist.and_then(|d| d.attestations.as_ref()),
+                    spec.provenance.as_ref(),
+                )
+                .await
+            };
+            outcomes.insert(text, outcome);
         }
     }
     if !failures.is_empty() {
@@ -336,13 +178,107 @@ pub(crate) async fn resolve_all(
             failures.join("\n")
         );
     }
-    Ok(Resolution {
-        cutoff: cutoff.trunc_subsecs(0),
-        now: now.trunc_subsecs(0),
-        registry: registry.base().to_owned(),
-        cooldown_hours: manifest.cooldown_hours,
-        packages,
-    })
+    let inputs = match input_trust {
+        InputTrust::Signed(_) => InputStatus::Verified,
+        InputTrust::Unverified { .. } => InputStatus::Unverified,
+    };
+    Ok((
+        Resolution {
+            cutoff: cutoff.trunc_subsecs(0),
+            now: now.trunc_subsecs(0),
+            registry: registry.base().to_owned(),
+            cooldown_hours: manifest.cooldown_hours,
+            inputs,
+            packages,
+        },
+        input_trust,
+    ))
+}
+
+/// How many versions of one package have their provenance fetched before the rest are
+/// refused unchecked: a registry serving bad bundles for every version must not cost a
+/// request per version ever published.
+const MAX_PROVENANCE_FETCHES: usize = 8;
+
+/// The Sigstore trusted root provenance is verified against: `--trusted-root`, else the
+/// public-good root in the pinned npm's seeds (`trust::seeds_of_pinned_npm`).
+async fn trusted_root(
+    trust: &TrustOptions,
+    registry: &Registry,
+    manifest: &Manifest,
+    ctx: &crate::Context,
+    progress: &Progress,
+) -> Result<template_verify::sigstore::TrustedRoot> {
+    let (json, origin) = match &trust.trusted_root {
+        Some(path) => (
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --trusted-root {}", path.display()))?,
+            format!("--trusted-root {}", path.display()),
+        ),
+        None => {
+            let npm = manifest.node.npm_version.to_string();
+            let (_, json) = crate::npm::trust::seeds_of_pinned_npm(registry, &npm, ctx).await?;
+            (
+                json,
+                format!("npm {npm}'s {}", crate::npm::trust::SEEDS_PATH),
+            )
+        }
+    };
+    progress.step(format!(
+        "provenance is verified against the Sigstore root of {origin}"
+    ));
+    template_verify::sigstore::TrustedRoot::from_json(&json, &origin)
+}
+
+/// The committed inventory's trust records of the locked versions; none when there is no
+/// inventory, or one this tool cannot read (said, since no-downgrade then compares with the
+/// registry's earlier versions only).
+fn read_locked_trust(
+    layout: &crate::layout::Layout,
+    progress: &Progress,
+) -> BTreeMap<String, LockedTrust> {
+    let path = layout.inventory();
+    if !path.exists() {
+        return BTreeMap::new();
+    }
+    match Inventory::load(&path) {
+        Ok(inventory) => locked_trust(&inventory),
+        Err(e) => {
+            progress.step(format!(
+                "warning: the locked versions' trust records are not readable ({e:#}); no-downgrade compares with the registry's earlier versions only"
+            ));
+            BTreeMap::new()
+        }
+    }
+}
+
+/// The install scripts of one version, from its tarball as the packument names it (checked
+/// against the integrity the packument states: the one its registry signature covers).
+async fn read_install_scripts(
+    packument: &Packument,
+    version: &str,
+    ctx: &crate::Context,
+    progress: &Progress,
+) -> Result<Result<template_formats::manifest::InstallScripts, String>> {
+    let dist = packument.versions[version].dist.as_ref();
+    let (Some(url), Some(integrity)) = (
+        dist.and_then(|d| d.tarball.as_deref()),
+        dist.and_then(|d| d.integrity.as_deref()),
+    ) else {
+        return Ok(Err("the registry states no tarball or integrity".to_owned()));
+    };
+    progress.step(format!(
+        "reading the install scripts of {}@{version} from its tarball",
+        packument.name
+    ));
+    crate::npm::install_scripts::read(
+        &ctx.layout.tool_cache(),
+        &packument.name,
+        version,
+        url,
+        integrity,
+    )
+    .await
 }
 
 /// A readable table of the resolution and what changed against the lock.
@@ -354,6 +290,7 @@ pub(crate) fn render_table(resolution: &Resolution) -> String {
         "latest".to_owned(),
         "published".to_owned(),
         "change".to_owned(),
+        "trust".to_owned(),
     ]];
     for p in &resolution.packages {
         let change = match &p.locked {
@@ -376,13 +313,18 @@ pub(crate) fn render_table(resolution: &Resolution) -> String {
             p.latest.to_string(),
             rfc3339(p.published),
             change,
+            trust_cell(p),
         ]);
     }
-    let widths: Vec<usize> = (0..6)
+    let widths: Vec<usize> = (0..7)
         .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap())
         .collect();
     let mut out = format!(
-        "cutoff {} (now {} minus a {}h cooldown), registry {}\n\n",
+        "inputs {}; cutoff {} (now {} minus a {}h cooldown), registry {}\n\n",
+        match resolution.inputs {
+            InputStatus::Verified => "verified",
+            InputStatus::Unverified => "UNVERIFIED",
+        },
         rfc3339(resolution.cutoff),
         rfc3339(resolution.now),
         resolution.cooldown_hours,
@@ -407,7 +349,29 @@ pub(crate) fn render_table(resolution: &Resolution) -> String {
         out.push_str(&notes.join("\n"));
         out.push('\n');
     }
+    for remedy in install_script_remedies(resolution) {
+        out.push('\n');
+        out.push_str(&remedy);
+    }
     out
+}
+
+/// What the table says of a version's trust: its verified provenance (pinned when the
+/// manifest requires that identity), else the registry's evidence.
+fn trust_cell(p: &Resolved) -> String {
+    match (&p.provenance, p.evidence) {
+        (Some(record), _) => format!(
+            "provenance{} {}",
+            if record.identity_pinned {
+                " (pinned)"
+            } else {
+                ""
+            },
+            identity_text(record)
+        ),
+        (None, Evidence::None) => "-".to_owned(),
+        (None, evidence) => evidence.describe().to_owned(),
+    }
 }
 
 /// Loud warnings for rollbacks, on stderr, so a scheduled log shows them at a glance.
@@ -425,6 +389,47 @@ pub(crate) fn warn_rollbacks(resolution: &Resolution) {
     }
 }
 
+/// The first line of `release` and `release plan`: whether the inputs can be verified at the
+/// registry the plan resolves against, judged as `resolve` judges it (the same packuments and
+/// keys). Only said here: `--require-signed-inputs` is enforced by the plan's resolve, on a day
+/// that resolves, so a day with nothing due does not fail on the registry. When the registry
+/// cannot be asked, the line says so and the plan goes on.
+pub(crate) async fn inputs_headline(
+    registry: &RegistryAndClock,
+    manifest: &Manifest,
+    ctx: &crate::Context,
+) -> String {
+    let ask = async {
+        let client = Registry::new(
+            &registry.registry,
+            ctx.settings.verifier.transfer.retry_base,
+        )?;
+        let names: Vec<String> = manifest.packages.iter().map(|p| p.name.clone()).collect();
+        let packuments = client.packuments(&names).await?;
+        let options = crate::npm::trust::TrustOptions {
+            require_signed_inputs: false,
+            ..registry.trust.clone()
+        };
+        let trust = crate::npm::trust::establish(
+            &options,
+            &client,
+            packuments.values().map(|p| &**p),
+            &manifest.node.npm_version.to_string(),
+            ctx,
+        )
+        .await?;
+        anyhow::Ok(trust.headline())
+    };
+    match ask.await {
+        Ok(line) => line,
+        Err(e) => format!(
+            "inputs: not judged yet: cannot ask the registry {} ({e:#}); the plan's resolve \
+             judges them when the day is due",
+            registry.registry
+        ),
+    }
+}
+
 /// The npm registry used when `--registry` is not given.
 pub const DEFAULT_NPM_REGISTRY: &str = "https://registry.npmjs.org/";
 
@@ -436,6 +441,21 @@ pub struct RegistryAndClock {
     pub registry: String,
     /// The clock (RFC 3339) to resolve at instead of the time, e.g. to reproduce a past day.
     pub now: Option<String>,
+    /// What the registry's signatures are judged by, and whether unsigned inputs are refused.
+    pub trust: crate::npm::trust::TrustOptions,
+}
+
+impl RegistryAndClock {
+    /// This registry's flags on a child's command line, after `argv`.
+    pub(crate) fn render(&self, argv: crate::util::Argv) -> crate::util::Argv {
+        // `--registry` always, though it has a default: the child must not take the
+        // environment's XTASK_NPM_REGISTRY instead of the one the parent resolved.
+        argv.value("--registry", &self.registry)
+            .option("--now", self.now.as_ref())
+            .option("--trusted-keys", self.trust.trusted_keys.as_ref())
+            .option("--trusted-root", self.trust.trusted_root.as_ref())
+            .switch("--require-signed-inputs", self.trust.require_signed_inputs)
+    }
 }
 
 /// `cargo xtask resolve`: what to resolve against, and how to print the answer.
@@ -450,12 +470,8 @@ impl ResolveRequest {
     /// This request as the command line that parses back into it (the release's steps run
     /// their children this way; a test in main.rs checks the round trip).
     pub fn to_args(&self) -> Vec<std::ffi::OsString> {
-        // `--registry` always, though it has a default: the child must not take the
-        // environment's XTASK_NPM_REGISTRY instead of the one the parent resolved.
-        crate::util::Argv::command(&["resolve"])
-            .switch("--json", self.json)
-            .value("--registry", &self.registry.registry)
-            .option("--now", self.registry.now.as_ref())
+        self.registry
+            .render(crate::util::Argv::command(&["resolve"]).switch("--json", self.json))
             .into_vec()
     }
 }
@@ -469,200 +485,26 @@ pub async fn run(request: ResolveRequest, ctx: &crate::Context) -> Result<ExitCo
     )?;
     let locked = read_locked(&ctx.layout)?;
     let progress = Progress::default();
-    let resolution = resolve_all(&manifest, &registry, &locked, now, &progress).await?;
+    let (resolution, input_trust) = resolve_all(
+        &manifest,
+        &registry,
+        &locked,
+        now,
+        &request.registry.trust,
+        ctx,
+        &progress,
+    )
+    .await?;
+    // Said first (resolve_all's first line) and again here, next to the answer.
+    eprintln!("{}", input_trust.headline());
     warn_rollbacks(&resolution);
     if request.json {
+        for remedy in install_script_remedies(&resolution) {
+            eprint!("{remedy}");
+        }
         print_json(&resolution)?;
     } else {
         print!("{}", render_table(&resolution));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-    use std::sync::Arc;
-
-    const CPUS: &[&str] = &["x64", "arm64"];
-
-    fn now() -> DateTime<Utc> {
-        "2026-11-29T12:00:00Z".parse().unwrap()
-    }
-
-    fn packument(value: serde_json::Value) -> Packument {
-        serde_json::from_value(value).unwrap()
-    }
-
-    /// A packument with `versions` (version -> days before `now()` it was published).
-    fn simple(name: &str, latest: &str, versions: &[(&str, i64)]) -> serde_json::Value {
-        let mut vs = serde_json::Map::new();
-        let mut time = serde_json::Map::new();
-        for (v, days) in versions {
-            vs.insert((*v).into(), json!({ "name": name, "version": v }));
-            time.insert(
-                (*v).into(),
-                json!((now() - chrono::Duration::days(*days)).to_rfc3339()),
-            );
-        }
-        json!({ "name": name, "dist-tags": { "latest": latest }, "versions": vs, "time": time })
-    }
-
-    fn decide_with(p: &Packument, related: &Related, locked: Option<&Version>) -> Result<Resolved> {
-        decide(&Inputs {
-            packument: p,
-            related,
-            locked,
-            now: now(),
-            cutoff: now() - chrono::Duration::hours(48),
-            cpus: CPUS,
-        })
-    }
-
-    #[test]
-    fn takes_latest_not_the_highest_semver() {
-        let p = packument(simple(
-            "a",
-            "1.0.0",
-            &[("1.0.0", 5), ("2.0.0-beta.1", 5), ("0.9.0", 9)],
-        ));
-        let r = decide_with(&p, &Related::new(), None).unwrap();
-        assert_eq!(r.version.to_string(), "1.0.0");
-        assert!(!r.held_back && !r.rollback);
-    }
-
-    #[test]
-    fn never_above_latest() {
-        let p = packument(simple("a", "1.0.0", &[("1.0.0", 5), ("1.1.0", 5)]));
-        assert_eq!(
-            decide_with(&p, &Related::new(), None)
-                .unwrap()
-                .version
-                .to_string(),
-            "1.0.0"
-        );
-    }
-
-    #[test]
-    fn young_latest_is_held_back_to_the_newest_eligible() {
-        let p = packument(simple(
-            "a",
-            "1.2.0",
-            &[("1.0.0", 9), ("1.1.0", 4), ("1.2.0", 1)],
-        ));
-        let r = decide_with(&p, &Related::new(), None).unwrap();
-        assert_eq!(r.version.to_string(), "1.1.0");
-        assert!(r.held_back);
-        assert!(r.notes[0].contains("inside the cooldown"), "{:?}", r.notes);
-    }
-
-    #[test]
-    fn missing_unparseable_or_future_times_fail_closed() {
-        let mut v = simple("a", "1.2.0", &[("1.0.0", 9), ("1.1.0", 9), ("1.2.0", 9)]);
-        v["time"].as_object_mut().unwrap().remove("1.2.0");
-        v["time"]["1.1.0"] = json!("yesterday");
-        let p = packument(v);
-        let r = decide_with(&p, &Related::new(), None).unwrap();
-        assert_eq!(r.version.to_string(), "1.0.0");
-        assert!(r.rejected[0].reasons[0].contains("unknown"));
-        assert!(r.rejected[1].reasons[0].contains("not RFC 3339"));
-
-        let p = packument(simple("a", "1.0.0", &[("1.0.0", -2)]));
-        let err = format!("{:#}", decide_with(&p, &Related::new(), None).unwrap_err());
-        assert!(err.contains("in the future"), "{err}");
-    }
-
-    #[test]
-    fn deprecated_latest_is_skipped() {
-        let mut v = simple("a", "1.1.0", &[("1.0.0", 9), ("1.1.0", 9)]);
-        v["versions"]["1.1.0"]["deprecated"] = json!("broken build");
-        let r = decide_with(&packument(v), &Related::new(), None).unwrap();
-        assert_eq!(r.version.to_string(), "1.0.0");
-        assert!(r.notes[0].contains("broken build"));
-    }
-
-    #[test]
-    fn latest_moving_backwards_is_a_flagged_rollback() {
-        let p = packument(simple("a", "1.0.0", &[("1.0.0", 9)]));
-        let locked = Version::parse("1.1.0").unwrap();
-        let r = decide_with(&p, &Related::new(), Some(&locked)).unwrap();
-        assert_eq!(r.version.to_string(), "1.0.0");
-        assert!(r.rollback);
-        assert!(r.notes.iter().any(|n| n.contains("ROLLBACK")));
-    }
-
-    #[test]
-    fn no_eligible_version_names_every_candidate() {
-        let p = packument(simple("a", "1.1.0", &[("1.0.0", 1), ("1.1.0", 1)]));
-        let err = format!("{:#}", decide_with(&p, &Related::new(), None).unwrap_err());
-        assert!(err.contains("no eligible version of `a`"), "{err}");
-        assert!(
-            err.contains("1.1.0: published") && err.contains("1.0.0: published"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn codex_style_aliases_need_their_prerelease_binaries() {
-        let mut v = simple(
-            "@openai/codex",
-            "0.2.0",
-            &[
-                ("0.1.0", 9),
-                ("0.2.0", 9),
-                ("0.1.0-linux-x64", 9),
-                ("0.1.0-linux-arm64", 9),
-                ("0.2.0-linux-x64", 9),
-            ],
-        );
-        for ver in ["0.1.0", "0.2.0"] {
-            v["versions"][ver]["optionalDependencies"] = json!({
-                "@openai/codex-linux-x64": format!("npm:@openai/codex@{ver}-linux-x64"),
-                "@openai/codex-linux-arm64": format!("npm:@openai/codex@{ver}-linux-arm64"),
-                "@openai/codex-darwin-arm64": format!("npm:@openai/codex@{ver}-darwin-arm64"),
-            });
-        }
-        let p = Arc::new(packument(v));
-        let related: Related = [("@openai/codex".to_owned(), p.clone())].into();
-        let r = decide_with(&p, &related, None).unwrap();
-        assert_eq!(r.version.to_string(), "0.1.0");
-        assert!(
-            r.rejected[0].reasons[0].contains("@openai/codex@0.2.0-linux-arm64"),
-            "{:?}",
-            r.rejected
-        );
-    }
-
-    #[test]
-    fn platform_binaries_are_classified_by_name() {
-        let optional: BTreeMap<String, String> = [
-            ("opencode-linux-x64", "1.0.0"),
-            ("opencode-linux-x64-baseline", "1.0.0"),
-            ("opencode-linux-x64-musl", "1.0.0"),
-            ("opencode-linux-arm64", "1.0.0"),
-            ("opencode-darwin-arm64", "1.0.0"),
-        ]
-        .into_iter()
-        .map(|(a, b)| (a.to_owned(), b.to_owned()))
-        .collect();
-        let (found, missing) = required_platform_binaries(&optional, CPUS);
-        let names: Vec<&str> = found.iter().map(|b| b.package.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "opencode-linux-arm64",
-                "opencode-linux-x64",
-                "opencode-linux-x64-baseline"
-            ]
-        );
-        assert!(missing.is_empty());
-
-        let only_x64: BTreeMap<String, String> =
-            [("tool-linux-x64".to_owned(), "1.0.0".to_owned())].into();
-        assert_eq!(required_platform_binaries(&only_x64, CPUS).1, ["arm64"]);
-        let pure_js: BTreeMap<String, String> =
-            [("bufferutil".to_owned(), "4.0.0".to_owned())].into();
-        assert_eq!(required_platform_binaries(&pure_js, CPUS), (vec![], vec![]));
-    }
 }

@@ -10,6 +10,7 @@ use std::io::{Read, Write};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest as _, Sha256};
 
+use crate::oci::stream::{hex_digest, HashingReader};
 use template_formats::model::Digest;
 use template_verify::oci::client::RegistryClient;
 
@@ -19,37 +20,6 @@ pub(crate) struct ReadBack {
     pub layers: usize,
     /// Compressed bytes read.
     pub bytes: u64,
-}
-
-/// A reader that hashes what passes through it.
-pub(crate) struct Hashing<R> {
-    inner: R,
-    hash: Sha256,
-    count: u64,
-}
-
-impl<R> Hashing<R> {
-    pub(crate) fn new(inner: R) -> Hashing<R> {
-        Hashing {
-            inner,
-            hash: Sha256::new(),
-            count: 0,
-        }
-    }
-
-    /// `sha256:<hex>` of what was read, and how many bytes.
-    pub(crate) fn finish(self) -> (String, u64) {
-        (hex_digest(self.hash), self.count)
-    }
-}
-
-impl<R: Read> Read for Hashing<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hash.update(&buf[..n]);
-        self.count += n as u64;
-        Ok(n)
-    }
 }
 
 /// A sink that hashes what is written to it.
@@ -65,26 +35,18 @@ impl Write for HashingSink {
     }
 }
 
-fn hex_digest(hash: Sha256) -> String {
-    format!("sha256:{}", hex::encode(hash.finalize()))
-}
-
 /// (sha256 of the gzip stream, its length, sha256 of what it decompresses to) for `reader`,
 /// a series of gzip members (`oci::archive` writes layers so; one member is a series of one).
 /// Bytes after the last member that are not a member are an error.
 pub(crate) fn gzip_digests(reader: impl Read) -> std::io::Result<(String, u64, String)> {
-    let mut compressed = Hashing {
-        inner: reader,
-        hash: Sha256::new(),
-        count: 0,
-    };
+    let mut compressed = HashingReader::new(reader);
     let mut plain = HashingSink(Sha256::new());
     let mut decoder = flate2::read::MultiGzDecoder::new(&mut compressed);
     std::io::copy(&mut decoder, &mut plain)?;
     drop(decoder);
     std::io::copy(&mut compressed, &mut std::io::sink())?;
-    let count = compressed.count;
-    Ok((hex_digest(compressed.hash), count, hex_digest(plain.0)))
+    let (compressed_digest, count) = compressed.finish();
+    Ok((compressed_digest, count, hex_digest(plain.0)))
 }
 
 /// The layer descriptors and config digest of an OCI image manifest, and the config's

@@ -36,11 +36,11 @@ use template_formats::oci::index::{OCI_INDEX, OCI_LAYER_GZIP, OCI_MANIFEST};
 pub(crate) const COMPRESSOR_ANNOTATION: &str = "dev.coding-agent.xtask.compressor";
 
 /// The compressor of every layer `oci::archive` compresses: gzip at
-/// [`crate::oci::archive::LAYER_LEVEL`] in members of [`crate::oci::archive::MEMBER_SIZE`],
+/// [`crate::oci::compress::LAYER_LEVEL`] in members of [`crate::oci::compress::MEMBER_SIZE`],
 /// headers without time or name, libdeflate at the locked versions. Change it with any of
 /// those (the tests check the level, the member size and the versions in `Cargo.lock`).
-/// Before 2026-12-03 it was "gzip level 6, no mtime or name; flate2 1.1.11, zlib-rs 0.6.8"
-/// (one member): a release of then offers nothing to reuse.
+/// Earlier releases name "gzip level 6, no mtime or name; flate2 1.1.11, zlib-rs 0.6.8" (one
+/// member): they offer nothing to reuse.
 pub(crate) const COMPRESSOR: &str =
     "gzip level 6, members of 4 MiB, no mtime or name; libdeflater 1.26.1, libdeflate-sys 1.26.1";
 
@@ -274,8 +274,8 @@ mod tests {
         }
         assert!(COMPRESSOR.starts_with(&format!(
             "gzip level {}, members of {} MiB, ",
-            crate::oci::archive::LAYER_LEVEL,
-            crate::oci::archive::MEMBER_SIZE >> 20
+            crate::oci::compress::LAYER_LEVEL,
+            crate::oci::compress::MEMBER_SIZE >> 20
         )));
     }
 

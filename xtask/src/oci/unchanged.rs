@@ -12,7 +12,7 @@
 //! below makes both exports one layer: the containerd store's diff already lacks them, and
 //! overlay2's extra entries are exact copies.
 //!
-//! Measured on the template's apt layer (docker.io 28.5.2, both stores, 2026-12-02), the two
+//! Measured on the template's apt layer (docker.io 28.5.2, both stores), the two
 //! diffs also disagree on what has no effect, and those entries go too:
 //! - a directory the step left as it was below (same mode, owner and attributes) with nothing
 //!   of this layer inside it: overlay2 keeps a directory that was only copied up (`/tmp`

@@ -21,7 +21,7 @@ use chrono::{DateTime, NaiveDate, SubsecRound, Utc};
 use crate::util::{now_or, print_json};
 use template_formats::manifest::Manifest;
 use template_formats::model::gate::{GateDecision, Trigger};
-use template_verify::receipt_policy::ReceiptPolicy;
+use template_verify::receipt::policy::ReceiptPolicy;
 
 const SECONDS_PER_DAY: i64 = 86_400;
 
@@ -238,7 +238,7 @@ mod tests {
 
     #[test]
     fn rhythm_crosses_month_end_without_reset() {
-        // 2026-11-29 is epoch day 20786 (20786 % 3 == 2); the cadence days around the end of
+        // `2026-11-29` is epoch day 20786 (20786 % 3 == 2); the cadence days around the end of
         // November are the 27th, the 30th and then 3 December, not the 1st.
         assert_eq!(
             due_days("2026-11-25", "2026-12-06", 3),
@@ -332,7 +332,7 @@ mod tests {
 
     #[test]
     fn dropped_run_is_caught_up() {
-        // Released on the cadence day 2026-11-27; the run of 2026-11-30 was dropped.
+        // Released on the cadence day `2026-11-27`; the run of `2026-11-30` was dropped.
         let previous = Some(at("2026-11-27T06:40:00Z"));
         let d = decide(at("2026-12-01T06:17:00Z"), 3, false, previous);
         assert!(d.due && d.catch_up, "{d:?}");

@@ -14,12 +14,13 @@
 //! release` runs the same phases in the same order on one machine. Both therefore make the same
 //! tag from the same inputs and both stop after the plan on a day with nothing to do.
 
-pub mod every_step;
 pub mod gate;
+pub mod notes;
 pub(crate) mod plan;
 pub(crate) mod platform;
 pub(crate) mod previous;
 pub mod publish;
+pub(crate) mod push;
 pub mod receipt_write;
 pub(crate) mod ship;
 pub mod steps;
@@ -46,6 +47,8 @@ pub enum ReleaseRequest {
     Plan(ReleasePlanRequest),
     Build(ReleaseBuildRequest),
     Ship(ReleaseShipRequest),
+    /// Not a phase: the notes of a release, from receipts.
+    Notes(notes::ReleaseNotesRequest),
 }
 
 /// `cargo xtask release` without a phase.
@@ -99,11 +102,18 @@ pub struct ReleaseShipRequest {
 pub async fn run(request: ReleaseRequest, ctx: &crate::Context) -> Result<ExitCode> {
     match request {
         ReleaseRequest::All(all) => run_all(all, ctx).await,
+        ReleaseRequest::Notes(n) => notes::run(n, ctx),
         ReleaseRequest::Plan(a) => {
             let root = ctx.layout.root().to_path_buf();
             let out = absolute(&a.out)?;
+            let manifest = Manifest::load(&ctx.layout.manifest())?;
+            // The first line: whether the inputs can be verified (docs/inputs.md).
+            eprintln!(
+                "{}",
+                crate::npm::resolve::inputs_headline(&a.plan.registry, &manifest, ctx).await
+            );
             let platforms = if a.plan.platforms.is_empty() {
-                Manifest::load(&ctx.layout.manifest())?.platforms
+                manifest.platforms
             } else {
                 a.plan.platforms.clone()
             };
@@ -195,16 +205,17 @@ fn runnable_platforms(manifest: &Manifest) -> Vec<Platform> {
         .collect()
 }
 
+/// What `release --dry-run` prints: each phase's steps.
 #[derive(Serialize)]
-struct DryRun {
-    phases: Vec<DryRunPhase>,
+pub(crate) struct DryRun {
+    pub(crate) phases: Vec<DryRunPhase>,
     note: &'static str,
 }
 
 #[derive(Serialize)]
-struct DryRunPhase {
-    phase: String,
-    steps: Vec<Step>,
+pub(crate) struct DryRunPhase {
+    pub(crate) phase: String,
+    pub(crate) steps: Vec<Step>,
 }
 
 /// Placeholders for what only the run knows, in the dry run's command lines.
@@ -214,7 +225,7 @@ const BUILT_IMAGE: &str = "<built image>";
 
 /// Every step a run would take, without a plan: the plan's outputs are shown as placeholders.
 /// The steps come from the functions the phases run, so the listing is what a run executes.
-fn dry_run(
+pub(crate) fn dry_run(
     options: &PlanOptions,
     platforms: &[Platform],
     manifest_platforms: &[Platform],
@@ -297,6 +308,9 @@ struct Outcome<'a> {
     reference: Option<&'a str>,
     changes: Vec<String>,
     steps: &'a [StepTime],
+    /// The release's notes, when one was shipped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notes: Option<&'a template_formats::model::notes::ReleaseNotes>,
 }
 
 async fn run_all(request: ReleaseAllRequest, ctx: &crate::Context) -> Result<ExitCode> {
@@ -319,6 +333,11 @@ async fn run_all(request: ReleaseAllRequest, ctx: &crate::Context) -> Result<Exi
         return Ok(ExitCode::SUCCESS);
     }
 
+    // The first line: whether the inputs can be verified (docs/inputs.md).
+    eprintln!(
+        "{}",
+        crate::npm::resolve::inputs_headline(&request.plan.registry, &manifest, ctx).await
+    );
     let run_dir = ctx
         .layout
         .state("runs")
@@ -382,6 +401,7 @@ impl<'a> Outcome<'a> {
             reference: previous.map(|p| p.reference.as_str()),
             changes: plan.changes.iter().map(ToString::to_string).collect(),
             steps,
+            notes: None,
         }
     }
 
@@ -396,6 +416,7 @@ impl<'a> Outcome<'a> {
             reference: None,
             changes: plan.changes.iter().map(ToString::to_string).collect(),
             steps,
+            notes: None,
         }
     }
 
@@ -414,6 +435,7 @@ impl<'a> Outcome<'a> {
             reference: Some(&shipped.reference),
             changes: plan.changes.iter().map(ToString::to_string).collect(),
             steps,
+            notes: Some(&shipped.release_notes),
         }
     }
 }
@@ -507,6 +529,10 @@ fn finish(json: bool, outcome: &Outcome<'_>) -> Result<ExitCode> {
             println!("  {change}");
         }
         println!("  run dir    {}", outcome.run_dir.display());
+        if let Some(notes) = outcome.notes {
+            println!();
+            notes::print_markdown(notes);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -521,7 +547,7 @@ async fn ensure_local_registry(root: &Path, target: &Target) -> Result<()> {
     }
     let port = parsed.base.port().unwrap_or(5000);
     let status = tokio::process::Command::new("bash")
-        .arg(root.join("scripts/local-registry.sh"))
+        .arg(crate::layout::Layout::at(root).script("local-registry.sh"))
         .arg("start")
         .env("XTASK_LOCAL_REGISTRY_PORT", port.to_string())
         .stdout(Stdio::null())

@@ -15,11 +15,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
 
-use crate::image::build::INSTALL_PLAN_PATH;
 use crate::release::previous::{self, PreviousRelease};
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 use crate::util::{sha256_file, sha256_hex};
-use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::manifest::{Manifest, Platform};
 use template_formats::model::gate::GateDecision;
 use template_formats::model::plan::{
     Action, Change, InputDigest, PreviousSummary, ReleasePlan, Target, PLAN_SCHEMA_VERSION,
@@ -27,24 +26,13 @@ use template_formats::model::plan::{
 use template_formats::model::receipt::Receipt;
 use template_formats::model::resolution::Resolution;
 use template_formats::model::rfc3339;
-use template_verify::receipt_policy::ReceiptPolicy;
+use template_formats::paths::{MANIFEST, RELEASE_INPUTS};
+use template_verify::receipt::policy::ReceiptPolicy;
 
 pub(crate) const PLAN_FILE: &str = "plan.json";
 
 /// The phase's steps, in order.
 pub(crate) const STEP_NAMES: [&str; 3] = ["gate", "resolve", "lock"];
-
-/// The files that decide what is released, relative to the repository root. The inventory is
-/// left out on purpose: it also records *when* it was resolved, and a new clock alone is not a
-/// change (its package data is derived from the lockfile, which is here). The install plan is
-/// in: the Dockerfile runs it, so a change to it alone changes the image.
-pub(crate) const RELEASE_INPUTS: [&str; 5] = [
-    "template/package.json",
-    "template/package-lock.json",
-    "Dockerfile",
-    INSTALL_PLAN_PATH,
-    MANIFEST_PATH,
-];
 
 /// The plan `release plan` wrote into `dir`, of this tool's schema version.
 pub(crate) fn load_plan(dir: &Path) -> Result<ReleasePlan> {
@@ -388,10 +376,10 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
         github,
         verifier,
     } = request;
-    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+    let manifest = Manifest::load(&root.join(MANIFEST))?;
     for p in &platforms {
         if !manifest.platforms.contains(p) {
-            bail!("{MANIFEST_PATH} does not list {p} under `platforms`");
+            bail!("{MANIFEST} does not list {p} under `platforms`");
         }
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
@@ -399,6 +387,8 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
 
     let previous = find_previous(root, options, runner)?;
     let previous = previous.as_ref();
+    // The ship phase makes the release notes from it, in another job.
+    previous::keep_for_notes(previous, out)?;
 
     runner
         .run(&gate_step(
@@ -473,7 +463,7 @@ fn find_previous(
     runner: &StepRunner,
 ) -> Result<Option<PreviousRelease>> {
     let candidates = previous::receipts_below(&root.join(&options.previous_receipts))?;
-    let policy = ReceiptPolicy::checkout(&root.join(MANIFEST_PATH))?;
+    let policy = ReceiptPolicy::checkout(&root.join(MANIFEST))?;
     let selection = previous::newest_verified(&candidates, &policy)?;
     for line in &selection.ignored {
         runner.progress.step(line);
@@ -522,6 +512,7 @@ pub(crate) fn resolve_and_lock_steps(
     let registry = crate::npm::resolve::RegistryAndClock {
         registry: options.registry.registry.clone(),
         now: Some(now_text.to_string()),
+        trust: options.registry.trust.clone(),
     };
     let resolve = crate::npm::resolve::ResolveRequest {
         registry: registry.clone(),
@@ -648,7 +639,9 @@ mod tests {
             decide(now, &gate, Some(&previous), &inputs, &[]).0,
             Action::Unchanged
         );
-        previous.artifacts.retain(|a| a.path != INSTALL_PLAN_PATH);
+        previous
+            .artifacts
+            .retain(|a| a.path != template_formats::paths::INSTALL_PLAN);
         let (action, reason, _) = decide(now, &gate, Some(&previous), &inputs, &[]);
         assert_eq!(action, Action::Release, "{reason}");
     }
@@ -688,9 +681,9 @@ mod tests {
     }
 
     /// GitHub's `schedule` payload: the cron expression and, since 2022, the workflow file
-    /// (peter-evans/create-pull-request#30 quotes `{"schedule": "* * * * *"}`; GitHub changelog
-    /// 2022-09-27 "additional information available in github event payload for scheduled
-    /// workflow runs" added `workflow`). No `repository`, no `sender`.
+    /// (peter-evans/create-pull-request#30 quotes `{"schedule": "* * * * *"}`; GitHub's
+    /// changelog entry "additional information available in github event payload for
+    /// scheduled workflow runs" added `workflow`). No `repository`, no `sender`.
     fn schedule_payload() -> serde_json::Value {
         serde_json::json!({
             "schedule": "37 4 * * *",
@@ -787,6 +780,7 @@ mod tests {
             now: "2026-11-30T04:37:00Z".parse().unwrap(),
             registry: "https://registry.npmjs.org/".into(),
             cooldown_hours: 48,
+            inputs: template_formats::model::resolution::InputStatus::Unverified,
             packages: vec![
                 resolved("@openai/codex", "0.171.0", false),
                 resolved("ws", "8.23.0", false),
@@ -825,6 +819,12 @@ mod tests {
             held_back: false,
             notes: vec![],
             rejected: vec![],
+            signed_by: None,
+            provenance: None,
+            evidence: Default::default(),
+            publisher: None,
+            publisher_change: None,
+            repository: None,
         }
     }
 

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use template_formats::model::receipt::Receipt;
-use template_verify::receipt::verify_file;
-use template_verify::receipt_policy::ReceiptPolicy;
+use template_verify::receipt::policy::ReceiptPolicy;
+use template_verify::receipt::verify::verify_file;
 
 /// A receipt that verified, and where it was.
 #[derive(Debug, Clone)]
@@ -74,6 +74,82 @@ pub(crate) fn newest_verified(paths: &[PathBuf], policy: &ReceiptPolicy) -> Resu
         candidates.push((path.clone(), verdict));
     }
     Ok(pick_newest(candidates))
+}
+
+/// Where `release plan` keeps the previous release's receipt and assets, in the plan
+/// directory: the ship phase (another job of the workflow) makes the release notes from them.
+pub(crate) const PREVIOUS_DIR: &str = "previous";
+
+/// The release assets the notes read beside a receipt, besides each platform's transcripts.
+const NOTES_ASSETS: [&str; 2] = ["manifest.yaml", "inventory.json"];
+
+/// Copies the previous release's receipt and the assets the notes read beside it (those
+/// present) into `<out>/previous/`, replacing what an earlier plan put there (none stays when
+/// there is no previous release).
+pub(crate) fn keep_for_notes(previous: Option<&PreviousRelease>, out: &Path) -> Result<()> {
+    let dir = out.join(PREVIOUS_DIR);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("cannot remove {}", dir.display()))?;
+    }
+    let Some(previous) = previous else {
+        return Ok(());
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let from = previous.path.parent().unwrap_or(Path::new("."));
+    let transcripts = previous
+        .receipt
+        .platforms
+        .iter()
+        .map(|p| template_formats::model::transcript::transcripts_file_name(p.platform));
+    let names = NOTES_ASSETS
+        .iter()
+        .map(|n| n.to_string())
+        .chain(transcripts);
+    for name in names {
+        let source = from.join(&name);
+        if source.is_file() {
+            std::fs::copy(&source, dir.join(&name)).with_context(|| {
+                format!("cannot copy {} into {}", source.display(), dir.display())
+            })?;
+        }
+    }
+    let receipt = dir.join(previous.path.file_name().unwrap_or_default());
+    std::fs::copy(&previous.path, &receipt).with_context(|| {
+        format!(
+            "cannot copy {} into {}",
+            previous.path.display(),
+            dir.display()
+        )
+    })?;
+    Ok(())
+}
+
+/// The previous release's receipt that `release plan` kept in the plan directory, if any.
+pub(crate) fn kept_for_notes(plan_dir: &Path) -> Result<Option<PathBuf>> {
+    let dir = plan_dir.join(PREVIOUS_DIR);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(None);
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let path = entry
+            .with_context(|| format!("cannot list {}", dir.display()))?
+            .path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if name.starts_with("receipt-") && name.ends_with(".json") {
+            found.push(path);
+        }
+    }
+    match found.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(one.clone())),
+        _ => anyhow::bail!(
+            "{} holds {} receipts; `release plan` keeps one there",
+            dir.display(),
+            found.len()
+        ),
+    }
 }
 
 /// `receipt-*.json` files in `dir` and in its direct subdirectories (a release's assets

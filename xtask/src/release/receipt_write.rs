@@ -8,9 +8,8 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use crate::npm::inventory::INVENTORY_PATH;
 use crate::util::{atomic_write, now_or, read_json, sha256_file, sha256_hex};
-use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::manifest::{Manifest, Platform};
 use template_formats::model::build::BuildReport;
 use template_formats::model::gate::GateDecision;
 use template_formats::model::inventory::Inventory;
@@ -19,13 +18,18 @@ use template_formats::model::receipt::*;
 use template_formats::model::resolution::Resolution;
 use template_formats::model::rfc3339;
 use template_formats::model::smoke::SmokeReport;
+use template_formats::model::transcript::{
+    transcripts_file_name, HarnessTranscript, Transcripts, TRANSCRIPTS_SCHEMA_VERSION,
+};
+use template_formats::paths::INVENTORY;
+use template_formats::paths::MANIFEST;
+use template_verify::receipt::policy::ReceiptPolicy;
 use template_verify::receipt::verify::{
     completeness_problems, index_digest_problems, print_problems, verify_file,
 };
 use template_verify::receipt::{
     receipt_bytes, receipt_file_name, Problem, ARTIFACTS, SCHEMA_VERSION,
 };
-use template_verify::receipt_policy::ReceiptPolicy;
 
 /// Everything `receipt write` assembles a receipt from; [`assemble`] is pure over it.
 pub(crate) struct ReceiptInputs {
@@ -49,10 +53,16 @@ pub(crate) struct ReceiptInputs {
     pub publish: PublishReport,
 }
 
+/// A receipt and the assets made with it (each platform's transcripts, whose sha256 it records).
+pub(crate) struct Assembled {
+    pub receipt: Receipt,
+    pub transcripts: Vec<Transcripts>,
+}
+
 /// Joins the inputs into a receipt and decides `complete`. Errors are wiring mistakes
 /// (inputs that do not belong together); a failed smoke check is not an error but an
 /// incomplete receipt.
-pub(crate) fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
+pub(crate) fn assemble(inputs: ReceiptInputs) -> Result<Assembled> {
     let ReceiptInputs {
         release_tag_override,
         created_at,
@@ -76,7 +86,7 @@ pub(crate) fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
     // checked package by package below). A later one means the lockfile is not from this run.
     if inventory.cutoff > resolve.cutoff {
         bail!(
-            "{INVENTORY_PATH}'s cutoff {} is later than the resolve output's {}: the lockfile \
+            "{INVENTORY}'s cutoff {} is later than the resolve output's {}: the lockfile \
              was not written from this resolution (run `cargo xtask lock`)",
             rfc3339(inventory.cutoff),
             rfc3339(resolve.cutoff)
@@ -84,6 +94,7 @@ pub(crate) fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
     }
 
     let packages = package_records(&manifest, &resolve, &inventory)?;
+    let inputs = inputs_record(&packages, &inventory)?;
     let dependencies = inventory
         .packages
         .iter()
@@ -98,6 +109,7 @@ pub(crate) fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
 
     let pushed: BTreeMap<Platform, _> = publish.platforms.iter().map(|p| (p.platform, p)).collect();
     let mut platforms = Vec::new();
+    let mut transcripts = Vec::new();
     let mut seen = BTreeSet::new();
     for build in &builds {
         if !seen.insert(build.platform) {
@@ -119,9 +131,10 @@ pub(crate) fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
                 crate::image::sbom::sbom_file_name(build.platform)
             )
         })?;
-        let mut record = platform_record(build, pushed, &smokes, &manifest, sbom)?;
+        let (mut record, transcript) = platform_record(build, pushed, &smokes, &manifest, sbom)?;
         record.cyclonedx = cyclonedx.get(&build.platform).cloned();
         platforms.push(record);
+        transcripts.extend(transcript);
     }
     for p in &publish.platforms {
         if !seen.contains(&p.platform) {
@@ -164,6 +177,7 @@ pub(crate) fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
             cutoff: rfc3339(inventory.cutoff),
             registry: inventory.registry.clone(),
         },
+        inputs: Some(inputs),
         node,
         packages,
         dependencies,
@@ -186,7 +200,11 @@ pub(crate) fn assemble(inputs: ReceiptInputs) -> Result<Receipt> {
         );
     }
     receipt.complete = completeness_problems(&receipt, &manifest).is_empty();
-    Ok(receipt)
+    transcripts.sort_by_key(|t| t.platform);
+    Ok(Assembled {
+        receipt,
+        transcripts,
+    })
 }
 
 /// The published index, and the release tag it is under (`--tag` must agree with it).
@@ -241,12 +259,10 @@ fn package_records(
             .packages
             .iter()
             .find(|p| p.top_level && p.name == spec.name)
-            .with_context(|| {
-                format!("{INVENTORY_PATH} has no top-level package `{}`", spec.name)
-            })?;
+            .with_context(|| format!("{INVENTORY} has no top-level package `{}`", spec.name))?;
         if locked.version != resolved.version.to_string() {
             bail!(
-                "package `{}`: resolve chose {} but {INVENTORY_PATH} locks {}; run `cargo xtask \
+                "package `{}`: resolve chose {} but {INVENTORY} locks {}; run `cargo xtask \
                  lock` so the lockfile matches the resolution",
                 spec.name,
                 resolved.version,
@@ -263,9 +279,45 @@ fn package_records(
             rollback: resolved.rollback,
             held_back: resolved.held_back,
             notes: resolved.notes.clone(),
+            repository: resolved.repository.clone(),
+            rejected: resolved
+                .rejected
+                .iter()
+                .map(|r| RejectedVersion {
+                    version: r.version.to_string(),
+                    reasons: r.reasons.clone(),
+                })
+                .collect(),
         });
     }
     Ok(packages)
+}
+
+/// How the inputs were judged, from the inventory `lock` wrote: its status, registry and keys,
+/// and each top-level package's registry key and install scripts.
+fn inputs_record(packages: &[PackageRecord], inventory: &Inventory) -> Result<InputsRecord> {
+    let packages = packages
+        .iter()
+        .map(|p| {
+            let row = inventory
+                .packages
+                .iter()
+                .find(|row| row.top_level && row.name == p.name)
+                .with_context(|| format!("{INVENTORY} has no top-level package `{}`", p.name))?;
+            Ok(PackageInputsRecord {
+                name: p.name.clone(),
+                version: p.version.clone(),
+                signed_by: row.signed_by.clone(),
+                install_scripts: row.install_scripts.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(InputsRecord {
+        status: inventory.inputs,
+        registry: inventory.registry.clone(),
+        keys: inventory.keys.clone(),
+        packages,
+    })
 }
 
 /// One platform's record: the build, the image pushed from it and its smoke test, which
@@ -276,7 +328,7 @@ fn platform_record(
     smokes: &[SmokeReport],
     manifest: &Manifest,
     sbom: SbomRecord,
-) -> Result<PlatformRecord> {
+) -> Result<(PlatformRecord, Option<Transcripts>)> {
     let (Some(image_id), Some(size), false) = (&build.image_id, build.size, build.dry_run) else {
         bail!(
             "the build output for {} ({}) is from a --dry-run: nothing was built; pass the \
@@ -343,7 +395,7 @@ fn platform_record(
     if !missing.is_empty() {
         bail!(
             "the smoke output for the {} image {} ({} build) lacks the required check(s) \
-             {missing:?} (smoke_checks in {MANIFEST_PATH}); run `cargo xtask smoke --image {} \
+             {missing:?} (smoke_checks in {MANIFEST}); run `cargo xtask smoke --image {} \
              --json` with this tool's version and pass its whole output",
             build.platform,
             build.image,
@@ -351,7 +403,8 @@ fn platform_record(
             build.image
         );
     }
-    Ok(PlatformRecord {
+    let transcripts = transcripts_of(build.platform, smoke);
+    let record = PlatformRecord {
         platform: build.platform,
         os: pushed.os.clone(),
         architecture: pushed.architecture.clone(),
@@ -386,9 +439,59 @@ fn platform_record(
                     name: c.name.clone(),
                     passed: c.passed,
                     output: c.output.clone(),
+                    duration_secs: Some(c.duration_secs),
                 })
                 .collect(),
         },
+        layers: layer_records(pushed),
+        transcripts: transcripts.as_ref().map(|t| AssetRecord {
+            name: transcripts_file_name(build.platform),
+            sha256: sha256_hex(&t.to_bytes()),
+        }),
+        harnesses: (!smoke.harnesses.is_empty()).then(|| {
+            smoke
+                .harnesses
+                .iter()
+                .map(|h| HarnessStateRecord {
+                    name: h.name.clone(),
+                    session: h.session.clone(),
+                    written: h.written.clone(),
+                })
+                .collect()
+        }),
+    };
+    Ok((record, transcripts))
+}
+
+/// The pushed image's layers, when the publish output has them all (an older push record
+/// does not).
+fn layer_records(pushed: &PushedImage) -> Option<Vec<LayerRecord>> {
+    (pushed.layer_blobs.len() == pushed.layers && pushed.layers > 0).then(|| {
+        pushed
+            .layer_blobs
+            .iter()
+            .map(|l| LayerRecord {
+                digest: l.digest.clone(),
+                size: l.size,
+            })
+            .collect()
+    })
+}
+
+/// A platform's transcripts asset, from its smoke output's harness evidence; `None` when the
+/// smoke ran no turn (an emulated build).
+fn transcripts_of(platform: Platform, smoke: &SmokeReport) -> Option<Transcripts> {
+    (!smoke.harnesses.is_empty()).then(|| Transcripts {
+        schema_version: TRANSCRIPTS_SCHEMA_VERSION,
+        platform,
+        harnesses: smoke
+            .harnesses
+            .iter()
+            .map(|h| HarnessTranscript {
+                name: h.name.clone(),
+                messages: h.messages.clone(),
+            })
+            .collect(),
     })
 }
 
@@ -597,13 +700,23 @@ pub fn write_cmd(request: ReceiptWriteRequest, ctx: &crate::Context) -> Result<E
         verifiers: verifier_records(&request.verifiers)?,
         publish: read_json(&request.publish, "`cargo xtask publish --json` output")?,
     };
-    let receipt = assemble(inputs)?;
+    let Assembled {
+        receipt,
+        transcripts,
+    } = assemble(inputs)?;
     let bytes = receipt_bytes(&receipt);
     let digest = sha256_hex(&bytes);
     let out_dir = request
         .out_dir
         .clone()
         .unwrap_or_else(|| layout.state("receipts"));
+    // The assets the receipt vouches for first, under their fixed names, then the receipt.
+    for t in &transcripts {
+        atomic_write(
+            &out_dir.join(transcripts_file_name(t.platform)),
+            &t.to_bytes(),
+        )?;
+    }
     let path: PathBuf = out_dir.join(receipt_file_name(&receipt.release_tag, &digest));
     atomic_write(&path, &bytes)?;
 
@@ -640,7 +753,8 @@ pub fn write_cmd(request: ReceiptWriteRequest, ctx: &crate::Context) -> Result<E
 mod tests {
     use super::*;
     use crate::image::sbom::tests::make;
-    use crate::image::sbom::{cyclonedx, cyclonedx_file_name, document_bytes, sbom_file_name};
+    use crate::image::sbom::{cyclonedx, cyclonedx_file_name, sbom_file_name};
+    use template_formats::sbom::document_bytes;
 
     #[test]
     fn a_cyclonedx_sbom_is_recorded_only_beside_the_spdx_one_it_is_the_form_of() {

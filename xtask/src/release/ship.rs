@@ -19,14 +19,19 @@ use crate::release::plan::ensure_checkout_matches;
 use crate::release::platform::results_file_name;
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 use crate::util::{append_to_github_file, atomic_write};
-use template_formats::manifest::{Manifest, Platform, MANIFEST_PATH};
+use template_formats::manifest::{Manifest, Platform};
+use template_formats::model::notes::ReleaseNotes;
 use template_formats::model::plan::{ReleasePlan, Target};
 use template_formats::model::platform_results::PlatformResults;
 use template_formats::model::platform_results::StepTime;
 use template_formats::model::publish::PublishReport;
 use template_formats::model::receipt::Receipt;
 use template_formats::model::rfc3339;
-use template_verify::receipt::SCHEMA_PATH;
+use template_formats::paths::INVENTORY_MD;
+use template_formats::paths::MANIFEST;
+use template_formats::paths::RECEIPT_SCHEMA;
+use template_verify::receipt::policy::ReceiptPolicy;
+use template_verify::receipt::INVENTORY_MD_ASSET;
 
 /// What `release ship --json` prints.
 #[derive(Debug, Clone, Serialize)]
@@ -37,6 +42,11 @@ pub(crate) struct Shipped {
     pub reference: String,
     pub debian_difference: DebianDifference,
     pub steps: Vec<StepTime>,
+    /// The release notes (Markdown, the GitHub release's body) and their JSON form.
+    pub notes: PathBuf,
+    pub notes_json: PathBuf,
+    #[serde(skip)]
+    pub release_notes: ReleaseNotes,
 }
 
 /// The phase's steps, in order.
@@ -152,7 +162,7 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
     }
     ensure_checkout_matches(root, plan)?;
     let (platforms, receipt_sboms) = read_results(plan, &tag, results)?;
-    let manifest = Manifest::load(&root.join(MANIFEST_PATH))?;
+    let manifest = Manifest::load(&root.join(MANIFEST))?;
     let verifier_files = match verifiers {
         Some(dir) => verifier_files(dir, &manifest.platforms)?,
         None => Vec::new(),
@@ -196,6 +206,11 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
         check_tagged(&work, &tag, &receipt)?;
     }
 
+    let release_notes = notes_against_previous(root, plan_dir, &receipt, assets)?;
+    let (notes, notes_json) = (work.join("notes.md"), work.join("notes.json"));
+    let markdown = template_verify::notes::markdown::render(&release_notes);
+    atomic_write(&notes, markdown.as_bytes())?;
+    write_json(&notes_json, &release_notes)?;
     let shipped = Shipped {
         tag: tag.clone(),
         receipt: written.path.clone(),
@@ -203,17 +218,46 @@ pub(crate) async fn run(request: ShipRequest<'_>) -> Result<Shipped> {
         reference: receipt.index.reference.clone(),
         debian_difference: first_two_differ(&platforms),
         steps: runner.times.clone(),
+        notes,
+        notes_json,
+        release_notes,
     };
     write_workflow_outputs(&shipped, &receipt, verifier)?;
     if !defer_tag {
         // Once per release: the deferred run is followed by the one that tags.
         append_to_github_file(
             &verifier.github_step_summary,
-            &summary_markdown(&shipped, &receipt),
+            &format!("{}\n{markdown}", summary_markdown(&shipped, &receipt)),
         )?;
     }
     eprint!("{}", render_times("ship steps:", &runner.times));
     Ok(shipped)
+}
+
+/// The release's notes, against the previous release `release plan` kept in the plan
+/// directory (its own manifest beside it judges it; else the checkout's). A previous receipt
+/// that is missing or does not verify leaves notes without a comparison, which say why.
+fn notes_against_previous(
+    root: &Path,
+    plan_dir: &Path,
+    receipt: &Receipt,
+    assets: &Path,
+) -> Result<ReleaseNotes> {
+    let new = template_verify::notes::assets::release_in(receipt.clone(), assets);
+    let policy = ReceiptPolicy::checkout(&root.join(MANIFEST))?;
+    let previous = crate::release::previous::kept_for_notes(plan_dir)?
+        .map(|path| template_verify::notes::assets::read_release(&path, Some(&policy)));
+    Ok(match previous {
+        None => template_verify::notes::build(&new, None),
+        Some(Ok(files)) => template_verify::notes::build(&new, Some(&files)),
+        Some(Err(e)) => {
+            let mut notes = template_verify::notes::build(&new, None);
+            notes
+                .unavailable
+                .push(format!("a comparison with the previous release: {e:#}"));
+            notes
+        }
+    })
 }
 
 /// Each planned platform's results and SBOM from the results directory, checked to be this
@@ -394,7 +438,7 @@ impl ShipSteps {
     }
 
     pub(crate) fn verify(&self, receipt: &Path) -> Step {
-        let verify = template_verify::receipt::VerifyRequest {
+        let verify = template_verify::receipt::verify::VerifyRequest {
             file: receipt.to_path_buf(),
             artifacts: Some(self.assets.clone()),
             check_registry: false,
@@ -471,7 +515,7 @@ fn write_workflow_outputs(
     append_to_github_file(
         &verifier.github_output,
         &format!(
-            "tag={}\nreceipt={}\nreference={}\n{}",
+            "tag={}\nreceipt={}\nreference={}\nnotes={}\n{}",
             shipped.tag,
             shipped
                 .receipt
@@ -479,6 +523,7 @@ fn write_workflow_outputs(
                 .unwrap_or_default()
                 .to_string_lossy(),
             shipped.reference,
+            shipped.notes.display(),
             attestation_outputs(receipt)
         ),
     )
@@ -565,13 +610,19 @@ fn copy_assets(root: &Path, receipt: &Receipt, assets: &Path) -> Result<()> {
         .map(|a| (root.join(&a.path), a.name.clone()))
         .collect();
     copies.push((
-        root.join(SCHEMA_PATH),
-        Path::new(SCHEMA_PATH)
+        root.join(RECEIPT_SCHEMA),
+        Path::new(RECEIPT_SCHEMA)
             .file_name()
             .unwrap()
             .to_string_lossy()
             .into_owned(),
     ));
+    // Every package in one table, for people (the notes are the release's body now); the
+    // receipt does not hash it: it is made from inventory.json, which it does.
+    let table = root.join(INVENTORY_MD);
+    if table.is_file() {
+        copies.push((table, INVENTORY_MD_ASSET.to_string()));
+    }
     for (from, name) in copies {
         let bytes =
             std::fs::read(&from).with_context(|| format!("cannot read {}", from.display()))?;

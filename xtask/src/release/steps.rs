@@ -51,7 +51,7 @@ child_requests!(
     ReceiptWrite(crate::release::receipt_write::ReceiptWriteRequest),
     /// The verifier's own request. No `--manifest`: the child judges the receipt by the
     /// checkout's manifest, as `receipt verify` without it does.
-    ReceiptVerify(template_verify::receipt::VerifyRequest),
+    ReceiptVerify(template_verify::receipt::verify::VerifyRequest),
 );
 
 impl ChildRequest {
@@ -115,16 +115,6 @@ impl Step {
 
     pub(crate) fn output(mut self, path: impl Into<PathBuf>) -> Step {
         self.output = Some(path.into());
-        self
-    }
-
-    /// An environment variable for the child (the benchmarks' steps).
-    #[cfg(feature = "bench")]
-    pub(crate) fn env(mut self, name: &str, value: impl AsRef<std::ffi::OsStr>) -> Step {
-        self.env.push((
-            name.to_owned(),
-            value.as_ref().to_string_lossy().into_owned(),
-        ));
         self
     }
 

@@ -11,8 +11,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use template_formats::sbom::spdx::NOASSERTION;
+
 /// Where a declared license came from; it decides `licenseConcluded` (see
-/// [`super::concluded_license`]).
+/// [`concluded_license`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Evidence {
     /// The `License:` fields of a machine-readable (DEP-5) copyright file: the maintainer's
@@ -21,6 +23,20 @@ pub(crate) enum Evidence {
     /// Read out of a free-form file's prose: its references to `/usr/share/common-licenses`
     /// or `License:` lines. An inference, not a statement.
     Prose,
+}
+
+/// What goes in `licenseConcluded`, decided here once: the declared license where the
+/// package's own machine-readable metadata states it (a DEP-5 copyright file's `License:`
+/// fields, package.json's `license`): this tool analysed no file, and concludes that a package
+/// is under what its maintainers declared in the format made for declaring it. NOASSERTION
+/// where the declared license was read out of prose (a free-form copyright file's references
+/// to /usr/share/common-licenses): an inference is not a conclusion. NOASSERTION when nothing
+/// is declared.
+pub(crate) fn concluded_license(declared: &str, evidence: Evidence) -> String {
+    match evidence {
+        Evidence::MachineReadable if declared != NOASSERTION => declared.to_string(),
+        _ => NOASSERTION.to_string(),
+    }
 }
 
 /// The license a copyright file declares: an SPDX expression and the `LicenseRef-` ids it
@@ -292,7 +308,10 @@ fn term_expression(words: &[&str], refs: &mut BTreeMap<String, String>) -> Strin
 
 /// `LicenseRef-` and the name, with the characters SPDX ids may not hold made `-`.
 pub(crate) fn license_ref(name: &str) -> String {
-    format!("LicenseRef-{}", super::spdx::id_chars(name.trim()))
+    format!(
+        "LicenseRef-{}",
+        template_formats::sbom::spdx::id_chars(name.trim())
+    )
 }
 
 /// An SPDX id for a Debian short name (`GPL-2+`, `Expat`, `BSD-3-clause`), `None` for a name

@@ -4,7 +4,7 @@ use crate::image::sbom::tests::{check_sbom, make, whole_checksums};
 use template_formats::manifest::Platform;
 use template_formats::sbom::cyclonedx::*;
 use template_formats::sbom::spdx::*;
-use template_verify::receipt::verify::read_artifacts;
+use template_verify::receipt::artifacts::read_artifacts;
 
 const CLOCK: &str = "2026-11-30T06:17:00Z";
 

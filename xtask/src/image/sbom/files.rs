@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
-use super::spdx::{id_chars, Checksum, NOASSERTION};
+use template_formats::sbom::spdx::{self, id_chars, Checksum, NOASSERTION};
 
 /// An ELF file of the image: its path below `/` (`usr/local/bin/node`), size and digests.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -153,8 +153,8 @@ pub(crate) fn elf_files(archive: &mut dyn Read) -> Result<Vec<ElfFile>> {
 }
 
 /// The SPDX file element of one file.
-pub(crate) fn file_element(f: &ElfFile) -> super::spdx::File {
-    super::spdx::File {
+pub(crate) fn file_element(f: &ElfFile) -> spdx::File {
+    spdx::File {
         file_name: format!("./{}", f.path),
         spdx_id: format!("{FILE_ID_PREFIX}{}", id_chars(&f.path)),
         checksums: vec![

@@ -8,9 +8,9 @@
 //!
 //! SPDX is the primary form: the SPDX crates are unmaintained or generated at build time, so
 //! the document is written here with serde types for exactly the fields it uses. The same
-//! document is also written as CycloneDX 1.5 (`cyclonedx.rs`, through the CycloneDX project's
-//! `cyclonedx-bom` crate, whose newest version writes 1.5, not 1.6; ARCHITECTURE.md says why
-//! 1.5 is enough), for the tools that read only CycloneDX. GitHub's attest action and `gh
+//! document is also written as CycloneDX 1.5 (`formats/src/sbom/cyclonedx.rs`, through the
+//! CycloneDX project's `cyclonedx-bom` crate, whose newest version writes 1.5, not 1.6;
+//! ARCHITECTURE.md says why 1.5 is enough), for the tools that read only CycloneDX. GitHub's attest action and `gh
 //! attestation verify` read both.
 //!
 //! Deterministic: the same image, lockfile and clock give the same bytes. Every list is
@@ -22,335 +22,23 @@ mod classify;
 mod copyright;
 #[cfg(test)]
 mod cyclonedx_tests;
-
+mod document;
 pub(crate) mod files;
+mod input;
 mod npm;
+mod package_json;
 mod purl;
 mod run;
 mod supplier;
+mod trust;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use anyhow::{Context, Result};
 
-use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
-
-use crate::image::dpkg::{dependency_edges, dpkg_packages, DebPackage, OsRelease};
-use copyright::{declared_license, DocTree, Evidence};
-use npm::{node_packages, npm_packages, NpmManifest};
-use purl::deb_purl;
 pub use run::{run, SbomRequest};
-use template_formats::manifest::Platform;
-use template_formats::model::inventory::Inventory;
-use template_formats::model::lockfile::Lockfile;
-use template_formats::sbom::spdx::{
-    cpe_ref, package, purl_ref, spdx_id, Checksum, CreationInfo, ExtractedLicense, Package,
-    Relationship, NOASSERTION,
-};
 // The file formats this module writes (the verifier reads them through the formats crate).
-use supplier::supplier;
 pub(crate) use template_formats::sbom::{
-    check_file, cyclonedx, cyclonedx_file_name, document_bytes, sbom_file_name, sbom_file_names,
-    spdx, Document, SPDX_VERSION,
+    check_file, cyclonedx, cyclonedx_file_name, sbom_file_name, sbom_file_names, spdx, Document,
 };
-
-/// Where the Dockerfile installs the template's npm packages (its `agents` stage WORKDIR).
-pub(crate) const NPM_PREFIX: &str = "/opt/coding-agents";
-/// Where the Dockerfile installs npm itself (its `node` stage).
-const NPM_CLI_PREFIX: &str = "/usr/local/lib/node_modules/npm";
-const LOCKFILE_PATH: &str = "template/package-lock.json";
-
-// ---------------------------------------------------------------------------------------------
-// The document.
-
-/// Everything one SBOM is made from; [`document`] is pure over it.
-pub(crate) struct SbomInput<'a> {
-    pub platform: Platform,
-    /// The local reference the SBOM was made from (a tag).
-    pub image: &'a str,
-    /// The engine's image id, `sha256:<hex>`: the sha256 of the image config.
-    pub image_id: &'a str,
-    /// RFC 3339.
-    pub created: &'a str,
-    pub dpkg_status: &'a str,
-    /// The copyright files and links under `/usr/share/doc`.
-    pub docs: &'a DocTree,
-    pub os_release: &'a OsRelease,
-    pub debian_version: &'a str,
-    pub lockfile: &'a Lockfile,
-    /// Lockfile paths of platform-specific packages that are in the image.
-    pub present: &'a BTreeSet<String>,
-    pub inventory: &'a Inventory,
-    /// The package.json files of the template's npm packages, by lockfile path.
-    pub npm_manifests: &'a BTreeMap<String, NpmManifest>,
-    /// npm's own package.json (key `""`) and those of the packages it bundles
-    /// (`node_modules/<name>`, nested as npm nests them), under /usr/local/lib/node_modules/npm.
-    pub npm_cli: &'a BTreeMap<String, NpmManifest>,
-    /// The ELF programs no Debian package owns (`files::unowned`), sorted by path.
-    pub elf_files: &'a [files::ElfFile],
-    /// The image as the release publishes it (manifest digest, repository, tag), when the
-    /// SBOM is made after the push (`release build`); the image package then carries its
-    /// `pkg:oci` purl.
-    pub published: Option<template_formats::sbom::PublishedImage<'a>>,
-}
-
-/// What goes in `licenseConcluded`, decided here once: the declared license where the
-/// package's own machine-readable metadata states it (a DEP-5 copyright file's `License:`
-/// fields, package.json's `license`): this tool analysed no file, and concludes that a package
-/// is under what its maintainers declared in the format made for declaring it. NOASSERTION
-/// where the declared license was read out of prose (a free-form copyright file's references
-/// to /usr/share/common-licenses): an inference is not a conclusion. NOASSERTION when nothing
-/// is declared.
-pub(crate) fn concluded_license(declared: &str, evidence: Evidence) -> String {
-    match evidence {
-        Evidence::MachineReadable if declared != NOASSERTION => declared.to_string(),
-        _ => NOASSERTION.to_string(),
-    }
-}
-
-/// The SPDX document of one image.
-pub(crate) fn document(input: &SbomInput<'_>) -> Result<Document> {
-    let platform_slug = input.platform.slug();
-    let (root, image_hex) = image_package(input)?;
-    let mut license_refs = BTreeMap::new();
-    let (debs, deb_edges) = deb_packages(input, &mut license_refs)?;
-    let mut packages = vec![os_package(input.os_release, input.debian_version)];
-    packages.extend(debs);
-    let (node, npm_cli_edges) = node_packages(input)?;
-    packages.extend(node);
-    let (npm, npm_edges) = npm_packages(input)?;
-    packages.extend(npm);
-    packages.sort_by(|a, b| a.spdx_id.cmp(&b.spdx_id));
-    ensure_unique_ids(&packages)?;
-    let mut edges = deb_edges;
-    edges.extend(npm_cli_edges);
-    edges.extend(npm_edges);
-    let mut file_elements: Vec<spdx::File> =
-        input.elf_files.iter().map(files::file_element).collect();
-    file_elements.sort_by(|a, b| a.spdx_id.cmp(&b.spdx_id));
-    let mut relationships = relationships(&root.spdx_id, &packages, edges)?;
-    relationships.extend(file_elements.iter().map(|f| Relationship {
-        spdx_element_id: root.spdx_id.clone(),
-        relationship_type: "CONTAINS".into(),
-        related_spdx_element: f.spdx_id.clone(),
-    }));
-    relationships.sort();
-    let mut root = root;
-    // The image's files were read for this document, so it may contain file entries.
-    root.files_analyzed = !file_elements.is_empty();
-    packages.insert(0, root);
-
-    Ok(Document {
-        spdx_version: SPDX_VERSION.into(),
-        data_license: "CC0-1.0".into(),
-        spdx_id: "SPDXRef-DOCUMENT".into(),
-        name: format!("coding-agent-{platform_slug}"),
-        // A URI unique to this document: one image, one platform.
-        document_namespace: format!(
-            "https://spdx.org/spdxdocs/coding-agent-{platform_slug}-{image_hex}"
-        ),
-        creation_info: CreationInfo {
-            created: input.created.to_string(),
-            creators: vec![format!("Tool: cargo-xtask-{}", env!("CARGO_PKG_VERSION"))],
-        },
-        packages,
-        relationships,
-        files: file_elements,
-        has_extracted_licensing_infos: extracted_licenses(&license_refs),
-    })
-}
-
-/// One definition per `LicenseRef-` id used: its Debian name, and where its text is. The
-/// text differs between packages that use the same name (each `public-domain` paragraph says
-/// something else), so the document points at the copyright files rather than pick one.
-fn extracted_licenses(refs: &BTreeMap<String, BTreeSet<String>>) -> Vec<ExtractedLicense> {
-    refs.iter()
-        .map(|(id, names)| {
-            let names: Vec<&str> = names.iter().map(String::as_str).collect();
-            ExtractedLicense {
-                license_id: id.clone(),
-                name: names.join(" / "),
-                extracted_text: format!(
-                    "A license Debian copyright files name `{}`, which has no SPDX license list \
-                     identifier; its text is in the copyright file (/usr/share/doc/<package>/\
-                     copyright) of each package that declares it.",
-                    names.join("` or `")
-                ),
-            }
-        })
-        .collect()
-}
-
-/// The root package, the image itself, and the hex of its id.
-fn image_package<'a>(input: &SbomInput<'a>) -> Result<(Package, &'a str)> {
-    let Some(image_hex) = input.image_id.strip_prefix("sha256:") else {
-        bail!(
-            "the image id of {} is `{}`, not sha256:<hex>",
-            input.image,
-            input.image_id
-        );
-    };
-    let mut root = package("coding-agent", ROOT_ID.into(), input.image, NOASSERTION);
-    root.primary_package_purpose = Some("CONTAINER".into());
-    root.supplier = Some(IMAGE_SUPPLIER.into());
-    root.checksums = vec![Checksum {
-        algorithm: "SHA256".into(),
-        checksum_value: image_hex.to_string(),
-    }];
-    root.comment = Some(format!(
-        "the {} image {}; its image id (the sha256 of its config) is {}",
-        input.platform, input.image, input.image_id
-    ));
-    if let Some(published) = &input.published {
-        // The name consumers pull it by: what `receipt verify --artifacts` holds against the
-        // receipt's platform digest, and what the CycloneDX form's metadata.component carries.
-        root.external_refs
-            .push(purl_ref(template_formats::sbom::image_purl(
-                published,
-                input.platform,
-            )));
-        root.comment = Some(format!(
-            "{}; published as {}@{} (release tag {})",
-            root.comment.unwrap_or_default(),
-            published.repository,
-            published.manifest_digest,
-            published.tag
-        ));
-    }
-    Ok((root, image_hex))
-}
-
-const ROOT_ID: &str = "SPDXRef-image";
-
-/// A relationship between two packages: (from, to, SPDX relationship type).
-type Edge = (String, String, &'static str);
-/// Who supplies the image: the template's own build, which is what this document describes.
-const IMAGE_SUPPLIER: &str = "Organization: coding-agent template";
-/// trivy recognises the operating system only by this element id prefix (aquasecurity/trivy
-/// v0.74.0, pkg/sbom/spdx/unmarshal.go `parseType`: `SPDXRef-OperatingSystem-…` is an OS,
-/// anything else a library), and takes the OS family from its name and the release from its
-/// version (pkg/sbom/io/decode.go `decodeComponents`).
-const OS_ID: &str = "SPDXRef-OperatingSystem-debian";
-/// The SPDX 2.3 JSON schema's spelling (spdx/spdx-spec v2.3, schemas/spdx-schema.json, the
-/// `primaryPackagePurpose` enum), which schema-based validators (SPDX's Java tools) require;
-/// the spec's prose spells it `OPERATING-SYSTEM`, which the schema rejects. pyspdxtools 0.8.5
-/// accepts both (it maps `-` to `_` before looking the name up), trivy ignores the field.
-const OPERATING_SYSTEM: &str = "OPERATING_SYSTEM";
-
-fn os_package(os: &OsRelease, debian_version: &str) -> Package {
-    let mut base = package(
-        if os.id.is_empty() { "debian" } else { &os.id },
-        OS_ID.into(),
-        debian_version.trim(),
-        NOASSERTION,
-    );
-    base.primary_package_purpose = Some(OPERATING_SYSTEM.into());
-    base.supplier = Some("Organization: The Debian Project".into());
-    base.external_refs = vec![cpe_ref(format!(
-        "cpe:2.3:o:debian:debian_linux:{}:*:*:*:*:*:*:*",
-        os.version_id
-    ))];
-    base.comment = Some(format!(
-        "{} (suite {}): the base root filesystem made by mmdebstrap from Debian's mirror",
-        os.pretty_name, os.codename
-    ));
-    base
-}
-
-/// The prefix trivy reads a binary package's source from `sourceInfo` by (aquasecurity/trivy
-/// v0.74.0, pkg/sbom/spdx/marshal.go `SourcePackagePrefix`, read back in unmarshal.go
-/// `parsePackage`): `built package from: <source> <version>`.
-const SOURCE_PACKAGE_PREFIX: &str = "built package from";
-
-/// Debian's packages, and their DEPENDS_ON edges (by SPDX id); the LicenseRefs they use are
-/// added to `license_refs` (id -> Debian names).
-fn deb_packages(
-    input: &SbomInput<'_>,
-    license_refs: &mut BTreeMap<String, BTreeSet<String>>,
-) -> Result<(Vec<Package>, Vec<Edge>)> {
-    let debs = dpkg_packages(input.dpkg_status);
-    if debs.is_empty() {
-        bail!(
-            "{}: the dpkg database lists no installed package",
-            input.image
-        );
-    }
-    let id_of = |d: &DebPackage| spdx_id("deb", &format!("{}-{}", d.name, d.architecture));
-    let mut out = Vec::new();
-    for d in &debs {
-        let mut p = package(&d.name, id_of(d), &d.version, NOASSERTION);
-        p.primary_package_purpose = Some("LIBRARY".into());
-        p.source_info = Some(format!(
-            "{SOURCE_PACKAGE_PREFIX}: {} {}",
-            d.source, d.source_version
-        ));
-        p.supplier = d.maintainer.as_deref().and_then(supplier);
-        if let Some(declared) = input.docs.copyright_of(&d.name).and_then(declared_license) {
-            p.license_concluded = concluded_license(&declared.expression, declared.evidence);
-            p.license_declared = declared.expression;
-            for (id, name) in declared.license_refs {
-                license_refs.entry(id).or_default().insert(name);
-            }
-        }
-        p.external_refs = vec![purl_ref(deb_purl(d, input.os_release))];
-        out.push(p);
-    }
-    let edges = dependency_edges(&debs)
-        .into_iter()
-        .map(|(a, b)| (id_of(&debs[a]), id_of(&debs[b]), "DEPENDS_ON"))
-        .collect();
-    Ok((out, edges))
-}
-
-fn ensure_unique_ids(packages: &[Package]) -> Result<()> {
-    let mut seen = BTreeSet::new();
-    for p in packages {
-        if !seen.insert(p.spdx_id.as_str()) {
-            bail!(
-                "two packages would share the SPDX id {}; rename one",
-                p.spdx_id
-            );
-        }
-    }
-    Ok(())
-}
-
-/// The document DESCRIBES the root; the root CONTAINS every package; `edges` are the
-/// packages' own (DEPENDS_ON, and CONTAINS for bundled packages), each between two listed
-/// packages. Sorted.
-fn relationships(
-    root_id: &str,
-    packages: &[Package],
-    edges: Vec<Edge>,
-) -> Result<Vec<Relationship>> {
-    let ids: BTreeSet<&str> = packages.iter().map(|p| p.spdx_id.as_str()).collect();
-    let mut relationships: Vec<Relationship> = packages
-        .iter()
-        .map(|p| Relationship {
-            spdx_element_id: root_id.to_string(),
-            relationship_type: "CONTAINS".into(),
-            related_spdx_element: p.spdx_id.clone(),
-        })
-        .collect();
-    for (from, to, kind) in edges {
-        if !ids.contains(from.as_str()) || !ids.contains(to.as_str()) {
-            bail!("a {kind} relationship from {from} to {to} names a package the document does not list");
-        }
-        relationships.push(Relationship {
-            spdx_element_id: from,
-            relationship_type: kind.into(),
-            related_spdx_element: to,
-        });
-    }
-    relationships.push(Relationship {
-        spdx_element_id: "SPDXRef-DOCUMENT".into(),
-        relationship_type: "DESCRIBES".into(),
-        related_spdx_element: root_id.to_string(),
-    });
-    relationships.sort();
-    relationships.dedup();
-    Ok(relationships)
-}
 
 /// The CycloneDX file `sbom --cyclonedx` writes beside the SPDX document `spdx_json`: for
 /// the end-to-end tests, whose fixture SBOMs describe images with no dpkg database to scan.
@@ -358,96 +46,6 @@ pub fn cyclonedx_of_spdx_json(spdx_json: &[u8]) -> Result<Vec<u8>> {
     let doc: Document =
         serde_json::from_slice(spdx_json).context("the fixture SBOM is not an SPDX document")?;
     cyclonedx::bom_bytes(&doc)
-}
-
-/// What `sbom --json` prints.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct SbomReport {
-    pub output: PathBuf,
-    pub sha256: String,
-    pub size: u64,
-    pub image: String,
-    pub image_id: String,
-    pub platform: Platform,
-    pub debian_packages: usize,
-    pub npm_packages: usize,
-    pub packages: usize,
-    pub coverage: SbomStats,
-}
-
-/// How much of the inventory carries what scanners and auditors read: counted from the
-/// document itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct SbomStats {
-    pub debian_packages: usize,
-    /// With a declared license (an SPDX expression, LicenseRefs included).
-    pub debian_with_license: usize,
-    /// With a concluded license: declared in a machine-readable copyright file.
-    pub debian_with_concluded_license: usize,
-    /// With their source package in the form trivy reads (`sourceInfo`).
-    pub debian_with_source: usize,
-    pub npm_packages: usize,
-    pub npm_with_license: usize,
-    /// The packages npm bundles in its own tarball.
-    pub npm_bundled: usize,
-    pub packages: usize,
-    pub packages_with_supplier: usize,
-    pub depends_on: usize,
-    pub contains: usize,
-    pub license_refs: usize,
-    /// File entries (ELF programs no Debian package owns).
-    pub files: usize,
-}
-
-pub(crate) fn stats(doc: &Document) -> SbomStats {
-    let of = |prefix: &str| -> Vec<&Package> {
-        doc.packages
-            .iter()
-            .filter(|p| p.spdx_id.starts_with(prefix))
-            .collect()
-    };
-    let licensed = |ps: &[&Package]| {
-        ps.iter()
-            .filter(|p| p.license_declared != NOASSERTION)
-            .count()
-    };
-    let debs = of("SPDXRef-deb-");
-    let npm = of("SPDXRef-npm-");
-    let relationships = |kind: &str| {
-        doc.relationships
-            .iter()
-            .filter(|r| r.relationship_type == kind)
-            .count()
-    };
-    SbomStats {
-        debian_packages: debs.len(),
-        debian_with_license: licensed(&debs),
-        debian_with_concluded_license: debs
-            .iter()
-            .filter(|p| p.license_concluded != NOASSERTION)
-            .count(),
-        debian_with_source: debs
-            .iter()
-            .filter(|p| {
-                p.source_info
-                    .as_deref()
-                    .is_some_and(|s| s.starts_with(SOURCE_PACKAGE_PREFIX))
-            })
-            .count(),
-        npm_packages: npm.len(),
-        npm_with_license: licensed(&npm),
-        npm_bundled: of("SPDXRef-npmcli-").len(),
-        packages: doc.packages.len(),
-        packages_with_supplier: doc
-            .packages
-            .iter()
-            .filter(|p| p.supplier.as_deref().is_some_and(|s| s != NOASSERTION))
-            .count(),
-        depends_on: relationships("DEPENDS_ON"),
-        contains: relationships("CONTAINS"),
-        license_refs: doc.has_extracted_licensing_infos.len(),
-        files: doc.files.len(),
-    }
 }
 
 /// Small inputs of every shape, shared by the modules' tests.
@@ -521,10 +119,20 @@ On Debian GNU/Linux systems, the complete text of the GNU General Public License
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::document::*;
+    use super::input::SbomInput;
+    use super::package_json::npm_manifest;
     use super::*;
     use crate::image::dpkg::os_release;
     use fixtures::*;
     use std::path::Path;
+    use template_formats::manifest::Platform;
+    use template_formats::model::inventory::Inventory;
+    use template_formats::model::lockfile::Lockfile;
+    use template_formats::sbom::document_bytes;
+    use template_formats::sbom::spdx::{package, Checksum, Package, Relationship, NOASSERTION};
 
     fn lockfile() -> Lockfile {
         Lockfile::parse(
@@ -606,6 +214,28 @@ pub(crate) mod tests {
         helper_json: &str,
         helper_publisher: Option<&str>,
     ) -> Document {
+        make_from(
+            platform,
+            present,
+            created,
+            helper_json,
+            &inventory(helper_publisher),
+        )
+    }
+
+    /// The fixture inventory (`inventory(None)`), for a test to edit before `make_from`.
+    pub(super) fn fixture_inventory() -> Inventory {
+        inventory(None)
+    }
+
+    /// `make_with`, from a given inventory.
+    pub(super) fn make_from(
+        platform: Platform,
+        present: &[&str],
+        created: &str,
+        helper_json: &str,
+        inventory: &Inventory,
+    ) -> Document {
         let docs = copyright::doc_tree(
             vec![
                 ("doc/libc6/copyright".into(), DEP5.as_bytes().to_vec()),
@@ -616,7 +246,7 @@ pub(crate) mod tests {
             ],
             vec![("doc/libstdc++6".into(), "gcc-12-base".into())],
         );
-        let manifest = |json: &str| npm::npm_manifest(json.as_bytes()).unwrap();
+        let manifest = |json: &str| npm_manifest(json.as_bytes()).unwrap();
         let npm_manifests = BTreeMap::from([
             (
                 "node_modules/@scope/cli".to_string(),
@@ -637,7 +267,6 @@ pub(crate) mod tests {
             ),
         ]);
         let lock = lockfile();
-        let inventory = inventory(helper_publisher);
         let present: BTreeSet<String> = present.iter().map(|s| s.to_string()).collect();
         let os = os_release(OS_RELEASE);
         document(&SbomInput {
@@ -651,7 +280,7 @@ pub(crate) mod tests {
             debian_version: "12.12\n",
             lockfile: &lock,
             present: &present,
-            inventory: &inventory,
+            inventory,
             npm_manifests: &npm_manifests,
             npm_cli: &npm_cli,
             elf_files: &fixture_elf_files(),
@@ -1088,7 +717,7 @@ pub(crate) mod tests {
         assert!(!ok && log.contains("pyspdxtools 0.8.5: INVALID"), "{log}");
     }
 
-    /// Issue 28's last NTIA failure, opencode-ai's case: an unscoped npm package whose
+    /// The NTIA failure the registry's publisher closes, opencode-ai's case: an unscoped npm package whose
     /// package.json names no author, repository or anyone. The NTIA checker refuses the SBOM
     /// while the inventory has no publisher for it, and accepts it once the inventory records the
     /// registry's publisher (which `lock` reads from the packument's `_npmUser`).

@@ -5,16 +5,19 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{bail, Context, Result};
 
-use super::copyright::Evidence;
+use super::copyright::{concluded_license, Evidence};
+use super::input::{Edge, SbomInput, NPM_CLI_PREFIX, NPM_PREFIX};
+use super::package_json::NpmManifest;
 use super::purl::{node_cpe, node_purl, npm_purl};
-use super::spdx::{cpe_ref, package, purl_ref, spdx_id, Checksum, Package, NOASSERTION};
 use super::supplier::{actor, supplier};
-use super::{concluded_license, Edge, SbomInput, LOCKFILE_PATH, NPM_CLI_PREFIX, NPM_PREFIX};
-use crate::npm::inventory::INVENTORY_PATH;
-use template_formats::model::inventory::License;
 use template_formats::model::inventory::Publisher;
+use template_formats::model::inventory::{InventoryPackage, License};
 use template_formats::model::lockfile::LockEntry;
 pub(crate) use template_formats::model::lockfile::{is_platform_specific, name_of, npm_candidates};
+use template_formats::paths::{INVENTORY, PACKAGE_LOCK};
+use template_formats::sbom::spdx::{
+    cpe_ref, package, purl_ref, spdx_id, Checksum, Package, NOASSERTION,
+};
 
 /// SRI integrity (`sha512-<base64>`, possibly several) as SPDX checksums.
 fn integrity_checksums(integrity: &str) -> Result<Vec<Checksum>> {
@@ -54,21 +57,6 @@ fn npm_license(license: Option<&License>) -> Option<String> {
     }
 }
 
-/// What an installed package.json says about the package: the fields the SBOM uses.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct NpmManifest {
-    pub name: Option<String>,
-    pub version: Option<String>,
-    /// `license` when it is an SPDX expression (npm's rule since npm 2); the older
-    /// `{ "type": ... }` and `licenses` forms are read the same way.
-    pub license: Option<String>,
-    /// `author` as an SPDX supplier, else the first of `maintainers` or `contributors`.
-    pub supplier: Option<String>,
-    /// `author` alone: the package's own word on who makes it, which outranks the registry's
-    /// publisher (see `npm_supplier`).
-    pub author: Option<String>,
-}
-
 /// The supplier of a locked npm package, in this order:
 /// 1. package.json's `author`: the maker the package names itself, NTIA's "entity that
 ///    creates" the component; kept first, too, so the supplier of every package that names an
@@ -100,105 +88,13 @@ fn supplier_of_publisher(p: &Publisher) -> Option<String> {
     }
 }
 
-/// An npm person: `"Name <email> (url)"` or `{ "name", "email", "url" }`.
-fn npm_person(value: &serde_json::Value) -> Option<String> {
-    match value {
-        serde_json::Value::String(s) => supplier(s),
-        serde_json::Value::Object(o) => actor(
-            o.get("name").and_then(|v| v.as_str()).unwrap_or(""),
-            o.get("email").and_then(|v| v.as_str()),
-        ),
-        _ => None,
-    }
-}
-
-/// The account that owns the repository a package names (`github:openai/codex`,
-/// `git+https://github.com/openai/codex.git`, `{"url": ...}`), as an organisation: for a
-/// package that names no author, the one who publishes its source is the closest thing to a
-/// supplier it states.
-fn repository_owner(repository: &serde_json::Value) -> Option<String> {
-    let url = match repository {
-        serde_json::Value::String(s) => s.as_str(),
-        serde_json::Value::Object(o) => o.get("url")?.as_str()?,
-        _ => return None,
-    };
-    let path = ["github.com/", "gitlab.com/", "bitbucket.org/"]
-        .iter()
-        .find_map(|host| url.split_once(host).map(|(_, rest)| rest))
-        .or_else(|| {
-            ["github:", "gitlab:", "bitbucket:"]
-                .iter()
-                .find_map(|p| url.strip_prefix(p))
-        })
-        .or_else(|| (!url.contains(':') && url.matches('/').count() == 1).then_some(url))?;
-    let owner = path.split('/').next()?.trim_start_matches('@');
-    let owner_ok = !owner.is_empty()
-        && owner
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    owner_ok.then(|| format!("Organization: {owner}"))
-}
-
-pub(crate) fn npm_manifest(bytes: &[u8]) -> Option<NpmManifest> {
-    let json: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-    let text = |key: &str| json.get(key).and_then(|v| v.as_str()).map(str::to_string);
-    let license_of = |v: &serde_json::Value| match v {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Object(o) => o.get("type").and_then(|t| t.as_str()).map(String::from),
-        _ => None,
-    };
-    let license = json
-        .get("license")
-        .and_then(license_of)
-        .or_else(|| {
-            let list = json.get("licenses")?.as_array()?;
-            let all: Option<Vec<String>> = list.iter().map(license_of).collect();
-            let all = all?;
-            (!all.is_empty()).then(|| all.join(" OR "))
-        })
-        .filter(|e| spdx::Expression::parse(e).is_ok());
-    let first_person = |key: &str| json.get(key)?.as_array()?.iter().find_map(npm_person);
-    let author = json.get("author").and_then(npm_person);
-    let supplier = author
-        .clone()
-        .or_else(|| first_person("maintainers"))
-        .or_else(|| first_person("contributors"))
-        .or_else(|| repository_owner(json.get("repository")?));
-    Some(NpmManifest {
-        name: text("name"),
-        version: text("version"),
-        license,
-        supplier,
-        author,
-    })
-}
-
-/// The package directory of a package.json path, when the file is a package's own
-/// (`node_modules/@s/a/node_modules/b/package.json` -> `node_modules/@s/a/node_modules/b`),
-/// not one deeper inside a package (`node_modules/a/lib/package.json`). `""` is the root's.
-pub(crate) fn package_dir(path: &str) -> Option<&str> {
-    let dir = path.strip_suffix("package.json")?;
-    let dir = dir.strip_suffix('/').unwrap_or(dir);
-    let mut parts = dir.split('/').filter(|p| !p.is_empty()).peekable();
-    while let Some(part) = parts.next() {
-        if part != "node_modules" {
-            return None;
-        }
-        let name = parts.next()?;
-        if name.starts_with('@') {
-            parts.next()?;
-        }
-    }
-    Some(dir)
-}
-
 /// Node and npm (from the inventory, installed under /usr/local), and the packages npm bundles
 /// (from the image's /usr/local/lib/node_modules/npm), with npm CONTAINS each bundled one.
 pub(super) fn node_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<Edge>)> {
     let node = &input.inventory.node;
     let platform = input.platform;
     let tarball = node.platforms.get(&platform).with_context(|| {
-        format!("{INVENTORY_PATH} records no Node tarball for {platform}; run `cargo xtask lock`")
+        format!("{INVENTORY} records no Node tarball for {platform}; run `cargo xtask lock`")
     })?;
     let mut out = Vec::new();
     for (name, t) in [("node", tarball), ("npm", &node.npm)] {
@@ -212,6 +108,11 @@ pub(super) fn node_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<
             "installed under /usr/local from the npm registry tarball of {}",
             t.package
         ));
+        p.annotations = vec![super::trust::tarball_annotation(
+            input.inventory,
+            t,
+            &super::supplier::tool(),
+        )];
         if name == "node" {
             // Node's license file is not installed; its supplier is the Node.js project.
             p.supplier = Some("Organization: OpenJS Foundation".into());
@@ -306,6 +207,12 @@ pub(super) fn npm_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<E
         .iter()
         .filter_map(|p| Some(((p.path.as_str(), p.version.as_str()), p.publisher.as_ref()?)))
         .collect();
+    let rows: BTreeMap<(&str, &str), &InventoryPackage> = input
+        .inventory
+        .packages
+        .iter()
+        .map(|p| ((p.path.as_str(), p.version.as_str()), p))
+        .collect();
     let listed: Vec<(&str, &LockEntry)> = npm_candidates(input.lockfile, input.platform)
         .into_iter()
         .filter(|(path, entry)| !is_platform_specific(entry) || input.present.contains(*path))
@@ -318,28 +225,41 @@ pub(super) fn npm_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<E
         let version = entry
             .version
             .as_deref()
-            .with_context(|| format!("{LOCKFILE_PATH}: `{path}` has no version"))?;
+            .with_context(|| format!("{PACKAGE_LOCK}: `{path}` has no version"))?;
         let resolved = entry
             .resolved
             .as_deref()
-            .with_context(|| format!("{LOCKFILE_PATH}: `{path}` has no resolved URL"))?;
+            .with_context(|| format!("{PACKAGE_LOCK}: `{path}` has no resolved URL"))?;
         let integrity = entry
             .integrity
             .as_deref()
-            .with_context(|| format!("{LOCKFILE_PATH}: `{path}` has no integrity"))?;
+            .with_context(|| format!("{PACKAGE_LOCK}: `{path}` has no integrity"))?;
         let mut p = package(&name, spdx_id("npm", path), version, resolved);
         p.primary_package_purpose = Some("LIBRARY".into());
         if let Some(license) = npm_license(licenses.get(&(path, version)).copied()) {
             p.license_concluded = concluded_license(&license, Evidence::MachineReadable);
             p.license_declared = license;
         }
-        p.supplier = npm_supplier(
-            &name,
-            input.npm_manifests.get(path),
-            publishers.get(&(path, version)).copied(),
-        );
+        let row = rows.get(&(path, version)).copied();
+        // The trust record's supplier (trusted publishing with verified provenance) first.
+        p.supplier = row
+            .and_then(|r| super::trust::verified_supplier(r, input.inventory.inputs))
+            .or_else(|| {
+                npm_supplier(
+                    &name,
+                    input.npm_manifests.get(path),
+                    publishers.get(&(path, version)).copied(),
+                )
+            });
+        if let Some(row) = row {
+            p.annotations = vec![super::trust::package_annotation(
+                input.inventory,
+                row,
+                &super::supplier::tool(),
+            )];
+        }
         p.checksums = integrity_checksums(integrity)
-            .with_context(|| format!("{LOCKFILE_PATH}: the integrity of `{path}`"))?;
+            .with_context(|| format!("{PACKAGE_LOCK}: the integrity of `{path}`"))?;
         p.external_refs = vec![purl_ref(npm_purl(&name, version))];
         p.comment = Some(format!("{NPM_PREFIX}/{path}"));
         for dependency in entry
@@ -359,50 +279,15 @@ pub(super) fn npm_packages(input: &SbomInput<'_>) -> Result<(Vec<Package>, Vec<E
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::sbom::package_json::npm_manifest;
     use template_formats::model::lockfile::npm_field_matches;
-
-    #[test]
-    fn package_json_gives_license_and_supplier() {
-        let m = npm_manifest(
-            br#"{"name": "npm", "version": "10.9.9", "license": "Artistic-2.0",
-                "author": "GitHub Inc."}"#,
-        )
-        .unwrap();
-        assert_eq!(m.license.as_deref(), Some("Artistic-2.0"));
-        assert_eq!(m.supplier.as_deref(), Some("Organization: GitHub Inc."));
-        let old = npm_manifest(
-            br#"{"licenses": [{"type": "MIT"}, {"type": "Apache-2.0"}],
-                "maintainers": [{"name": "Ann", "email": "ann@example.org"}]}"#,
-        )
-        .unwrap();
-        assert_eq!(old.license.as_deref(), Some("MIT OR Apache-2.0"));
-        assert_eq!(
-            old.supplier.as_deref(),
-            Some("Person: Ann (ann@example.org)")
-        );
-        for repository in [
-            r#""github:openai/codex""#,
-            r#"{"type": "git", "url": "git+https://github.com/openai/codex.git"}"#,
-            r#""openai/codex""#,
-        ] {
-            let json = format!(r#"{{"repository": {repository}}}"#);
-            let m = npm_manifest(json.as_bytes()).unwrap();
-            assert_eq!(
-                m.supplier.as_deref(),
-                Some("Organization: openai"),
-                "{repository}"
-            );
-        }
-        let unclear = npm_manifest(br#"{"license": "SEE LICENSE IN LICENSE.md"}"#).unwrap();
-        assert_eq!((unclear.license, unclear.supplier), (None, None));
-        assert_eq!(npm_manifest(b"not json"), None);
-    }
 
     #[test]
     fn the_author_outranks_the_registry_s_publisher_which_outranks_the_rest() {
         let publisher = Publisher {
             name: "releaser".into(),
             email: Some("r@example.org".into()),
+            trusted_publisher: None,
         };
         let m = |json: &str| npm_manifest(json.as_bytes()).unwrap();
         let with_author = m(r#"{"author": "Ann <ann@example.org>", "repository": "github:o/r"}"#);
@@ -437,6 +322,7 @@ mod tests {
         let old_form = Publisher {
             name: "bob <bob@example.org>".into(),
             email: None,
+            trusted_publisher: None,
         };
         assert_eq!(
             s("opencode-ai", Some(&nothing), Some(&old_form)).as_deref(),
@@ -451,17 +337,6 @@ mod tests {
             Some("Organization: anthropic-ai")
         );
         assert_eq!(scope_owner("opencode-ai"), None);
-    }
-
-    #[test]
-    fn only_a_package_s_own_package_json_counts() {
-        assert_eq!(package_dir("package.json"), Some(""));
-        assert_eq!(
-            package_dir("node_modules/@s/a/node_modules/b/package.json"),
-            Some("node_modules/@s/a/node_modules/b")
-        );
-        assert_eq!(package_dir("node_modules/a/lib/package.json"), None);
-        assert_eq!(package_dir("node_modules/@s/package.json"), None);
     }
 
     #[test]

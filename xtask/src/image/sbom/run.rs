@@ -9,17 +9,20 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 
 use super::copyright::{doc_tree, DocTree};
-use super::cyclonedx::bom_bytes;
+use super::document::{document, stats, SbomReport};
 use super::files::{dpkg_owned, elf_files, unowned, ElfFile};
-use super::npm::{is_platform_specific, npm_candidates, npm_manifest, package_dir, NpmManifest};
-use super::spdx::Document;
-use super::{document, document_bytes, stats, SbomInput, SbomReport, NPM_CLI_PREFIX, NPM_PREFIX};
+use super::input::{SbomInput, NPM_CLI_PREFIX, NPM_PREFIX};
+use super::npm::{is_platform_specific, npm_candidates};
+use super::package_json::{npm_manifest, package_dir, NpmManifest};
 use crate::image::dpkg::{os_release, OsRelease};
 use crate::image::engine;
 use crate::util::{atomic_write, print_json, sha256_hex};
 use template_formats::manifest::Platform;
 use template_formats::model::inventory::Inventory;
 use template_formats::model::lockfile::Lockfile;
+use template_formats::sbom::cyclonedx::bom_bytes;
+use template_formats::sbom::document_bytes;
+use template_formats::sbom::spdx::Document;
 
 async fn read_one(docker: &bollard::Docker, image: &str, path: &str) -> Result<Option<Vec<u8>>> {
     match engine::read_image_files(docker, image, &engine::new_run_id("sbom"), path).await {

@@ -83,6 +83,11 @@ pub(crate) fn actor(name: &str, email: Option<&str>) -> Option<String> {
     })
 }
 
+/// This tool as an SPDX actor: the document's creator and the annotations' annotator.
+pub(super) fn tool() -> String {
+    format!("Tool: cargo-xtask-{}", env!("CARGO_PKG_VERSION"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,9 +10,9 @@ use base64::Engine as _;
 
 use super::checks::{clip, env_map, CA_CHECK};
 use super::container::Ctx;
-use super::Check;
 use crate::image::engine;
 use crate::util::sha256_hex;
+use template_formats::model::smoke::Check;
 
 /// The DER bytes of every certificate in a PEM text.
 pub(crate) fn pem_certificates(text: &str) -> Vec<Vec<u8>> {
@@ -419,7 +419,7 @@ Z0UwDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNIADBFAiEAu0h3l8tq9lGJ
     }
 
     fn layer(files: &[(&str, &[u8])]) -> Vec<u8> {
-        crate::image::build::context_tar(files).unwrap()
+        crate::image::build_inputs::context_tar(files).unwrap()
     }
 
     #[test]

@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use bollard::models::{ImageConfig, ImageInspect};
 use serde_json::Value;
 
-use super::Check;
-use crate::image::build::{LOCKFILE_LABEL, PACKAGE_LOCK_PATH};
+use crate::image::build_inputs::LOCKFILE_LABEL;
 use crate::image::engine;
 use template_formats::manifest::{Manifest, NodeSpec, Platform};
+use template_formats::model::smoke::Check;
+use template_formats::paths::PACKAGE_LOCK;
 
 /// Node's version against the manifest (template/manifest.yaml requires every check by name).
 pub(crate) const NODE_CHECK: &str = "node runtime";
@@ -164,7 +165,7 @@ fn labels_check(
     match labels.get(LOCKFILE_LABEL) {
         Some(v) if v == lockfile_sha => {}
         Some(v) => problems.push(format!(
-            "{LOCKFILE_LABEL}={v}, but {PACKAGE_LOCK_PATH} has sha256 {lockfile_sha}: the image was built from another lock"
+            "{LOCKFILE_LABEL}={v}, but {PACKAGE_LOCK} has sha256 {lockfile_sha}: the image was built from another lock"
         )),
         None => problems.push(format!("{LOCKFILE_LABEL} missing")),
     }
@@ -272,9 +273,10 @@ pub(crate) fn clip(text: &str, max: usize) -> String {
 pub(super) mod tests {
     use super::*;
 
-    use crate::image::build::{locked_versions, PACKAGE_JSON_PATH};
+    use crate::image::build_inputs::locked_versions;
     use crate::util::repo_root;
-    use template_formats::manifest::MANIFEST_PATH;
+    use template_formats::paths::MANIFEST;
+    use template_formats::paths::PACKAGE_JSON;
 
     #[test]
     fn lines_are_split_across_chunks() {
@@ -303,7 +305,7 @@ pub(super) mod tests {
     fn committed_harness_expectations_match_what_the_harnesses_answered() {
         // Records as environment.md reports them (abridged); a wrong pointer in the manifest
         // would fail here before it fails a 10-minute image test.
-        let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap();
+        let manifest = Manifest::load(&repo_root().join(MANIFEST)).unwrap();
         let answers = [
             (
                 "codex",
@@ -339,7 +341,7 @@ pub(super) mod tests {
 
     #[test]
     fn node_versions_are_judged_against_the_manifest() {
-        let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap();
+        let manifest = Manifest::load(&repo_root().join(MANIFEST)).unwrap();
         let node = &manifest.node;
         assert!(node_version_verdict(&format!("v{}\n", node.version), node).0);
         assert!(!node_version_verdict("v22.18.0", node).0);
@@ -352,9 +354,9 @@ pub(super) mod tests {
         cmd: Option<Vec<&str>>,
         arch: &str,
     ) -> ImageInspect {
-        let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap();
+        let manifest = Manifest::load(&repo_root().join(MANIFEST)).unwrap();
         let versions =
-            locked_versions(&std::fs::read(repo_root().join(PACKAGE_JSON_PATH)).unwrap()).unwrap();
+            locked_versions(&std::fs::read(repo_root().join(PACKAGE_JSON)).unwrap()).unwrap();
         let pins: Vec<String> = manifest
             .packages
             .iter()
@@ -384,10 +386,9 @@ pub(super) mod tests {
     /// changed in one but not the other fails here, not after a 20-minute image build.
     #[test]
     fn the_committed_dockerfile_makes_what_the_manifest_requires() {
-        let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap();
+        let manifest = Manifest::load(&repo_root().join(MANIFEST)).unwrap();
         let dockerfile =
-            std::fs::read_to_string(repo_root().join(crate::image::build::DOCKERFILE_PATH))
-                .unwrap();
+            std::fs::read_to_string(repo_root().join(template_formats::paths::DOCKERFILE)).unwrap();
         for (name, value) in manifest.image.required_env() {
             assert!(
                 dockerfile.contains(&format!("{name}={value}")),
@@ -422,7 +423,7 @@ pub(super) mod tests {
     /// values, not against values of this module.
     #[test]
     fn config_checks_follow_the_manifest() {
-        let mut manifest = Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap();
+        let mut manifest = Manifest::load(&repo_root().join(MANIFEST)).unwrap();
         let env: Vec<String> = manifest
             .image
             .required_env()
@@ -454,9 +455,9 @@ pub(super) mod tests {
 
     #[test]
     fn config_checks_catch_each_mistake() {
-        let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap();
+        let manifest = Manifest::load(&repo_root().join(MANIFEST)).unwrap();
         let versions =
-            locked_versions(&std::fs::read(repo_root().join(PACKAGE_JSON_PATH)).unwrap()).unwrap();
+            locked_versions(&std::fs::read(repo_root().join(PACKAGE_JSON)).unwrap()).unwrap();
         let good_env: Vec<String> = manifest
             .image
             .required_env()

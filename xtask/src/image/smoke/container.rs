@@ -12,10 +12,11 @@ use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
 use super::checks::{clip, node_version_verdict, record_matches, LineSplitter, NODE_CHECK};
+use super::evidence;
 use super::scripts::{RelaunchCheck, ScriptCheck, TurnsCheck};
-use super::Check;
 use crate::image::engine::{self, ContainerSpec, OutputStream};
 use template_formats::manifest::{Harness, NodeSpec, Platform};
+use template_formats::model::smoke::{Check, HarnessEvidence};
 
 /// Time limits, generous enough for qemu when the image is for another CPU.
 #[derive(Debug, Clone, Copy)]
@@ -59,8 +60,13 @@ impl Ctx {
 pub(super) async fn timed(check: impl std::future::Future<Output = Check>) -> Check {
     let started = Instant::now();
     let mut check = check.await;
-    check.duration_secs = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+    check.duration_secs = tenths(started);
     check
+}
+
+/// Seconds since `started`, in tenths.
+pub(super) fn tenths(started: Instant) -> f64 {
+    (started.elapsed().as_secs_f64() * 10.0).round() / 10.0
 }
 
 /// `command` must print exactly `expected`.
@@ -274,9 +280,11 @@ pub(super) async fn relaunch_check(ctx: &Ctx, check: &RelaunchCheck) -> Check {
     }
 }
 
-/// The harness's turn and resume, on a read-only rootfs with a tmpfs /tmp and a fresh volume
-/// at the workspace, as a sandbox runs it; the volume is removed after.
-pub(super) async fn turns_check(ctx: &Ctx, check: &TurnsCheck) -> Check {
+/// The harness's turn and resume, with a tmpfs /tmp and a fresh volume at the workspace, as a
+/// sandbox runs it; the volume is removed after. Its evidence (the protocol transcript, where
+/// it wrote) comes back beside the check, which also fails on a broken resume contract or a
+/// file written outside the workspace and /tmp (`evidence.rs`).
+pub(super) async fn turns_check(ctx: &Ctx, check: &TurnsCheck) -> (Check, Option<HarnessEvidence>) {
     let name = check.name.as_str();
     let volume = format!(
         "{}-{}",
@@ -284,10 +292,9 @@ pub(super) async fn turns_check(ctx: &Ctx, check: &TurnsCheck) -> Check {
         name.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
     );
     if let Err(err) = engine::create_volume(&ctx.docker, &ctx.run_id, &volume).await {
-        return Check::new(name, false, format!("{err:#}"));
+        return (Check::new(name, false, format!("{err:#}")), None);
     }
     let mut spec = ctx.spec(&["bash".into(), "-c".into(), check.script.clone()]);
-    spec.read_only_rootfs = true;
     spec.tmpfs = vec!["/tmp".into()];
     spec.binds = vec![format!("{volume}:{}", check.workspace)];
     // Two harness starts, two turns and the setup around them.
@@ -295,15 +302,53 @@ pub(super) async fn turns_check(ctx: &Ctx, check: &TurnsCheck) -> Check {
     let outcome = engine::run(&ctx.docker, &spec, limit).await;
     let removed = engine::remove_volume(&ctx.docker, &volume).await;
     match (outcome, removed) {
-        (Ok(out), Ok(())) => {
-            let (passed, text) = script_verdict(&out, &check.expect);
-            Check::new(name, passed, text)
-        }
-        (Ok(out), Err(err)) => Check::new(
-            name,
-            false,
-            format!("{}\ncleanup failed: {err:#}", clip(&out.combined(), 2500)),
+        (Ok(out), Ok(())) => turns_verdict(check, out),
+        (Ok(out), Err(err)) => (
+            Check::new(
+                name,
+                false,
+                format!("{}\ncleanup failed: {err:#}", clip(&out.combined(), 2500)),
+            ),
+            None,
         ),
-        (Err(err), _) => Check::new(name, false, format!("{err:#}")),
+        (Err(err), _) => (Check::new(name, false, format!("{err:#}")), None),
     }
+}
+
+/// The script's verdict, and the driver's evidence judged: problems with it come first.
+fn turns_verdict(
+    check: &TurnsCheck,
+    out: engine::ContainerOutput,
+) -> (Check, Option<HarnessEvidence>) {
+    let (raw, stdout) = evidence::split_stdout(&out.stdout);
+    let out = engine::ContainerOutput { stdout, ..out };
+    let (passed, text) = script_verdict(&out, &check.expect);
+    let home = check.workspace.as_str();
+    let raw = match raw {
+        Some(Ok(raw)) => raw,
+        Some(Err(why)) => {
+            return (
+                Check::new(&check.name, false, format!("{why}\n{text}")),
+                None,
+            )
+        }
+        None => {
+            let why = "the driver printed no evidence (its `@harness-evidence` line)";
+            return (
+                Check::new(&check.name, false, format!("{why}\n{text}")),
+                None,
+            );
+        }
+    };
+    let problems = evidence::problems(&check.harness, &raw, home);
+    let found = evidence::evidence(&check.harness.name, &raw, home);
+    let mut report = problems.join("\n");
+    if !report.is_empty() {
+        report.push('\n');
+    }
+    report.push_str(&text);
+    (
+        Check::new(&check.name, passed && problems.is_empty(), report),
+        Some(found),
+    )
 }

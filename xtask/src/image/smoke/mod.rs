@@ -6,12 +6,14 @@
 //! - each harness command of the manifest, started over pipes (no TTY), answers its native
 //!   handshake with a stdout record matching the manifest's `expect` pointers, with no
 //!   credentials and within a time limit;
-//! - natively: each harness, with its manifest command over pipes on a read-only rootfs with a
-//!   /workspace volume and a tmpfs /tmp, runs a real turn against a fake model on loopback
-//!   (reached through the CLI's own base-URL setting), is killed, and a new process resumes
-//!   the saved native session id; the fake model answers the next turn with the first turn's
-//!   code word only if the request carries the first turn, and the session's files are under
-//!   /workspace only;
+//! - natively: each harness, with its manifest command over pipes with a /workspace volume
+//!   and a tmpfs /tmp, runs a real turn against a fake model on loopback (reached through the
+//!   CLI's own base-URL setting), is killed, and a new process resumes the saved native
+//!   session id; the fake model answers the next turn with the first turn's code word only if
+//!   the request carries the first turn, and the session's files are under /workspace only.
+//!   Its protocol transcript and the directories it wrote in are the report's evidence
+//!   (`evidence.rs`); a resume field of the manifest it no longer returns, or a file written
+//!   outside /workspace and /tmp, fails the check;
 //! - playwright-cli drives Chromium headless to a page served inside the container and reads
 //!   it back; Xtigervnc (speaking RFB) and openbox start as the browser user; `ws` echoes a
 //!   message over a real WebSocket; the browser user exists;
@@ -32,11 +34,12 @@
 //!
 //! `checks` holds the check names and the pure verdicts, `container` the checks that run
 //! the image, `scripts` the script checks (their bash and JavaScript live in `scripts/`),
-//! `ca_scan` the layer scan.
+//! `evidence` what the harness turns showed, `ca_scan` the layer scan.
 
 mod ca_scan;
 mod checks;
 mod container;
+mod evidence;
 mod scripts;
 
 use std::collections::BTreeMap;
@@ -49,11 +52,13 @@ use bollard::models::ImageInspect;
 use bollard::Docker;
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
+use template_formats::model::smoke::HarnessEvidence;
 
-use crate::image::build::{locked_versions, PACKAGE_JSON_PATH};
+use crate::image::build_inputs::locked_versions;
 use crate::image::engine;
 use crate::util::{print_json, Progress};
 use template_formats::manifest::{Manifest, Platform};
+use template_formats::paths::PACKAGE_JSON;
 
 pub use checks::{EMULATED_CHROMIUM_CHECK, PLAYWRIGHT_CHECK};
 
@@ -104,7 +109,7 @@ pub async fn run(request: SmokeRequest, ctx: &crate::Context) -> Result<ExitCode
         ));
     }
     let ca_bundle =
-        crate::image::build::host_ca_bundle(request.ca_bundle.as_deref(), &ctx.settings);
+        crate::image::build_inputs::host_ca_bundle(request.ca_bundle.as_deref(), &ctx.settings);
     let target = SmokeTarget {
         image: &request.image,
         platform: request.platform,
@@ -245,10 +250,21 @@ pub(crate) async fn smoke(
     // start a large native binary.
     let parallel = if emulated { 2 } else { 3 };
     let mut stream = futures_util::stream::iter(container_checks).buffered(parallel);
-    while let Some(check) = stream.next().await {
+    let mut harnesses = Vec::new();
+    while let Some((check, evidence)) = stream.next().await {
         report_progress(progress, &check);
         checks.push(check);
+        harnesses.extend(evidence);
     }
+    // In the manifest's order, whichever finished first.
+    let order = |name: &str| {
+        expected
+            .manifest
+            .harnesses
+            .iter()
+            .position(|h| h.name == name)
+    };
+    harnesses.sort_by_key(|h: &HarnessEvidence| order(&h.name));
     let ca = ca_check.await.context("the CA bundle check panicked")?;
     report_progress(progress, &ca);
     checks.push(ca);
@@ -261,6 +277,7 @@ pub(crate) async fn smoke(
         passed: !checks.is_empty() && checks.iter().all(|c| c.passed),
         checks,
         duration_secs: started.elapsed().as_secs_f64(),
+        harnesses,
     })
 }
 
@@ -281,24 +298,32 @@ fn report_progress(progress: &Progress, check: &Check) {
     ));
 }
 
+/// A check that runs a container, and the evidence of a harness turn when it is one.
+type ContainerCheck = BoxFuture<'static, (Check, Option<HarnessEvidence>)>;
+
+/// A check without evidence, timed.
+fn plain(check: impl std::future::Future<Output = Check> + Send + 'static) -> ContainerCheck {
+    timed(check).map(|c| (c, None)).boxed()
+}
+
 /// Every check that runs a container, in report order: the packages' versions, Node, the
 /// harnesses, the browser stack, then the platform's linked builds.
-fn container_checks(
-    ctx: &Ctx,
-    expected: &Expectations,
-    emulated: bool,
-) -> Vec<BoxFuture<'static, Check>> {
+fn container_checks(ctx: &Ctx, expected: &Expectations, emulated: bool) -> Vec<ContainerCheck> {
     let manifest = &expected.manifest;
-    let mut checks: Vec<BoxFuture<'static, Check>> = Vec::new();
+    let mut checks: Vec<ContainerCheck> = Vec::new();
     // The shared browser's checks take longest: first, so the others run beside them.
     if !emulated {
         for script in scripts::shared_browser_scripts(manifest, &expected.seccomp_profile) {
             let ctx = ctx.clone();
-            checks.push(timed(async move { container::script_check(&ctx, &script).await }).boxed());
+            checks.push(plain(async move {
+                container::script_check(&ctx, &script).await
+            }));
         }
         let relaunch = scripts::relaunch_check(manifest, &expected.seccomp_profile);
         let ctx = ctx.clone();
-        checks.push(timed(async move { container::relaunch_check(&ctx, &relaunch).await }).boxed());
+        checks.push(plain(async move {
+            container::relaunch_check(&ctx, &relaunch).await
+        }));
     }
     for package in &manifest.packages {
         let ctx = ctx.clone();
@@ -308,36 +333,45 @@ fn container_checks(
             .get(&package.name)
             .map(|v| package.expected_version_output(v));
         let command = package.version_command.clone();
-        checks.push(
-            timed(async move {
-                match want {
-                    None => Check::new(
-                        name,
-                        false,
-                        format!("{PACKAGE_JSON_PATH} does not pin this package"),
-                    ),
-                    Some(want) => container::version_check(&ctx, name, &command, &want).await,
-                }
-            })
-            .boxed(),
-        );
+        checks.push(plain(async move {
+            match want {
+                None => Check::new(
+                    name,
+                    false,
+                    format!("{PACKAGE_JSON} does not pin this package"),
+                ),
+                Some(want) => container::version_check(&ctx, name, &command, &want).await,
+            }
+        }));
     }
     {
         let ctx = ctx.clone();
         let node = manifest.node.clone();
-        checks.push(timed(async move { container::node_check(&ctx, &node).await }).boxed());
+        checks.push(plain(
+            async move { container::node_check(&ctx, &node).await },
+        ));
     }
     for harness in &manifest.harnesses {
         let ctx = ctx.clone();
         let harness = harness.clone();
-        checks.push(timed(async move { container::harness_check(&ctx, &harness).await }).boxed());
+        checks.push(plain(async move {
+            container::harness_check(&ctx, &harness).await
+        }));
     }
     // Natively only: the harnesses start large native binaries twice each, and a turn check
     // under qemu would time the emulator.
     if !emulated {
         for check in scripts::harness_turns_checks(manifest, ctx.limits.harness) {
             let ctx = ctx.clone();
-            checks.push(timed(async move { container::turns_check(&ctx, &check).await }).boxed());
+            checks.push(
+                async move {
+                    let started = std::time::Instant::now();
+                    let (mut check, evidence) = container::turns_check(&ctx, &check).await;
+                    check.duration_secs = container::tenths(started);
+                    (check, evidence)
+                }
+                .boxed(),
+            );
         }
     }
     let script_checks = scripts::browser_scripts(manifest, emulated)
@@ -345,7 +379,9 @@ fn container_checks(
         .chain(scripts::linked_build_scripts(manifest, ctx.platform));
     for script in script_checks {
         let ctx = ctx.clone();
-        checks.push(timed(async move { container::script_check(&ctx, &script).await }).boxed());
+        checks.push(plain(async move {
+            container::script_check(&ctx, &script).await
+        }));
     }
     checks
 }
@@ -356,17 +392,17 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::image::build::locked_versions;
+    use crate::image::build_inputs::locked_versions;
     use crate::util::repo_root;
-    use template_formats::manifest::MANIFEST_PATH;
+    use template_formats::paths::MANIFEST;
 
     /// The manifest's required smoke checks (what receipts are judged by) are exactly the
     /// checks this module runs, for each platform built natively and under emulation.
     #[test]
     fn the_manifest_requires_exactly_the_checks_smoke_runs() {
-        let manifest = Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap();
+        let manifest = Manifest::load(&repo_root().join(MANIFEST)).unwrap();
         let versions =
-            locked_versions(&std::fs::read(repo_root().join(PACKAGE_JSON_PATH)).unwrap()).unwrap();
+            locked_versions(&std::fs::read(repo_root().join(PACKAGE_JSON)).unwrap()).unwrap();
         for platform in Platform::ALL {
             for emulated in [false, true] {
                 let mut run: BTreeSet<String> = checks::config_checks(

@@ -10,7 +10,7 @@ use super::checks::{
     SHARED_BROWSER_CHECK, SHARED_BROWSER_REFUSED_CHECK, SHARED_BROWSER_RELAUNCH_CHECK, WS_CHECK,
 };
 use crate::util::sha256_hex;
-use template_formats::manifest::{LinkedBuild, Manifest, Platform};
+use template_formats::manifest::{Harness, LinkedBuild, Manifest, Platform};
 
 const PLAYWRIGHT_SH: &str = include_str!("scripts/playwright.sh");
 const PAGE_SERVER_JS: &str = include_str!("scripts/page-server.js");
@@ -68,8 +68,8 @@ pub(crate) struct RelaunchCheck {
     pub expect: Vec<String>,
 }
 
-/// One harness's turn, kill and resume, in a container as a sandbox runs it: read-only
-/// rootfs, a tmpfs /tmp and a fresh volume at `workspace` (the image's home).
+/// One harness's turn, kill and resume, in a container as a sandbox runs it: a tmpfs /tmp
+/// and a fresh volume at `workspace` (the image's home).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TurnsCheck {
     pub name: String,
@@ -77,6 +77,9 @@ pub(crate) struct TurnsCheck {
     pub workspace: String,
     /// Strings stdout must contain.
     pub expect: Vec<String>,
+    /// The harness as the manifest declares it: its evidence is judged against its resume
+    /// fields.
+    pub harness: Harness,
 }
 
 /// A random token, so a page or message read back cannot be a stale result.
@@ -282,8 +285,8 @@ pub(crate) fn harness_turns_checks(
                     ],
                 ),
                 workspace: home.to_string(),
+                harness: harness.clone(),
                 expect: vec![
-                    "rootfs is read-only".into(),
                     format!("{name}: turn one answered \"code word "),
                     format!("{name}: killed the first process"),
                     format!("{name}: emptied /tmp of "),
@@ -333,10 +336,10 @@ fn linked_build_script(build: &LinkedBuild, install_dir: &str) -> ScriptCheck {
 mod tests {
     use super::*;
     use crate::util::repo_root;
-    use template_formats::manifest::MANIFEST_PATH;
+    use template_formats::paths::MANIFEST;
 
     fn manifest() -> Manifest {
-        Manifest::load(&repo_root().join(MANIFEST_PATH)).unwrap()
+        Manifest::load(&repo_root().join(MANIFEST)).unwrap()
     }
 
     fn every_script(manifest: &Manifest) -> Vec<ScriptCheck> {
@@ -378,8 +381,7 @@ mod tests {
     /// The launcher as the Dockerfile writes it: its `printf` run by bash, the header dropped.
     fn launcher_from_dockerfile() -> String {
         let dockerfile =
-            std::fs::read_to_string(repo_root().join(crate::image::build::DOCKERFILE_PATH))
-                .unwrap();
+            std::fs::read_to_string(repo_root().join(template_formats::paths::DOCKERFILE)).unwrap();
         let start = dockerfile
             .find("    printf '%s\\n' \\\n        '#!/bin/bash'")
             .expect("the Dockerfile writes the launcher with printf");

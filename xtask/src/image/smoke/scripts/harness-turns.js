@@ -5,8 +5,14 @@
 // turn one. Between the two, /tmp is emptied but for the own files of this check, as a new
 // container would find it: only /workspace can carry the session over. Exits non-zero,
 // naming the harness and the step, on anything else.
+//
+// What it saw is the evidence of the smoke test, printed last as one `@harness-evidence` line
+// (also when a step failed): every record sent and received over the pipes, in order, and the
+// files the harness changed anywhere (the root filesystem, the home, /tmp) since the driver
+// started, listed after each process was killed. The smoke test normalizes both
+// (xtask/src/image/smoke/evidence.rs); nothing is judged here.
 // Written without single quotes: the script inlines it as a `node -e` program.
-const { spawn } = require("child_process");
+const { spawn, execFileSync } = require("child_process");
 const fs = require("fs");
 const path = require("path");
 
@@ -17,13 +23,21 @@ const stepLimitMs = @STEP_LIMIT_MS@;
 const ownDir = "@OWN_DIR@";
 const turnOne = "turn one " + token + ": answer with the code word.";
 const turnTwo = "turn two " + token + ": repeat the code word you answered before.";
+// Every record on the pipes, in order: { direction, process, record } (or `text` for a stdout
+// line that is not JSON).
+const transcript = [];
+// Files changed after this one was made are writes of the harness (the config the script
+// wrote before the driver started is older).
+const since = path.join(ownDir, "since");
+fs.writeFileSync(since, "");
+let processes = 0;
 
 // One harness process over pipes: JSON records on stdout, one per line.
 function start(extraArgs) {
   const argv = command.concat(extraArgs);
   // A process group of its own, so that a kill ends whatever the harness started too.
   const child = spawn(argv[0], argv.slice(1), { stdio: ["pipe", "pipe", "pipe"], detached: true });
-  const proc = { child, argv, records: [], stderr: "", waiters: [], exited: null };
+  const proc = { child, argv, records: [], stderr: "", waiters: [], exited: null, index: ++processes };
   let buffered = "";
   child.stdout.on("data", (chunk) => {
     buffered += chunk;
@@ -33,7 +47,12 @@ function start(extraArgs) {
       buffered = buffered.slice(newline + 1);
       if (!line) continue;
       let record;
-      try { record = JSON.parse(line); } catch (err) { proc.stderr += "(stdout, not JSON) " + line + "\n"; continue; }
+      try { record = JSON.parse(line); } catch (err) {
+        proc.stderr += "(stdout, not JSON) " + line + "\n";
+        transcript.push({ direction: "received", process: proc.index, text: line });
+        continue;
+      }
+      transcript.push({ direction: "received", process: proc.index, record });
       proc.records.push(record);
       proc.waiters = proc.waiters.filter((w) => !w.test(record));
     }
@@ -44,7 +63,10 @@ function start(extraArgs) {
     for (const w of proc.waiters) w.fail("exited (" + proc.exited + ")");
     proc.waiters = [];
   });
-  proc.send = (record) => child.stdin.write(JSON.stringify(record) + "\n");
+  proc.send = (record) => {
+    transcript.push({ direction: "sent", process: proc.index, record });
+    child.stdin.write(JSON.stringify(record) + "\n");
+  };
   // Resolves with the first record (already seen or still to come) that `match` accepts.
   proc.waitFor = (what, match) => new Promise((resolve, reject) => {
     const fail = (why) => {
@@ -193,6 +215,44 @@ async function piTurn(proc, text) {
   return { id: state.data.sessionId, reply };
 }
 
+// The files (anything but directories) changed since the driver started: on the root
+// filesystem (`-xdev` keeps out /proc, /sys, /dev and the home and /tmp mounts), then in the
+// home and in /tmp but for the own directory of this check.
+function changedFiles() {
+  const find = (args) => {
+    let out;
+    try { out = execFileSync("find", args, { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }); } catch (err) { out = String(err.stdout || ""); }
+    return out.split("\0").filter(Boolean);
+  };
+  const home = process.env.HOME;
+  return find(["/", "-xdev", "!", "-type", "d", "-cnewer", since, "-print0"])
+    .concat(find([home, "/tmp", "-xdev", "-path", ownDir, "-prune", "-o", "!", "-type", "d", "-cnewer", since, "-print0"]));
+}
+const written = new Set();
+function noteWritten() { for (const file of changedFiles()) written.add(file); }
+
+// The native session id, once turn one named it.
+let sessionId = null;
+// The files below the home that name the session, in their name or their content: where the
+// harness keeps what a resume needs.
+function filesNaming(id) {
+  const home = process.env.HOME + "/";
+  return Array.from(written).sort().filter((file) => {
+    if (!file.startsWith(home)) return false;
+    if (path.basename(file).includes(id)) return true;
+    try {
+      const stat = fs.statSync(file);
+      return stat.isFile() && stat.size <= 64 * 1024 * 1024 && fs.readFileSync(file).includes(id);
+    } catch (err) { return false; }
+  });
+}
+
+function printEvidence() {
+  noteWritten();
+  const session = sessionId ? { id: sessionId, files: filesNaming(sessionId) } : null;
+  console.log("@harness-evidence " + JSON.stringify({ transcript, written: Array.from(written).sort(), session }));
+}
+
 async function main() {
   const driver = harnesses[harness];
   if (!driver) {
@@ -204,9 +264,12 @@ async function main() {
   if (!one.id || !code) {
     throw new Error(harness + ": turn one gave no native id or no code word: " + JSON.stringify(one) + "\n" + evidence(first));
   }
+  sessionId = one.id;
   console.log(harness + ": turn one answered \"" + one.reply.trim() + "\" in session " + one.id);
   await first.kill();
   console.log(harness + ": killed the first process (" + first.exited + ")");
+  // Before /tmp is emptied: what the first process left there counts too.
+  noteWritten();
   const cleared = fs.readdirSync("/tmp").filter((entry) => path.join("/tmp", entry) !== ownDir);
   for (const entry of cleared) fs.rmSync(path.join("/tmp", entry), { recursive: true, force: true });
   console.log(harness + ": emptied /tmp of " + (cleared.length ? cleared.join(", ") : "nothing"));
@@ -223,4 +286,7 @@ async function main() {
   await second.kill();
 }
 
-main().then(() => process.exit(0), (err) => { console.error(err.message); process.exit(1); });
+main().then(
+  () => { printEvidence(); process.exit(0); },
+  (err) => { console.error(err.message); printEvidence(); process.exit(1); },
+);

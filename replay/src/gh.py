@@ -1,0 +1,692 @@
+#!/usr/bin/env python3
+# A stand-in for the GitHub CLI's `gh release` and `gh attestation verify` commands, for the
+# workflow replay engine (the actions-replay crate, replay/). Releases live in
+# STATE/releases/<tag>/release.json + assets/.
+#
+# Stricter than nothing, as strict as GitHub where it matters:
+# - no GH_TOKEN (or GITHUB_TOKEN, which gh also reads) -> refused, as gh does;
+# - the token the harness hands a job encodes its `permissions:` (replay.contents=write...):
+#   reading needs contents read or write, changing anything needs contents: write;
+# - GH_REPO (or -R/--repo) must name the run's repository or a registered other one;
+# - immutable releases: a published release cannot be edited, uploaded to or have assets
+#   deleted, and a tag once published can never be used again;
+# - another repository registered with Replay::gh_foreign_repository (--repo/-R/GH_REPO) is
+#   public: any valid token reads its published releases, nothing may change it (HTTP 403);
+# - `gh attestation verify` checks STATE/attestations.jsonl (the attest stand-in's records)
+#   of the repository named: subject digest, predicate type, and the certificate's identity
+#   as gh's policy does (see cmd_attestation_verify): --signer-workflow as a pattern over the
+#   subject alternative name with any ref after `@`, --source-ref, --deny-self-hosted-runners;
+# - `gh api repos/OWNER/NAME` answers STATE/repository.json (the default branch);
+# - STATE/fail-once holding e.g. `release edit` makes the next matching call fail once.
+#
+# The harness writes this file with STATE, REPOSITORY and FOREIGN filled in.
+import fnmatch
+import re
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+STATE = "@STATE@"
+REPOSITORY = "@REPOSITORY@"
+RELEASES = os.path.join(STATE, "releases")
+PUBLISHED_TAGS = os.path.join(STATE, "published-tags")
+# Other repositories the job may read (`--repo owner/name`): lower-case owner/name -> a copy of
+# their state dir.
+FOREIGN = json.loads(r"""@FOREIGN@""")
+# True once the call reads another repository: its drafts are invisible.
+FOREIGN_READ = False
+# The repository the call reads.
+CURRENT_REPO = REPOSITORY
+
+
+def fail(message, code=1):
+    sys.stderr.write(message.rstrip("\n") + "\n")
+    sys.exit(code)
+
+
+def now():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def token_permissions():
+    token = os.environ.get("GH_TOKEN") or os.environ.get("GITHUB_TOKEN")
+    if not token:
+        fail("gh: To use GitHub CLI in a GitHub Actions workflow, set the GH_TOKEN environment variable. Example:\n"
+             "  env:\n    GH_TOKEN: ${{ github.token }}", 4)
+    if not token.startswith("replay"):
+        fail("HTTP 401: Bad credentials (https://api.github.com/graphql)")
+    perms = {}
+    for part in token.split(".")[1:]:
+        if "=" in part:
+            scope, level = part.split("=", 1)
+            perms[scope] = level
+    return perms
+
+
+def need(perms, level):
+    have = perms.get("contents", "none")
+    if level == "write" and have != "write" or level == "read" and have not in ("read", "write"):
+        fail("HTTP 403: Resource not accessible by integration (the job's token has contents: %s; "
+             "this needs contents: %s in the job's permissions)" % (have, level))
+
+
+def check_repo(repo_flag):
+    """The repository the call is about: this run's (None) or a registered foreign one."""
+    repo = repo_flag or os.environ.get("GH_REPO")
+    if repo:
+        if repo.lower() == REPOSITORY.lower():
+            return None
+        if repo.lower() in FOREIGN:
+            return repo.lower()
+        fail("HTTP 404: Not Found (repository %s; this run's repository is %s)" % (repo, REPOSITORY))
+    inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], capture_output=True, text=True)
+    if inside.returncode != 0:
+        fail("failed to run git: fatal: not a git repository (or any of the parent directories): .git")
+    return None
+
+
+def use_state(state):
+    global STATE, RELEASES, PUBLISHED_TAGS
+    STATE = state
+    RELEASES = os.path.join(STATE, "releases")
+    PUBLISHED_TAGS = os.path.join(STATE, "published-tags")
+
+
+def access(repo_flag, level):
+    """Checks the token may do `level` (read/write) on the repository named, and points the
+    state at that repository's. Another repository is public: any token reads it (its
+    published releases only: drafts are visible to writers), none may change it."""
+    global FOREIGN_READ, CURRENT_REPO
+    perms = token_permissions()
+    foreign = check_repo(repo_flag)
+    if foreign is None:
+        need(perms, level)
+        return
+    if level == "write":
+        fail("HTTP 403: Resource not accessible by integration (%s is another repository: "
+             "the job's token can only read it)" % foreign)
+    use_state(FOREIGN[foreign])
+    FOREIGN_READ = True
+    CURRENT_REPO = foreign
+
+
+def maybe_fail_once(words):
+    path = os.path.join(STATE, "fail-once")
+    try:
+        with open(path) as f:
+            target = f.read().split()
+    except FileNotFoundError:
+        return
+    if target and words[: len(target)] == target:
+        os.remove(path)
+        fail("HTTP 502: Bad Gateway (injected once by %s for `gh %s`)" % (path, " ".join(target)))
+
+
+def release_dir(tag):
+    return os.path.join(RELEASES, tag)
+
+
+def load(tag):
+    try:
+        with open(os.path.join(release_dir(tag), "release.json")) as f:
+            rel = json.load(f)
+    except FileNotFoundError:
+        return None
+    if FOREIGN_READ and rel["isDraft"]:
+        return None
+    return rel
+
+
+def save(rel):
+    d = release_dir(rel["tagName"])
+    os.makedirs(os.path.join(d, "assets"), exist_ok=True)
+    tmp = os.path.join(d, "release.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(rel, f, indent=2)
+    os.replace(tmp, os.path.join(d, "release.json"))
+
+
+def all_releases():
+    if not os.path.isdir(RELEASES):
+        return []
+    out = [load(t) for t in os.listdir(RELEASES)]
+    out = [r for r in out if r]
+    out.sort(key=lambda r: (r["createdAt"], r["seq"]), reverse=True)
+    return out
+
+
+def published_tags():
+    try:
+        with open(PUBLISHED_TAGS) as f:
+            return set(f.read().split())
+    except FileNotFoundError:
+        return set()
+
+
+def must_get(tag):
+    rel = load(tag)
+    if rel is None:
+        fail("release not found")
+    return rel
+
+
+def refuse_if_published(rel, what):
+    if not rel["isDraft"]:
+        fail("HTTP 422: Cannot %s: release %s is published and immutable (Validation Failed)" % (what, rel["tagName"]))
+
+
+def assets(rel):
+    d = os.path.join(release_dir(rel["tagName"]), "assets")
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def parse(args, flags, bools):
+    """Splits args into positionals and options. flags take a value; bools may be --x or --x=v."""
+    pos, opts = [], {}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            pos.extend(args[i + 1:])
+            break
+        if a.startswith("-") and a != "-":
+            name, eq, val = a.partition("=")
+            if name in bools:
+                opts[bools[name]] = (val if eq else "true")
+            elif name in flags:
+                if not eq:
+                    i += 1
+                    if i >= len(args):
+                        fail("flag needs an argument: %s" % name)
+                    val = args[i]
+                key = flags[name]
+                if key in ("pattern",):
+                    opts.setdefault(key, []).append(val)
+                else:
+                    opts[key] = val
+            else:
+                fail("unknown flag: %s" % name)
+        else:
+            pos.append(a)
+        i += 1
+    return pos, opts
+
+
+REPO = {"-R": "repo", "--repo": "repo"}
+
+
+def no_jq_without_json(opts):
+    if "jq" in opts:
+        fail("cannot use `--jq` without specifying `--json`")
+
+
+def emit(data, opts):
+    """Prints --json output, through --jq (jq -r: strings raw, as gh prints them) if given."""
+    text = json.dumps(data, indent=2)
+    if "jq" not in opts:
+        print(text)
+        return
+    out = subprocess.run(["jq", "-r", opts["jq"]], input=text, capture_output=True, text=True)
+    if out.returncode != 0:
+        fail(out.stderr)
+    sys.stdout.write(out.stdout)
+
+
+def asset_json(rel, name):
+    path = os.path.join(release_dir(rel["tagName"]), "assets", name)
+    with open(path, "rb") as f:
+        digest = "sha256:" + hashlib.sha256(f.read()).hexdigest()
+    return {"name": name, "size": os.path.getsize(path), "digest": digest, "state": "uploaded",
+            "contentType": "application/octet-stream",
+            "url": "https://github.com/%s/releases/download/%s/%s" % (CURRENT_REPO, rel["tagName"], name)}
+
+
+def view_json(rel, fields):
+    full = {
+        "tagName": rel["tagName"], "name": rel["title"], "isDraft": rel["isDraft"],
+        "isLatest": rel.get("isLatest", False), "isPrerelease": False, "createdAt": rel["createdAt"],
+        "publishedAt": rel.get("publishedAt"), "targetCommitish": rel["target"], "body": rel["notes"],
+        "assets": [asset_json(rel, a) for a in assets(rel)],
+    }
+    out = {}
+    for f in fields.split(","):
+        if f not in full:
+            fail("Unknown JSON field: %r\nAvailable fields:\n  %s" % (f, "\n  ".join(sorted(full))))
+        out[f] = full[f]
+    return out
+
+
+def cmd_view(args):
+    pos, opts = parse(args, dict(REPO, **{"--json": "json", "-q": "jq", "--jq": "jq"}), {})
+    access(opts.get("repo"), "read")
+    if len(pos) > 1:
+        fail("accepts at most 1 arg(s), received %d" % len(pos))
+    if pos:
+        rel = must_get(pos[0])
+    else:
+        rel = latest() or fail("release not found")
+    if "json" in opts:
+        emit(view_json(rel, opts["json"]), opts)
+    else:
+        no_jq_without_json(opts)
+        print("title:\t%s\ntag:\t%s\ndraft:\t%s\n--\n%s" % (rel["title"], rel["tagName"], str(rel["isDraft"]).lower(), rel["notes"]))
+
+
+def latest():
+    for r in all_releases():
+        if r.get("isLatest"):
+            return r
+    return None
+
+
+def cmd_create(args):
+    pos, opts = parse(args, dict(REPO, **{"--target": "target", "-t": "title", "--title": "title",
+                                          "-F": "notes_file", "--notes-file": "notes_file", "-n": "notes", "--notes": "notes"}),
+                      {"-d": "draft", "--draft": "draft", "--latest": "latest", "--generate-notes": "generate", "-p": "prerelease", "--prerelease": "prerelease"})
+    access(opts.get("repo"), "write")
+    if not pos:
+        fail("could not create: no tag name provided")
+    tag, files = pos[0], pos[1:]
+    if tag in published_tags():
+        fail("HTTP 422: Validation Failed: tag_name %s was used by a published release and cannot be reused (immutable releases)" % tag)
+    if load(tag) is not None:
+        fail("HTTP 422: Validation Failed: a release with tag %s already exists" % tag)
+    notes = opts.get("notes", "")
+    if "notes_file" in opts:
+        with open(opts["notes_file"]) as f:
+            notes = f.read()
+    seq = len(os.listdir(RELEASES)) if os.path.isdir(RELEASES) else 0
+    rel = {"tagName": tag, "title": opts.get("title", tag), "notes": notes, "target": opts.get("target", "main"),
+           "isDraft": opts.get("draft", "false") == "true", "isLatest": False, "createdAt": now(), "publishedAt": None, "seq": seq}
+    save(rel)
+    for f in files:
+        put_asset(rel, f, clobber=False)
+    if not rel["isDraft"]:
+        publish(rel, opts.get("latest", "true") != "false")
+    print("https://github.com/%s/releases/tag/%s" % (REPOSITORY, tag))
+
+
+def publish(rel, make_latest):
+    rel["isDraft"] = False
+    rel["publishedAt"] = now()
+    if make_latest:
+        for other in all_releases():
+            if other.get("isLatest") and other["tagName"] != rel["tagName"]:
+                other["isLatest"] = False
+                save(other)
+        rel["isLatest"] = True
+    save(rel)
+    with open(PUBLISHED_TAGS, "a") as f:
+        f.write(rel["tagName"] + "\n")
+
+
+def put_asset(rel, path, clobber):
+    path = path.split("#", 1)[0]
+    if not os.path.isfile(path):
+        fail("open %s: no such file or directory" % path)
+    dest = os.path.join(release_dir(rel["tagName"]), "assets", os.path.basename(path))
+    if os.path.exists(dest) and not clobber:
+        fail("asset under the same name already exists: [%s]" % os.path.basename(path))
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    shutil.copyfile(path, dest)
+
+
+def cmd_upload(args):
+    pos, opts = parse(args, dict(REPO), {"--clobber": "clobber"})
+    access(opts.get("repo"), "write")
+    if len(pos) < 2:
+        fail("requires at least 2 arg(s), only received %d" % len(pos))
+    rel = must_get(pos[0])
+    refuse_if_published(rel, "upload assets")
+    for f in pos[1:]:
+        put_asset(rel, f, opts.get("clobber") == "true")
+
+
+def cmd_edit(args):
+    pos, opts = parse(args, dict(REPO, **{"-F": "notes_file", "--notes-file": "notes_file", "-n": "notes", "--notes": "notes",
+                                          "-t": "title", "--title": "title", "--target": "target", "--tag": "tag"}),
+                      {"--draft": "draft", "--latest": "latest", "--prerelease": "prerelease"})
+    access(opts.get("repo"), "write")
+    if len(pos) != 1:
+        fail("accepts 1 arg(s), received %d" % len(pos))
+    rel = must_get(pos[0])
+    refuse_if_published(rel, "edit")
+    if "notes_file" in opts:
+        with open(opts["notes_file"]) as f:
+            rel["notes"] = f.read()
+    if "notes" in opts:
+        rel["notes"] = opts["notes"]
+    if "title" in opts:
+        rel["title"] = opts["title"]
+    if "target" in opts:
+        rel["target"] = opts["target"]
+    if opts.get("draft") == "false":
+        if rel["tagName"] in published_tags():
+            fail("HTTP 422: Validation Failed: tag_name %s was used by a published release and cannot be reused (immutable releases)" % rel["tagName"])
+        publish(rel, opts.get("latest", "true") != "false")
+    else:
+        save(rel)
+    print("https://github.com/%s/releases/tag/%s" % (REPOSITORY, rel["tagName"]))
+
+
+def cmd_download(args):
+    pos, opts = parse(args, dict(REPO, **{"-p": "pattern", "--pattern": "pattern", "-D": "dir", "--dir": "dir",
+                                          "-A": "archive", "--archive": "archive", "-O": "output", "--output": "output"}),
+                      {"--clobber": "clobber", "--skip-existing": "skip"})
+    access(opts.get("repo"), "read")
+    if len(pos) > 1:
+        fail("accepts at most 1 arg(s), received %d" % len(pos))
+    rel = must_get(pos[0]) if pos else (latest() or fail("release not found"))
+    if "archive" in opts:
+        fail("gh stand-in (replay harness): --archive is not emulated")
+    patterns = opts.get("pattern", ["*"])
+    names = [a for a in assets(rel) if any(fnmatch.fnmatchcase(a, p) for p in patterns)]
+    if not names:
+        fail("no assets match the file pattern")
+    if "output" in opts:
+        if "dir" in opts:
+            fail("specify only one of `--dir` or `--output`")
+        if len(names) > 1:
+            fail("unable to write more than one asset with `--output`, got %d assets" % len(names))
+        src = os.path.join(release_dir(rel["tagName"]), "assets", names[0])
+        out = opts["output"]
+        if out == "-":
+            with open(src, "rb") as f:
+                sys.stdout.buffer.write(f.read())
+            return
+        if os.path.exists(out) and opts.get("clobber") != "true" and opts.get("skip") != "true":
+            fail("%s already exists (use `--clobber` to overwrite file or `--skip-existing` to skip file)" % out)
+        if os.path.exists(out) and opts.get("skip") == "true":
+            return
+        shutil.copyfile(src, out)
+        return
+    d = opts.get("dir", ".")
+    os.makedirs(d, exist_ok=True)
+    for name in names:
+        dest = os.path.join(d, name)
+        if os.path.exists(dest):
+            if opts.get("skip") == "true":
+                continue
+            if opts.get("clobber") != "true":
+                fail("%s already exists (use `--clobber` to overwrite file or `--skip-existing` to skip file)" % dest)
+        shutil.copyfile(os.path.join(release_dir(rel["tagName"]), "assets", name), dest)
+
+
+def cmd_list(args):
+    pos, opts = parse(args, dict(REPO, **{"--json": "json", "-L": "limit", "--limit": "limit", "-q": "jq", "--jq": "jq", "-O": "order", "--order": "order"}),
+                      {"--exclude-drafts": "exclude_drafts", "--exclude-pre-releases": "exclude_pre"})
+    access(opts.get("repo"), "read")
+    if pos:
+        fail("unknown arguments %r" % pos)
+    rels = all_releases()  # newest first by creation, as GitHub lists them
+    if opts.get("exclude_drafts") == "true":
+        rels = [r for r in rels if not r["isDraft"]]
+    order = opts.get("order", "desc")
+    if order not in ("asc", "desc"):
+        fail('invalid argument "%s" for "--order" flag: valid values are {asc|desc}' % order)
+    try:
+        limit = int(opts.get("limit", "30"))
+    except ValueError:
+        fail('invalid argument "%s" for "-L, --limit" flag' % opts["limit"])
+    if limit < 1:
+        fail("invalid limit: %d" % limit)
+    rels = rels[:limit]
+    if order == "asc":
+        rels.reverse()
+    if "json" in opts:
+        allowed = {"createdAt", "isDraft", "isLatest", "isPrerelease", "name", "publishedAt", "tagName"}
+        fields = opts["json"].split(",")
+        for f in fields:
+            if f not in allowed:
+                fail("Unknown JSON field: %r\nAvailable fields:\n  %s" % (f, "\n  ".join(sorted(allowed))))
+        emit([{f: view_json(r, f)[f] for f in fields} for r in rels], opts)
+    else:
+        no_jq_without_json(opts)
+        for r in rels:
+            kind = "Draft" if r["isDraft"] else ("Latest" if r.get("isLatest") else "")
+            print("%s\t%s\t%s\t%s" % (r["title"], kind, r["tagName"], r.get("publishedAt") or r["createdAt"]))
+
+
+def cmd_delete_asset(args):
+    pos, opts = parse(args, dict(REPO), {"-y": "yes", "--yes": "yes"})
+    access(opts.get("repo"), "write")
+    if len(pos) != 2:
+        fail("accepts 2 arg(s), received %d" % len(pos))
+    rel = must_get(pos[0])
+    refuse_if_published(rel, "delete assets")
+    path = os.path.join(release_dir(rel["tagName"]), "assets", pos[1])
+    if not os.path.exists(path):
+        fail("asset %s not found in release %s" % (pos[1], pos[0]))
+    os.remove(path)
+
+
+SLSA_PROVENANCE = "https://slsa.dev/provenance/v1"
+
+
+def attestation_stores(repo, owner):
+    """The attestation stores `--repo`/`--owner` name: (repository, path) pairs."""
+    stores = [(REPOSITORY.lower(), os.path.join(STATE, "attestations.jsonl"))]
+    stores += [(r, os.path.join(d, "attestations.jsonl")) for r, d in FOREIGN.items()]
+    if repo:
+        return [(r, p) for r, p in stores if r == repo.lower()]
+    return [(r, p) for r, p in stores if r.split("/")[0] == owner.lower()]
+
+
+def read_records(path):
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+# gh's --signer-workflow, as cli/cli pkg/cmd/attestation/verify/policy.go builds it (the
+# version with signerWorkflowSANPattern, after 2.60.0; 2.60.0 itself anchored only the start):
+# a value that starts with a host (hostRegex `^[a-zA-Z0-9-]+\.[a-zA-Z0-9-]+.*$`) is taken as
+# `https://<value>`, any other gets `https://<hostname>/` (github.com) in front; the pattern is
+# `^` + QuoteMeta(url) + `(@(refs/.*|[0-9a-fA-F]+))?$`, or `$` alone when the value already ends
+# in such a ref. It is matched against the certificate's subject alternative name (sigstore-go
+# SANMatcher, regexp.MatchString), case-sensitively: no `(?i)`, unlike --repo's pattern.
+HOST_REGEX = re.compile(r"^[a-zA-Z0-9-]+\.[a-zA-Z0-9-]+.*$")
+SIGNER_WORKFLOW_REF = r"@(refs/.*|[0-9a-fA-F]+)"
+
+
+def signer_workflow_pattern(wanted, hostname="github.com"):
+    url = "https://" + wanted if HOST_REGEX.match(wanted) else "https://%s/%s" % (hostname, wanted)
+    pattern = "^" + re.escape(url)
+    if re.search(SIGNER_WORKFLOW_REF + "$", url):
+        return re.compile(pattern + "$")
+    return re.compile(pattern + "(" + SIGNER_WORKFLOW_REF + ")?$")
+
+
+def certificate(rec):
+    """The fields of the Fulcio certificate GitHub's attestation carries for this record
+    (sigstore-go certificate.Summary, JSON names): for a workflow that is not a reusable one,
+    the subject alternative name is the workflow's URL at the run's ref."""
+    for key in ("source_ref", "runner_environment"):
+        if key not in rec:
+            fail("gh stand-in (replay harness): attestation record without %s: %r" % (key, rec))
+    return {
+        "subjectAlternativeName": "https://github.com/%s@%s" % (rec["signer_workflow"], rec["source_ref"]),
+        "issuer": "https://token.actions.githubusercontent.com",
+        "buildSignerURI": "https://github.com/%s@%s" % (rec["signer_workflow"], rec["source_ref"]),
+        "runnerEnvironment": rec["runner_environment"],
+        "sourceRepositoryURI": "https://github.com/" + rec["repository"],
+        "sourceRepositoryRef": rec["source_ref"],
+        "sourceRepositoryOwnerURI": "https://github.com/" + rec["repository"].split("/")[0],
+    }
+
+
+def docker_config_auths():
+    """The `auths` of the docker config gh reads: gh resolves an oci:// subject through
+    go-containerregistry's authn.DefaultKeychain (cli/cli pkg/cmd/attestation/artifact/oci/
+    client.go, v2.60.0: remote.Get with authn.DefaultKeychain), which reads
+    $DOCKER_CONFIG/config.json, else ~/.docker/config.json (docker/cli
+    cli/config), and nothing else: no environment variable carries registry credentials."""
+    d = os.environ.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
+    try:
+        with open(os.path.join(d, "config.json")) as f:
+            return json.load(f).get("auths", {})
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+
+
+def require_registry_credentials(registry, target, state_dirs):
+    """A registry listed in the repository's state `private-registries` answers 401 without
+    credentials, as a private package does: the real gh fetches the subject's manifest from the
+    registry before it looks for attestations."""
+    private = []
+    for d in state_dirs:
+        try:
+            with open(os.path.join(d, "private-registries")) as f:
+                private += f.read().split()
+        except FileNotFoundError:
+            pass
+    if registry not in private:
+        return
+    auths = docker_config_auths()
+    if not any(k in auths and auths[k].get("auth") for k in (registry, "https://" + registry)):
+        fail("failed to digest artifact: GET https://%s/v2/: UNAUTHORIZED: authentication required "
+             "(%s; no credentials for %s in the docker config)" % (registry, target, registry))
+
+
+def cmd_attestation_verify(args):
+    pos, opts = parse(args, {"-R": "repo", "--repo": "repo", "-o": "owner", "--owner": "owner",
+                             "--signer-workflow": "signer_workflow", "--predicate-type": "predicate_type",
+                             "--format": "format", "-d": "digest_alg", "--digest-alg": "digest_alg",
+                             "--hostname": "hostname", "-L": "limit", "--limit": "limit",
+                             "--source-ref": "source_ref"},
+                      {"--deny-self-hosted-runners": "deny_self_hosted"})
+    token_permissions()
+    if len(pos) != 1:
+        fail("accepts 1 arg(s), received %d" % len(pos))
+    if ("repo" in opts) == ("owner" in opts):
+        fail("specify only one of `--owner` or `--repo`" if "repo" in opts else "one of `--owner` or `--repo` must be specified")
+    if opts.get("digest_alg", "sha256") != "sha256":
+        fail("gh stand-in (replay harness): only --digest-alg sha256 is emulated")
+    if opts.get("format", "json") != "json":
+        fail('invalid argument "%s" for "--format" flag: valid values are {json}' % opts["format"])
+    if "repo" in opts and opts["repo"].count("/") != 1:
+        fail("invalid value provided for repo: %s" % opts["repo"])
+    target = pos[0]
+    subject_name = None
+    if target.startswith("oci://"):
+        ref = target[len("oci://"):]
+        if "@sha256:" not in ref:
+            fail("gh stand-in (replay harness): %s has no @sha256: digest; the real gh resolves a tag in the "
+                 "registry, the stand-in verifies digest references only" % target)
+        subject_name, digest = ref.split("@", 1)
+        hexpart = digest[len("sha256:"):]
+        if len(hexpart) != 64 or any(c not in "0123456789abcdef" for c in hexpart):
+            fail("invalid digest in %s" % target)
+        state_dirs = [os.path.dirname(p) for _, p in attestation_stores(opts.get("repo"), opts.get("owner"))]
+        require_registry_credentials(subject_name.split("/", 1)[0], target, state_dirs)
+        shown = target
+    else:
+        if not os.path.isfile(target):
+            fail("failed to digest artifact: open %s: no such file or directory" % target)
+        with open(target, "rb") as f:
+            digest = "sha256:" + hashlib.sha256(f.read()).hexdigest()
+        shown = "file://" + target
+    predicate = opts.get("predicate_type", SLSA_PROVENANCE)
+    sys.stderr.write("Loaded digest %s for %s\n" % (digest, shown))
+    found = []
+    for repo, path in attestation_stores(opts.get("repo"), opts.get("owner")):
+        for rec in read_records(path):
+            if rec["repository"].lower() != repo:
+                continue
+            if not any(s["digest"] == digest and (subject_name is None or s["name"] == subject_name) for s in rec["subjects"]):
+                continue
+            found.append(rec)
+    scope = opts.get("repo") or opts.get("owner")
+    if not found:
+        fail("✗ Loading attestations from GitHub API failed\n\nError: no attestations found for subject %s "
+             "(%s) in %s: no matching attestations found" % (digest, target, scope))
+    sys.stderr.write("Loaded %d attestation(s) from GitHub API\n" % len(found))
+    by_predicate = [r for r in found if r["predicate_type"] == predicate]
+    if not by_predicate:
+        fail("✗ Verification failed\n\nError: no matching attestations found: %s has no attestation with "
+             "predicate type %s (found: %s)" % (target, predicate, ", ".join(sorted({r["predicate_type"] for r in found}))))
+    # gh keeps the attestations whose certificate meets every criterion and fails when none
+    # does (verification/extensions.go VerifyCertExtensions: "at least one"), naming the last
+    # mismatch. SourceRepositoryRef is compared with strings.EqualFold; --deny-self-hosted-runners
+    # sets the expected RunnerEnvironment to "github-hosted" (policy.go newEnforcementCriteria).
+    matched, why = [], None
+    pattern = signer_workflow_pattern(opts["signer_workflow"], opts.get("hostname", "github.com")) \
+        if "signer_workflow" in opts else None
+    for r in by_predicate:
+        cert = certificate(r)
+        if pattern is not None and not pattern.search(cert["subjectAlternativeName"]):
+            why = "expected SAN to match %s, got %s" % (pattern.pattern, cert["subjectAlternativeName"])
+        elif "source_ref" in opts and opts["source_ref"].lower() != cert["sourceRepositoryRef"].lower():
+            why = "expected SourceRepositoryRef to be %s, got %s" % (opts["source_ref"], cert["sourceRepositoryRef"])
+        elif opts.get("deny_self_hosted") == "true" and cert["runnerEnvironment"] != "github-hosted":
+            why = "expected RunnerEnvironment to be github-hosted, got %s" % cert["runnerEnvironment"]
+        else:
+            matched.append(r)
+    if not matched:
+        fail("✗ Verification failed\n\nError: no attestation matched the policy: %s" % why)
+    if opts.get("format") == "json":
+        print(json.dumps([{
+            "verificationResult": {
+                "statement": {
+                    "_type": "https://in-toto.io/Statement/v1",
+                    "subject": [{"name": s["name"], "digest": {"sha256": s["digest"][len("sha256:"):]}} for s in r["subjects"]],
+                    "predicateType": r["predicate_type"],
+                },
+                "signature": {"certificate": certificate(r)},
+            }} for r in matched], indent=2))
+        return
+    print("\u2713 Verification succeeded!\n\n%s was attested by:\nREPO\tPREDICATE_TYPE\tWORKFLOW" % digest)
+    for r in matched:
+        print("%s\t%s\t%s@%s" % (r["repository"], r["predicate_type"], r["signer_workflow"], r["source_ref"]))
+
+
+def cmd_api(args):
+    """`gh api repos/OWNER/NAME [--jq EXPR]`: the repository's default branch as GitHub's REST
+    API reports it (GET /repos/{owner}/{repo} -> default_branch); nothing else is emulated."""
+    pos, opts = parse(args, {"-q": "jq", "--jq": "jq", "-H": "header", "--header": "header"}, {})
+    if len(pos) != 1 or not re.fullmatch(r"repos/[^/]+/[^/]+", pos[0]):
+        fail("gh stand-in (replay harness): only `gh api repos/OWNER/NAME` is emulated; got `gh api %s`" % " ".join(args))
+    repo = pos[0][len("repos/"):]
+    token_permissions()
+    foreign = check_repo(repo)
+    state = FOREIGN[foreign] if foreign else STATE
+    try:
+        with open(os.path.join(state, "repository.json")) as f:
+            info = json.load(f)
+    except FileNotFoundError:
+        fail("gh stand-in (replay harness): no repository.json for %s (set_default_branch)" % repo)
+    info = dict(info, full_name=repo)
+    emit(info, opts)
+
+
+COMMANDS = {"view": cmd_view, "create": cmd_create, "upload": cmd_upload, "edit": cmd_edit,
+            "download": cmd_download, "list": cmd_list, "delete-asset": cmd_delete_asset}
+
+
+def main(argv):
+    if argv[:1] == ["api"]:
+        cmd_api(argv[1:])
+        return
+    if argv[:1] == ["attestation"]:
+        if argv[1:2] != ["verify"]:
+            fail("gh stand-in (replay harness): only `gh attestation verify` is emulated; got `gh %s`" % " ".join(argv))
+        token_permissions()
+        maybe_fail_once(argv[:2])
+        cmd_attestation_verify(argv[2:])
+        return
+    if len(argv) < 2 or argv[0] != "release" or argv[1] not in COMMANDS:
+        fail("gh stand-in (replay harness): only `gh release %s` and `gh attestation verify` are emulated; got `gh %s`"
+             % ("|".join(sorted(COMMANDS)), " ".join(argv)))
+    token_permissions()  # gh checks authentication before anything else
+    maybe_fail_once(argv[:2])
+    COMMANDS[argv[1]](argv[2:])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
