@@ -281,6 +281,32 @@ pub const TEMPLATE_FILES: [&str; 5] = [
     "template/install-plan.js",
 ];
 
+/// Makes `root` a git repository with one empty commit, as a scratch root a release step runs in
+/// needs (`receipt write` records the checkout's commit).
+pub fn commit_fixture(root: &Path) {
+    for args in [
+        &["init", "-q"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "fixture",
+        ],
+    ] {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?} in {}", root.display());
+    }
+}
+
 /// A scratch root for `XTASK_ROOT` holding copies of `paths` (relative to the repository), each
 /// as [`checkout_file`] reads it (the release-written ones as committed).
 pub fn scratch_root_with(paths: &[&str]) -> tempfile::TempDir {
