@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::attestation::receipt_check::ReceiptAttestationCheck;
 use crate::attestation::verify::{RequestedSigner, VerifyAttestationRequest};
 use crate::consume::ConsumeRequest;
 use crate::pin::{PinCommand, PinRequest};
@@ -39,10 +40,55 @@ pub struct ReceiptVerifyArgs {
     /// XTASK_OCI_PASSWORD are for; without it they are sent nowhere.
     #[arg(long, env = "XTASK_OCI_REGISTRY", value_name = "HOST")]
     pub credentials_registry: Option<String>,
+    /// A directory of the release's Sigstore bundles (its `*.sigstore.json` assets): the
+    /// receipt's own provenance attestation, and each file of --artifacts DIR's, is verified
+    /// offline from them by the release policy (the workflow at --source-ref of --repository,
+    /// the receipt's source commit, a GitHub-hosted runner, the file's name and digest). This
+    /// is what refuses a receipt edited consistently (its digests and name updated).
+    #[arg(long, value_name = "DIR", requires_all = ["trusted_root", "repository", "source_ref"])]
+    pub attestations: Option<PathBuf>,
+    /// The trusted root for --attestations: one Sigstore trusted root JSON, or the JSON lines
+    /// `gh attestation trusted-root` prints.
+    #[arg(long, value_name = "FILE", requires = "attestations")]
+    pub trusted_root: Option<PathBuf>,
+    /// The template repository whose release workflow
+    /// (`.github/workflows/update-template.yml`) signed, `owner/repo`, byte-exact as GitHub's
+    /// API spells it (`gh api repos/OWNER/REPO --jq .full_name`).
+    #[arg(long, value_name = "OWNER/REPO", requires = "attestations")]
+    pub repository: Option<String>,
+    /// The ref the release workflow ran from, `refs/heads/<default branch>`.
+    #[arg(long, value_name = "REF", requires = "attestations")]
+    pub source_ref: Option<String>,
     /// Print `{"file", "valid", "sha256", "release_tag", "reference", "complete",
     /// "problems": [{"field", "problem"}]}`.
     #[arg(long)]
     pub json: bool,
+}
+
+impl ReceiptVerifyArgs {
+    /// The attestation check `--attestations` asks for (clap's `requires_all` guarantees the
+    /// rest of it).
+    pub fn attestation_check(&self) -> Option<ReceiptAttestationCheck> {
+        Some(ReceiptAttestationCheck {
+            bundles: self.attestations.clone()?,
+            trusted_root: self.trusted_root.clone()?,
+            repository: self.repository.clone()?,
+            workflow: crate::consume::RELEASE_WORKFLOW.to_owned(),
+            source_ref: self.source_ref.clone()?,
+        })
+    }
+
+    /// The problems of the attestations, when asked for (none otherwise).
+    pub fn attestation_problems(&self) -> anyhow::Result<Vec<crate::receipt::Problem>> {
+        match self.attestation_check() {
+            Some(check) => crate::attestation::receipt_check::attestation_problems(
+                &self.file,
+                self.artifacts.as_deref(),
+                &check,
+            ),
+            None => Ok(Vec::new()),
+        }
+    }
 }
 
 /// Rewrites only the `image:` line of the template definition, and only from a valid,
@@ -233,6 +279,25 @@ pub struct ConsumeArgs {
     /// How many of the newest releases to look through for a complete one.
     #[arg(long, default_value_t = 20)]
     pub max_releases: usize,
+    /// Whose verdict on the attestations counts: `gh` (`gh attestation verify`, GitHub's API),
+    /// `native` (this tool's own Sigstore verification of the bundles, offline, by the release
+    /// policy: signer and build signer exactly the release workflow at the default branch,
+    /// build config the same file, the repository and owner ids as GitHub's API gives them, a
+    /// GitHub-hosted runner, the receipt's source commit for every attestation, predicate type
+    /// and subject name and digest), or `both`, whose verdicts must agree (the error names the
+    /// one that refused).
+    #[arg(long, default_value = "both", value_name = "gh|native|both")]
+    pub attestations: crate::consume::AttestationMode,
+    /// The trusted root for `native` and `both`: one Sigstore trusted root JSON, or the JSON
+    /// lines `gh attestation trusted-root` prints (Sigstore's public-good root and GitHub's).
+    #[arg(long, value_name = "FILE")]
+    pub trusted_root: Option<PathBuf>,
+    /// A directory holding the release's Sigstore bundles (its `*.sigstore.json` assets, or
+    /// `gh attestation download` files `*.jsonl`), matched to each asset and image by the
+    /// digest their signed statement names. Default: each subject's bundles are fetched with
+    /// `gh attestation download` (gh as transport only; they are verified here).
+    #[arg(long, value_name = "DIR")]
+    pub bundles: Option<PathBuf>,
     /// As for `pin`: allow a release whose repository differs from the template's current one.
     #[arg(long)]
     pub allow_repository_change: bool,
@@ -357,6 +422,9 @@ impl From<ConsumeArgs> for ConsumeRequest {
             signer_workflow: args.signer_workflow,
             source_ref: args.source_ref,
             max_releases: args.max_releases,
+            attestations: args.attestations,
+            trusted_root: args.trusted_root,
+            bundles: args.bundles,
             allow_repository_change: args.allow_repository_change,
             require_verified_inputs: args.require_verified_inputs,
             dry_run: args.dry_run,

@@ -21,6 +21,7 @@ use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::attestation::release_bundles::is_bundle_file;
 use crate::attestation::{
     attestation_args, judge_attestations, sbom_attestations, AttestationPolicy, PROVENANCE,
 };
@@ -34,6 +35,11 @@ use crate::settings::Environment;
 use crate::terminal_text::{escape, print_json_escaped};
 use template_formats::model::notes::ReleaseNotes;
 use template_formats::model::receipt::Receipt;
+
+mod attesters;
+
+pub use attesters::AttestationMode;
+use attesters::{Attesters, Native};
 
 /// The workflow that makes releases; its attestations are the ones trusted by default.
 pub const RELEASE_WORKFLOW: &str = ".github/workflows/update-template.yml";
@@ -135,13 +141,77 @@ pub fn judge(tag: &str, verification: &Verification) -> Judgement {
 
 /// The GitHub CLI, for one repository's releases and attestations.
 pub(crate) struct Gh {
+    /// `owner/name` as GitHub's API spells it (`full_name`), not as the caller typed it.
     pub(crate) repository: String,
     pub(crate) policy: AttestationPolicy,
+    /// The API's repository `id` and `owner.id`, when it gave them.
+    pub(crate) ids: (Option<String>, Option<String>),
+    /// The caller named the signer workflow (it may be another repository's).
+    pub(crate) custom_signer: bool,
+}
+
+/// What `gh api repos/R` says of the repository.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RepositoryFacts {
+    pub(crate) full_name: String,
+    pub(crate) default_branch: String,
+    #[serde(default)]
+    pub(crate) id: Option<serde_json::Value>,
+    #[serde(default)]
+    pub(crate) owner: Option<Owner>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Owner {
+    #[serde(default)]
+    pub(crate) id: Option<serde_json::Value>,
+}
+
+/// The API's answer judged: a full name of the form `owner/name` and a default branch that
+/// can be a ref. Pure.
+pub(crate) fn repository_facts(
+    json: &[u8],
+    asked: &str,
+) -> Result<(String, String, (Option<String>, Option<String>))> {
+    let facts: RepositoryFacts = serde_json::from_slice(json)
+        .with_context(|| format!("`gh api repos/{asked}` did not print the repository"))?;
+    let parts: Vec<&str> = facts.full_name.split('/').collect();
+    if parts.len() != 2
+        || parts.iter().any(|p| {
+            p.is_empty()
+                || !p
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        })
+    {
+        bail!(
+            "`gh api repos/{asked}` names the repository `{}`, not OWNER/NAME",
+            escape(&facts.full_name)
+        );
+    }
+    let branch = facts.default_branch;
+    if branch.is_empty() || branch.contains(char::is_whitespace) {
+        bail!(
+            "`gh api repos/{asked}` names no default branch (got `{}`)",
+            escape(&branch)
+        );
+    }
+    let id = |v: Option<&serde_json::Value>| match v {
+        Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    let ids = (
+        id(facts.id.as_ref()),
+        id(facts.owner.as_ref().and_then(|o| o.id.as_ref())),
+    );
+    Ok((facts.full_name, branch, ids))
 }
 
 impl Gh {
     /// `repository`'s releases, their attestations held to `signer_workflow` (default: its
     /// release workflow) from `source_ref` (default: its default branch, as GitHub names it).
+    /// The repository is named as GitHub's API spells it (`full_name`): gh matches the signer
+    /// workflow case-sensitively, and a caller may type another casing or a former name.
     pub(crate) fn new(
         repository: &str,
         signer_workflow: Option<&str>,
@@ -149,16 +219,22 @@ impl Gh {
     ) -> Result<Gh> {
         let mut gh = Gh {
             policy: AttestationPolicy {
-                signer_workflow: signer_workflow
-                    .map(str::to_string)
-                    .unwrap_or_else(|| format!("{repository}/{RELEASE_WORKFLOW}")),
+                signer_workflow: String::new(),
                 source_ref: String::new(),
             },
             repository: repository.to_string(),
+            ids: (None, None),
+            custom_signer: signer_workflow.is_some(),
         };
+        let (full_name, default_branch, ids) = gh.repository_facts()?;
+        gh.repository = full_name;
+        gh.ids = ids;
+        gh.policy.signer_workflow = signer_workflow
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{}/{RELEASE_WORKFLOW}", gh.repository));
         gh.policy.source_ref = match source_ref {
             Some(source_ref) => source_ref.to_string(),
-            None => format!("refs/heads/{}", gh.default_branch()?),
+            None => format!("refs/heads/{default_branch}"),
         };
         Ok(gh)
     }
@@ -240,22 +316,54 @@ impl Gh {
         .map_err(anyhow::Error::msg)
     }
 
-    /// The repository's default branch as GitHub records it (`gh api repos/R`): only an
-    /// administrator of the repository can change it, unlike anything in a release, which
-    /// whoever mints an attestation also writes.
-    fn default_branch(&self) -> Result<String> {
+    /// The repository's full name, default branch and ids as GitHub records them
+    /// (`gh api repos/R`): only an administrator of the repository can change the branch,
+    /// unlike anything in a release, which whoever mints an attestation also writes.
+    fn repository_facts(&self) -> Result<(String, String, (Option<String>, Option<String>))> {
         let path = format!("repos/{}", self.repository);
-        let out = self
-            .output(&["api", &path, "--jq", ".default_branch"])
-            .map_err(anyhow::Error::msg)?;
-        let branch = String::from_utf8_lossy(&out).trim().to_string();
-        if branch.is_empty() || branch.contains(char::is_whitespace) || branch == "null" {
-            bail!(
-                "`gh api {path}` names no default branch (got `{}`)",
-                escape(&branch)
-            );
+        let out = self.output(&["api", &path]).map_err(anyhow::Error::msg)?;
+        repository_facts(&out, &self.repository)
+    }
+
+    /// `gh attestation download SUBJECT` into `dir` (gh as transport only: the bundles are
+    /// verified natively afterwards). gh writes `<algorithm>:<hex>.jsonl` into its working
+    /// directory.
+    pub(crate) fn download_attestations(
+        &self,
+        subject: &str,
+        predicate_type: &str,
+        dir: &Path,
+    ) -> Result<(), String> {
+        let subject = std::path::absolute(subject)
+            .ok()
+            .filter(|_| !subject.starts_with("oci://"))
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| subject.to_owned());
+        let args = [
+            "attestation",
+            "download",
+            &subject,
+            "--repo",
+            &self.repository,
+            "--predicate-type",
+            predicate_type,
+        ];
+        let out = Command::new("gh")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .map_err(|e| {
+                format!("cannot run `gh` ({e}); the GitHub CLI downloads the attestations (or give --bundles DIR)")
+            })?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "`gh {}` failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
         }
-        Ok(branch)
     }
 
     /// `subject` is a file path or `oci://repository@sha256:…`; `digest` its `sha256:<hex>`.
@@ -288,7 +396,7 @@ pub(crate) fn file_digest(path: &Path) -> Result<String, String> {
 /// downloaded, each attested as the chosen release's are, the receipt verified by its own
 /// manifest. `Err` says why there is none to compare with.
 fn pinned_before(
-    gh: &Gh,
+    att: &Attesters,
     work_dir: &Path,
     older: &[String],
     old: &str,
@@ -299,6 +407,7 @@ fn pinned_before(
             escape(old)
         ));
     }
+    let gh = att.gh;
     for tag in older {
         let names = gh.asset_names(tag).map_err(|e| format!("{e:#}"))?;
         let ReceiptAsset::One(name) = receipt_asset(&names) else {
@@ -308,17 +417,16 @@ fn pinned_before(
         gh.download(tag, &name, &dir)
             .map_err(|e| format!("{e:#}"))?;
         let receipt_path = dir.join(&name);
-        let pinned = template_formats::bounded_read::read_regular(
+        let Some(pinned) = template_formats::bounded_read::read_regular(
             &receipt_path,
             template_formats::bounded_read::MAX_RECEIPT_BYTES,
             "receipt",
         )
         .ok()
         .and_then(|bytes| serde_json::from_slice::<Receipt>(&bytes).ok())
-        .is_some_and(|r| r.index.reference == old);
-        if !pinned {
+        .filter(|r| r.index.reference == old) else {
             continue;
-        }
+        };
         // The files the notes read, as this release carries them.
         let wanted: Vec<&String> = names
             .iter()
@@ -335,7 +443,15 @@ fn pinned_before(
         for file in std::iter::once(&name).chain(wanted) {
             let path = dir.join(file);
             file_digest(&path)
-                .and_then(|d| gh.verify_attestation(&path.display().to_string(), &d, PROVENANCE))
+                .and_then(|d| {
+                    att.verify(
+                        &path.display().to_string(),
+                        file,
+                        &d,
+                        PROVENANCE,
+                        Some(&pinned.source_commit),
+                    )
+                })
                 .map_err(|why| format!("release {tag}: `{file}` is not attested: {why}"))?;
         }
         return crate::notes::assets::read_release(&receipt_path, None)
@@ -350,14 +466,14 @@ fn pinned_before(
 
 /// The notes of the chosen release against the one the template named before.
 fn notes_for_the_pull_request(
-    gh: &Gh,
+    att: &Attesters,
     args: &ConsumeRequest,
     chosen: &Chosen,
     old: &str,
 ) -> ReleaseNotes {
     let new =
         crate::notes::assets::release_in(chosen.receipt.clone(), &args.work_dir.join(&chosen.tag));
-    match pinned_before(gh, &args.work_dir, &chosen.older, old) {
+    match pinned_before(att, &args.work_dir, &chosen.older, old) {
         Ok(previous) => crate::notes::build(&new, Some(&previous)),
         Err(why) => {
             eprintln!("consume: the notes compare with nothing: {why}");
@@ -425,6 +541,14 @@ pub struct ConsumeRequest {
     pub source_ref: Option<String>,
     /// How many of the newest releases to look through.
     pub max_releases: usize,
+    /// Whose verdict on the attestations counts: gh's, the verifier's own, or both.
+    pub attestations: AttestationMode,
+    /// The trusted root for native verification (one root, or `gh attestation trusted-root`'s
+    /// JSON lines).
+    pub trusted_root: Option<PathBuf>,
+    /// A directory of Sigstore bundles for native verification; `None`: downloaded with
+    /// `gh attestation download`.
+    pub bundles: Option<PathBuf>,
     /// Allow a release in another repository than the template's current one.
     pub allow_repository_change: bool,
     /// Refuse a release whose npm inputs are not `verified`.
@@ -436,7 +560,8 @@ pub struct ConsumeRequest {
 }
 
 /// The newest release whose attested receipt verifies; errors name the release and why.
-fn newest_complete(gh: &Gh, args: &ConsumeRequest) -> Result<Chosen> {
+fn newest_complete(att: &Attesters, args: &ConsumeRequest) -> Result<Chosen> {
+    let gh = att.gh;
     let tags = order_releases(&gh.list()?, args.max_releases);
     let mut passed_over = Vec::new();
     for tag in &tags {
@@ -458,18 +583,29 @@ fn newest_complete(gh: &Gh, args: &ConsumeRequest) -> Result<Chosen> {
         gh.download(tag, MANIFEST_ASSET, &dir)?;
         let receipt = dir.join(&name);
         let manifest = dir.join(MANIFEST_ASSET);
-        // The receipt and the manifest it is judged by, both attested before either is read.
+        // The receipt and the manifest it is judged by, both attested before either is
+        // trusted. The native policy holds every attestation to the receipt's source commit:
+        // the one field read first, and the receipt's own attestation then proves it signed.
+        let commit = claimed_source_commit(&receipt);
         for (what, file) in [("receipt", &receipt), ("manifest", &manifest)] {
+            let file_name = file.file_name().unwrap_or_default().to_string_lossy();
             file_digest(file)
                 .and_then(|digest| {
-                    gh.verify_attestation(&file.display().to_string(), &digest, PROVENANCE)
+                    att.verify(
+                        &file.display().to_string(),
+                        &file_name,
+                        &digest,
+                        PROVENANCE,
+                        commit.as_deref(),
+                    )
                 })
                 .map_err(|why| {
                     anyhow::anyhow!(
-                        "release {tag}: the {what} {} is not attested by {} from {}: {why}",
-                        file.file_name().unwrap_or_default().to_string_lossy(),
+                        "release {tag}: the {what} {file_name} is not attested by {} from {} \
+                         ({}): {why}",
                         gh.policy.signer_workflow,
-                        gh.policy.source_ref
+                        gh.policy.source_ref,
+                        att.describe()
                     )
                 })?;
         }
@@ -518,36 +654,56 @@ fn newest_complete(gh: &Gh, args: &ConsumeRequest) -> Result<Chosen> {
 }
 
 /// Every asset of the chosen release attested, then the image's own attestations.
-fn verify_attestations(gh: &Gh, tag: &str, dir: &Path, receipt: &Receipt) -> Result<()> {
+/// The release's bundle assets (`*.sigstore.json`) are not attested themselves (the step that
+/// makes a bundle cannot attest it); every other asset is.
+fn verify_attestations(att: &Attesters, tag: &str, dir: &Path, receipt: &Receipt) -> Result<()> {
+    let gh = att.gh;
     gh.download(tag, "*", dir)?;
     let mut assets: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("cannot list {}", dir.display()))?
         .map(|e| e.map(|e| e.path()))
         .collect::<std::io::Result<_>>()?;
+    assets.retain(|a| {
+        !a.file_name()
+            .is_some_and(|n| is_bundle_file(&n.to_string_lossy()))
+    });
     assets.sort();
+    let commit = Some(receipt.source_commit.as_str());
     for asset in &assets {
+        let name = asset.file_name().unwrap_or_default().to_string_lossy();
         file_digest(asset)
             .and_then(|digest| {
-                gh.verify_attestation(&asset.display().to_string(), &digest, PROVENANCE)
+                att.verify(
+                    &asset.display().to_string(),
+                    &name,
+                    &digest,
+                    PROVENANCE,
+                    commit,
+                )
             })
             .map_err(|why| {
                 anyhow::anyhow!(
-                    "release {tag}: the asset {} is not attested by {} from {}: {why}",
-                    asset.file_name().unwrap_or_default().to_string_lossy(),
+                    "release {tag}: the asset {name} is not attested by {} from {} ({}): {why}",
                     gh.policy.signer_workflow,
-                    gh.policy.source_ref
+                    gh.policy.source_ref,
+                    att.describe()
                 )
             })?;
     }
-    let image = |digest: &str| format!("oci://{}@{digest}", receipt.index.repository);
-    gh.verify_attestation(
+    // actions/attest names an image subject by the `subject-name` the workflow gives it: the
+    // image's repository, as the receipt records it.
+    let repository = &receipt.index.repository;
+    let image = |digest: &str| format!("oci://{repository}@{digest}");
+    att.verify(
         &image(&receipt.index.digest),
+        repository,
         &receipt.index.digest,
         PROVENANCE,
+        commit,
     )
     .map_err(|why| anyhow::anyhow!("release {tag}: the image index has no provenance: {why}"))?;
     for (platform, digest, predicate) in sbom_attestations(receipt) {
-        gh.verify_attestation(&image(digest), digest, predicate)
+        att.verify(&image(digest), repository, digest, predicate, commit)
             .map_err(|why| {
                 anyhow::anyhow!(
                     "release {tag}: the {platform} image has no {predicate} SBOM attestation: {why}"
@@ -555,14 +711,29 @@ fn verify_attestations(gh: &Gh, tag: &str, dir: &Path, receipt: &Receipt) -> Res
             })?;
     }
     eprintln!(
-        "consume: {tag}: {} assets, the index and {} platform images attested by {} from {} on \
-         GitHub-hosted runners",
+        "consume: {tag}: {} assets, the index and {} platform images attested by {} from {} at \
+         {} on GitHub-hosted runners ({})",
         assets.len(),
         receipt.platforms.len(),
         gh.policy.signer_workflow,
-        gh.policy.source_ref
+        gh.policy.source_ref,
+        receipt.source_commit,
+        att.describe()
     );
     Ok(())
+}
+
+/// The `source_commit` a receipt file claims, read before its attestation is checked only to
+/// ask the attestation for that commit (the attestation then proves the receipt said it).
+fn claimed_source_commit(receipt: &Path) -> Option<String> {
+    let bytes = template_formats::bounded_read::read_regular(
+        receipt,
+        template_formats::bounded_read::MAX_RECEIPT_BYTES,
+        "receipt",
+    )
+    .ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    value["source_commit"].as_str().map(str::to_owned)
 }
 
 /// Everything but the report: the release taken, the pin's report, and the release notes
@@ -578,9 +749,33 @@ fn verify_and_pin(
     )?;
     std::fs::create_dir_all(&args.work_dir)
         .with_context(|| format!("cannot create {}", args.work_dir.display()))?;
-    let chosen = newest_complete(&gh, args)?;
+    let native = match (args.attestations.uses_native(), &args.trusted_root) {
+        (false, _) => None,
+        (true, Some(root)) => Some(Native::new(
+            root,
+            args.bundles.as_deref(),
+            &gh.policy.signer_workflow,
+            &gh.policy.source_ref,
+            if gh.custom_signer {
+                (None, None)
+            } else {
+                gh.ids.clone()
+            },
+        )?),
+        (true, None) => bail!(
+            "--attestations {} needs --trusted-root FILE (save `gh attestation trusted-root` \
+             to a file), or --attestations gh",
+            args.attestations.name()
+        ),
+    };
+    let att = Attesters {
+        gh: &gh,
+        mode: args.attestations,
+        native,
+    };
+    let chosen = newest_complete(&att, args)?;
     let dir = args.work_dir.join(&chosen.tag);
-    verify_attestations(&gh, &chosen.tag, &dir, &chosen.receipt)?;
+    verify_attestations(&att, &chosen.tag, &dir, &chosen.receipt)?;
 
     // The policy is the release's own manifest asset, verified with the receipt above.
     let request = PinRequest {
@@ -596,7 +791,7 @@ fn verify_and_pin(
         PinOutcome::Pinned(report) => {
             let notes = report
                 .changed
-                .then(|| notes_for_the_pull_request(&gh, args, &chosen, &report.old));
+                .then(|| notes_for_the_pull_request(&att, args, &chosen, &report.old));
             Ok((chosen, report, notes))
         }
         PinOutcome::Rejected(problems) => {

@@ -24,7 +24,8 @@ fn main() -> ExitCode {
                     args.manifest.as_deref(),
                     args.artifacts.as_deref(),
                 )?;
-                template_verify::receipt::verify::verify_cmd(args.into(), &policy, &env)
+                let attested = args.attestation_problems()?;
+                template_verify::receipt::verify::verify_cmd(args.into(), &policy, &env, attested)
             }
             VerifierCommand::Status(args) => template_verify::status::run(args.into(), &env),
             // Offline: the files named are all it reads.

@@ -38,10 +38,12 @@ fn main() -> ExitCode {
             Command::Publish(args) => xtask::release::publish::run(args.into(), ctx).await,
             Command::Receipt(ReceiptCommand::Verify(args)) => {
                 let policy = checkout_policy(args.manifest.as_deref(), ctx)?;
+                let attested = args.attestation_problems()?;
                 template_verify::receipt::verify::verify_cmd(
                     args.into(),
                     &policy,
                     &ctx.settings.verifier,
+                    attested,
                 )
             }
             Command::Receipt(ReceiptCommand::Write(args)) => {

@@ -5,6 +5,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Platform;
 
+/// How a release names the Sigstore bundles of its attestations among its assets:
+/// `<what>.sigstore.json`, each holding one bundle or JSON lines of bundles (what an attest
+/// step's `bundle-path` holds). A consumer matches a bundle to an asset or image by the digest
+/// its signed statement names, never by this name; the name only tells bundles apart from the
+/// assets they attest (a bundle is not attested itself). docs/consumers.md says more.
+pub const BUNDLE_ASSET_SUFFIX: &str = ".sigstore.json";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PublishReport {
     /// Registry host as given, e.g. `127.0.0.1:5000`.

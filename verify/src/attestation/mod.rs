@@ -8,6 +8,8 @@
 use serde::Deserialize;
 
 pub mod policy;
+pub mod receipt_check;
+pub mod release_bundles;
 pub mod verify;
 
 use template_formats::model::receipt::Receipt;

@@ -530,13 +530,20 @@ pub struct VerifyRequest {
 /// `receipt verify`; `policy` comes from the command line's edge (the release's manifest for
 /// `template-verify`, the checkout's for `cargo xtask`).
 /// `env` is the environment's snapshot, taken by the binary.
+/// `attestation_problems` are the attestations' (`receipt verify --attestations`), checked by
+/// the caller: the attestation layer sits above this one.
 pub fn verify_cmd(
     args: VerifyRequest,
     policy: &ReceiptPolicy,
     env: &crate::settings::Environment,
+    attestation_problems: Vec<Problem>,
 ) -> Result<ExitCode> {
     use crate::terminal_text::escape;
     let mut v = verify_file(&args.file, args.artifacts.as_deref(), policy)?;
+    if !attestation_problems.is_empty() {
+        v.valid = false;
+        v.problems.extend(attestation_problems);
+    }
     if args.check_registry {
         let env_host =
             crate::oci::credentials::EnvCredentialsHost(args.credentials_registry.clone());

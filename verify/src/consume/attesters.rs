@@ -1,0 +1,248 @@
+//! Who judges a release's attestations for `consume`: `gh attestation verify` (gh's
+//! cryptography, its JSON judged again in `attestation`), the verifier itself
+//! (`attestation::release_bundles`: Sigstore bundles checked offline against a trusted root
+//! file, by the release policy), or both, whose verdicts must agree. In native mode gh is at
+//! most a transport: `gh attestation download` fetches the bundles when no directory of them
+//! is given.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use anyhow::{anyhow, Result};
+
+use super::Gh;
+use crate::attestation::policy::ReleaseSigner;
+use crate::attestation::release_bundles::{read_trusted_roots, verify_subject, BundleSet, Wanted};
+use crate::sigstore::keyless::TrustedRoots;
+
+/// `--attestations`: whose verdict counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttestationMode {
+    /// `gh attestation verify` only (needs gh, a token and GitHub's attestation API).
+    Gh,
+    /// The verifier's own Sigstore verification only.
+    Native,
+    /// Both, and they must agree.
+    Both,
+}
+
+impl FromStr for AttestationMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "gh" => Ok(AttestationMode::Gh),
+            "native" => Ok(AttestationMode::Native),
+            "both" => Ok(AttestationMode::Both),
+            other => Err(format!("`{other}` is not gh, native or both")),
+        }
+    }
+}
+
+impl AttestationMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            AttestationMode::Gh => "gh",
+            AttestationMode::Native => "native",
+            AttestationMode::Both => "both",
+        }
+    }
+
+    fn uses_gh(self) -> bool {
+        matches!(self, AttestationMode::Gh | AttestationMode::Both)
+    }
+
+    pub fn uses_native(self) -> bool {
+        matches!(self, AttestationMode::Native | AttestationMode::Both)
+    }
+}
+
+/// The two verdicts on one subject made into one: in `both` mode a disagreement is an error
+/// naming which verifier refused. Pure.
+pub fn combine(
+    gh: Option<Result<(), String>>,
+    native: Option<Result<(), String>>,
+) -> Result<(), String> {
+    match (gh, native) {
+        (Some(Ok(())), Some(Ok(()))) | (Some(Ok(())), None) | (None, Some(Ok(()))) => Ok(()),
+        (Some(Err(g)), None) => Err(g),
+        (None, Some(Err(n))) => Err(n),
+        (Some(Err(g)), Some(Ok(()))) => Err(format!(
+            "gh attestation verify refused while the native verifier accepted (the verdicts \
+             must agree): gh: {g}"
+        )),
+        (Some(Ok(())), Some(Err(n))) => Err(format!(
+            "the native verifier refused while gh attestation verify accepted (the verdicts \
+             must agree): native: {n}"
+        )),
+        (Some(Err(g)), Some(Err(n))) => Err(format!(
+            "gh attestation verify refused: {g}; the native verifier refused: {n}"
+        )),
+        (None, None) => Err("no verifier was asked (neither gh nor native)".into()),
+    }
+}
+
+/// Where native mode takes bundles from.
+enum Bundles {
+    /// `--bundles DIR`, read once.
+    Dir(BundleSet),
+    /// `gh attestation download` per subject, into a directory of `scratch`.
+    Download { scratch: tempfile::TempDir },
+}
+
+/// The verifier's own check of a release's attestations.
+pub(crate) struct Native {
+    roots: TrustedRoots,
+    bundles: Bundles,
+    signer: ReleaseSigner,
+}
+
+impl Native {
+    /// `signer_workflow` is `owner/repo/.github/workflows/<file>` (built from the API's
+    /// `full_name` unless the caller named another), `ids` the API's repository and owner ids
+    /// when the workflow is the repository's own.
+    pub(crate) fn new(
+        trusted_root: &Path,
+        bundles: Option<&Path>,
+        signer_workflow: &str,
+        source_ref: &str,
+        ids: (Option<String>, Option<String>),
+    ) -> Result<Native> {
+        let mut parts = signer_workflow.splitn(3, '/');
+        let (owner, repo, workflow) = match (parts.next(), parts.next(), parts.next()) {
+            (Some(o), Some(r), Some(w)) => (o, r, w),
+            _ => {
+                return Err(anyhow!(
+                    "the signer workflow `{signer_workflow}` is not OWNER/REPO/.github/workflows/<file>"
+                ))
+            }
+        };
+        let mut signer = ReleaseSigner::new(&format!("{owner}/{repo}"), workflow, source_ref, None)
+            .map_err(|e| anyhow!(e))?;
+        (signer.repository_id, signer.owner_id) = ids;
+        let roots = read_trusted_roots(trusted_root)?;
+        let bundles = match bundles {
+            Some(dir) => Bundles::Dir(BundleSet::from_dir(dir)?),
+            None => Bundles::Download {
+                scratch: tempfile::tempdir()?,
+            },
+        };
+        Ok(Native {
+            roots,
+            bundles,
+            signer,
+        })
+    }
+
+    fn verify(&self, gh: &Gh, subject: &str, wanted: &Wanted<'_>) -> Result<(), String> {
+        match &self.bundles {
+            Bundles::Dir(set) => verify_subject(set, &self.roots, &self.signer, wanted).map(drop),
+            Bundles::Download { scratch } => {
+                let dir = fresh_dir(scratch.path()).map_err(|e| format!("{e:#}"))?;
+                gh.download_attestations(subject, wanted.predicate_type, &dir)?;
+                let set = BundleSet::from_dir(&dir).map_err(|e| format!("{e:#}"))?;
+                verify_subject(&set, &self.roots, &self.signer, wanted).map(drop)
+            }
+        }
+    }
+}
+
+/// A new empty directory under `scratch`, one per download, so a subject's bundles are not
+/// mixed with another's (they would be ignored anyway: bundles are matched by digest).
+fn fresh_dir(scratch: &Path) -> Result<PathBuf> {
+    let n = std::fs::read_dir(scratch)?.count();
+    let dir = scratch.join(format!("subject-{n}"));
+    std::fs::create_dir(&dir)?;
+    Ok(dir)
+}
+
+/// The verifiers `consume` asks, per `--attestations`.
+pub(crate) struct Attesters<'a> {
+    pub(crate) gh: &'a Gh,
+    pub(crate) mode: AttestationMode,
+    pub(crate) native: Option<Native>,
+}
+
+impl Attesters<'_> {
+    /// `subject` is a file path or `oci://repository@sha256:…` (what gh is given), `name` the
+    /// statement's subject name the release policy expects (a file's name, the image's
+    /// repository), `digest` its `sha256:<hex>`.
+    pub(crate) fn verify(
+        &self,
+        subject: &str,
+        name: &str,
+        digest: &str,
+        predicate_type: &str,
+        source_commit: Option<&str>,
+    ) -> Result<(), String> {
+        let gh = self
+            .mode
+            .uses_gh()
+            .then(|| self.gh.verify_attestation(subject, digest, predicate_type));
+        let native = match (&self.native, self.mode.uses_native()) {
+            (Some(native), true) => Some(native.verify(
+                self.gh,
+                subject,
+                &Wanted {
+                    name,
+                    digest,
+                    predicate_type,
+                    source_commit,
+                },
+            )),
+            (None, true) => Some(Err(
+                "native verification needs --trusted-root (the JSON lines `gh attestation \
+                 trusted-root` prints)"
+                    .to_owned(),
+            )),
+            _ => None,
+        };
+        combine(gh, native)
+    }
+
+    /// Who judged, for the log.
+    pub(crate) fn describe(&self) -> &'static str {
+        match self.mode {
+            AttestationMode::Gh => "gh attestation verify",
+            AttestationMode::Native => "the native Sigstore verifier",
+            AttestationMode::Both => "gh attestation verify and the native Sigstore verifier",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mode_is_one_of_three_words() {
+        assert_eq!("gh".parse(), Ok(AttestationMode::Gh));
+        assert_eq!("native".parse(), Ok(AttestationMode::Native));
+        assert_eq!("both".parse(), Ok(AttestationMode::Both));
+        assert!("Both".parse::<AttestationMode>().is_err());
+        assert!("".parse::<AttestationMode>().is_err());
+    }
+
+    #[test]
+    fn both_verdicts_must_agree_and_the_refusing_one_is_named() {
+        let ok = || Some(Ok(()));
+        let no = |why: &str| Some(Err(why.to_owned()));
+        assert_eq!(combine(ok(), ok()), Ok(()));
+        assert_eq!(combine(ok(), None), Ok(()));
+        assert_eq!(combine(None, ok()), Ok(()));
+        let why = combine(ok(), no("bad SAN")).unwrap_err();
+        assert!(
+            why.starts_with("the native verifier refused while gh") && why.contains("bad SAN"),
+            "{why}"
+        );
+        let why = combine(no("no attestation"), ok()).unwrap_err();
+        assert!(
+            why.starts_with("gh attestation verify refused while the native")
+                && why.contains("no attestation"),
+            "{why}"
+        );
+        let why = combine(no("g"), no("n")).unwrap_err();
+        assert!(why.contains("gh attestation verify refused: g") && why.contains("native verifier refused: n"));
+        assert_eq!(combine(None, no("n")), Err("n".into()));
+        assert!(combine(None, None).is_err());
+    }
+}
