@@ -391,3 +391,194 @@ fn standin_bundles_a_self_hosted_runner_another_commit_and_a_reusable_call_are_r
         assert!(err.contains("does not verify"), "{err}");
     }
 }
+
+/// `receipt verify --attestations DIR`, offline, from bundles SIGNED BY THE TESTS' OWN SIGSTORE
+/// STAND-IN (its CA and logs, its trusted root given with --trusted-root): one statement
+/// naming the receipt and an asset, as actions/attest's `subject-path` makes it. A receipt
+/// edited consistently (its smoke output changed, its file name carrying the new sha256) is
+/// refused naming the attestation; the original is not; a bundle of another subject is ignored
+/// and a self-hosted run's bundle refused.
+#[test]
+fn receipt_verify_refuses_a_consistently_edited_receipt_offline_by_its_attestation() {
+    use sha2::Digest;
+    use sigstore_standin::{GithubRun, SigstoreStandIn};
+    let installed = install();
+    let standin = SigstoreStandIn::new();
+    let root = standin.write_trusted_root(&installed.home);
+    let commit = "2".repeat(40);
+    let receipt_bytes = |smoke: &str| {
+        serde_json::to_vec_pretty(&serde_json::json!({
+            "schema_version": 2,
+            "release_tag": "2026.11.30-abc",
+            "source_commit": commit,
+            "platforms": [{"platform": "linux/amd64", "smoke": {"output": smoke}}],
+        }))
+        .unwrap()
+    };
+    let sha = |bytes: &[u8]| hex::encode(sha2::Sha256::digest(bytes));
+    let write_receipt = |dir: &Path, bytes: &[u8]| -> PathBuf {
+        let path = dir.join(format!("receipt-2026.11.30-abc-{}.json", sha(bytes)));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    };
+    let assets = installed.home.join("assets");
+    let edited_assets = installed.home.join("edited");
+    let bundles = installed.home.join("bundles");
+    for d in [&assets, &edited_assets, &bundles] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let original = receipt_bytes("codex 1.2.3");
+    let original_path = write_receipt(&assets, &original);
+    let edited = receipt_bytes("codex 1.2.3 (edited)");
+    let edited_path = write_receipt(&edited_assets, &edited);
+    // The release's manifest (what `receipt verify` judges a receipt by) and one more asset.
+    let manifest = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(template_formats::paths::MANIFEST),
+    )
+    .unwrap();
+    for dir in [&assets, &edited_assets] {
+        std::fs::write(dir.join("inventory.json"), b"{}\n").unwrap();
+        std::fs::write(dir.join("manifest.yaml"), &manifest).unwrap();
+    }
+
+    let statement = |subjects: Vec<(&str, String)>| {
+        serde_json::json!({
+            "_type": "https://in-toto.io/Statement/v1",
+            "subject": subjects.into_iter().map(|(name, hex)| serde_json::json!({"name": name, "digest": {"sha256": hex}})).collect::<Vec<_>>(),
+            "predicateType": "https://slsa.dev/provenance/v1",
+            "predicate": {},
+        })
+    };
+    let run = |runner: &str| {
+        let mut run = GithubRun::new(
+            "s0/template",
+            ".github/workflows/update-template.yml",
+            "refs/heads/main",
+        );
+        run.commit = commit.clone();
+        run.runner = runner.into();
+        run
+    };
+    let at = chrono::Utc::now() - chrono::Duration::minutes(1);
+    let receipt_name = original_path.file_name().unwrap().to_str().unwrap();
+    let assets_bundle = standin.statement_bundle(
+        &statement(vec![
+            (receipt_name, sha(&original)),
+            ("inventory.json", sha(b"{}\n")),
+            ("manifest.yaml", sha(&manifest)),
+        ]),
+        &run("github-hosted"),
+        at,
+    );
+    // Another subject's bundle: ignored, whatever its file is called.
+    let other = standin.statement_bundle(
+        &statement(vec![("other.json", sha(b"other"))]),
+        &run("github-hosted"),
+        at,
+    );
+    let write_bundles = |lines: &[&serde_json::Value]| {
+        let text: Vec<String> = lines.iter().map(|v| v.to_string()).collect();
+        std::fs::write(bundles.join("assets.sigstore.json"), text.join("\n")).unwrap();
+        std::fs::write(
+            bundles.join("inventory.json.sigstore.json"),
+            other.to_string(),
+        )
+        .unwrap();
+    };
+    write_bundles(&[&assets_bundle]);
+    for p in [&root] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let chmod_tree = || {
+        Command::new("chmod")
+            .args(["-R", "a+rX"])
+            .arg(&installed.home)
+            .status()
+            .unwrap();
+    };
+    chmod_tree();
+    let attestation_problems = |receipt: &Path, assets: &Path| -> Vec<String> {
+        let (_, out, err) = run_binary(
+            &installed,
+            &[
+                "receipt",
+                "verify",
+                receipt.to_str().unwrap(),
+                "--artifacts",
+                assets.to_str().unwrap(),
+                "--attestations",
+                bundles.to_str().unwrap(),
+                "--trusted-root",
+                root.to_str().unwrap(),
+                "--repository",
+                "s0/template",
+                "--source-ref",
+                "refs/heads/main",
+                "--json",
+            ],
+        );
+        let report: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+        report["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["field"] == "attestation")
+            .map(|p| p["problem"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // The receipt here is no complete release (other problems are reported too); only the
+    // attestation's verdict is asserted.
+    assert_eq!(
+        attestation_problems(&original_path, &assets),
+        Vec::<String>::new()
+    );
+    let problems = attestation_problems(&edited_path, &edited_assets);
+    let edited_name = edited_path.file_name().unwrap().to_str().unwrap();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].starts_with(&format!("{edited_name} is not attested by https://github.com/s0/template/.github/workflows/update-template.yml@refs/heads/main"))
+            && problems[0].contains("no bundle among the 2"),
+        "{problems:?}"
+    );
+    // The same statement signed on a self-hosted runner: refused naming the claim.
+    let self_hosted = standin.statement_bundle(
+        &statement(vec![
+            (receipt_name, sha(&original)),
+            ("inventory.json", sha(b"{}\n")),
+            ("manifest.yaml", sha(&manifest)),
+        ]),
+        &run("self-hosted"),
+        at,
+    );
+    write_bundles(&[&self_hosted]);
+    chmod_tree();
+    let problems = attestation_problems(&original_path, &assets);
+    assert_eq!(
+        problems.len(),
+        3,
+        "the receipt and two assets: {problems:?}"
+    );
+    assert!(
+        problems.iter().all(|p| p.contains("runner environment")),
+        "{problems:?}"
+    );
+    // Another release's commit in the receipt than the one signed: refused.
+    write_bundles(&[&assets_bundle]);
+    let mut run_elsewhere = run("github-hosted");
+    run_elsewhere.commit = "3".repeat(40);
+    let elsewhere = standin.statement_bundle(
+        &statement(vec![(receipt_name, sha(&original))]),
+        &run_elsewhere,
+        at,
+    );
+    write_bundles(&[&elsewhere]);
+    chmod_tree();
+    let problems = attestation_problems(&original_path, &assets);
+    assert!(
+        problems[0].contains("source repository digest"),
+        "{problems:?}"
+    );
+}

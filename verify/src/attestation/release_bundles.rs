@@ -32,11 +32,8 @@ pub fn is_bundle_file(name: &str) -> bool {
 /// Reads a trusted root file: one Sigstore trusted root, or the JSON lines
 /// `gh attestation trusted-root` prints.
 pub fn read_trusted_roots(path: &Path) -> Result<TrustedRoots> {
-    let bytes = template_formats::bounded_read::read_regular(
-        path,
-        MAX_TRUSTED_ROOT_BYTES,
-        "trusted root",
-    )?;
+    let bytes =
+        template_formats::bounded_read::read_regular(path, MAX_TRUSTED_ROOT_BYTES, "trusted root")?;
     let text = String::from_utf8(bytes)
         .map_err(|_| anyhow!("the trusted root {} is not UTF-8 text", path.display()))?;
     TrustedRoots::from_text(&text, &path.display().to_string())
@@ -186,8 +183,11 @@ pub fn verify_subject(
     for bundle in candidates {
         match verify_keyless(&bundle.json, roots, ArtifactInput::Sha256(&digest)) {
             Ok(verified) => {
-                let (differ, _) =
-                    judge(&policy, &verified.certificate, verified.statement.as_deref());
+                let (differ, _) = judge(
+                    &policy,
+                    &verified.certificate,
+                    verified.statement.as_deref(),
+                );
                 if differ.is_empty() {
                     return Ok(verified.certificate);
                 }

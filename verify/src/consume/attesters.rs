@@ -241,7 +241,10 @@ mod tests {
             "{why}"
         );
         let why = combine(no("g"), no("n")).unwrap_err();
-        assert!(why.contains("gh attestation verify refused: g") && why.contains("native verifier refused: n"));
+        assert!(
+            why.contains("gh attestation verify refused: g")
+                && why.contains("native verifier refused: n")
+        );
         assert_eq!(combine(None, no("n")), Err("n".into()));
         assert!(combine(None, None).is_err());
     }

@@ -9,8 +9,7 @@ use crate::sigstore::tests::fixtures;
 
 /// GitHub's own instance (a TSA timestamp, no log): actions/attest-demo's wheel.
 const DEMO_WHEEL: &str = "github_provenance_demo-0.0.12-py3-none-any.whl";
-const DEMO_SHA256: &str =
-    "sha256:ae57936def59bc4c75edd3a837d89bcefc6d3a5e31d55a6fa7a71624f92c3c3b";
+const DEMO_SHA256: &str = "sha256:ae57936def59bc4c75edd3a837d89bcefc6d3a5e31d55a6fa7a71624f92c3c3b";
 /// The commit its certificate names (1.3.6.1.4.1.57264.1.13).
 const DEMO_COMMIT: &str = "a6c23b9806c593664f68637c8f9d45dfcf98b2db";
 
@@ -62,7 +61,10 @@ fn a_subject_is_attested_by_the_bundle_whose_statement_names_its_digest() {
     };
     let good = wanted(DEMO_WHEEL, DEMO_SHA256, Some(DEMO_COMMIT));
     let claims = verify_subject(&bundles, &roots, &demo_signer(), &good).unwrap();
-    assert_eq!(claims.source_repository_digest.as_deref(), Some(DEMO_COMMIT));
+    assert_eq!(
+        claims.source_repository_digest.as_deref(),
+        Some(DEMO_COMMIT)
+    );
 
     // Another commit than the receipt's: refused naming the claim.
     let ones = "1".repeat(40);
@@ -97,7 +99,10 @@ fn a_subject_is_attested_by_the_bundle_whose_statement_names_its_digest() {
     )
     .unwrap();
     let why = verify_subject(&bundles, &roots, &other, &good).unwrap_err();
-    assert!(why.contains("certificate subject alternative name"), "{why}");
+    assert!(
+        why.contains("certificate subject alternative name"),
+        "{why}"
+    );
     // A digest no bundle names: refused naming the subject, nothing verified.
     let unknown = format!("sha256:{}", "ab".repeat(32));
     let why = verify_subject(
@@ -144,10 +149,7 @@ fn a_bundle_file_s_name_is_not_trusted_only_its_signed_subject() {
     };
     verify_subject(&bundles, &roots, &demo_signer(), &good).unwrap();
     // The bundle's file name says inventory.json; its statement does not.
-    let inventory = format!(
-        "sha256:{}",
-        template_formats::hash::sha256_hex(b"{}")
-    );
+    let inventory = format!("sha256:{}", template_formats::hash::sha256_hex(b"{}"));
     let why = verify_subject(
         &bundles,
         &roots,
@@ -171,7 +173,10 @@ fn a_bundle_file_that_is_not_json_is_an_error_naming_it() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("receipt.sigstore.json"), b"{not json").unwrap();
     let why = BundleSet::from_dir(tmp.path()).err().unwrap();
-    assert!(format!("{why:#}").contains("receipt.sigstore.json"), "{why:#}");
+    assert!(
+        format!("{why:#}").contains("receipt.sigstore.json"),
+        "{why:#}"
+    );
     assert!(is_bundle_file("sha256:ab.jsonl") && is_bundle_file("x.sigstore.json"));
     assert!(!is_bundle_file("inventory.json") && !is_bundle_file("receipt-t-ab.json"));
 }
