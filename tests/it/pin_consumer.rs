@@ -435,9 +435,19 @@ fn consume(releases: &Releases, image: &str) -> (Consumed, String) {
     consume_with(releases, image, "")
 }
 
-/// [`consume`] with more inputs for the action (YAML lines under its `with:`).
+/// [`consume`] with more inputs for the action (YAML lines under its `with:`). The replays
+/// judge attestations with `gh` unless the inputs say otherwise: the replayed release's attest
+/// steps record what they attest for the gh stand-in, not signed Sigstore bundles, and the
+/// stand-in emulates neither `gh attestation trusted-root` nor `gh attestation download`, so
+/// the action's default (`both`) has nothing to verify natively here. The native verifier's
+/// own tests are verify/tests/attestation_cli.rs and the attestation module's unit tests.
 fn consume_with(releases: &Releases, image: &str, inputs: &str) -> (Consumed, String) {
-    let (repo, before) = consumer(image, inputs);
+    let inputs = if inputs.contains("attestations:") {
+        inputs.to_owned()
+    } else {
+        format!("          attestations: gh\n{inputs}")
+    };
+    let (repo, before) = consumer(image, &inputs);
     let opened = Arc::new(Mutex::new(Vec::new()));
     let record = opened.clone();
     let template_after = Arc::new(Mutex::new(String::new()));

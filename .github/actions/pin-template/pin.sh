@@ -28,6 +28,26 @@ case "${REQUIRE_VERIFIED_INPUTS:-false}" in
     exit 1
     ;;
 esac
+
+# Whose verdict on the attestations counts (consume --attestations). The native verifier needs
+# the trusted roots: `gh attestation trusted-root` prints Sigstore's public-good root and
+# GitHub's as JSON lines (gh as transport only: the verifier checks every bundle itself).
+mode="${ATTESTATIONS:-both}"
+case "$mode" in
+  gh) attestations=(--attestations gh) ;;
+  native | both)
+    trusted_root="$WORK_DIR/trusted-root.jsonl"
+    if ! gh attestation trusted-root > "$trusted_root"; then
+      echo "::error::pin-template: \`gh attestation trusted-root\` failed (its error is above); with attestations: gh the step needs no trusted root"
+      exit 1
+    fi
+    attestations=(--attestations "$mode" --trusted-root "$trusted_root")
+    ;;
+  *)
+    echo "::error::pin-template: attestations is '$mode'; write gh, native or both"
+    exit 1
+    ;;
+esac
 exec "${VERIFIER:?}" consume --repository "${TEMPLATE_REPOSITORY:?}" --template "${TEMPLATE_FILE:?}" \
   --work-dir "$WORK_DIR/releases" --max-releases "${MAX_RELEASES:?}" --source-ref "${SOURCE_REF:?}" \
-  "${require_verified_inputs[@]}"
+  "${require_verified_inputs[@]}" "${attestations[@]}"

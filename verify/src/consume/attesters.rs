@@ -10,7 +10,7 @@ use std::str::FromStr;
 
 use anyhow::{anyhow, Result};
 
-use super::Gh;
+use super::gh::Gh;
 use crate::attestation::policy::ReleaseSigner;
 use crate::attestation::release_bundles::{read_trusted_roots, verify_subject, BundleSet, Wanted};
 use crate::sigstore::keyless::TrustedRoots;
