@@ -39,8 +39,6 @@ mod gh;
 
 pub use attesters::AttestationMode;
 use attesters::{Attesters, Native};
-#[cfg(test)]
-use gh::repository_facts;
 pub(crate) use gh::Gh;
 pub use gh::{ListedRelease, RELEASE_WORKFLOW};
 

@@ -248,4 +248,62 @@ mod tests {
         assert_eq!(combine(None, no("n")), Err("n".into()));
         assert!(combine(None, None).is_err());
     }
+
+    /// Native mode from a directory of real bundles (cli/cli's, ../shared/fixtures): the
+    /// signer built from the workflow `consume` names, the API's repository id compared with
+    /// the certificate's. gh is not run: the bundles are given.
+    #[test]
+    fn native_mode_verifies_from_the_bundles_given_with_the_api_s_ids() {
+        let Some(dir) = crate::sigstore::tests::fixtures() else {
+            return;
+        };
+        let sigstore = dir.join("sigstore");
+        let gh = Gh {
+            repository: "actions/attest-demo".into(),
+            policy: crate::attestation::AttestationPolicy {
+                signer_workflow: "actions/attest-demo/.github/workflows/build-python.yml".into(),
+                source_ref: "refs/heads/main".into(),
+            },
+            ids: (None, None),
+            custom_signer: false,
+        };
+        let native = |repository_id: &str| {
+            Native::new(
+                &sigstore.join("github-trusted_root.json"),
+                Some(&sigstore.join("cli-cli")),
+                &gh.policy.signer_workflow,
+                &gh.policy.source_ref,
+                (Some(repository_id.to_owned()), None),
+            )
+            .unwrap()
+        };
+        let verify = |attesters: &Attesters| {
+            attesters.verify(
+                "github_provenance_demo-0.0.12-py3-none-any.whl",
+                "github_provenance_demo-0.0.12-py3-none-any.whl",
+                "sha256:ae57936def59bc4c75edd3a837d89bcefc6d3a5e31d55a6fa7a71624f92c3c3b",
+                crate::attestation::PROVENANCE,
+                Some("a6c23b9806c593664f68637c8f9d45dfcf98b2db"),
+            )
+        };
+        let attesters = Attesters {
+            gh: &gh,
+            mode: AttestationMode::Native,
+            native: Some(native("763287532")),
+        };
+        verify(&attesters).unwrap();
+        // Another repository id than the API's (a repository deleted and re-created under the
+        // same name): refused naming the claim.
+        let attesters = Attesters {
+            native: Some(native("1")),
+            ..attesters
+        };
+        let why = verify(&attesters).unwrap_err();
+        assert!(why.contains("source repository identifier"), "{why}");
+        let attesters = Attesters {
+            native: None,
+            ..attesters
+        };
+        assert!(verify(&attesters).unwrap_err().contains("--trusted-root"));
+    }
 }
