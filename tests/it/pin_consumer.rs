@@ -696,7 +696,8 @@ fn an_unreachable_registry_fails_the_step_and_leaves_the_file_alone() {
 /// against a registry that served no signatures (the genuine releases here are locked against
 /// this machine's stripping mirror, so their receipts say `unverified`) is refused, naming the
 /// release and the registry, and the file stays as it was. A value other than `true` or `false`
-/// is refused before the verifier runs.
+/// is refused before the verifier runs, and so is an `attestations` other than gh, native or
+/// both.
 #[test]
 fn a_consumer_that_requires_verified_inputs_refuses_an_unverified_release() {
     let Some(_docker) = light_docker() else {
@@ -735,6 +736,19 @@ fn a_consumer_that_requires_verified_inputs_refuses_an_unverified_release() {
     let log = assert_failed_and_unchanged(&c, &before);
     assert!(
         log.contains("require-verified-inputs is 'yes'; write true or false"),
+        "{log}"
+    );
+
+    // The same for `attestations`: a word other than gh, native or both is refused before the
+    // verifier runs (a seconds-long replay: the verifier is built once for all of them).
+    let (c, before) = consume_with(
+        &releases,
+        &releases.unpinned(),
+        "          attestations: Native\n",
+    );
+    let log = assert_failed_and_unchanged(&c, &before);
+    assert!(
+        log.contains("attestations is 'Native'; write gh, native or both"),
         "{log}"
     );
 }
