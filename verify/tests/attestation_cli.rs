@@ -488,9 +488,7 @@ fn receipt_verify_refuses_a_consistently_edited_receipt_offline_by_its_attestati
         .unwrap();
     };
     write_bundles(&[&assets_bundle]);
-    for p in [&root] {
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
-    }
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o644)).unwrap();
     let chmod_tree = || {
         Command::new("chmod")
             .args(["-R", "a+rX"])

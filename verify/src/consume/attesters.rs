@@ -105,7 +105,7 @@ impl Native {
         bundles: Option<&Path>,
         signer_workflow: &str,
         source_ref: &str,
-        ids: (Option<String>, Option<String>),
+        ids: super::gh::RepositoryIds,
     ) -> Result<Native> {
         let mut parts = signer_workflow.splitn(3, '/');
         let (owner, repo, workflow) = match (parts.next(), parts.next(), parts.next()) {

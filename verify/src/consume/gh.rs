@@ -25,13 +25,16 @@ pub struct ListedRelease {
     pub published_at: Option<String>,
 }
 
+/// The API's repository `id` and `owner.id` (as decimal text), when it gave them.
+pub(crate) type RepositoryIds = (Option<String>, Option<String>);
+
 /// The GitHub CLI, for one repository's releases and attestations.
 pub(crate) struct Gh {
     /// `owner/name` as GitHub's API spells it (`full_name`), not as the caller typed it.
     pub(crate) repository: String,
     pub(crate) policy: AttestationPolicy,
     /// The API's repository `id` and `owner.id`, when it gave them.
-    pub(crate) ids: (Option<String>, Option<String>),
+    pub(crate) ids: RepositoryIds,
     /// The caller named the signer workflow (it may be another repository's).
     pub(crate) custom_signer: bool,
 }
@@ -58,7 +61,7 @@ pub(crate) struct Owner {
 pub(crate) fn repository_facts(
     json: &[u8],
     asked: &str,
-) -> Result<(String, String, (Option<String>, Option<String>))> {
+) -> Result<(String, String, RepositoryIds)> {
     let facts: RepositoryFacts = serde_json::from_slice(json)
         .with_context(|| format!("`gh api repos/{asked}` did not print the repository"))?;
     let parts: Vec<&str> = facts.full_name.split('/').collect();
@@ -205,7 +208,7 @@ impl Gh {
     /// The repository's full name, default branch and ids as GitHub records them
     /// (`gh api repos/R`): only an administrator of the repository can change the branch,
     /// unlike anything in a release, which whoever mints an attestation also writes.
-    fn repository_facts(&self) -> Result<(String, String, (Option<String>, Option<String>))> {
+    fn repository_facts(&self) -> Result<(String, String, RepositoryIds)> {
         let path = format!("repos/{}", self.repository);
         let out = self.output(&["api", &path]).map_err(anyhow::Error::msg)?;
         repository_facts(&out, &self.repository)
