@@ -22,12 +22,19 @@ case "${RUNNER_OS:?}/${RUNNER_ARCHITECTURE:?}" in
     exit 1
     ;;
 esac
-signer="${TEMPLATE_REPOSITORY:?}/.github/workflows/update-template.yml"
+# The signer is named as GitHub's API spells the repository (`full_name`): gh matches
+# --signer-workflow case-sensitively, and `uses:` keeps the casing a consumer typed (and a
+# former name after a rename or transfer).
+read -r full_name branch < <(gh api "repos/${TEMPLATE_REPOSITORY:?}" --jq '"\(.full_name) \(.default_branch)"')
+if ! [[ "${full_name:-}" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]]; then
+  echo "::error::GitHub's API names no repository for $TEMPLATE_REPOSITORY (got '${full_name:-}')"
+  exit 1
+fi
+signer="$full_name/.github/workflows/update-template.yml"
 provenance=https://slsa.dev/provenance/v1
 source_ref=${SOURCE_REF:-}
 if [ -z "$source_ref" ]; then
-  branch=$(gh api "repos/$TEMPLATE_REPOSITORY" --jq .default_branch)
-  if [ -z "$branch" ] || [ "$branch" = null ]; then
+  if [ -z "${branch:-}" ] || [ "$branch" = null ]; then
     echo "::error::GitHub's API names no default branch for $TEMPLATE_REPOSITORY"
     exit 1
   fi
