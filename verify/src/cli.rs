@@ -309,7 +309,7 @@ pub struct ConsumeArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Print `{"changed", "previous_image", "image", "release_tag", "receipt", "versions",
-    /// "passed_over"}`.
+    /// "attestations", "passed_over"}`.
     #[arg(long)]
     pub json: bool,
 }

@@ -243,6 +243,8 @@ struct Consumed {
     receipt: String,
     /// The template's packages: name, version, and the version locked before this release.
     versions: Vec<PackageVersion>,
+    /// Whose verdict on the attestations counted: `gh`, `native` or `both`.
+    attestations: &'static str,
     /// Newer releases that were passed over, and why.
     passed_over: Vec<String>,
     /// The release's notes against the release the template named before, when it changed.
@@ -558,6 +560,7 @@ pub fn run(args: ConsumeRequest, env: &Environment) -> Result<ExitCode> {
     let (chosen, report, notes) = verify_and_pin(&args, env)
         .map_err(|e| anyhow::anyhow!("{e:#}\n{} is unchanged", args.template.display()))?;
     let consumed = Consumed {
+        attestations: args.attestations.name(),
         changed: report.changed,
         dry_run: args.dry_run,
         previous_image: report.old,

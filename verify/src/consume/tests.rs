@@ -99,6 +99,7 @@ fn the_identity_is_the_api_s_full_name_not_what_the_caller_typed() {
 #[test]
 fn outputs_keep_the_summary_in_one_heredoc() {
     let c = Consumed {
+        attestations: "both",
         changed: true,
         dry_run: false,
         previous_image: "r/x@sha256:1".into(),
