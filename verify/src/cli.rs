@@ -296,8 +296,13 @@ pub struct ConsumeArgs {
     /// `gh attestation download` files `*.jsonl`), matched to each asset and image by the
     /// digest their signed statement names. Default: each subject's bundles are fetched with
     /// `gh attestation download` (gh as transport only; they are verified here).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "bundles_from_release")]
     pub bundles: Option<PathBuf>,
+    /// Native bundles from each release's own assets named `*.sigstore.json` (downloaded with
+    /// the release; GitHub's attestation API is not asked), matched by digest as with
+    /// --bundles. A release without any has every asset refused.
+    #[arg(long)]
+    pub bundles_from_release: bool,
     /// As for `pin`: allow a release whose repository differs from the template's current one.
     #[arg(long)]
     pub allow_repository_change: bool,
@@ -425,6 +430,7 @@ impl From<ConsumeArgs> for ConsumeRequest {
             attestations: args.attestations,
             trusted_root: args.trusted_root,
             bundles: args.bundles,
+            bundles_from_release: args.bundles_from_release,
             allow_repository_change: args.allow_repository_change,
             require_verified_inputs: args.require_verified_inputs,
             dry_run: args.dry_run,

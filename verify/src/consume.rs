@@ -38,7 +38,7 @@ mod attesters;
 mod gh;
 
 pub use attesters::AttestationMode;
-use attesters::{Attesters, Native};
+use attesters::{Attesters, BundleSource, Native};
 pub(crate) use gh::Gh;
 pub use gh::{ListedRelease, RELEASE_WORKFLOW};
 
@@ -162,6 +162,8 @@ fn pinned_before(
         let dir = work_dir.join(tag);
         gh.download(tag, &name, &dir)
             .map_err(|e| format!("{e:#}"))?;
+        att.load_release_bundles(tag, &names, &dir)
+            .map_err(|e| format!("release {tag}: its bundle assets: {e:#}"))?;
         let receipt_path = dir.join(&name);
         let Some(pinned) = template_formats::bounded_read::read_regular(
             &receipt_path,
@@ -295,8 +297,10 @@ pub struct ConsumeRequest {
     /// JSON lines).
     pub trusted_root: Option<PathBuf>,
     /// A directory of Sigstore bundles for native verification; `None`: downloaded with
-    /// `gh attestation download`.
+    /// `gh attestation download`, or read from each release's assets.
     pub bundles: Option<PathBuf>,
+    /// Native bundles from each release's own `*.sigstore.json` assets.
+    pub bundles_from_release: bool,
     /// Allow a release in another repository than the template's current one.
     pub allow_repository_change: bool,
     /// Refuse a release whose npm inputs are not `verified`.
@@ -314,7 +318,8 @@ fn newest_complete(att: &Attesters, args: &ConsumeRequest) -> Result<Chosen> {
     let mut passed_over = Vec::new();
     for tag in &tags {
         let dir = args.work_dir.join(tag);
-        let name = match receipt_asset(&gh.asset_names(tag)?) {
+        let names = gh.asset_names(tag)?;
+        let name = match receipt_asset(&names) {
             ReceiptAsset::Missing => {
                 eprintln!("consume: {tag}: no receipt yet, passed over");
                 passed_over.push(format!("{tag}: no receipt (the release is not finished)"));
@@ -329,6 +334,8 @@ fn newest_complete(att: &Attesters, args: &ConsumeRequest) -> Result<Chosen> {
         };
         gh.download(tag, &name, &dir)?;
         gh.download(tag, MANIFEST_ASSET, &dir)?;
+        att.load_release_bundles(tag, &names, &dir)
+            .with_context(|| format!("release {tag}: its bundle assets"))?;
         let receipt = dir.join(&name);
         let manifest = dir.join(MANIFEST_ASSET);
         // The receipt and the manifest it is judged by, both attested before either is
@@ -501,7 +508,11 @@ fn verify_and_pin(
         (false, _) => None,
         (true, Some(root)) => Some(Native::new(
             root,
-            args.bundles.as_deref(),
+            match (&args.bundles, args.bundles_from_release) {
+                (Some(dir), _) => BundleSource::Dir(dir),
+                (None, true) => BundleSource::Release,
+                (None, false) => BundleSource::Download,
+            },
             &gh.policy.signer_workflow,
             &gh.policy.source_ref,
             if gh.custom_signer {

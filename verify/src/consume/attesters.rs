@@ -81,10 +81,24 @@ pub fn combine(
     }
 }
 
+/// Where native mode takes bundles from, as the command line says.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum BundleSource<'a> {
+    /// `--bundles DIR`.
+    Dir(&'a Path),
+    /// `--bundles-from-release`: each release's own `*.sigstore.json` assets.
+    Release,
+    /// Neither: `gh attestation download` per subject.
+    Download,
+}
+
 /// Where native mode takes bundles from.
 enum Bundles {
     /// `--bundles DIR`, read once.
     Dir(BundleSet),
+    /// The bundle assets of the release being verified, loaded when its assets are
+    /// downloaded ([`Native::use_release_bundles`]); `None` before.
+    Release(std::cell::RefCell<Option<BundleSet>>),
     /// `gh attestation download` per subject, into a directory of `scratch`.
     Download { scratch: tempfile::TempDir },
 }
@@ -102,7 +116,7 @@ impl Native {
     /// when the workflow is the repository's own.
     pub(crate) fn new(
         trusted_root: &Path,
-        bundles: Option<&Path>,
+        bundles: BundleSource<'_>,
         signer_workflow: &str,
         source_ref: &str,
         ids: super::gh::RepositoryIds,
@@ -121,8 +135,9 @@ impl Native {
         (signer.repository_id, signer.owner_id) = ids;
         let roots = read_trusted_roots(trusted_root)?;
         let bundles = match bundles {
-            Some(dir) => Bundles::Dir(BundleSet::from_dir(dir)?),
-            None => Bundles::Download {
+            BundleSource::Dir(dir) => Bundles::Dir(BundleSet::from_dir(dir)?),
+            BundleSource::Release => Bundles::Release(std::cell::RefCell::new(None)),
+            BundleSource::Download => Bundles::Download {
                 scratch: tempfile::tempdir()?,
             },
         };
@@ -133,9 +148,26 @@ impl Native {
         })
     }
 
+    /// Whether the bundles are each release's own assets.
+    pub(crate) fn wants_release_bundles(&self) -> bool {
+        matches!(self.bundles, Bundles::Release(_))
+    }
+
+    /// The bundles of the release whose assets are verified next (with
+    /// `--bundles-from-release`; otherwise nothing changes).
+    pub(crate) fn use_release_bundles(&self, set: BundleSet) {
+        if let Bundles::Release(current) = &self.bundles {
+            *current.borrow_mut() = Some(set);
+        }
+    }
+
     fn verify(&self, gh: &Gh, subject: &str, wanted: &Wanted<'_>) -> Result<(), String> {
         match &self.bundles {
             Bundles::Dir(set) => verify_subject(set, &self.roots, &self.signer, wanted).map(drop),
+            Bundles::Release(current) => match current.borrow().as_ref() {
+                Some(set) => verify_subject(set, &self.roots, &self.signer, wanted).map(drop),
+                None => Err("no release's bundle assets were read".to_owned()),
+            },
             Bundles::Download { scratch } => {
                 let dir = fresh_dir(scratch.path()).map_err(|e| format!("{e:#}"))?;
                 gh.download_attestations(subject, wanted.predicate_type, &dir)?;
@@ -199,6 +231,33 @@ impl Attesters<'_> {
         combine(gh, native)
     }
 
+    /// With `--bundles-from-release`: downloads the release's bundle assets
+    /// (`*.sigstore.json` among `names`) into `dir` and verifies with them from now on. A
+    /// release without any leaves an empty set: every subject is then refused, naming it.
+    pub(crate) fn load_release_bundles(
+        &self,
+        tag: &str,
+        names: &[String],
+        dir: &Path,
+    ) -> Result<()> {
+        let Some(native) = self.native.as_ref().filter(|n| n.wants_release_bundles()) else {
+            return Ok(());
+        };
+        std::fs::create_dir_all(dir)?;
+        let pattern = format!(
+            "*{}",
+            crate::attestation::release_bundles::BUNDLE_ASSET_SUFFIX
+        );
+        if names
+            .iter()
+            .any(|n| n.ends_with(crate::attestation::release_bundles::BUNDLE_ASSET_SUFFIX))
+        {
+            self.gh.download(tag, &pattern, dir)?;
+        }
+        native.use_release_bundles(BundleSet::from_dir(dir)?);
+        Ok(())
+    }
+
     /// Who judged, for the log.
     pub(crate) fn describe(&self) -> &'static str {
         match self.mode {
@@ -251,7 +310,8 @@ mod tests {
 
     /// Native mode from a directory of real bundles (cli/cli's, ../shared/fixtures): the
     /// signer built from the workflow `consume` names, the API's repository id compared with
-    /// the certificate's. gh is not run: the bundles are given.
+    /// the certificate's, and the bundles of the release being verified. gh is not run: the
+    /// bundles are given.
     #[test]
     fn native_mode_verifies_from_the_bundles_given_with_the_api_s_ids() {
         let Some(dir) = crate::sigstore::tests::fixtures() else {
@@ -270,7 +330,7 @@ mod tests {
         let native = |repository_id: &str| {
             Native::new(
                 &sigstore.join("github-trusted_root.json"),
-                Some(&sigstore.join("cli-cli")),
+                BundleSource::Dir(&sigstore.join("cli-cli")),
                 &gh.policy.signer_workflow,
                 &gh.policy.source_ref,
                 (Some(repository_id.to_owned()), None),
@@ -305,5 +365,30 @@ mod tests {
             ..attesters
         };
         assert!(verify(&attesters).unwrap_err().contains("--trusted-root"));
+
+        // `--bundles-from-release`: nothing verifies before a release's bundles are read.
+        let from_release = Native::new(
+            &sigstore.join("github-trusted_root.json"),
+            BundleSource::Release,
+            &gh.policy.signer_workflow,
+            &gh.policy.source_ref,
+            (Some("763287532".into()), None),
+        )
+        .unwrap();
+        let attesters = Attesters {
+            native: Some(from_release),
+            ..attesters
+        };
+        assert!(verify(&attesters)
+            .unwrap_err()
+            .contains("no release's bundle assets"));
+        let native = attesters.native.as_ref().unwrap();
+        native.use_release_bundles(BundleSet::from_dir(&sigstore.join("cli-cli")).unwrap());
+        verify(&attesters).unwrap();
+        // Another release's bundles (none of them names the wheel): refused naming it.
+        let empty = tempfile::tempdir().unwrap();
+        native.use_release_bundles(BundleSet::from_dir(empty.path()).unwrap());
+        let why = verify(&attesters).unwrap_err();
+        assert!(why.contains("no bundle among the 0"), "{why}");
     }
 }
