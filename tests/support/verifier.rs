@@ -4,7 +4,7 @@
 //!
 //! The one build serves twice, as on GitHub:
 //!
-//! - its binaries are the verifiers the consumer's tests run (`pin_consumer`: [`verifier`], the
+//! - its binaries are the verifiers the consumer's tests run (`released_then_pinned`: [`verifier`], the
 //!   amd64 one), built where no consumer's machine has the build tree: the runner's workspace
 //!   is removed before anything runs them;
 //! - its `actions/cache` entry (the job's Rust build cache: `target` and `~/.cargo/registry`)
@@ -115,22 +115,10 @@ pub fn verifier() -> &'static Path {
 }
 
 /// Makes sure the verifier job's `actions/cache` entry is in the shared store before a replay
-/// of the whole workflow reaches its own `verifier` job.
+/// of the whole workflow reaches its own `verifier` job: made here unless the suite's lane of
+/// cold builds (`super::cold_builds`) has made it, or is making it.
 pub fn verifier_job_cache() {
     built();
-}
-
-/// Starts the verifier job's replay on a thread of its own, once; whoever needs its results
-/// waits for it. The arm64 image test calls this: its build under qemu keeps about one core
-/// busy for ten minutes, and the job's cold build takes the other, so the consumer tests
-/// (`pin_consumer`, which run after `image`) and the due day's replay find it made.
-pub fn build_in_background() {
-    static STARTED: OnceLock<()> = OnceLock::new();
-    STARTED.get_or_init(|| {
-        std::thread::spawn(|| {
-            built();
-        });
-    });
 }
 
 #[cfg(test)]
