@@ -24,7 +24,7 @@
 
 use std::sync::OnceLock;
 
-use actions_replay::{run_workflow, Replay};
+use actions_replay::{run_workflow, Replay, WorkflowRun};
 use serde_json::{json, Value};
 
 use super::{checkout_text, runner_user, scratch_repo};
@@ -69,26 +69,37 @@ pub fn plan_build_alone(workflow: &str) -> String {
     yaml_serde::to_string(&doc).expect("a workflow serializes")
 }
 
+/// Replays `workflow` (one job of the release workflow, cut out of it) on a scratch copy of
+/// this repository, as a dispatch, with the shared cache store; prints its timings past
+/// libtest's capture and fails unless it succeeded. `what` names it in the output.
+pub fn replay_alone(what: &str, workflow: &str) -> WorkflowRun {
+    runner_user();
+    let source = scratch_repo("job-alone-");
+    let file = source.path().join("job-alone.yml");
+    std::fs::write(&file, workflow).unwrap();
+    let replay = Replay::new(&file, source.path())
+        .unwrap()
+        // The scenarios' repository name (tests/it/replay.rs): the workspace path is made from
+        // it, and a cache entry holds a target directory built there.
+        .repository("sandbox0/coding-agent-template")
+        .cache_dir(super::replay_cache_store())
+        .event("workflow_dispatch", json!({ "inputs": {} }));
+    let run = run_workflow(replay).unwrap_or_else(|e| panic!("{e:#}"));
+    let text = format!("replay of the {what} alone: {}", run.timings());
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+    run.assert_success();
+    run
+}
+
 /// The tool's cold build, replayed once per test process; its cache entry lands in the shared
 /// store.
 fn tool_built() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
-        runner_user();
-        let source = scratch_repo("plan-build-job-");
-        let workflow = source.path().join("plan-build-job.yml");
-        std::fs::write(&workflow, plan_build_alone(&checkout_text(WORKFLOW))).unwrap();
-        let replay = Replay::new(&workflow, source.path())
-            .unwrap()
-            // The scenarios' repository name: the workspace path is made from it, and the
-            // cache entry holds a target directory built there.
-            .repository("sandbox0/coding-agent-template")
-            .cache_dir(super::replay_cache_store())
-            .event("workflow_dispatch", json!({ "inputs": {} }));
-        let run = run_workflow(replay).unwrap_or_else(|e| panic!("{e:#}"));
-        let text = format!("replay of the plan job's tool build: {}", run.timings());
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
-        run.assert_success();
+        replay_alone(
+            "plan job's tool build",
+            &plan_build_alone(&checkout_text(WORKFLOW)),
+        );
     });
 }
 

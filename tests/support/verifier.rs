@@ -21,10 +21,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use actions_replay::{run_workflow, Replay};
 use serde_json::{json, Value};
 
-use super::{checkout_text, run_dir, runner_user, scratch_repo};
+use super::{checkout_text, run_dir};
 
 const WORKFLOW: &str = ".github/workflows/update-template.yml";
 /// The job that builds the verifiers, and what it uploads them as.
@@ -65,22 +64,10 @@ fn built() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
     BUILT.get_or_init(|| {
         use std::os::unix::fs::PermissionsExt as _;
-        runner_user();
-        let source = scratch_repo("verifier-job-");
-        let workflow = source.path().join("verifier-job.yml");
-        let text = checkout_text(WORKFLOW);
-        std::fs::write(&workflow, verifier_job_alone(&text)).unwrap();
-        let replay = Replay::new(&workflow, source.path())
-            .unwrap()
-            // The due day's repository name: the workspace path is made from it, and the
-            // cache entry holds a target directory built there.
-            .repository("sandbox0/coding-agent-template")
-            .cache_dir(super::replay_cache_store())
-            .event("workflow_dispatch", json!({ "inputs": {} }));
-        let run = run_workflow(replay).unwrap_or_else(|e| panic!("{e:#}"));
-        let text = format!("replay of the verifier job: {}", run.timings());
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
-        run.assert_success();
+        let run = super::cold_builds::replay_alone(
+            "verifier job",
+            &verifier_job_alone(&checkout_text(WORKFLOW)),
+        );
         // The build tree goes before anything runs the binaries.
         let workspace = run.job(JOB).workspace.clone();
         {
