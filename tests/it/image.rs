@@ -22,9 +22,12 @@ use crate::support::docker::{
 use crate::support::xtask::Run;
 use crate::support::{checkout_file, checkout_path, committed_checkout, sha256_hex, tail};
 
-/// Fails (never skips) when the engine is unreachable.
+/// Fails (never skips) when the engine is unreachable. The first image test to get here starts
+/// the suite's lane of cold Rust builds (tests/support/cold_builds.rs): these tests leave a
+/// core idle for minutes, and the lane's results are the consumer tests' and the replays'.
 fn require_engine() {
     on_engine(|_| async {});
+    crate::support::cold_builds::start_in_background();
 }
 
 fn xtask(args: &[&str]) -> Run {
@@ -237,8 +240,6 @@ fn arm64_image_builds_and_passes_every_smoke_check_under_emulation() {
         return;
     };
     require_engine();
-    // For the suite's time: the consumer tests' verifier compiles on the core qemu leaves.
-    crate::support::verifier::build_in_background();
     let image = base_and_build("linux/arm64");
     smoke_passes(&image, "linux/arm64");
 }

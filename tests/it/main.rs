@@ -20,8 +20,8 @@
 //! | `kill_points` | `light_docker` (shared) | tiny images and the local registry; lock and plan on the npm fixture |
 //! | `release_notes` | `light_docker` (shared) | two fixture releases: plan on the npm fixture, tiny images, the local registry |
 //! | `registry_auth` (peak memory, ignored) | `heavy_docker` | a multi-GB push, measured |
-//! | `pin_consumer` | `light_docker` (shared) | tiny images; replays of a consumer's workflow; its verifier builds beside the arm64 image test (`support/verifier.rs`) |
-//! | `pin_consumer` (the documented workflow) | none | reads docs/consumers.md |
+//! | `released_then_pinned` | `light_docker` (shared) | tiny images; replays of a consumer's workflow; its verifier comes from the lane of cold builds (`support/cold_builds.rs`) |
+//! | `released_then_pinned` (the documented workflow) | none | reads docs/consumers.md |
 //! | `resolve`, `lock`, `inputs`, `workflows`, `scripts`, a release's dry run | none | no engine |
 //! | `checkout`, `test_log` | none | the checkout rule (no read of what a release rewrote), the suite's log |
 //! | `install_plan` | none | the Dockerfile's install plan run with the host's Node |
@@ -29,6 +29,11 @@
 //! Each guard is `Option`al: a test returns at once when the engine tier is skipped (a plain
 //! `cargo test` outside CI, or `XTASK_ENGINE_TESTS=0`), and fails when it is required and no
 //! engine answers (`support/docker.rs`, "Which tests run at all").
+//!
+//! Beside them runs one lane of the suite's own (`support/cold_builds.rs`, started by the first
+//! image test): the release workflow's two cold Rust builds, replayed as the runner at a lower
+//! priority, on the core the engine tests leave idle. What waits for it is named to come late:
+//! the consumer's tests are `released_then_pinned`, after `release_run`, and the replays last.
 //!
 //! libtest starts tests in name order, so the heavy areas (`image`, `release_run`, `replay`)
 //! run one test at a time as they did in their own binaries, with a cheap test beside them when
@@ -44,12 +49,12 @@ mod inputs;
 mod install_plan;
 mod kill_points;
 mod lock;
-mod pin_consumer;
 mod receipt_adversarial;
 mod registry_auth;
 mod release;
 mod release_notes;
 mod release_run;
+mod released_then_pinned;
 mod replay;
 mod resolve;
 mod scripts;

@@ -50,6 +50,10 @@ fn shared() -> &'static Shared {
     SHARED.get_or_init(|| {
         runner_user();
         local_registry();
+        // The tool's cold build (the plan job's first steps, replayed alone by the suite's lane
+        // of cold builds, tests/support/cold_builds.rs) saved its cache entry: every scenario's
+        // `plan` restores it, as runs after the first do on GitHub.
+        crate::support::cold_builds::tool_cache();
         Shared {
             repo: scratch_repo("replay-repo-"),
         }
@@ -219,8 +223,8 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
         return;
     };
     // The verifier job's Rust build cache, from the replay of that job alone that built the
-    // consumer tests' verifiers (tests/support/verifier.rs; usually made in the background of
-    // the arm64 image test): this run's `verifier` job restores it, as every release after the
+    // consumer tests' verifiers (tests/support/verifier.rs; usually made by the suite's lane of
+    // cold builds beside the image tests, tests/support/cold_builds.rs): this run's `verifier` job restores it, as every release after the
     // first does on GitHub, and compiles only this workspace's crates for both targets. The
     // cold cross-build of both verifiers as the runner, from the committed job's steps, is that
     // replay; this one still runs the job and ships, verifies and starts what it built.

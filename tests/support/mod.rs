@@ -3,6 +3,7 @@
 //! registry, a genuine release, the static verifier), and small helpers. The workflow replay
 //! engine is a crate of its own (`replay/`, `actions_replay`).
 
+pub mod cold_builds;
 pub mod docker;
 pub mod genuine_release;
 pub mod npm_fixture;

@@ -4,7 +4,7 @@
 //!
 //! The one build serves twice, as on GitHub:
 //!
-//! - its binaries are the verifiers the consumer's tests run (`pin_consumer`: [`verifier`], the
+//! - its binaries are the verifiers the consumer's tests run (`released_then_pinned`: [`verifier`], the
 //!   amd64 one), built where no consumer's machine has the build tree: the runner's workspace
 //!   is removed before anything runs them;
 //! - its `actions/cache` entry (the job's Rust build cache: `target` and `~/.cargo/registry`)
@@ -21,10 +21,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use actions_replay::{run_workflow, Replay};
 use serde_json::{json, Value};
 
-use super::{checkout_text, run_dir, runner_user, scratch_repo};
+use super::{checkout_text, run_dir};
 
 const WORKFLOW: &str = ".github/workflows/update-template.yml";
 /// The job that builds the verifiers, and what it uploads them as.
@@ -65,22 +64,10 @@ fn built() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
     BUILT.get_or_init(|| {
         use std::os::unix::fs::PermissionsExt as _;
-        runner_user();
-        let source = scratch_repo("verifier-job-");
-        let workflow = source.path().join("verifier-job.yml");
-        let text = checkout_text(WORKFLOW);
-        std::fs::write(&workflow, verifier_job_alone(&text)).unwrap();
-        let replay = Replay::new(&workflow, source.path())
-            .unwrap()
-            // The due day's repository name: the workspace path is made from it, and the
-            // cache entry holds a target directory built there.
-            .repository("sandbox0/coding-agent-template")
-            .cache_dir(super::replay_cache_store())
-            .event("workflow_dispatch", json!({ "inputs": {} }));
-        let run = run_workflow(replay).unwrap_or_else(|e| panic!("{e:#}"));
-        let text = format!("replay of the verifier job: {}", run.timings());
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
-        run.assert_success();
+        let run = super::cold_builds::replay_alone(
+            "verifier job",
+            &verifier_job_alone(&checkout_text(WORKFLOW)),
+        );
         // The build tree goes before anything runs the binaries.
         let workspace = run.job(JOB).workspace.clone();
         {
@@ -115,22 +102,10 @@ pub fn verifier() -> &'static Path {
 }
 
 /// Makes sure the verifier job's `actions/cache` entry is in the shared store before a replay
-/// of the whole workflow reaches its own `verifier` job.
+/// of the whole workflow reaches its own `verifier` job: made here unless the suite's lane of
+/// cold builds (`super::cold_builds`) has made it, or is making it.
 pub fn verifier_job_cache() {
     built();
-}
-
-/// Starts the verifier job's replay on a thread of its own, once; whoever needs its results
-/// waits for it. The arm64 image test calls this: its build under qemu keeps about one core
-/// busy for ten minutes, and the job's cold build takes the other, so the consumer tests
-/// (`pin_consumer`, which run after `image`) and the due day's replay find it made.
-pub fn build_in_background() {
-    static STARTED: OnceLock<()> = OnceLock::new();
-    STARTED.get_or_init(|| {
-        std::thread::spawn(|| {
-            built();
-        });
-    });
 }
 
 #[cfg(test)]

@@ -1,0 +1,166 @@
+//! The suite's two cold Rust builds as the runner, from the release workflow's own jobs, on a
+//! lane of their own beside the engine tests:
+//!
+//! - the `verifier` job alone (`super::verifier`): both static verifiers cross-compiled from
+//!   an empty cache; its binaries are the consumer tests' verifiers;
+//! - the `plan` job up to its "Build the tool" step ([`plan_build_alone`]): `cargo build
+//!   --locked --package xtask` from an empty cache.
+//!
+//! Each saves its `actions/cache` entry into the store the workflow replays share
+//! ([`super::replay_cache_store`]), so the scenarios of tests/it/replay.rs restore both, as
+//! every run after the first does on GitHub, instead of compiling cold inside a scenario
+//! while nothing else runs. What proves the cold builds is these two replays: the committed
+//! steps, as the runner, from nothing, every step checked.
+//!
+//! Why a lane: the engine tests leave a core idle for minutes (an arm64 build and smoke run
+//! under qemu is one process at a time, a smoke run waits on its harnesses, a push on the
+//! registry), and a compile fills it. The lane starts with the first heavy engine test
+//! ([`start_in_background`]), at a lower priority than the tests (nice 5: the engine's own
+//! work, in dockerd's processes, keeps the default), and runs the two replays one after the
+//! other (they share /home/runner, under the replay engine's workspace lock). Whoever needs a
+//! result waits for it: the consumer tests for the verifier, the replays for both caches. The
+//! consumer tests sort after `release_run` (tests/it/main.rs), so by the time they and the
+//! replays ask, the lane has had the image and release tests' time.
+
+use std::sync::OnceLock;
+
+use actions_replay::{run_workflow, Replay, WorkflowRun};
+use serde_json::{json, Value};
+
+use super::{checkout_text, runner_user, scratch_repo};
+
+const WORKFLOW: &str = ".github/workflows/update-template.yml";
+const PLAN_JOB: &str = "plan";
+/// The last step of the plan job that the tool's cold build needs; everything after it
+/// (the receipt's download, the plan itself, its upload) is the scenarios' to run.
+const BUILD_STEP: &str = "Build the tool";
+
+/// `update-template.yml` with only its `plan` job, up to and including "Build the tool": the
+/// steps before it (checkout, the Rust version, the build cache) as committed, the job's
+/// `outputs` gone (they name the plan step, which is not there). Each removal must find what
+/// it removes, so a change to the workflow cannot silently leave this replaying something else.
+pub fn plan_build_alone(workflow: &str) -> String {
+    let mut doc: Value = yaml_serde::from_str(workflow).expect("the workflow is YAML");
+    let jobs = doc["jobs"].as_object_mut().expect("the workflow has jobs");
+    let mut job = jobs
+        .remove(PLAN_JOB)
+        .unwrap_or_else(|| panic!("{WORKFLOW} has no `{PLAN_JOB}` job"));
+    let job_map = job.as_object_mut().expect("a job is a mapping");
+    assert!(
+        job_map.get("needs").is_none() && job_map.get("if").is_none(),
+        "{WORKFLOW}: the `{PLAN_JOB}` job gained `needs` or `if`; update tests/support/cold_builds.rs"
+    );
+    assert!(
+        job_map.remove("outputs").is_some(),
+        "{WORKFLOW}: the `{PLAN_JOB}` job has no `outputs`; update tests/support/cold_builds.rs"
+    );
+    let steps = job_map["steps"]
+        .as_array_mut()
+        .expect("the plan job has steps");
+    let build = steps
+        .iter()
+        .position(|s| s["name"] == BUILD_STEP)
+        .unwrap_or_else(|| {
+            panic!("{WORKFLOW}: the `{PLAN_JOB}` job has no step {BUILD_STEP:?}; update tests/support/cold_builds.rs")
+        });
+    steps.truncate(build + 1);
+    jobs.clear();
+    jobs.insert(PLAN_JOB.into(), job);
+    yaml_serde::to_string(&doc).expect("a workflow serializes")
+}
+
+/// Replays `workflow` (one job of the release workflow, cut out of it) on a scratch copy of
+/// this repository, as a dispatch, with the shared cache store; prints its timings past
+/// libtest's capture and fails unless it succeeded. `what` names it in the output.
+pub fn replay_alone(what: &str, workflow: &str) -> WorkflowRun {
+    runner_user();
+    let source = scratch_repo("job-alone-");
+    let file = source.path().join("job-alone.yml");
+    std::fs::write(&file, workflow).unwrap();
+    let replay = Replay::new(&file, source.path())
+        .unwrap()
+        // The scenarios' repository name (tests/it/replay.rs): the workspace path is made from
+        // it, and a cache entry holds a target directory built there.
+        .repository("sandbox0/coding-agent-template")
+        .cache_dir(super::replay_cache_store())
+        .event("workflow_dispatch", json!({ "inputs": {} }));
+    let run = run_workflow(replay).unwrap_or_else(|e| panic!("{e:#}"));
+    let text = format!("replay of the {what} alone: {}", run.timings());
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+    run.assert_success();
+    run
+}
+
+/// The tool's cold build, replayed once per test process; its cache entry lands in the shared
+/// store.
+fn tool_built() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        replay_alone(
+            "plan job's tool build",
+            &plan_build_alone(&checkout_text(WORKFLOW)),
+        );
+    });
+}
+
+/// Makes sure the tool build's `actions/cache` entry is in the shared store before a replay
+/// of the whole workflow starts: made here unless the lane has made it, or is making it.
+pub fn tool_cache() {
+    tool_built();
+}
+
+/// Starts the lane (see the module) once per test process; it returns at once.
+pub fn start_in_background() {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    STARTED.get_or_init(|| {
+        std::thread::spawn(|| {
+            // Linux keeps a nice value per thread, and the replay engine starts every step's
+            // processes from the thread that runs it: the lane's builds inherit this.
+            // SAFETY: setpriority with PRIO_PROCESS and 0 changes only the calling thread.
+            unsafe {
+                libc::setpriority(libc::PRIO_PROCESS, 0, 5);
+            }
+            super::verifier::verifier_job_cache();
+            tool_built();
+        });
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_job_keeps_its_steps_up_to_the_tool_build_unchanged() {
+        let text = checkout_text(WORKFLOW);
+        let alone: Value = yaml_serde::from_str(&plan_build_alone(&text)).unwrap();
+        let committed: Value = yaml_serde::from_str(&text).unwrap();
+        let jobs: Vec<&String> = alone["jobs"].as_object().unwrap().keys().collect();
+        assert_eq!(jobs, [PLAN_JOB]);
+        let steps = alone["jobs"][PLAN_JOB]["steps"].as_array().unwrap();
+        let committed_steps = committed["jobs"][PLAN_JOB]["steps"].as_array().unwrap();
+        assert_eq!(steps.last().unwrap()["name"], BUILD_STEP);
+        assert_eq!(
+            steps[..],
+            committed_steps[..steps.len()],
+            "the steps as committed"
+        );
+        for key in ["runs-on", "permissions", "timeout-minutes"] {
+            assert_eq!(
+                alone["jobs"][PLAN_JOB][key], committed["jobs"][PLAN_JOB][key],
+                "{key}"
+            );
+        }
+        for key in ["on", "permissions", "defaults", "env", "concurrency"] {
+            assert_eq!(alone[key], committed[key], "{key}");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "has no step \"Build the tool\"")]
+    fn a_plan_job_whose_tool_build_was_renamed_is_refused() {
+        let text = checkout_text(WORKFLOW);
+        assert!(text.contains("- name: Build the tool\n"));
+        plan_build_alone(&text.replace("- name: Build the tool\n", "- name: Build it\n"));
+    }
+}
