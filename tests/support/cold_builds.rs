@@ -109,9 +109,44 @@ pub fn tool_cache() {
     tool_built();
 }
 
-/// Starts the lane (see the module) once per test process; it returns at once.
+/// Whether this test process runs something that waits for the lane: the whole binary (no
+/// filter), or a filter naming the consumer tests or the replays (libtest keeps a test whose
+/// name contains any filter). A run of other areas alone starts no background build that its
+/// end would leave running as orphans.
+fn lane_wanted(args: &[String]) -> bool {
+    // libtest's options that take their value as the next argument.
+    const TAKES_VALUE: [&str; 6] = [
+        "--skip",
+        "--test-threads",
+        "--format",
+        "--color",
+        "--logfile",
+        "-Z",
+    ];
+    let mut filters = Vec::new();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        if TAKES_VALUE.contains(&arg.as_str()) {
+            args.next();
+        } else if !arg.starts_with('-') {
+            filters.push(arg.as_str());
+        }
+    }
+    const WAITERS: [&str; 2] = ["released_then_pinned::", "replay::"];
+    filters.is_empty()
+        || filters
+            .iter()
+            .any(|f| WAITERS.iter().any(|w| w.contains(f) || f.starts_with(w)))
+}
+
+/// Starts the lane (see the module) once per test process, when [`lane_wanted`]; it returns
+/// at once.
 pub fn start_in_background() {
     static STARTED: OnceLock<()> = OnceLock::new();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !lane_wanted(&args) {
+        return;
+    }
     STARTED.get_or_init(|| {
         std::thread::spawn(|| {
             // Linux keeps a nice value per thread, and the replay engine starts every step's
@@ -154,6 +189,21 @@ mod tests {
         for key in ["on", "permissions", "defaults", "env", "concurrency"] {
             assert_eq!(alone[key], committed[key], "{key}");
         }
+    }
+
+    #[test]
+    fn the_lane_starts_for_the_whole_binary_and_for_what_waits_for_it() {
+        let wanted =
+            |args: &[&str]| lane_wanted(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+        assert!(wanted(&[]));
+        assert!(wanted(&["--test-threads=2"]));
+        assert!(wanted(&["--test-threads", "2", "--skip", "image::"]));
+        assert!(wanted(&["replay::"]));
+        assert!(wanted(&["replay::a_due_day"]));
+        assert!(wanted(&["image::", "released_then"]));
+        assert!(!wanted(&["image::"]));
+        assert!(!wanted(&["image::amd64", "--test-threads", "1"]));
+        assert!(!wanted(&["--skip", "replay::", "image::"]));
     }
 
     #[test]
