@@ -1018,11 +1018,10 @@ fn check_least_privilege(w: &Workflow) -> Vec<String> {
                         problems.push(format!(
                             "job {job_id} ({privilege}), {label}: runs `{command}`; build in a job without these permissions and pass the binary as an artifact"
                         ));
-                    } else if PLUMBING.contains(&command.as_str()) {
-                    } else if command.contains('/')
-                        && from_an_earlier_job(&w.doc, &job_id, i, command)
+                    } else if !PLUMBING.contains(&command.as_str())
+                        && (!command.contains('/')
+                            || !from_an_earlier_job(&w.doc, &job_id, i, command))
                     {
-                    } else {
                         problems.push(format!(
                             "job {job_id} ({privilege}), {label}: runs `{command}`, neither gh, shell plumbing nor a binary an earlier job built and passed as an artifact"
                         ));
