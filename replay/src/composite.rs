@@ -640,3 +640,38 @@ pub(super) fn apply_command_files(
     leg.summary += &std::fs::read_to_string(files.join("summary"))?;
     Ok((outputs, ok))
 }
+
+/// A git repository on `main` holding `files` (`.sh` files executable) in one commit, as
+/// [`crate::Replay::action_source`] reads one: for tests that replay a composite action from a
+/// repository of their own. Returns it and the commit id.
+pub fn committed_repo(files: &[(&str, &str)]) -> (tempfile::TempDir, String) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    for (path, content) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, content).unwrap();
+        if path.ends_with(".sh") {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    git(&["init", "--quiet", "--initial-branch=main"]);
+    git(&["add", "."]);
+    git(&["commit", "--quiet", "-m", "action"]);
+    let commit = git(&["rev-parse", "HEAD"]);
+    (dir, commit)
+}

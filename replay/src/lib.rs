@@ -50,6 +50,7 @@ mod workflow;
 use std::time::Duration;
 
 pub use actions::{ActionCall, ActionFn, Attestation, StandIn, Subject, ATTESTATIONS_FILE};
+pub use composite::committed_repo;
 pub use config::Replay;
 pub use gh_state::{
     add_release, attestation_records, record_attestation, record_attestation_from,

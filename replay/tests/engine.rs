@@ -14,7 +14,9 @@ use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
 use actions_replay::expr;
-use actions_replay::{rerun_failed, rerun_job, run_workflow, Replay, StandIn, Status, WorkflowRun};
+use actions_replay::{
+    committed_repo, rerun_failed, rerun_job, run_workflow, Replay, StandIn, Status, WorkflowRun,
+};
 use serde_json::{json, Value};
 
 /// `XTASK_ENGINE_TESTS`, the variable that decides whether the tests needing the host
@@ -52,40 +54,6 @@ fn runs() -> bool {
          ({ENGINE_TESTS_ENV}=1 runs it)"
     );
     false
-}
-
-/// A git repository on `main` holding `files` (`.sh` files executable) in one commit; returns
-/// it and the commit id.
-fn committed_repo(files: &[(&str, &str)]) -> (tempfile::TempDir, String) {
-    use std::os::unix::fs::PermissionsExt as _;
-    let dir = tempfile::tempdir().unwrap();
-    for (path, content) in files {
-        let p = dir.path().join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, content).unwrap();
-        if path.ends_with(".sh") {
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-    }
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-            .args(args)
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
-    git(&["init", "--quiet", "--initial-branch=main"]);
-    git(&["add", "."]);
-    git(&["commit", "--quiet", "-m", "action"]);
-    let commit = git(&["rev-parse", "HEAD"]);
-    (dir, commit)
 }
 
 /// A throwaway git repository (the source `actions/checkout` clones) with one commit, and a

@@ -847,27 +847,7 @@ fn ship_fixture() -> ShipFixture {
     )
     .unwrap();
     // `receipt write` records the checkout's commit.
-    for args in [
-        &["init", "-q"][..],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "fixture",
-        ],
-    ] {
-        let status = std::process::Command::new("git")
-            .args(args)
-            .current_dir(root.path())
-            .status()
-            .unwrap();
-        assert!(status.success(), "git {args:?} in the ship fixture");
-    }
+    crate::support::commit_fixture(root.path());
     let plan = root.path().join("plan");
     let results = root.path().join("results");
     std::fs::create_dir_all(&plan).unwrap();

@@ -557,6 +557,15 @@ fn the_newest_complete_release_is_pinned_and_a_pull_request_opened() {
     );
     let log = c.run.job("pin").log_of("pin");
     assert!(log.contains(&format!("attested by {SIGNER}")), "{log}");
+    // The action's freshness step: the job summary names the release the file pins now, found
+    // among the releases and verified again by `template-verify status`.
+    let summary = c.run.summary();
+    assert!(
+        summary.contains("## Coding agent template: freshness")
+            && summary.contains(&format!("pins release `{}`", newest.tag))
+            && summary.contains("The pinned release is the newest complete one."),
+        "{summary}"
+    );
 }
 
 #[test]
@@ -670,6 +679,53 @@ fn an_unreachable_registry_fails_the_step_and_leaves_the_file_alone() {
     assert!(
         log.contains(&format!("release {}", newest.tag)) && log.contains(registry),
         "the error names the release and the registry: {log}"
+    );
+}
+
+/// `require-verified-inputs: true` reaches `consume --require-verified-inputs`: a release made
+/// against a registry that served no signatures (the genuine releases here are locked against
+/// this machine's stripping mirror, so their receipts say `unverified`) is refused, naming the
+/// release and the registry, and the file stays as it was. A value other than `true` or `false`
+/// is refused before the verifier runs.
+#[test]
+fn a_consumer_that_requires_verified_inputs_refuses_an_unverified_release() {
+    let Some(_docker) = light_docker() else {
+        return;
+    };
+    let releases = Releases::new();
+    let newest = releases.make(
+        "2026.11.30-bbbbbbbbbbbb",
+        "2026-11-27T04:50:00Z",
+        None,
+        None,
+    );
+    assert_eq!(
+        newest.receipt["inputs"]["status"], "unverified",
+        "the genuine release's receipt records the mirror's unverified inputs"
+    );
+    let (c, before) = consume_with(
+        &releases,
+        &releases.unpinned(),
+        "          require-verified-inputs: true\n",
+    );
+    let log = assert_failed_and_unchanged(&c, &before);
+    assert!(
+        log.contains(&format!(
+            "release {}: its npm inputs are `unverified`",
+            newest.tag
+        )) && log.contains("--require-verified-inputs refuses that"),
+        "{log}"
+    );
+
+    let (c, before) = consume_with(
+        &releases,
+        &releases.unpinned(),
+        "          require-verified-inputs: yes\n",
+    );
+    let log = assert_failed_and_unchanged(&c, &before);
+    assert!(
+        log.contains("require-verified-inputs is 'yes'; write true or false"),
+        "{log}"
     );
 }
 

@@ -9,7 +9,11 @@
 //!   header carries a signing certificate issued by the same CA (distribution verifies that
 //!   chain against `rootcertbundle`); it can issue tokens that expire within seconds;
 //! - a TLS proxy in front of the registry that answers `GET /v2/` with ghcr.io's placeholder
-//!   scope in its challenge, and can hold or fail (503) blob uploads.
+//!   scope in its challenge, and can hold or fail (503) blob uploads; it can also answer as
+//!   ghcr.io does on the first push to a package that does not exist yet (reads refused with
+//!   403 until a manifest creates it) and refuse writes that race that creation (403 `denied`
+//!   a bounded number of times), each with the public report it imitates cited at
+//!   [`Faults`].
 //!
 //! One test swaps token auth for htpasswd (Basic), as a self-hosted registry has it.
 //!
@@ -324,8 +328,40 @@ const PLACEHOLDER_SCOPE: &str = "repository:user/image:pull";
 /// How long the proxy holds a blob upload: longer than a short-lived token lives.
 const HOLD: Duration = Duration::from_secs(3);
 
+/// ghcr.io's answer to a read of a package that does not exist yet: 403 with this body.
+/// run-ai/fake-gpu-operator#244 saw `denied: permission_denied: read_package` when a first
+/// push read the package it was creating; RightNow-AI/openfang#12 shows the body, for a
+/// package the token may not read: `{"errors":[{"code":"DENIED","message":
+/// "permission_denied: read_package"}]}`. A HEAD answer has the status alone (a HEAD of a
+/// blob answered `403 Forbidden` on a first push: ryokun6/ryos#1156).
+const READ_PACKAGE_DENIED: &str =
+    r#"{"errors":[{"code":"DENIED","message":"permission_denied: read_package"}]}"#;
+
+/// ghcr.io's answer to a manifest PUT that raced another push of the same package, and that
+/// the same PUT did not get when sent again (goreleaser/goreleaser#1977: `failed to put
+/// manifest ...: denied`, gone with one push at a time).
+const RACE_DENIED: &str = r#"{"errors":[{"code":"DENIED","message":"denied"}]}"#;
+
 #[derive(Default)]
 struct Faults {
+    /// ghcr.io's first push: until a manifest of a repository has been stored (assumed to be
+    /// what creates the package), HEAD and GET of its blobs and manifests answer 403
+    /// ([`READ_PACKAGE_DENIED`]); the registry behind (distribution 2.8) would answer 404.
+    first_push: std::sync::atomic::AtomicBool,
+    /// Repositories a manifest PUT has created (for `first_push`).
+    created: Mutex<BTreeSet<String>>,
+    /// Reads refused because the repository was not created yet.
+    denied_reads: AtomicU32,
+    /// Answer this many upload starts (`POST .../blobs/uploads/`) and manifest PUTs with 403
+    /// ([`RACE_DENIED`]) without forwarding them, as a write racing another push's creation
+    /// of the package.
+    racing_writes: AtomicU32,
+    injected_races: AtomicU32,
+    /// Answer every cross-repository mount (`POST .../blobs/uploads/?mount=...&from=...`)
+    /// with 403, as registries do that refuse a mount whose source the account may not read
+    /// (containerd/containerd#14086), where distribution starts a plain upload (202).
+    refuse_mounts: std::sync::atomic::AtomicBool,
+    refused_mounts: AtomicU32,
     /// Answer this many blob upload PUTs with 503 without forwarding them.
     fail_blob_puts: AtomicU32,
     /// Hold this many blob upload PUTs for [`HOLD`] before forwarding them.
@@ -365,6 +401,58 @@ async fn proxy_endpoint(
 ) -> Response {
     let path = uri.path().to_string();
     let is_blob_put = method == Method::PUT && path.contains("/blobs/uploads/");
+    let repository = repository_of(&path);
+    let is_read = (method == Method::HEAD || method == Method::GET)
+        && (path.contains("/blobs/sha256:") || path.contains("/manifests/"));
+    if let Some(repository) = repository.as_deref().filter(|_| is_read) {
+        let not_created = !proxy.faults.created.lock().unwrap().contains(repository);
+        if proxy.faults.first_push.load(Ordering::SeqCst) && not_created {
+            proxy.faults.denied_reads.fetch_add(1, Ordering::SeqCst);
+            proxy
+                .faults
+                .seen
+                .lock()
+                .unwrap()
+                .push(format!("{method} {path} (denied: not created)"));
+            return (
+                StatusCode::FORBIDDEN,
+                [("content-type", "application/json")],
+                READ_PACKAGE_DENIED,
+            )
+                .into_response();
+        }
+    }
+    let is_mount = method == Method::POST
+        && uri
+            .query()
+            .is_some_and(|q| q.contains("mount=") && q.contains("from="));
+    if is_mount && proxy.faults.refuse_mounts.load(Ordering::SeqCst) {
+        proxy.faults.refused_mounts.fetch_add(1, Ordering::SeqCst);
+        return (
+            StatusCode::FORBIDDEN,
+            [("content-type", "application/json")],
+            READ_PACKAGE_DENIED,
+        )
+            .into_response();
+    }
+    let is_write = (method == Method::POST && path.ends_with("/blobs/uploads/"))
+        || (method == Method::PUT && path.contains("/manifests/"));
+    if is_write
+        && proxy
+            .faults
+            .racing_writes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    {
+        proxy.faults.injected_races.fetch_add(1, Ordering::SeqCst);
+        return (
+            StatusCode::FORBIDDEN,
+            [("content-type", "application/json")],
+            RACE_DENIED,
+        )
+            .into_response();
+    }
+    let is_manifest_put = method == Method::PUT && path.contains("/manifests/");
     proxy
         .faults
         .seen
@@ -413,6 +501,14 @@ async fn proxy_endpoint(
         Err(e) => return (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
     };
     let status = upstream.status();
+    if is_manifest_put && status.is_success() {
+        // Assumed: the first stored manifest, even by digest, creates the ghcr.io package
+        // (the reports show a push creating it, not which request does; if only a tag did,
+        // the legs' read-back would meet 403 too, and this stand-in would not show it).
+        if let Some(repository) = repository {
+            proxy.faults.created.lock().unwrap().insert(repository);
+        }
+    }
     let mut response = Response::builder().status(status.as_u16());
     for (name, value) in upstream.headers() {
         if matches!(
@@ -438,6 +534,16 @@ async fn proxy_endpoint(
     }
     let body = upstream.bytes().await.unwrap_or_default();
     response.body(axum::body::Body::from(body)).unwrap()
+}
+
+/// `<name>` of a `/v2/<name>/blobs/...` or `/v2/<name>/manifests/...` path.
+fn repository_of(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("/v2/")?;
+    let end = ["/blobs/", "/manifests/"]
+        .iter()
+        .filter_map(|marker| rest.rfind(marker))
+        .min()?;
+    Some(rest[..end].to_string())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1028,6 +1134,122 @@ fn a_5xx_during_a_blob_upload_is_retried() {
 }
 
 #[test]
+fn a_first_push_from_two_legs_at_once_creates_the_package() {
+    let Some(_docker) = light_docker() else {
+        return;
+    };
+    // ghcr.io on the first release: the package does not exist, so every read of it is
+    // refused (403) until a manifest creates it, and the two platform legs push at once; two
+    // of their writes meet the race with the other leg's creation (403 `denied`).
+    let stand_in = StandIn::start(Policy::default());
+    stand_in.faults.first_push.store(true, Ordering::SeqCst);
+    stand_in.faults.racing_writes.store(2, Ordering::SeqCst);
+    let repository = unique("team/first").to_lowercase();
+    let images = test_images("first");
+    let legs: Vec<Run> = std::thread::scope(|scope| {
+        let legs: Vec<_> = images
+            .tags
+            .iter()
+            .map(|leg| {
+                let (stand_in, repository) = (&stand_in, &repository);
+                scope.spawn(move || {
+                    publish(
+                        stand_in,
+                        &stand_in.proxied(),
+                        repository,
+                        &[
+                            image_args(std::slice::from_ref(leg)),
+                            vec!["--partial".into()],
+                        ]
+                        .concat(),
+                        &[
+                            CREDENTIALS[0],
+                            CREDENTIALS[1],
+                            ("XTASK_RETRY_BASE_MS", "100"),
+                        ],
+                    )
+                })
+            })
+            .collect();
+        legs.into_iter().map(|leg| leg.join().unwrap()).collect()
+    });
+    let seen = || stand_in.faults.seen.lock().unwrap().clone();
+    assert!(
+        stand_in.faults.denied_reads.load(Ordering::SeqCst) >= 2,
+        "no read met the package that does not exist yet: the test did not test a first \
+         push; {:?}",
+        seen()
+    );
+    assert_eq!(stand_in.faults.injected_races.load(Ordering::SeqCst), 2);
+    let mut pushed_files = Vec::new();
+    for (n, leg) in legs.iter().enumerate() {
+        let digest = first_platform_digest(leg.assert_success());
+        assert_served(&stand_in, &repository, &digest, &digest);
+        assert!(
+            leg.stderr_text().contains("the upload's answer decides"),
+            "{}",
+            leg.stderr_text()
+        );
+        let file = stand_in.dir.path().join(format!("pushed-{n}.json"));
+        std::fs::write(&file, leg.stdout_text()).unwrap();
+        pushed_files.push(file);
+    }
+    // The index over both legs' pushes, as `ship` makes it: the package exists by now.
+    let pushed: Vec<String> = pushed_files
+        .iter()
+        .flat_map(|f| ["--pushed".to_string(), f.display().to_string()])
+        .collect();
+    let out = publish(
+        &stand_in,
+        &stand_in.proxied(),
+        &repository,
+        &[pushed, vec!["--tag".into(), "r1".into()]].concat(),
+        &CREDENTIALS,
+    );
+    let index = out.assert_success().json()["index"]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_served(&stand_in, &repository, "r1", &index);
+    assert_no_secrets(&stand_in, &[&legs[0], &legs[1], &out]);
+}
+
+#[test]
+fn a_write_refused_every_time_is_reported_after_a_bounded_number_of_attempts() {
+    let Some(_docker) = light_docker() else {
+        return;
+    };
+    // A refusal that persists is the account's, not a race: the publish gives up after the
+    // client's attempts and says what to check.
+    let stand_in = StandIn::start(Policy::default());
+    stand_in.faults.racing_writes.store(1000, Ordering::SeqCst);
+    let repository = unique("team/refused").to_lowercase();
+    let images = test_images("refused");
+    let out = publish(
+        &stand_in,
+        &stand_in.proxied(),
+        &repository,
+        &images.amd64_partial(),
+        &[
+            CREDENTIALS[0],
+            CREDENTIALS[1],
+            ("XTASK_RETRY_BASE_MS", "50"),
+        ],
+    );
+    assert_refused(
+        &out,
+        &[
+            "403 Forbidden".into(),
+            "may push to".into(),
+            repository.clone(),
+            "write:packages".into(),
+        ],
+        &[PASSWORD],
+    );
+    assert_eq!(stand_in.faults.injected_races.load(Ordering::SeqCst), 4);
+}
+
+#[test]
 fn blobs_already_in_another_repository_are_mounted() {
     let Some(_docker) = light_docker() else {
         return;
@@ -1058,6 +1280,35 @@ fn blobs_already_in_another_repository_are_mounted() {
     assert!(
         asked.contains(&format!("repository:{base}:pull")),
         "{asked:?}"
+    );
+    let digest = first_platform_digest(&second);
+    assert_served(&stand_in, &app, &digest, &digest);
+}
+
+#[test]
+fn a_refused_mount_falls_back_to_an_upload() {
+    let Some(_docker) = light_docker() else {
+        return;
+    };
+    let stand_in = StandIn::start(Policy::default());
+    let base = unique("team/base").to_lowercase();
+    let app = unique("team/app").to_lowercase();
+    let images = test_images("mount-refused");
+    publish_amd64(&stand_in, &base, &images).assert_success();
+    // The record of where the blobs are says `base` holds them: the second push tries to
+    // mount them, and the registry refuses.
+    stand_in.faults.refuse_mounts.store(true, Ordering::SeqCst);
+    let second = publish_amd64(&stand_in, &app, &images);
+    let report = second.assert_success().json();
+    assert!(
+        stand_in.faults.refused_mounts.load(Ordering::SeqCst) >= 1,
+        "no mount was tried: the test did not test a refused mount"
+    );
+    assert!(report["platforms"][0]["uploaded_bytes"].as_u64().unwrap() > 0);
+    assert!(
+        second.stderr_text().contains("uploading it instead"),
+        "{}",
+        second.stderr_text()
     );
     let digest = first_platform_digest(&second);
     assert_served(&stand_in, &app, &digest, &digest);

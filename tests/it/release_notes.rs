@@ -40,27 +40,8 @@ fn checkout() -> tempfile::TempDir {
         "# fixture of tests/it/release_notes.rs\nFROM scratch\n",
     )
     .unwrap();
-    for args in [
-        &["init", "-q"][..],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "fixture",
-        ],
-    ] {
-        let status = std::process::Command::new("git")
-            .args(args)
-            .current_dir(root.path())
-            .status()
-            .unwrap();
-        assert!(status.success(), "git {args:?}");
-    }
+    // `receipt write` records the checkout's commit.
+    crate::support::commit_fixture(root.path());
     root
 }
 

@@ -628,8 +628,8 @@ fn the_replay_fails_on_a_misspelled_step_output_or_artifact_name() {
         dir.path(),
         &not_due(),
         &[(
-            "          name: plan\n          path: .\n      - name: Rust build cache",
-            "          name: plans\n          path: .\n      - name: Rust build cache",
+            "          name: plan\n          path: .\n      - name: Rust version",
+            "          name: plans\n          path: .\n      - name: Rust version",
         )],
     );
     let run = run_workflow(replay(

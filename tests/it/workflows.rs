@@ -554,6 +554,42 @@ fn check_one_ubuntu_release(all: &[Workflow]) -> Vec<String> {
     problems
 }
 
+/// Every `actions/cache` key and restore key names the compiler: an output of an earlier step
+/// of the same job that runs `rustc -V`. Without it, after the runner image updates Rust an
+/// exact hit restores a `target/` the new compiler cannot reuse, and every run recompiles it
+/// until the sources change (and the key with them).
+fn check_cache_keys_name_the_compiler(w: &Workflow) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (job_id, job) in jobs(&w.doc) {
+        let steps = steps(job);
+        for (i, step) in steps.iter().enumerate() {
+            if !step_uses(step, "cache") {
+                continue;
+            }
+            let compiler_outputs: Vec<String> = steps[..i]
+                .iter()
+                .filter(|s| step_run(s).contains("rustc -V"))
+                .filter_map(|s| s.get("id").and_then(Value::as_str))
+                .map(|id| format!("steps.{id}.outputs."))
+                .collect();
+            for key in ["key", "restore-keys"] {
+                let value = step_with(step, key);
+                if value.is_empty() && key == "restore-keys" {
+                    continue;
+                }
+                if !compiler_outputs.iter().any(|o| value.contains(o.as_str())) {
+                    problems.push(format!(
+                        "job {job_id}: {}: cache `{key}` does not name the compiler (an \
+                         earlier step's output of `rustc -V`)",
+                        step_label(i, step)
+                    ));
+                }
+            }
+        }
+    }
+    problems
+}
+
 /// The release is created as a draft, its assets attached, then published, in that order, so
 /// immutable releases get their assets.
 fn check_release_draft_order(w: &Workflow) -> Vec<String> {
@@ -1253,6 +1289,12 @@ fn every_job_runs_on_one_named_ubuntu_release_and_caches_name_it() {
 }
 
 #[test]
+fn cache_keys_name_the_compiler() {
+    let all = load_workflows();
+    assert_all(&all, check_cache_keys_name_the_compiler);
+}
+
+#[test]
 fn the_release_workflow_has_its_shape() {
     let all = load_workflows();
     let w = release_workflow(&all);
@@ -1339,6 +1381,32 @@ mod rules {
         ] {
             assert_eq!(rule(&w), Vec::<String>::new());
         }
+    }
+
+    #[test]
+    fn a_cache_key_without_the_compiler_fails() {
+        let cache = |key: &str| {
+            format!(
+                "name: ok\non: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n      \
+                 - id: rustc\n        run: echo \"hash=$(rustc -V | sha256sum)\" >> \"$GITHUB_OUTPUT\"\n      \
+                 - uses: actions/cache@27d5ce7f107fe9357f9df03efb73ab90386fccae # v5.0.5\n        \
+                 with:\n          path: target\n          key: {key}\n"
+            )
+        };
+        let named = "x-${{ steps.rustc.outputs.hash }}-${{ hashFiles('Cargo.lock') }}";
+        assert_eq!(
+            check_cache_keys_name_the_compiler(&wf(&cache(named))),
+            Vec::<String>::new()
+        );
+        assert_flags(
+            check_cache_keys_name_the_compiler(&wf(&cache("x-${{ hashFiles('Cargo.lock') }}"))),
+            "does not name the compiler",
+        );
+        // The output of a step that does not run `rustc -V` is not the compiler.
+        assert_flags(
+            check_cache_keys_name_the_compiler(&wf(&cache(named).replace("rustc -V", "cargo -V"))),
+            "does not name the compiler",
+        );
     }
 
     #[test]
@@ -1678,7 +1746,7 @@ mod rules {
             ))),
             "downloads the `verifiers` artifact",
         );
-        let read_only = "    permissions:\n      contents: read # checkout\n    steps:\n      - name: Check out\n        uses: actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1 # v7.0.1\n        with:\n          persist-credentials: false\n      - name: Rust build cache\n        uses: actions/cache@27d5ce7f107fe9357f9df03efb73ab90386fccae # v5.0.5\n        with:\n          path: |\n            ~/.cargo/registry\n            target\n          key: verifier-";
+        let read_only = "    permissions:\n      contents: read # checkout\n    steps:\n";
         assert_eq!(good.matches(read_only).count(), 1);
         assert_flags(
             check_verifiers(&wf(&good.replace(

@@ -281,6 +281,32 @@ pub const TEMPLATE_FILES: [&str; 5] = [
     "template/install-plan.js",
 ];
 
+/// Makes `root` a git repository with one empty commit, as a scratch root a release step runs in
+/// needs (`receipt write` records the checkout's commit).
+pub fn commit_fixture(root: &Path) {
+    for args in [
+        &["init", "-q"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "fixture",
+        ],
+    ] {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?} in {}", root.display());
+    }
+}
+
 /// A scratch root for `XTASK_ROOT` holding copies of `paths` (relative to the repository), each
 /// as [`checkout_file`] reads it (the release-written ones as committed).
 pub fn scratch_root_with(paths: &[&str]) -> tempfile::TempDir {
@@ -293,36 +319,6 @@ pub fn scratch_root_with(paths: &[&str]) -> tempfile::TempDir {
     dir
 }
 
-/// A git repository on `main` holding `files` (`.sh` files executable) in one commit; returns
-/// it and the commit id.
-pub fn committed_repo(files: &[(&str, &str)]) -> (tempfile::TempDir, String) {
-    use std::os::unix::fs::PermissionsExt as _;
-    let dir = tempfile::tempdir().unwrap();
-    for (path, content) in files {
-        let p = dir.path().join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, content).unwrap();
-        if path.ends_with(".sh") {
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-    }
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-            .args(args)
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
-    git(&["init", "--quiet", "--initial-branch=main"]);
-    git(&["add", "."]);
-    git(&["commit", "--quiet", "-m", "action"]);
-    let commit = git(&["rev-parse", "HEAD"]);
-    (dir, commit)
-}
+/// A git repository on `main` holding `files`, as the replay's `action_source` reads one (the
+/// replay crate's own, so its engine tests and these make repositories the same way).
+pub use actions_replay::committed_repo;

@@ -1,4 +1,6 @@
-//! A STAND-IN for Sigstore, for the fixture npm registry's provenance: its own certificate
+//! A STAND-IN for Sigstore, for the fixture npm registry's provenance (and, through
+//! `statement_bundle`, the negatives of `template-verify attestation verify` no real bundle
+//! gives: verify/tests/attestation_cli.rs includes this file): its own certificate
 //! authority (Fulcio-like), its own certificate transparency log and its own transparency log
 //! (Rekor-like), and the trusted root that names them. It is not Sigstore and trusts nothing of
 //! Sigstore's: a bundle it makes verifies only against its own root (`trusted_root`), which the
@@ -66,6 +68,15 @@ pub struct GithubRun {
     pub workflow: String,
     /// `refs/tags/v1.0.0`.
     pub git_ref: String,
+    /// Fulcio's runner environment claim (`.1.11`): `github-hosted` unless a test says
+    /// otherwise.
+    pub runner: String,
+    /// The commit built (`.1.3`, `.1.10`, `.1.13`, `.1.19`): forty zeros unless a test says
+    /// otherwise.
+    pub commit: String,
+    /// The build config (`.1.18`) when it is not the signing workflow itself: the caller of a
+    /// reusable workflow, as Fulcio records it.
+    pub build_config: Option<String>,
 }
 
 impl GithubRun {
@@ -74,6 +85,9 @@ impl GithubRun {
             repository: repository.into(),
             workflow: workflow.into(),
             git_ref: git_ref.into(),
+            runner: "github-hosted".into(),
+            commit: "0".repeat(40),
+            build_config: None,
         }
     }
 
@@ -238,6 +252,17 @@ impl SigstoreStandIn {
                 },
             },
         });
+        self.statement_bundle(&statement, run, integrated)
+    }
+
+    /// A Sigstore bundle v0.3 of `statement` in a DSSE envelope, signed as `run` and logged at
+    /// `integrated` (what actions/attest makes for a statement).
+    pub fn statement_bundle(
+        &self,
+        statement: &Value,
+        run: &GithubRun,
+        integrated: DateTime<Utc>,
+    ) -> Value {
         let payload = statement.to_string().into_bytes();
         let payload_type = "application/vnd.in-toto+json";
 
@@ -295,7 +320,8 @@ impl SigstoreStandIn {
         let utf8 = |n: u64, v: &str| CustomExtension::from_oid_content(&fulcio(n), der_utf8(v));
         let repo_uri = format!("https://github.com/{}", run.repository);
         let owner = run.repository.split('/').next().unwrap();
-        let sha = "0".repeat(40);
+        let sha = run.commit.clone();
+        let build_config = run.build_config.clone().unwrap_or_else(|| uri.clone());
         let mut params = CertificateParams::default();
         params.distinguished_name = DistinguishedName::new();
         params.subject_alt_names = vec![SanType::URI(uri.as_str().try_into().unwrap())];
@@ -318,14 +344,14 @@ impl SigstoreStandIn {
             utf8(8, ISSUER),
             utf8(9, &uri),
             utf8(10, &sha),
-            utf8(11, "github-hosted"),
+            utf8(11, &run.runner),
             utf8(12, &repo_uri),
             utf8(13, &sha),
             utf8(14, &run.git_ref),
             utf8(15, "1"),
             utf8(16, &format!("https://github.com/{owner}")),
             utf8(17, "2"),
-            utf8(18, &uri),
+            utf8(18, &build_config),
             utf8(19, &sha),
             utf8(20, "release"),
             utf8(21, &format!("{repo_uri}/actions/runs/1/attempts/1")),

@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 use actions_replay::{run_workflow, Replay};
 use serde_json::{json, Value};
 
-use super::{repo_root, run_dir, runner_user, scratch_repo};
+use super::{checkout_text, run_dir, runner_user, scratch_repo};
 
 const WORKFLOW: &str = ".github/workflows/update-template.yml";
 /// The job that builds the verifiers, and what it uploads them as.
@@ -68,7 +68,7 @@ fn built() -> &'static Built {
         runner_user();
         let source = scratch_repo("verifier-job-");
         let workflow = source.path().join("verifier-job.yml");
-        let text = std::fs::read_to_string(repo_root().join(WORKFLOW)).unwrap();
+        let text = checkout_text(WORKFLOW);
         std::fs::write(&workflow, verifier_job_alone(&text)).unwrap();
         let replay = Replay::new(&workflow, source.path())
             .unwrap()
@@ -84,15 +84,17 @@ fn built() -> &'static Built {
         // The build tree goes before anything runs the binaries.
         let workspace = run.job(JOB).workspace.clone();
         {
+            // Checked under the lock: once it is released, another replay of the same
+            // repository (another test process on this machine) may make the directory again.
             let _lock = actions_replay::lock_workspace().unwrap();
             std::fs::remove_dir_all(&workspace)
                 .unwrap_or_else(|e| panic!("removing {}: {e}", workspace.display()));
+            assert!(
+                !workspace.exists(),
+                "the build tree {} is gone",
+                workspace.display()
+            );
         }
-        assert!(
-            !workspace.exists(),
-            "the build tree {} is gone",
-            workspace.display()
-        );
         let dir = tempfile::Builder::new()
             .prefix("verifiers-")
             .tempdir_in(run_dir())
@@ -137,7 +139,7 @@ mod tests {
 
     #[test]
     fn the_verifier_job_runs_alone_and_unchanged() {
-        let text = std::fs::read_to_string(repo_root().join(WORKFLOW)).unwrap();
+        let text = checkout_text(WORKFLOW);
         let alone: Value = yaml_serde::from_str(&verifier_job_alone(&text)).unwrap();
         let committed: Value = yaml_serde::from_str(&text).unwrap();
         let jobs: Vec<&String> = alone["jobs"].as_object().unwrap().keys().collect();

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::attestation::verify::{RequestedSigner, VerifyAttestationRequest};
 use crate::consume::ConsumeRequest;
 use crate::pin::{PinCommand, PinRequest};
 use crate::receipt::verify::VerifyRequest;
@@ -111,6 +112,87 @@ pub enum VerifierCommand {
     /// How fresh the template's pin is: its release and age, each package against npm's
     /// `latest` now, and a newer complete release that would move it (as `cargo xtask status`).
     Status(StatusArgs),
+    /// Verify Sigstore attestations offline, against a trusted root file.
+    #[command(subcommand)]
+    Attestation(VerifierAttestationCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VerifierAttestationCommand {
+    /// Verify an artifact's Sigstore bundle offline and judge who signed it.
+    Verify(AttestationVerifyArgs),
+}
+
+/// Verifies a Sigstore bundle (or the JSON lines of several) for ARTIFACT against the trusted
+/// root given, with nothing fetched: the signature (DSSE or message), the certificate chain to
+/// the root's Fulcio CAs at each verified time, the transparency log inclusion when the root
+/// lists a log (Sigstore's public-good instance) or an RFC 3161 timestamp when it does not
+/// (GitHub's own instance), the certificate's SCT when the root lists CT logs, and that the
+/// statement's subject (or the signed digest) is ARTIFACT. Then the signer: either exactly
+/// --certificate-identity and --certificate-oidc-issuer, or the release policy of
+/// --repository/--workflow/--source-ref, every claim byte-exact (subject alternative name,
+/// build signer and build config all the workflow at the ref, the source repository and ref,
+/// a GitHub-hosted runner, the commit when given, the statement's type, predicate type and
+/// subject name and digest). Exit 0 only when one bundle passes everything; each refusal names
+/// the claim that differs, expected and found. docs/attestations.md says more.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("signer").required(true).args(["certificate_identity", "repository"])))]
+pub struct AttestationVerifyArgs {
+    /// The artifact: a file, or its digest as `sha256:<hex>` or `sha512:<hex>`.
+    pub artifact: String,
+    /// The Sigstore bundle: one bundle JSON, or JSON lines of bundles (as
+    /// `gh attestation download` writes them); one of them must pass.
+    #[arg(long, value_name = "FILE")]
+    pub bundle: PathBuf,
+    /// The trusted root: one Sigstore trusted root JSON, or the JSON lines
+    /// `gh attestation trusted-root` prints (Sigstore's public-good root and GitHub's). Required:
+    /// this tool fetches no root (no TUF client) and carries no built-in copy.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_root: PathBuf,
+    /// The certificate's subject alternative name, exactly.
+    #[arg(
+        long,
+        value_name = "URI",
+        requires = "certificate_oidc_issuer",
+        conflicts_with = "repository"
+    )]
+    pub certificate_identity: Option<String>,
+    /// The certificate's OIDC issuer, exactly.
+    #[arg(long, value_name = "URL", requires = "certificate_identity")]
+    pub certificate_oidc_issuer: Option<String>,
+    /// The release policy: the repository whose workflow signed, `owner/repo`, byte-exact.
+    #[arg(long, value_name = "OWNER/REPO", requires_all = ["workflow", "source_ref"])]
+    pub repository: Option<String>,
+    /// The signing workflow, `.github/workflows/<file>`.
+    #[arg(long, value_name = "PATH", requires = "repository")]
+    pub workflow: Option<String>,
+    /// The ref the workflow ran from, `refs/heads/<branch>`, byte-exact.
+    #[arg(long, value_name = "REF", requires = "repository")]
+    pub source_ref: Option<String>,
+    /// The commit the workflow ran from (40 hex digits).
+    #[arg(long, value_name = "SHA", requires = "repository")]
+    pub source_commit: Option<String>,
+    /// The repository's numeric id (GitHub's API `id`), compared with the certificate's.
+    #[arg(long, value_name = "ID", requires = "repository")]
+    pub repository_id: Option<String>,
+    /// The owner's numeric id (GitHub's API `owner.id`), compared with the certificate's.
+    #[arg(long, value_name = "ID", requires = "repository")]
+    pub owner_id: Option<String>,
+    /// The statement's subject name; default, with --repository, the artifact file's name
+    /// (required for a digest).
+    #[arg(long, value_name = "NAME")]
+    pub subject_name: Option<String>,
+    /// The statement's predicate type; default, with --repository,
+    /// `https://slsa.dev/provenance/v1`; with --certificate-identity, any (and a message
+    /// signature passes).
+    #[arg(long, value_name = "URI")]
+    pub predicate_type: Option<String>,
+    /// Print `{"artifact", "digest", "bundle_file", "trusted_root", "accepted", "bundles":
+    /// [{"bundle", "verified", "error", "instance", "evidence", "certificate",
+    /// "predicate_type", "subject_names", "refusals": [{"claim", "expected", "found"}],
+    /// "accepted"}]}`.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -235,6 +317,32 @@ impl From<PinArgs> for PinCommand {
                 require_verified_inputs: args.require_verified_inputs,
                 dry_run: args.dry_run,
             },
+            json: args.json,
+        }
+    }
+}
+
+impl From<AttestationVerifyArgs> for VerifyAttestationRequest {
+    fn from(args: AttestationVerifyArgs) -> VerifyAttestationRequest {
+        // clap's group and `requires` guarantee one complete signer form.
+        let signer = match (args.certificate_identity, args.certificate_oidc_issuer) {
+            (Some(identity), Some(issuer)) => RequestedSigner::Identity { identity, issuer },
+            _ => RequestedSigner::Release {
+                repository: args.repository.unwrap_or_default(),
+                workflow: args.workflow.unwrap_or_default(),
+                source_ref: args.source_ref.unwrap_or_default(),
+                source_commit: args.source_commit,
+                repository_id: args.repository_id,
+                owner_id: args.owner_id,
+            },
+        };
+        VerifyAttestationRequest {
+            artifact: args.artifact,
+            bundle: args.bundle,
+            trusted_root: args.trusted_root,
+            signer,
+            subject_name: args.subject_name,
+            predicate_type: args.predicate_type,
             json: args.json,
         }
     }

@@ -4,7 +4,9 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use template_verify::cli::{VerifierCli, VerifierCommand, VerifierReceiptCommand};
+use template_verify::cli::{
+    VerifierAttestationCommand, VerifierCli, VerifierCommand, VerifierReceiptCommand,
+};
 use template_verify::receipt::policy::ReceiptPolicy;
 use template_verify::settings::Environment;
 
@@ -25,6 +27,10 @@ fn main() -> ExitCode {
                 template_verify::receipt::verify::verify_cmd(args.into(), &policy, &env)
             }
             VerifierCommand::Status(args) => template_verify::status::run(args.into(), &env),
+            // Offline: the files named are all it reads.
+            VerifierCommand::Attestation(VerifierAttestationCommand::Verify(args)) => {
+                template_verify::attestation::verify::run(args.into())
+            }
             VerifierCommand::Pin(args) => {
                 let policy = ReceiptPolicy::for_verifier(
                     args.manifest.as_deref(),

@@ -18,5 +18,16 @@ if [ -n "${XTASK_REGISTRY_USERNAME:-}" ]; then
   (umask 077 && jq -n --arg registry "${REGISTRY:?}" --arg auth "$auth" \
     '{auths: {($registry): {auth: $auth}}}' > "$DOCKER_CONFIG/config.json")
 fi
+
+# The input is a string; anything but the two words is refused rather than read as either.
+case "${REQUIRE_VERIFIED_INPUTS:-false}" in
+  true) require_verified_inputs=(--require-verified-inputs) ;;
+  false) require_verified_inputs=() ;;
+  *)
+    echo "::error::pin-template: require-verified-inputs is '$REQUIRE_VERIFIED_INPUTS'; write true or false"
+    exit 1
+    ;;
+esac
 exec "${VERIFIER:?}" consume --repository "${TEMPLATE_REPOSITORY:?}" --template "${TEMPLATE_FILE:?}" \
-  --work-dir "$WORK_DIR/releases" --max-releases "${MAX_RELEASES:?}" --source-ref "${SOURCE_REF:?}"
+  --work-dir "$WORK_DIR/releases" --max-releases "${MAX_RELEASES:?}" --source-ref "${SOURCE_REF:?}" \
+  "${require_verified_inputs[@]}"

@@ -227,14 +227,18 @@ impl RegistryClient {
         Ok(())
     }
 
-    pub async fn blob_exists(&self, digest: &str) -> Result<bool> {
+    /// Whether the repository holds the blob `digest`, as a push asks before uploading it
+    /// (HEAD; [`presence_of`] reads the answer).
+    pub async fn blob_presence(&self, digest: &str) -> Result<Presence> {
         let url = self.target.url(&format!("blobs/{digest}"));
         let response = self.send(&url, |http| Ok(http.head(url.clone()))).await?;
-        match response.status() {
-            StatusCode::OK => Ok(true),
-            StatusCode::NOT_FOUND => Ok(false),
-            status => bail!("HEAD {url} answered {status}"),
-        }
+        presence_of(response.status())
+            .with_context(|| format!("HEAD {url} answered {}", response.status()))
+    }
+
+    /// The retry policy of this client's requests (for the publisher's own retries of writes).
+    pub fn retry(&self) -> Retry {
+        self.retry
     }
 
     /// GET a blob: the successful response, whose body streams (registries redirect blob
@@ -246,8 +250,8 @@ impl RegistryClient {
             .await
     }
 
-    /// GET a manifest by tag or digest: the successful response, `None` when absent.
-    async fn manifest_response(&self, reference: &str) -> Result<Option<(Response, Url)>> {
+    /// GET a manifest by tag or digest: the response as it came, and its URL.
+    async fn manifest_get(&self, reference: &str) -> Result<(Response, Url)> {
         let url = self.target.url(&format!("manifests/{reference}"));
         let response = self
             .send(&url, |http| {
@@ -256,6 +260,12 @@ impl RegistryClient {
                     .header(header::ACCEPT, MANIFEST_ACCEPT))
             })
             .await?;
+        Ok((response, url))
+    }
+
+    /// GET a manifest by tag or digest: the successful response, `None` when absent.
+    async fn manifest_response(&self, reference: &str) -> Result<Option<(Response, Url)>> {
+        let (response, url) = self.manifest_get(reference).await?;
         if response.status() == StatusCode::NOT_FOUND {
             return Ok(None);
         }
@@ -320,6 +330,68 @@ impl RegistryClient {
             None => false,
         })
     }
+
+    /// Like [`Self::manifest_matches`], for a push deciding whether to push the manifest
+    /// again: a registry that will not say ([`Presence::Unreadable`]) is no error here, the
+    /// push's own PUT decides.
+    pub async fn manifest_presence(&self, digest: &str, size: u64) -> Result<Presence> {
+        let (response, url) = self.manifest_get(digest).await?;
+        match presence_of(response.status()) {
+            Some(Presence::Present) => {}
+            Some(other) => return Ok(other),
+            None => {
+                let status = response.status();
+                self.expect_ok(&format!("read manifest {digest}"), &url, response)
+                    .await?;
+                bail!("GET {url} answered {status}, not the manifest");
+            }
+        }
+        let bytes = read_bounded(response, &url, "manifest", MANIFEST_LIMIT).await?;
+        Ok(
+            if Digest::of(&bytes).as_str() == digest && bytes.len() as u64 == size {
+                Presence::Present
+            } else {
+                Presence::Absent
+            },
+        )
+    }
+}
+
+/// A push's own manifests are small; a larger answer is not one of them.
+const MANIFEST_LIMIT: usize = 4 << 20;
+
+/// What a registry says about a blob or manifest a push is about to write.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Presence {
+    /// 200: it is there; nothing to upload.
+    Present,
+    /// 404 (the distribution spec's answer for a blob or manifest, or a repository, that
+    /// does not exist: opencontainers/distribution-spec@967efdc079b91785ad18c77cc4f8991a47feefbf
+    /// spec.md, "Checking if content exists in the registry" and end-2/end-3).
+    Absent,
+    /// 403: the registry will not say. ghcr.io answers reads of a package that does not
+    /// exist yet with 403 `DENIED` "permission_denied: read_package" (reported on a first
+    /// push in run-ai/fake-gpu-operator#244; the same body for an unreadable package in
+    /// RightNow-AI/openfang#12; a HEAD of a blob answered 403 on a first push in
+    /// ryokun6/ryos#1156 and docker/build-push-action#981). A push uploads it: a token
+    /// that may push gets it in (and creates the package), one that may not is refused by
+    /// the upload, whose error names the remedy. containerd's pusher stops on a 403 here
+    /// (core/remotes/docker/pusher.go, "unexpected status"), which is the failure those
+    /// reports show.
+    Unreadable,
+}
+
+/// The answer to a HEAD or GET of a blob or manifest a push may write, read as a push
+/// reads it; `None` for any other status (an error). A 401 never gets here: `send` answers
+/// the challenge, and one that outlives a fresh token is the credentials' refusal, which
+/// an upload would meet too.
+pub fn presence_of(status: StatusCode) -> Option<Presence> {
+    match status {
+        StatusCode::OK => Some(Presence::Present),
+        StatusCode::NOT_FOUND => Some(Presence::Absent),
+        StatusCode::FORBIDDEN => Some(Presence::Unreadable),
+        _ => None,
+    }
 }
 
 /// A response body, at most `limit` bytes (with or without a Content-Length).
@@ -370,5 +442,23 @@ mod tests {
         assert!(RegistryTarget::parse("ghcr.io", "Upper/case").is_err());
         assert!(RegistryTarget::parse("ghcr.io", "a//b").is_err());
         assert!(RegistryTarget::parse("ghcr.io/x", "a").is_err());
+    }
+
+    #[test]
+    fn a_push_reads_403_as_a_registry_that_will_not_say() {
+        assert_eq!(presence_of(StatusCode::OK), Some(Presence::Present));
+        assert_eq!(presence_of(StatusCode::NOT_FOUND), Some(Presence::Absent));
+        assert_eq!(
+            presence_of(StatusCode::FORBIDDEN),
+            Some(Presence::Unreadable)
+        );
+        for other in [
+            StatusCode::UNAUTHORIZED,
+            StatusCode::BAD_REQUEST,
+            StatusCode::NO_CONTENT,
+            StatusCode::INTERNAL_SERVER_ERROR,
+        ] {
+            assert_eq!(presence_of(other), None, "{other}");
+        }
     }
 }

@@ -15,6 +15,8 @@ use sigstore_verify::types::{
 };
 use sigstore_verify::{PublicKeyVerificationPolicy, VerificationPolicy, Verifier};
 
+pub mod keyless;
+
 /// A Sigstore trusted root (`trusted_root.json`: Fulcio CAs, Rekor and CT log keys, TSAs),
 /// parsed and checked once.
 pub struct TrustedRoot {
@@ -157,4 +159,4 @@ pub fn verify_p256_sha256(spki: &[u8], message: &[u8], signature_der: &[u8]) -> 
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -6,7 +6,7 @@ use super::*;
 use base64::Engine as _;
 
 /// `<repository>/../shared/fixtures`, where CI lays it beside the clone.
-fn fixtures() -> Option<std::path::PathBuf> {
+pub(crate) fn fixtures() -> Option<std::path::PathBuf> {
     // cargo runs a package's tests in the package's directory (verify/).
     let dir = std::path::Path::new("../../shared/fixtures").to_path_buf();
     if dir.is_dir() {

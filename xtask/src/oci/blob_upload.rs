@@ -21,6 +21,7 @@ use reqwest::{header, Method, StatusCode};
 
 use crate::oci::stream::TransferProgress;
 use template_formats::model::Digest;
+use template_verify::http::Attempt;
 use template_verify::oci::client::RegistryClient;
 
 /// Bytes read from disk per body chunk: the memory one upload holds.
@@ -63,24 +64,45 @@ pub(crate) async fn upload_blob(
         progress_interval,
     );
     let mut session = 0;
+    let mut mount_from = mount_from;
     loop {
         session += 1;
         let mut start = client.target.url("blobs/uploads/");
-        if let Some(source) = mount_from {
-            client.want_pull_from(source).await;
-            start
-                .query_pairs_mut()
-                .append_pair("mount", &blob.digest)
-                .append_pair("from", source);
-        }
-        let response = client
-            .send(&start, |http| {
-                Ok(http.post(start.clone()).header(header::CONTENT_LENGTH, "0"))
-            })
-            .await?;
-        if response.status() == StatusCode::CREATED && mount_from.is_some() {
-            return Ok(BlobPush::Mounted);
-        }
+        let response = match mount_from {
+            Some(source) => {
+                client.want_pull_from(source).await;
+                start
+                    .query_pairs_mut()
+                    .append_pair("mount", &blob.digest)
+                    .append_pair("from", source);
+                // One attempt: a refused mount is no race, and a plain upload follows it.
+                let response = client
+                    .send(&start, |http| {
+                        Ok(http.post(start.clone()).header(header::CONTENT_LENGTH, "0"))
+                    })
+                    .await?;
+                match response.status() {
+                    StatusCode::CREATED => return Ok(BlobPush::Mounted),
+                    StatusCode::FORBIDDEN => {
+                        eprintln!(
+                            "upload {}: {start} answered 403 to the mount from {source} \
+                             ({MOUNT_REFUSED}); uploading it instead",
+                            blob.digest
+                        );
+                        mount_from = None;
+                        session -= 1;
+                        continue;
+                    }
+                    _ => response,
+                }
+            }
+            None => {
+                send_write(client, &start, |http| {
+                    Ok(http.post(start.clone()).header(header::CONTENT_LENGTH, "0"))
+                })
+                .await?
+            }
+        };
         let response = client
             .expect_ok("start a blob upload", &start, response)
             .await?;
@@ -145,6 +167,13 @@ pub(crate) async fn mount_blob(
     if response.status() == StatusCode::CREATED {
         return Ok(true);
     }
+    if response.status() == StatusCode::FORBIDDEN {
+        eprintln!(
+            "mount {digest}: {start} answered 403 to the mount from {source} ({MOUNT_REFUSED}); \
+             the layer is compressed and uploaded instead"
+        );
+        return Ok(false);
+    }
     let response = client
         .expect_ok(
             &format!("mount blob {digest} from {source}"),
@@ -176,14 +205,13 @@ pub(crate) async fn put_manifest(
 ) -> Result<String> {
     let url = client.target.url(&format!("manifests/{reference}"));
     let body = Bytes::copy_from_slice(bytes);
-    let response = client
-        .send(&url, |http| {
-            Ok(http
-                .put(url.clone())
-                .header(header::CONTENT_TYPE, media_type)
-                .body(body.clone()))
-        })
-        .await?;
+    let response = send_write(client, &url, |http| {
+        Ok(http
+            .put(url.clone())
+            .header(header::CONTENT_TYPE, media_type)
+            .body(body.clone()))
+    })
+    .await?;
     let response = client
         .expect_ok(&format!("push manifest {reference}"), &url, response)
         .await?;
@@ -198,6 +226,52 @@ pub(crate) async fn put_manifest(
         bail!("{url} stored the manifest as {theirs}, but its bytes are {ours}");
     }
     Ok(theirs)
+}
+
+/// Why a 403 to a mount is not the end of a push: some registries refuse a mount whose
+/// source repository the account may not read with 403 where distribution starts a plain
+/// upload session (202), and a plain upload of the same blob then succeeds
+/// (containerd/containerd#14086; go-containerregistry retries without the mount,
+/// google/go-containerregistry#1404).
+const MOUNT_REFUSED: &str = "the source may not be readable to this account";
+
+/// Whether a write's answer may be a race with another push creating the repository, which
+/// a later attempt may not meet: 403, which ghcr.io answered a manifest PUT while another
+/// push of the same package ran and not when the same PUT was sent again
+/// (goreleaser/goreleaser#1977: `failed to put manifest ...: denied`), and 409, GitHub
+/// Packages' answer to a write that raced another (whoz-oss/coday#989). Two matrix legs
+/// push to one package at once, and on the first release neither has created it yet.
+pub(crate) fn may_race_creation(status: StatusCode) -> bool {
+    status == StatusCode::FORBIDDEN || status == StatusCode::CONFLICT
+}
+
+/// Sends a write (an upload's start, a manifest PUT) through `send`, and sends it again a
+/// bounded number of times (the client's retry policy, with its backoff) while the answer
+/// [`may_race_creation`]. The last answer is returned as it is: a refusal that persists is
+/// the account's, and the caller reports it with its remedy.
+async fn send_write(
+    client: &RegistryClient,
+    url: &reqwest::Url,
+    make: impl Fn(&reqwest::Client) -> Result<reqwest::RequestBuilder>,
+) -> Result<reqwest::Response> {
+    let make = &make;
+    client
+        .retry()
+        .run(url.as_str(), |last| async move {
+            let response = client.send(url, make).await?;
+            let status = response.status();
+            if may_race_creation(status) && !last {
+                return Ok(Attempt::Retry {
+                    error: anyhow::anyhow!(
+                        "{url} answered {status} (another push may be creating the repository \
+                         this moment)"
+                    ),
+                    after: None,
+                });
+            }
+            Ok(Attempt::Done(response))
+        })
+        .await
 }
 
 /// The blob at `path` as a streamed request body: read in [`CHUNK`]s as the connection takes
@@ -300,6 +374,21 @@ mod tests {
             BlobLocations::load(&dir.path().join("none")),
             BlobLocations::default()
         );
+    }
+
+    #[test]
+    fn only_refusals_a_racing_push_may_cause_are_sent_again() {
+        assert!(may_race_creation(StatusCode::FORBIDDEN));
+        assert!(may_race_creation(StatusCode::CONFLICT));
+        for status in [
+            StatusCode::UNAUTHORIZED,
+            StatusCode::NOT_FOUND,
+            StatusCode::BAD_REQUEST,
+            StatusCode::CREATED,
+            StatusCode::ACCEPTED,
+        ] {
+            assert!(!may_race_creation(status), "{status}");
+        }
     }
 
     #[tokio::test]

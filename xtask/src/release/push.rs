@@ -19,7 +19,7 @@ use template_formats::manifest::Platform;
 use template_formats::model::publish::{LayerBlob, PushedImage};
 use template_formats::model::Digest;
 use template_formats::oci::index::OCI_MANIFEST;
-use template_verify::oci::client::{RegistryClient, RegistryTarget};
+use template_verify::oci::client::{Presence, RegistryClient, RegistryTarget};
 use template_verify::oci::credentials::{credentials_for, EnvCredentialsHost};
 use template_verify::settings::Environment;
 
@@ -120,9 +120,11 @@ pub(super) async fn push_image(
         // is in the registry, so only HEADs).
         if cached.platform == platform
             && cached.layer_blobs.len() == cached.layers
+            // A registry that will not say (a package not created yet) is pushed to again.
             && client
-                .manifest_matches(&cached.digest, cached.manifest_size)
+                .manifest_presence(&cached.digest, cached.manifest_size)
                 .await?
+                == Presence::Present
         {
             let read_back = cached.read_back
                 || read_back_step(client, platform, &cached.digest, &image_id, progress).await?;
@@ -501,6 +503,16 @@ struct BlobPushing<'a> {
 }
 
 impl BlobPushing<'_> {
+    /// Says why a blob whose presence the registry would not tell is pushed anyway.
+    fn unreadable(&self, digest: &str) {
+        self.progress.step(format!(
+            "{}: {} does not say whether it holds {digest} (403; ghcr.io answers so while \
+             the package does not exist yet): pushing it, the upload's answer decides",
+            self.platform,
+            self.client.target.name()
+        ));
+    }
+
     /// Whether `known` (a previous release's blob) is in the target repository: it is (HEAD),
     /// or it is mounted from `source`, the previous release's repository, when that differs
     /// (distribution's "mount a blob from another repository": 201 mounted, 202 an upload
@@ -514,9 +526,13 @@ impl BlobPushing<'_> {
     ) -> Result<bool> {
         let (client, platform, progress) = (self.client, self.platform, self.progress);
         let repository = client.target.repository.as_str();
-        if client.blob_exists(&known.digest).await? {
-            locations.record(&known.digest, repository);
-            return Ok(true);
+        match client.blob_presence(&known.digest).await? {
+            Presence::Present => {
+                locations.record(&known.digest, repository);
+                return Ok(true);
+            }
+            Presence::Absent => {}
+            Presence::Unreadable => self.unreadable(&known.digest),
         }
         let Some(source) = source.filter(|s| *s != repository) else {
             return Ok(false);
@@ -544,13 +560,17 @@ impl BlobPushing<'_> {
     async fn blob(&self, blob: &Blob, locations: &mut BlobLocations) -> Result<u64> {
         let (client, platform, progress) = (self.client, self.platform, self.progress);
         let repository = client.target.repository.as_str();
-        if client.blob_exists(&blob.digest).await? {
-            progress.step(format!(
-                "{platform}: {} is already in the registry",
-                blob.digest
-            ));
-            locations.record(&blob.digest, repository);
-            return Ok(0);
+        match client.blob_presence(&blob.digest).await? {
+            Presence::Present => {
+                progress.step(format!(
+                    "{platform}: {} is already in the registry",
+                    blob.digest
+                ));
+                locations.record(&blob.digest, repository);
+                return Ok(0);
+            }
+            Presence::Absent => {}
+            Presence::Unreadable => self.unreadable(&blob.digest),
         }
         let mount_from = locations.mount_source(&blob.digest, repository);
         if self.dry_run {

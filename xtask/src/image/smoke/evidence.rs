@@ -315,12 +315,25 @@ fn directory_below(file: &str, base: &str, depth: usize) -> String {
         return dir.to_string();
     };
     let parts: Vec<&str> = rest.split('/').filter(|p| !p.is_empty()).collect();
+    // A temporary directory is kept, what a harness makes inside it is not: its children come
+    // and go with the timing of a run (Codex's `.tmp/.staging` is there in one run of an image
+    // and gone in the next), and they hold no state a resume needs.
+    let depth = parts
+        .iter()
+        .position(|p| is_temporary(p))
+        .map_or(depth, |at| depth.min(at + 1));
     let kept = &parts[..parts.len().min(depth)];
     if kept.is_empty() {
         base.trim_end_matches('/').to_string()
     } else {
         format!("{}/{}", base.trim_end_matches('/'), kept.join("/"))
     }
+}
+
+/// A directory named as temporary (`tmp`, `.tmp`, `temp`, `.temp`, any case).
+fn is_temporary(name: &str) -> bool {
+    let name = name.trim_start_matches('.').to_ascii_lowercase();
+    name == "tmp" || name == "temp"
 }
 
 fn is_below(file: &str, dir: &str) -> bool {
@@ -592,6 +605,23 @@ mod tests {
     }
 
     #[test]
+    fn what_a_harness_makes_inside_a_temporary_directory_is_not_recorded() {
+        let home = "/workspace";
+        assert_eq!(
+            directory_below("/workspace/.codex/.tmp/.staging/x.json", home, 3),
+            "/workspace/.codex/.tmp"
+        );
+        assert_eq!(
+            directory_below("/workspace/.codex/tmp/arg1-linux/f", home, 3),
+            "/workspace/.codex/tmp"
+        );
+        assert_eq!(
+            directory_below("/workspace/.codex/sessions/2026/f.jsonl", home, 3),
+            "/workspace/.codex/sessions/2026"
+        );
+    }
+
+    #[test]
     fn a_file_written_outside_the_home_and_tmp_is_a_problem() {
         let manifest = manifest();
         let pi = manifest.harnesses.iter().find(|h| h.name == "pi").unwrap();
@@ -698,7 +728,7 @@ mod tests {
                 "/workspace",
                 3
             ),
-            "/workspace/.codex/tmp/arg0-linux"
+            "/workspace/.codex/tmp"
         );
         assert_eq!(
             directory_below("/workspace/.claude.json", "/workspace", 3),

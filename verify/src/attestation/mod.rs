@@ -2,9 +2,13 @@
 //! `gh attestation verify` arguments that ask for it, and gh's JSON answer judged again here
 //! (predicate type, subject digest, the signer workflow at the default branch's ref, a
 //! GitHub-hosted runner), so the result does not rest on gh's version. Pure; `consume.rs` runs
-//! gh.
+//! gh. The attestations verified natively, offline: `policy.rs` (the release policy, pure) and
+//! `verify.rs` (`template-verify attestation verify`).
 
 use serde::Deserialize;
+
+pub mod policy;
+pub mod verify;
 
 use template_formats::model::receipt::Receipt;
 use template_formats::model::Platform;
