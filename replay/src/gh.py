@@ -8,8 +8,9 @@
 # - the token the harness hands a job encodes its `permissions:` (replay.contents=write...):
 #   reading needs contents read or write, changing anything needs contents: write;
 # - GH_REPO (or -R/--repo) must name the run's repository or a registered other one;
-# - immutable releases: a published release cannot be edited, uploaded to or have assets
-#   deleted, and a tag once published can never be used again;
+# - immutable releases: a published release cannot be edited, uploaded to (GitHub's answer, see
+#   refuse_immutable_asset_change) or have assets deleted, and a tag once published can never
+#   be used again, even after the release is deleted;
 # - another repository registered with Replay::gh_foreign_repository (--repo/-R/GH_REPO) is
 #   public: any valid token reads its published releases, nothing may change it (HTTP 403);
 # - `gh attestation verify` checks STATE/attestations.jsonl (the attest stand-in's records)
@@ -336,14 +337,61 @@ def put_asset(rel, path, clobber):
 
 
 def cmd_upload(args):
+    # As cli/cli v2.60.0 pkg/cmd/release/upload/upload.go `uploadRun` does: fetch the release,
+    # refuse names it already has unless --clobber (one message naming them all, `%v` of the
+    # list), then per file (pkg/cmd/release/shared/upload.go `uploadWithDelete`) DELETE the
+    # existing asset of that name first when clobbering, then POST the new one.
     pos, opts = parse(args, dict(REPO), {"--clobber": "clobber"})
     access(opts.get("repo"), "write")
     if len(pos) < 2:
         fail("requires at least 2 arg(s), only received %d" % len(pos))
     rel = must_get(pos[0])
-    refuse_if_published(rel, "upload assets")
-    for f in pos[1:]:
-        put_asset(rel, f, opts.get("clobber") == "true")
+    files = [f.split("#", 1)[0] for f in pos[1:]]
+    for f in files:
+        if not os.path.isfile(f):
+            fail("open %s: no such file or directory" % f)
+    have = set(assets(rel))
+    existing = [os.path.basename(f) for f in files if os.path.basename(f) in have]
+    clobber = opts.get("clobber") == "true"
+    if existing and not clobber:
+        fail("asset under the same name already exists: [%s]" % " ".join(existing))
+    for f in files:
+        if not rel["isDraft"]:
+            refuse_immutable_asset_change(rel, os.path.basename(f), os.path.basename(f) in have)
+        put_asset(rel, f, clobber)
+
+
+def refuse_immutable_asset_change(rel, name, deletes_first):
+    """A published (immutable) release refuses any asset change (GitHub's documentation,
+    "Immutable releases": assets cannot be added, modified or deleted once published). The
+    upload's answer is GitHub's own: `422 Cannot upload assets to an immutable release.`
+    (the API's JSON `message`, quoted in asdf-vm/asdf#2329, concourse/github-release-resource#151
+    and libredb/libredb-studio#154), which gh prints as go-gh's HTTPError does:
+    `HTTP 422: <message> (<request URL>)`. With --clobber the DELETE of the existing asset
+    comes first and fails first; GitHub's wording for that DELETE is in none of those sources,
+    so the stand-in says so in its message."""
+    release_id = 100000 + rel.get("seq", 0)
+    if deletes_first:
+        fail("HTTP 422: Cannot delete assets of an immutable release. (https://api.github.com/repos/%s/releases/assets/%s; "
+             "the stand-in's wording: GitHub refuses the DELETE, its message is not in the sources read)"
+             % (CURRENT_REPO, name))
+    fail("HTTP 422: Cannot upload assets to an immutable release. "
+         "(https://uploads.github.com/repos/%s/releases/%d/assets?label=&name=%s)" % (CURRENT_REPO, release_id, name))
+
+
+def cmd_delete(args):
+    """`gh release delete TAG --yes` (cli/cli v2.60.0 pkg/cmd/release/delete/delete.go): fetch,
+    DELETE the release; messages only on a terminal. A published immutable release may be
+    deleted, its tag never reused (GitHub's documentation, "Immutable releases"): the tag
+    stays in published-tags. --cleanup-tag is not emulated."""
+    pos, opts = parse(args, dict(REPO), {"-y": "yes", "--yes": "yes", "--cleanup-tag": "cleanup_tag"})
+    access(opts.get("repo"), "write")
+    if len(pos) != 1:
+        fail("accepts 1 arg(s), received %d" % len(pos))
+    if opts.get("cleanup_tag") == "true":
+        fail("gh stand-in (replay harness): --cleanup-tag is not emulated")
+    rel = must_get(pos[0])
+    shutil.rmtree(release_dir(rel["tagName"]))
 
 
 def cmd_edit(args):
@@ -457,10 +505,11 @@ def cmd_delete_asset(args):
     if len(pos) != 2:
         fail("accepts 2 arg(s), received %d" % len(pos))
     rel = must_get(pos[0])
-    refuse_if_published(rel, "delete assets")
     path = os.path.join(release_dir(rel["tagName"]), "assets", pos[1])
     if not os.path.exists(path):
         fail("asset %s not found in release %s" % (pos[1], pos[0]))
+    if not rel["isDraft"]:
+        refuse_immutable_asset_change(rel, pos[1], True)
     os.remove(path)
 
 
@@ -666,7 +715,8 @@ def cmd_api(args):
 
 
 COMMANDS = {"view": cmd_view, "create": cmd_create, "upload": cmd_upload, "edit": cmd_edit,
-            "download": cmd_download, "list": cmd_list, "delete-asset": cmd_delete_asset}
+            "download": cmd_download, "list": cmd_list, "delete-asset": cmd_delete_asset,
+            "delete": cmd_delete}
 
 
 def main(argv):

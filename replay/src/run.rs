@@ -91,6 +91,29 @@ pub fn rerun_failed(run: &mut WorkflowRun) -> Result<()> {
     run_attempt(run, &whole, &failed_legs)
 }
 
+/// GitHub's "Re-run this job" on one job of a finished run: the same run id with the next
+/// attempt number; that job (every leg of a matrix) and every job that depends on it,
+/// transitively, run again whatever their earlier outcome; the others keep their results and
+/// outputs, and the run's artifacts stay (GitHub's documentation, "Re-running workflows and
+/// jobs", "Re-running a specific job in a workflow": "a new workflow run will start for the job
+/// and any dependents"; go-gitea/gitea#29983 implements the same rule "just like GitHub does").
+pub fn rerun_job(run: &mut WorkflowRun, job: &str) -> Result<()> {
+    if !run.workflow.order.iter().any(|id| id == job) {
+        bail!("workflow {}: has no job {job}", run.workflow.file);
+    }
+    let mut whole: BTreeSet<String> = BTreeSet::from([job.to_string()]);
+    for id in &run.workflow.order {
+        if needs_of(run.workflow.job(id))
+            .iter()
+            .any(|n| whole.contains(n))
+        {
+            whole.insert(id.clone());
+        }
+    }
+    run.run_attempt += 1;
+    run_attempt(run, &whole, &BTreeSet::new())
+}
+
 pub(crate) fn run_attempt(
     run: &mut WorkflowRun,
     whole: &BTreeSet<String>,

@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 
 use actions_replay::expr;
 use actions_replay::{
-    committed_repo, rerun_failed, run_workflow, Replay, StandIn, Status, WorkflowRun,
+    committed_repo, rerun_failed, rerun_job, run_workflow, Replay, StandIn, Status, WorkflowRun,
 };
 use serde_json::{json, Value};
 
@@ -1641,6 +1641,78 @@ jobs:
 }
 
 #[test]
+fn rerun_job_reruns_a_green_job_and_its_dependents_only() {
+    if !runs() {
+        return;
+    }
+    let (_f, mut run) = run_ok(&format!(
+        r#"{ON}
+jobs:
+  first:
+    runs-on: ubuntu-latest
+    outputs:
+      attempt: ${{{{ steps.s.outputs.attempt }}}}
+    steps:
+      - id: s
+        run: echo "attempt=$GITHUB_RUN_ATTEMPT" >> "$GITHUB_OUTPUT"
+  middle:
+    needs: first
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo middle
+  last:
+    needs: [first, middle]
+    runs-on: ubuntu-latest
+    steps:
+      - id: s
+        env:
+          FIRST: ${{{{ needs.first.outputs.attempt }}}}
+        run: echo "seen=$FIRST/$GITHUB_RUN_ATTEMPT" >> "$GITHUB_OUTPUT"
+"#
+    ));
+    rerun_job(&mut run, "middle").unwrap();
+    run.assert_success();
+    assert_eq!(run.run_attempt, 2);
+    assert_eq!(run.job("first").attempt, 1, "not a dependent: kept");
+    assert_eq!(run.job("middle").attempt, 2);
+    assert_eq!(run.job("last").attempt, 2, "a dependent runs again");
+    assert_eq!(run.job("last").step("s").outputs["seen"], "1/2");
+    assert!(rerun_job(&mut run, "nonesuch").is_err());
+}
+
+#[test]
+fn an_artifact_s_files_lose_their_modes() {
+    if !runs() {
+        return;
+    }
+    run_ok(&format!(
+        r#"{ON}
+jobs:
+  up:
+    runs-on: ubuntu-latest
+    steps:
+      - run: mkdir out && printf '#!/bin/sh\necho hi\n' > out/tool && chmod 755 out/tool
+      - uses: actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f
+        with:
+          name: tool
+          path: out/tool
+  down:
+    needs: up
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/download-artifact@3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c
+        with:
+          name: tool
+          path: got
+      - run: |
+          test "$(stat -c %a got/tool)" = 644
+          ! got/tool
+          chmod +x got/tool && got/tool
+"#
+    ));
+}
+
+#[test]
 fn rerun_failed_reruns_only_the_failed_and_cancelled_matrix_legs() {
     if !runs() {
         return;
@@ -1716,6 +1788,15 @@ const RELEASE_JOB: &str = r#"
           ! gh release edit "$TAG" --notes-file notes.md 2> e2 && grep -q immutable e2
           ! gh release delete-asset "$TAG" receipt.json -y 2> e3 && grep -q immutable e3
           ! gh release create "$TAG" --draft 2> e4 && grep -q "cannot be reused" e4
+          echo more > more.txt
+          ! gh release upload "$TAG" more.txt 2> e5
+          grep -q '^HTTP 422: Cannot upload assets to an immutable release. (https://uploads.github.com/' e5
+          ! gh release upload "$TAG" receipt.json 2> e6 && grep -qx 'asset under the same name already exists: \[receipt.json\]' e6
+      - name: A draft can be deleted
+        run: |
+          gh release create v2 --draft --title "T v2" --notes-file notes.md
+          gh release delete v2 --yes
+          ! gh release view v2 2> e7 && grep -qx 'release not found' e7
       - name: Read back
         id: read
         run: |

@@ -22,7 +22,7 @@ use crate::support::xtask::xtask;
 use crate::support::{
     checkout_text, committed_resolved_at, replay_cache_store, runner_user, scratch_repo, unique,
 };
-use actions_replay::{rerun_failed, run_workflow, Replay, Status};
+use actions_replay::{rerun_failed, rerun_job, run_workflow, Replay, Status};
 
 const WORKFLOW: &str = ".github/workflows/update-template.yml";
 /// A cadence day (epoch day 20787) whose resolution reproduced the committed lockfile when
@@ -269,21 +269,48 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
         Status::Failure
     );
 
+    // What earlier attempts leave behind: this tag's draft holding a file no run of these
+    // inputs makes, and the draft of an earlier day whose `ship` failed at "Publish" and was
+    // never re-run. A re-run must replace the first and remove the second.
+    let tag = plan["tag"].clone();
+    let draft_assets = run.releases_dir().join(&tag).join("assets");
+    assert!(
+        draft_assets.is_dir(),
+        "ship left its draft: {:?}",
+        releases(&run.releases_dir())
+    );
+    std::fs::write(
+        draft_assets.join("stale.txt"),
+        "an earlier attempt's asset\n",
+    )
+    .unwrap();
+    let earlier_day = "2026.11.27-0123456789ab";
+    stale_draft(&due, earlier_day);
+
     // "Re-run failed jobs": ship again, same run, same plan and results.
     rerun_failed(&mut run).expect("the re-run replays");
     report("due day", &run);
     run.assert_success();
-    let tag = plan["tag"].clone();
+    let decided = run.job("ship").log_of("Decide");
+    assert!(
+        decided.contains(&format!("removed first: {earlier_day}, {tag}")),
+        "{decided}"
+    );
     assert_eq!(
         tag,
         local_plan_tag(DUE),
         "cargo xtask release and the workflow name the same release"
     );
     let published = releases(&run.releases_dir());
-    assert_eq!(published.len(), 1, "{published:?}");
+    assert_eq!(
+        published.len(),
+        1,
+        "the stale drafts are gone: {published:?}"
+    );
     let (name, meta, assets) = &published[0];
     assert_eq!(*name, tag);
     assert_eq!(meta["isDraft"], false, "{meta}");
+    assert!(!assets.iter().any(|a| a == "stale.txt"), "{assets:?}");
     let receipts: Vec<&String> = assets
         .iter()
         .filter(|a| a.starts_with("receipt-"))
@@ -352,7 +379,7 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
     // API (none pushed to the registry): the index by digest, every release asset by its
     // sha256, and each platform's SBOM against its manifest. A scheduled run's payload names no
     // repository visibility, so the real action would sign with GitHub's Sigstore instance.
-    let attested = run.job("ship").attestations();
+    let attested = run.job("attest").attestations();
     assert!(attested
         .iter()
         .all(|a| a.action == "attest" && !a.push_to_registry));
@@ -423,6 +450,26 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
         }
     }
 
+    // "Re-run" of the green `receipt` job: it, `attest` and `ship` run again, and the release
+    // they find published with exactly their assets stays as it is.
+    let before = published_digests(&run.releases_dir(), &tag);
+    rerun_job(&mut run, "receipt").expect("the re-run replays");
+    report("re-run of a green ship", &run);
+    run.assert_success();
+    assert_eq!(
+        run.job("ship").step("Create the draft release").outcome,
+        Status::Skipped
+    );
+    assert!(
+        run.summary().contains(&format!(
+            "Release {tag} is already published with exactly this run's"
+        )),
+        "{}",
+        run.summary()
+    );
+    assert_eq!(releases(&run.releases_dir()).len(), 1);
+    assert_eq!(published_digests(&run.releases_dir(), &tag), before);
+
     // The same due day again: the previous release has exactly these inputs. The plan ends
     // the run; nothing is built, pushed or released.
     let again = run_workflow(due.clone()).expect("the workflow replays");
@@ -433,6 +480,79 @@ fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
     assert_eq!(again.result("ship"), Status::Skipped);
     assert!(again.summary().contains("nothing changed since release"));
     assert_eq!(releases(&again.releases_dir()).len(), 1);
+
+    // A day whose inputs equal an already-published tag that is not the latest release: a
+    // later release is the latest, and its receipt is not one the plan can use, so the plan
+    // releases these inputs again under the same tag. The whole run converges on the release
+    // already published, unchanged.
+    let later = "2026.11.30-aaaaaaaaaaaa";
+    let unusable = dir.path().join(format!("receipt-{later}.json"));
+    std::fs::write(&unusable, b"{\"schema_version\": \"not a receipt\"}\n").unwrap();
+    actions_replay::add_release(
+        &due.gh_state_dir(),
+        later,
+        "2099-01-01T00:00:00Z",
+        &[unusable],
+        false,
+    )
+    .unwrap();
+    let same_tag = run_workflow(due.clone()).expect("the workflow replays");
+    report("inputs of a published tag", &same_tag);
+    same_tag.assert_success();
+    assert_eq!(outputs(&same_tag, "plan")["tag"], tag);
+    assert_eq!(
+        same_tag
+            .job("ship")
+            .step("Create the draft release")
+            .outcome,
+        Status::Skipped
+    );
+    assert!(same_tag.summary().contains(&format!(
+        "Release {tag} is already published with exactly this run's"
+    )));
+    assert_eq!(published_digests(&same_tag.releases_dir(), &tag), before);
+    assert_eq!(releases(&same_tag.releases_dir()).len(), 2);
+}
+
+/// A draft this workflow left on an earlier day (its title is the workflow's) in the replay's
+/// gh state.
+fn stale_draft(replay: &Replay, tag: &str) {
+    let notes = tempfile::NamedTempFile::new().unwrap();
+    actions_replay::add_release(
+        &replay.gh_state_dir(),
+        tag,
+        "2026-11-27T04:40:00Z",
+        &[notes.path().to_path_buf()],
+        true,
+    )
+    .unwrap();
+    let meta = replay
+        .gh_state_dir()
+        .join("releases")
+        .join(tag)
+        .join("release.json");
+    let mut release: Value = serde_json::from_slice(&std::fs::read(&meta).unwrap()).unwrap();
+    release["title"] = json!(format!("Coding agent template {tag}"));
+    std::fs::write(&meta, serde_json::to_vec_pretty(&release).unwrap()).unwrap();
+}
+
+/// Each asset of release `tag` with its sha256.
+fn published_digests(releases_dir: &Path, tag: &str) -> Vec<(String, String)> {
+    use sha2::Digest as _;
+    let dir = releases_dir.join(tag).join("assets");
+    let mut out: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            (
+                path.file_name().unwrap().to_string_lossy().into_owned(),
+                hex::encode(sha2::Sha256::digest(&bytes)),
+            )
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 #[test]

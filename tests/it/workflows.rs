@@ -94,6 +94,32 @@ fn steps(job: &Value) -> Vec<&Value> {
         .unwrap_or_default()
 }
 
+/// The jobs `job` needs, directly or through others.
+fn ancestors(doc: &Value, job: &str) -> BTreeSet<String> {
+    let needs_of = |id: &str| -> Vec<String> {
+        match doc
+            .get("jobs")
+            .and_then(|j| j.get(id))
+            .and_then(|j| j.get("needs"))
+        {
+            Some(Value::String(one)) => vec![one.clone()],
+            Some(Value::Sequence(many)) => many
+                .iter()
+                .filter_map(|n| n.as_str().map(str::to_owned))
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let mut found = BTreeSet::new();
+    let mut todo = needs_of(job);
+    while let Some(next) = todo.pop() {
+        if found.insert(next.clone()) {
+            todo.extend(needs_of(&next));
+        }
+    }
+    found
+}
+
 fn step_label(index: usize, step: &Value) -> String {
     match step.get("name").and_then(Value::as_str) {
         Some(name) => format!("step {} ({name})", index + 1),
@@ -688,31 +714,48 @@ fn check_attestations(w: &Workflow) -> Vec<String> {
                 }
             }
         }
-        let verified = steps.iter().position(|s| {
-            let r = run(s);
-            r.contains("xtask release ship") && r.contains("--defer-tag")
-        });
-        let tagged = steps.iter().position(|s| {
-            let r = run(s);
-            r.contains("xtask release ship") && !r.contains("--defer-tag")
-        });
-        let released = steps
-            .iter()
-            .position(|s| run(s).contains("gh release create"));
+        // Before the attestations: the receipt verified (`release ship --defer-tag`), earlier
+        // in this job or in a job this one needs. After them: the tag (`release ship` without
+        // it) and the GitHub release, later in this job or in a job that needs this one.
         let (first, last) = (attest[0], *attest.last().unwrap());
-        match verified {
-            Some(v) if v < first => {}
-            _ => problems.push(format!(
+        let ship_call = |s: &Value, deferred: bool| {
+            let r = run(s);
+            r.contains("xtask release ship") && r.contains("--defer-tag") == deferred
+        };
+        let verified = steps[..first].iter().any(|s| ship_call(s, true))
+            || jobs(&w.doc).iter().any(|(other, j)| {
+                ancestors(&w.doc, &job_id).contains(other)
+                    && self::steps(j).iter().any(|s| ship_call(s, true))
+            });
+        if !verified {
+            problems.push(format!(
                 "job {job_id}: the attest steps must follow `release ship --defer-tag` (the receipt verified)"
-            )),
+            ));
         }
-        match tagged {
-            Some(t) if t > last => {}
+        let after = |is: &dyn Fn(&Value) -> bool| -> (bool, bool) {
+            let mut found_before = steps[..last].iter().any(|s| is(s));
+            let mut found_after = steps[last + 1..].iter().any(|s| is(s));
+            for (other, j) in jobs(&w.doc) {
+                if other == job_id {
+                    continue;
+                }
+                if self::steps(j).iter().any(|s| is(s)) {
+                    if ancestors(&w.doc, &other).contains(&job_id) {
+                        found_after = true;
+                    } else {
+                        found_before = true;
+                    }
+                }
+            }
+            (found_before, found_after)
+        };
+        match after(&|s| ship_call(s, false)) {
+            (false, true) => {}
             _ => problems.push(format!(
                 "job {job_id}: the tag (`release ship` without --defer-tag) must come after every attest step"
             )),
         }
-        if released.is_some_and(|r| r < last) {
+        if after(&|s| run(s).contains("gh release create")).0 {
             problems.push(format!(
                 "job {job_id}: `gh release create` must come after every attest step"
             ));
@@ -852,6 +895,213 @@ fn check_token_only_where_gh_runs(w: &Workflow) -> Vec<String> {
     problems
 }
 
+/// Scopes that let a job mint an OIDC token (and sign as this workflow) or write what consumers
+/// trust: attestations, releases and tags, the repository.
+const SIGNING_OR_RELEASING: [&str; 3] = ["id-token", "attestations", "contents"];
+
+/// What a job that holds one of [`SIGNING_OR_RELEASING`] may run besides `gh` and binaries an
+/// earlier job built: the shell's plumbing, nothing that compiles or fetches code.
+const PLUMBING: [&str; 15] = [
+    "gh", "jq", "mkdir", "cp", "chmod", "rm", "cat", "grep", "echo", "printf", "test", "[", "exit",
+    "true", "false",
+];
+
+/// The `xtask` phases that push to the registry: the only ones a registry token may reach.
+const PUSHING_PHASES: [&str; 2] = ["release build", "release ship"];
+
+/// Every command a `run:` script runs: the first word of each simple command (continuation lines
+/// joined; split at `;`, `&&`, `||`, `|`, `$(`, `(`, `)`), shell keywords, `!` and leading
+/// assignments skipped, quotes removed. `for NAME in WORDS` runs nothing.
+fn commands(script: &str) -> Vec<String> {
+    const KEYWORDS: [&str; 12] = [
+        "if", "then", "elif", "else", "fi", "do", "done", "while", "until", "!", "{", "}",
+    ];
+    let joined = script.replace("\\\n", " ");
+    let mut out = Vec::new();
+    for line in joined.lines() {
+        let line = line.trim();
+        if line.starts_with('#') {
+            continue;
+        }
+        let mut text = line.to_string();
+        for sep in ["&&", "||", "$(", ";", "|", "(", ")"] {
+            text = text.replace(sep, "\n");
+        }
+        for segment in text.lines() {
+            let words: Vec<&str> = segment.split_whitespace().collect();
+            if words.first() == Some(&"for") {
+                continue;
+            }
+            let command = words
+                .iter()
+                .map(|w| w.trim_matches(|c| c == '"' || c == '\''))
+                .find(|w| !KEYWORDS.contains(w) && !w.contains('='));
+            if let Some(c) = command.filter(|c| !c.is_empty()) {
+                out.push(c.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Whether a command compiles or runs the Rust toolchain (`cargo xtask` is `cargo run`).
+fn compiles(command: &str) -> bool {
+    let name = command.rsplit('/').next().unwrap_or(command);
+    matches!(name, "cargo" | "rustc" | "rustup" | "cc" | "gcc" | "make")
+}
+
+/// Environment values that carry a write token: `github.token` or a secret.
+fn carries_token(value: &Value) -> bool {
+    value
+        .as_str()
+        .is_some_and(|v| v.contains("github.token") || v.contains("secrets."))
+}
+
+fn token_vars(env: Option<&Value>) -> Vec<String> {
+    env.and_then(Value::as_mapping)
+        .map(|m| {
+            m.iter()
+                .filter(|(_, v)| carries_token(v))
+                .filter_map(|(k, _)| k.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The artifacts `job` downloads by name before step `before`.
+fn downloaded_before(job: &Value, before: usize) -> BTreeSet<String> {
+    steps(job)[..before]
+        .iter()
+        .filter(|s| step_uses(s, "download-artifact"))
+        .map(|s| step_with(s, "name"))
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
+/// Whether `path` is a file some job `job_id` needs put into an artifact `job_id` downloads
+/// before step `before`: a binary an earlier job built, passed on.
+fn from_an_earlier_job(doc: &Value, job_id: &str, before: usize, path: &str) -> bool {
+    let job = &doc["jobs"][job_id];
+    let downloaded = downloaded_before(job, before);
+    let earlier = ancestors(doc, job_id);
+    jobs(doc).into_iter().any(|(other, j)| {
+        earlier.contains(&other)
+            && steps(j).iter().any(|s| {
+                step_uses(s, "upload-artifact")
+                    && downloaded.contains(&step_with(s, "name"))
+                    && step_with(s, "path")
+                        .lines()
+                        .map(str::trim)
+                        .any(|p| p == path || (p.ends_with('/') && path.starts_with(p)))
+            })
+    })
+}
+
+/// Least privilege per job, over the parsed workflow:
+/// - a job that holds `id-token`, `attestations` or `contents` write compiles nothing and runs
+///   no cargo: its steps use only pinned `actions/attest`, `actions/checkout` and
+///   `actions/download-artifact`, and its scripts run `gh`, shell plumbing and binaries an
+///   earlier job built and passed as an artifact;
+/// - a write token other than gh's (`GH_TOKEN`, [`check_token_only_where_gh_runs`]) is never in
+///   the workflow's or a job's `env`, and reaches only a step that pushes (an xtask phase that
+///   pushes), which runs a binary built earlier without it: from an earlier job's artifact, or
+///   by an earlier step of the same job with no token in its `env`. Never `cargo`.
+fn check_least_privilege(w: &Workflow) -> Vec<String> {
+    let mut problems = Vec::new();
+    for var in token_vars(w.doc.get("env")) {
+        problems.push(format!(
+            "the workflow's env gives every job a token ({var})"
+        ));
+    }
+    for (job_id, job) in jobs(&w.doc) {
+        for var in token_vars(job.get("env")) {
+            problems.push(format!(
+                "job {job_id}: a token in the job's env ({var}) reaches every step"
+            ));
+        }
+        let held: Vec<&str> = SIGNING_OR_RELEASING
+            .into_iter()
+            .filter(|scope| {
+                job.get("permissions")
+                    .and_then(|p| p.get(*scope))
+                    .and_then(Value::as_str)
+                    == Some("write")
+            })
+            .collect();
+        let steps = steps(job);
+        for (i, step) in steps.iter().enumerate() {
+            let label = step_label(i, step);
+            let script = step_run(step);
+            let cmds = commands(&script);
+            if !held.is_empty() {
+                let privilege = held
+                    .iter()
+                    .map(|s| format!("{s}: write"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                if let Some(uses) = step.get("uses").and_then(Value::as_str) {
+                    let allowed = ["attest", "checkout", "download-artifact"]
+                        .iter()
+                        .any(|a| step_uses(step, a));
+                    if !allowed {
+                        problems.push(format!(
+                            "job {job_id} ({privilege}), {label}: uses {uses}; only actions/attest, checkout and download-artifact"
+                        ));
+                    }
+                }
+                for command in &cmds {
+                    if compiles(command) {
+                        problems.push(format!(
+                            "job {job_id} ({privilege}), {label}: runs `{command}`; build in a job without these permissions and pass the binary as an artifact"
+                        ));
+                    } else if !PLUMBING.contains(&command.as_str())
+                        && (!command.contains('/')
+                            || !from_an_earlier_job(&w.doc, &job_id, i, command))
+                    {
+                        problems.push(format!(
+                            "job {job_id} ({privilege}), {label}: runs `{command}`, neither gh, shell plumbing nor a binary an earlier job built and passed as an artifact"
+                        ));
+                    }
+                }
+            }
+            let tokens: Vec<String> = token_vars(step.get("env"))
+                .into_iter()
+                .filter(|v| v != "GH_TOKEN")
+                .collect();
+            if tokens.is_empty() {
+                continue;
+            }
+            let shown = tokens.join(", ");
+            let pushes = PUSHING_PHASES.iter().any(|phase| script.contains(phase));
+            if !pushes {
+                problems.push(format!(
+                    "job {job_id}, {label}: {shown} in a step that runs no pushing phase ({})",
+                    PUSHING_PHASES.join(", ")
+                ));
+            }
+            for command in &cmds {
+                let built_earlier = command.contains('/')
+                    && !compiles(command)
+                    && (from_an_earlier_job(&w.doc, &job_id, i, command)
+                        || steps[..i].iter().any(|earlier| {
+                            let r = step_run(earlier);
+                            let cargo_built = commands(&r).iter().any(|c| c == "cargo")
+                                && r.contains("cargo build");
+                            cargo_built
+                                && token_vars(earlier.get("env")).is_empty()
+                                && (command.starts_with("target/") || r.contains(command.as_str()))
+                        }));
+                if !built_earlier {
+                    problems.push(format!(
+                        "job {job_id}, {label}: {shown} reaches `{command}`; a token may reach only a binary built earlier without it (never cargo, which may compile)"
+                    ));
+                }
+            }
+        }
+    }
+    problems
+}
+
 /// CI runs formatting, clippy, the tests (the README's test command, which is what .ci/run
 /// runs, or `cargo test` itself) and the lock check.
 fn check_ci_steps(w: &Workflow) -> Vec<String> {
@@ -883,7 +1133,21 @@ struct XtaskCall {
 /// Finds every `cargo xtask` invocation in a shell script. Continuation lines (`\`) are joined;
 /// an invocation ends at a pipe, redirection, `;`, `&&`, `||` or a closing parenthesis.
 fn xtask_calls(script: &str) -> Vec<XtaskCall> {
-    let joined = script.replace("\\\n", " ");
+    // The tool run as a built binary (`target/debug/xtask`, `release/bin/xtask`) at the start
+    // of a line is the same command line as `cargo xtask`.
+    let joined: String = script
+        .replace("\\\n", " ")
+        .lines()
+        .map(|line| {
+            let trimmed = line.trim_start();
+            let first = trimmed.split_whitespace().next().unwrap_or("");
+            if first.contains('/') && first.ends_with("/xtask") {
+                format!("cargo xtask{}\n", &trimmed[first.len()..])
+            } else {
+                format!("{line}\n")
+            }
+        })
+        .collect();
     let mut calls = Vec::new();
     for line in joined.lines() {
         let mut rest = line;
@@ -978,6 +1242,13 @@ fn every_xtask_call_in_the_workflows_exists() {
 #[test]
 fn permissions_are_least_privilege() {
     assert_all(&load_workflows(), check_permissions);
+}
+
+/// No job that can sign or release compiles, and a registry token reaches only a push by a
+/// binary built before it: over every workflow's parsed jobs, permissions, steps and `env`.
+#[test]
+fn least_privilege_per_job() {
+    assert_all(&load_workflows(), check_least_privilege);
 }
 
 #[test]
@@ -1491,25 +1762,17 @@ mod rules {
         let all = load_workflows();
         let good = release_workflow(&all).raw.clone();
         assert_eq!(check_attestations(&wf(&good)), Vec::<String>::new());
-        // The tag before the attestations: a consumer could see an unattested tag.
-        let tag_step = "      - name: Tag\n";
-        let (before, tag_and_rest) = good.split_at(good.find(tag_step).unwrap());
-        let attest_start = before
-            .find("      - name: Attest the image index\n")
-            .unwrap();
-        let tag_end = tag_and_rest
-            .find("      - name: Create the draft release")
-            .unwrap();
-        let reordered = format!(
-            "{}{}{}{}",
-            &before[..attest_start],
-            &tag_and_rest[..tag_end],
-            &before[attest_start..],
-            &tag_and_rest[tag_end..]
-        );
+        // The tag and the release in a job that does not wait for the attestations: a consumer
+        // could see an unattested tag.
+        let ship_needs = "    needs: [plan, receipt, attest]\n";
+        assert_eq!(good.matches(ship_needs).count(), 1);
+        let problems = check_attestations(&wf(
+            &good.replace(ship_needs, "    needs: [plan, receipt]\n")
+        ));
+        assert_flags(problems.clone(), "must come after every attest step");
         assert_flags(
-            check_attestations(&wf(&reordered)),
-            "must come after every attest step",
+            problems,
+            "`gh release create` must come after every attest step",
         );
         // Attesting before the receipt is verified.
         assert_flags(
@@ -1524,15 +1787,15 @@ mod rules {
         );
         assert_flags(
             check_attestations(&wf(&good.replace(
-                "subject-digest: ${{ steps.ship.outputs.index_digest }}",
-                "subject-digest: ${{ steps.ship.outputs.digest_linux_amd64 }}",
+                "subject-digest: ${{ needs.receipt.outputs.index_digest }}",
+                "subject-digest: ${{ needs.receipt.outputs.digest_linux_amd64 }}",
             ))),
             "index digest is not attested",
         );
         // An earlier form of the workflow: the deprecated attest-sbom, and pushes to the registry with
         // no login before them and no `artifact-metadata: write`.
         let attest = "uses: actions/attest@59d89421af93a897026c735860bf21b6eb4f7b26 # v4.1.0";
-        let index = "          subject-digest: ${{ steps.ship.outputs.index_digest }}\n";
+        let index = "          subject-digest: ${{ needs.receipt.outputs.index_digest }}\n";
         assert_eq!(good.matches(index).count(), 1);
         let pushed = good.replacen(
             index,
@@ -1549,7 +1812,7 @@ mod rules {
             )
             .replace(
                 "      attestations: write # store the attestations in the repository\n",
-                "      attestations: write # store the attestations in the repository\n      artifact-metadata: write\n",
+                "      attestations: write # store the attestations in the repository\n      artifact-metadata: write\n      packages: write\n",
             );
         assert_eq!(check_attestations(&wf(&logged_in)), Vec::<String>::new());
         assert_flags(
@@ -1579,6 +1842,63 @@ mod rules {
                 "sbom-path: release/assets/sbom-linux-amd64.spdx.json",
             ))),
             "1 CycloneDX SBOM attestation(s); one per platform",
+        );
+    }
+
+    /// The shape `ship` had when one job held every permission: it compiled the tool and ran
+    /// `cargo xtask` with the registry token, beside an OIDC token.
+    const ONE_SHIP_JOB: &str = "name: r\non: push\npermissions: {}\njobs:\n  ship:\n    runs-on: x\n    permissions:\n      contents: write\n      packages: write\n      id-token: write\n    steps:\n      - name: Rust build cache\n        uses: actions/cache@27d5ce7f107fe9357f9df03efb73ab90386fccae # v5.0.5\n        with:\n          path: target\n          key: k\n      - name: Build the tool\n        run: cargo build --locked --package xtask\n      - name: Index and receipt\n        env:\n          XTASK_REGISTRY_PASSWORD: ${{ github.token }}\n        run: cargo xtask release ship --plan p --defer-tag\n";
+
+    #[test]
+    fn a_signing_job_that_compiles_or_a_token_that_reaches_cargo_fails() {
+        let problems = check_least_privilege(&wf(ONE_SHIP_JOB));
+        assert_flags(problems.clone(), "uses actions/cache");
+        assert_flags(
+            problems.clone(),
+            "(id-token: write, contents: write), step 2 (Build the tool): runs `cargo`",
+        );
+        assert_flags(problems.clone(), "XTASK_REGISTRY_PASSWORD reaches `cargo`");
+        // Split: the build without permissions to sign, the binary passed on; still, a push in
+        // the releasing job by a binary nobody passed on fails, and so does a token in the
+        // job's env or in a step that pushes nothing.
+        let split = "name: r\non: push\npermissions: {}\njobs:\n  receipt:\n    runs-on: x\n    permissions:\n      packages: write\n    steps:\n      - name: Build\n        run: |\n          cargo build --locked --package xtask\n          cp target/debug/xtask out/xtask\n      - name: Push\n        env:\n          XTASK_REGISTRY_PASSWORD: ${{ github.token }}\n        run: out/xtask release ship --defer-tag\n      - uses: actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f # v7.0.0\n        with:\n          name: tool\n          path: out/xtask\n  ship:\n    needs: receipt\n    runs-on: x\n    permissions:\n      contents: write\n      packages: write\n    steps:\n      - uses: actions/download-artifact@3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c # v8.0.1\n        with:\n          name: tool\n          path: out\n      - run: chmod +x out/xtask\n      - name: Tag\n        env:\n          XTASK_REGISTRY_PASSWORD: ${{ github.token }}\n        run: out/xtask release ship\n      - name: Release\n        env:\n          GH_TOKEN: ${{ github.token }}\n        run: |\n          if gh release view \"$T\" > v.json 2> e; then jq -r .isDraft v.json; fi\n          for d in $X; do gh release delete \"$d\" --yes; done\n";
+        assert_eq!(check_least_privilege(&wf(split)), Vec::<String>::new());
+        let bad = [
+            (
+                split.replace("out/xtask release ship\n", "other/xtask release ship\n"),
+                "runs `other/xtask`, neither gh",
+            ),
+            (
+                split.replace("          name: tool\n          path: out\n", "          name: plan\n          path: out\n"),
+                "runs `out/xtask`, neither gh",
+            ),
+            (
+                split.replace("      - name: Release\n", "      - name: Release\n        run: cargo xtask release existing\n      - name: Again\n"),
+                "runs `cargo`; build in a job without these permissions",
+            ),
+            (
+                split.replace("    permissions:\n      packages: write\n    steps:\n", "    permissions:\n      packages: write\n    env:\n      T: ${{ secrets.X }}\n    steps:\n"),
+                "a token in the job's env (T)",
+            ),
+            (
+                split.replace("out/xtask release ship --defer-tag", "out/xtask release existing"),
+                "in a step that runs no pushing phase",
+            ),
+            (
+                split.replace("          cargo build --locked --package xtask\n          cp target/debug/xtask out/xtask\n", "          echo none\n"),
+                "XTASK_REGISTRY_PASSWORD reaches `out/xtask`",
+            ),
+        ];
+        for (workflow, needle) in bad {
+            assert_flags(check_least_privilege(&wf(&workflow)), needle);
+        }
+    }
+
+    #[test]
+    fn commands_are_the_first_word_of_each_simple_command() {
+        assert_eq!(
+            commands("found=x\nif gh a > f 2> e; then\n  if [ \"$(jq -r .d f)\" = false ]; then\n    gh b\n  fi\nelif grep -qx 'n' e; then\n  rm f\nfi\nfor d in $S; do gh c \"$d\"; done\n! cargo \\\n  xtask x | tee o && release/bin/xtask y\n"),
+            ["gh", "[", "jq", "gh", "grep", "rm", "gh", "cargo", "tee", "release/bin/xtask"]
         );
     }
 

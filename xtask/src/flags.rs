@@ -462,6 +462,31 @@ pub enum ReleasePhase {
     /// alone: each package's old and new version, what was held back and why, sizes and pulls,
     /// the harnesses' timings, protocol drift and state, the input trust.
     Notes(ReleaseNotesArgs),
+    /// What the workflow does about the GitHub release of this tag, from what `gh` found: a
+    /// release published with exactly these assets is done (success, said so); one published
+    /// with other assets fails, naming each difference; otherwise the drafts this workflow left
+    /// are listed for removal and the release is to be created. Writes `publish`,
+    /// `stale_drafts` and `title` to `$GITHUB_OUTPUT`.
+    Existing(ReleaseExistingArgs),
+}
+
+/// Decides from files only (it runs in the job that may write releases, which runs no cargo).
+#[derive(Debug, Args)]
+pub struct ReleaseExistingArgs {
+    /// This run's release tag.
+    #[arg(long)]
+    pub tag: String,
+    /// The assets this run made (`release ship --assets`).
+    #[arg(long, value_name = "DIR")]
+    pub assets: PathBuf,
+    /// What `gh` found: `releases.json` (`gh release list --json tagName,name,isDraft`),
+    /// `this.json` (`gh release view TAG --json tagName,isDraft`; absent: no such release) and,
+    /// for a published release, its assets in `assets/` (`gh release download TAG`).
+    #[arg(long, value_name = "DIR")]
+    pub found: PathBuf,
+    /// Print the decision as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Prints the notes on stdout: Markdown, as the GitHub release's body (`--format md`), or
@@ -795,6 +820,14 @@ impl From<ReleaseArgs> for ReleaseRequest {
                 verifiers: a.verifiers,
                 json: a.json,
             }),
+            Some(ReleasePhase::Existing(a)) => {
+                ReleaseRequest::Existing(xtask::release::existing::ReleaseExistingRequest {
+                    tag: a.tag,
+                    assets: a.assets,
+                    found: a.found,
+                    json: a.json,
+                })
+            }
             Some(ReleasePhase::Notes(a)) => {
                 use xtask::release::notes::{NotesFormat, ReleaseNotesRequest};
                 ReleaseRequest::Notes(ReleaseNotesRequest {

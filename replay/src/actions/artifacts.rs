@@ -101,6 +101,13 @@ pub(super) fn upload(
         let to = staging.join("files").join(rel);
         std::fs::create_dir_all(to.parent().expect("has a parent"))?;
         std::fs::copy(file, &to).with_context(|| format!("copying {}", file.display()))?;
+        // "File permissions are not maintained during artifact upload. All directories will
+        // have `755` and all files will have `644`" (upload-artifact and download-artifact
+        // READMEs, "Permission Loss"): a binary passed on needs its `chmod +x` again.
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o644))?;
+        }
         digest.update(rel.to_string_lossy().as_bytes());
         digest.update(Sha256::digest(std::fs::read(file)?));
         writeln!(logf, "  {}", rel.display())?;

@@ -14,6 +14,7 @@
 //! release` runs the same phases in the same order on one machine. Both therefore make the same
 //! tag from the same inputs and both stop after the plan on a day with nothing to do.
 
+pub mod existing;
 pub mod gate;
 pub mod notes;
 pub(crate) mod plan;
@@ -49,6 +50,8 @@ pub enum ReleaseRequest {
     Ship(ReleaseShipRequest),
     /// Not a phase: the notes of a release, from receipts.
     Notes(notes::ReleaseNotesRequest),
+    /// Not a phase: what the workflow does about the GitHub release of this tag.
+    Existing(existing::ReleaseExistingRequest),
 }
 
 /// `cargo xtask release` without a phase.
@@ -103,6 +106,7 @@ pub async fn run(request: ReleaseRequest, ctx: &crate::Context) -> Result<ExitCo
     match request {
         ReleaseRequest::All(all) => run_all(all, ctx).await,
         ReleaseRequest::Notes(n) => notes::run(n, ctx),
+        ReleaseRequest::Existing(e) => existing::run(e, ctx),
         ReleaseRequest::Plan(a) => {
             let root = ctx.layout.root().to_path_buf();
             let out = absolute(&a.out)?;
