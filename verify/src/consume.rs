@@ -21,6 +21,7 @@ use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::attestation::receipt_check::claimed_source_commit;
 use crate::attestation::release_bundles::is_bundle_file;
 use crate::attestation::{sbom_attestations, PROVENANCE};
 use crate::fs::append_to_github_file;
@@ -476,19 +477,6 @@ fn verify_attestations(att: &Attesters, tag: &str, dir: &Path, receipt: &Receipt
         att.describe()
     );
     Ok(())
-}
-
-/// The `source_commit` a receipt file claims, read before its attestation is checked only to
-/// ask the attestation for that commit (the attestation then proves the receipt said it).
-fn claimed_source_commit(receipt: &Path) -> Option<String> {
-    let bytes = template_formats::bounded_read::read_regular(
-        receipt,
-        template_formats::bounded_read::MAX_RECEIPT_BYTES,
-        "receipt",
-    )
-    .ok()?;
-    let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    value["source_commit"].as_str().map(str::to_owned)
 }
 
 /// Everything but the report: the release taken, the pin's report, and the release notes

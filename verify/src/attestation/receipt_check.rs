@@ -29,8 +29,9 @@ pub struct ReceiptAttestationCheck {
     pub source_ref: String,
 }
 
-/// The receipt's `source_commit` as the file says it (the attestation then proves it signed).
-fn claimed_source_commit(receipt: &Path) -> Option<String> {
+/// The `source_commit` a receipt file claims, read before its attestation is checked only to
+/// ask the attestation for that commit (the attestation then proves the receipt said it).
+pub(crate) fn claimed_source_commit(receipt: &Path) -> Option<String> {
     let bytes = template_formats::bounded_read::read_regular(
         receipt,
         template_formats::bounded_read::MAX_RECEIPT_BYTES,
