@@ -32,7 +32,7 @@
 //!
 //! Beside them runs one lane of the suite's own (`support/cold_builds.rs`, started by the first
 //! image test): the release workflow's two cold Rust builds, replayed as the runner at a lower
-//! priority, on the core the engine tests leave idle. What waits for it is named to come late:
+//! priority, beside them. What waits for it is named to come late:
 //! the consumer's tests are `released_then_pinned`, after `release_run`, and the replays last.
 //!
 //! libtest starts tests in name order, so the heavy areas (`image`, `release_run`, `replay`)

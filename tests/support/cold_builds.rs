@@ -12,9 +12,10 @@
 //! while nothing else runs. What proves the cold builds is these two replays: the committed
 //! steps, as the runner, from nothing, every step checked.
 //!
-//! Why a lane: the engine tests leave a core idle for minutes (an arm64 build and smoke run
-//! under qemu is one process at a time, a smoke run waits on its harnesses, a push on the
-//! registry), and a compile fills it. The lane starts with the first heavy engine test
+//! Why a lane: an engine test can leave a core idle (an arm64 build and smoke run under qemu is
+//! one process at a time, a smoke run waits on its harnesses, a push on the registry), and a
+//! compile fills it. On two cores, measured, they leave little (docs/testing.md), so the lane
+//! mostly moves the builds out of the consumer tests and the first scenario. The lane starts with the first heavy engine test
 //! ([`start_in_background`]), at a lower priority than the tests (nice 5: the engine's own
 //! work, in dockerd's processes, keeps the default), and runs the two replays one after the
 //! other (they share /home/runner, under the replay engine's workspace lock). Whoever needs a
