@@ -41,33 +41,54 @@ const BUILD_STEP: &str = "Build the tool";
 /// `outputs` gone (they name the plan step, which is not there). Each removal must find what
 /// it removes, so a change to the workflow cannot silently leave this replaying something else.
 pub fn plan_build_alone(workflow: &str) -> String {
-    let mut doc: Value = yaml_serde::from_str(workflow).expect("the workflow is YAML");
-    let jobs = doc["jobs"].as_object_mut().expect("the workflow has jobs");
-    let mut job = jobs
-        .remove(PLAN_JOB)
-        .unwrap_or_else(|| panic!("{WORKFLOW} has no `{PLAN_JOB}` job"));
-    let job_map = job.as_object_mut().expect("a job is a mapping");
-    assert!(
+    only_job(workflow, PLAN_JOB, |job_map| {
+        assert!(
         job_map.get("needs").is_none() && job_map.get("if").is_none(),
         "{WORKFLOW}: the `{PLAN_JOB}` job gained `needs` or `if`; update tests/support/cold_builds.rs"
     );
-    assert!(
+        assert!(
         job_map.remove("outputs").is_some(),
         "{WORKFLOW}: the `{PLAN_JOB}` job has no `outputs`; update tests/support/cold_builds.rs"
     );
-    let steps = job_map["steps"]
-        .as_array_mut()
-        .expect("the plan job has steps");
-    let build = steps
+        let steps = job_map["steps"]
+            .as_array_mut()
+            .expect("the plan job has steps");
+        let build = steps
         .iter()
         .position(|s| s["name"] == BUILD_STEP)
         .unwrap_or_else(|| {
             panic!("{WORKFLOW}: the `{PLAN_JOB}` job has no step {BUILD_STEP:?}; update tests/support/cold_builds.rs")
         });
-    steps.truncate(build + 1);
+        steps.truncate(build + 1);
+    })
+}
+
+/// `workflow` (the release workflow's text) with only its job `name`, changed by `edit`; the
+/// workflow's top level (triggers, permissions, defaults, env, concurrency) as it is.
+pub fn only_job(
+    workflow: &str,
+    name: &str,
+    edit: impl FnOnce(&mut serde_json::Map<String, Value>),
+) -> String {
+    let mut doc: Value = yaml_serde::from_str(workflow).expect("the workflow is YAML");
+    let jobs = doc["jobs"].as_object_mut().expect("the workflow has jobs");
+    let mut job = jobs
+        .remove(name)
+        .unwrap_or_else(|| panic!("{WORKFLOW} has no `{name}` job"));
+    edit(job.as_object_mut().expect("a job is a mapping"));
     jobs.clear();
-    jobs.insert(PLAN_JOB.into(), job);
+    jobs.insert(name.into(), job);
     yaml_serde::to_string(&doc).expect("a workflow serializes")
+}
+
+/// Checks that `alone` holds only the job `name` and the committed workflow's top level.
+#[cfg(test)]
+pub fn assert_only_job(alone: &Value, committed: &Value, name: &str) {
+    let jobs: Vec<&String> = alone["jobs"].as_object().unwrap().keys().collect();
+    assert_eq!(jobs, [name]);
+    for key in ["on", "permissions", "defaults", "env", "concurrency"] {
+        assert_eq!(alone[key], committed[key], "{key}");
+    }
 }
 
 /// Replays `workflow` (one job of the release workflow, cut out of it) on a scratch copy of
@@ -171,8 +192,7 @@ mod tests {
         let text = checkout_text(WORKFLOW);
         let alone: Value = yaml_serde::from_str(&plan_build_alone(&text)).unwrap();
         let committed: Value = yaml_serde::from_str(&text).unwrap();
-        let jobs: Vec<&String> = alone["jobs"].as_object().unwrap().keys().collect();
-        assert_eq!(jobs, [PLAN_JOB]);
+        assert_only_job(&alone, &committed, PLAN_JOB);
         let steps = alone["jobs"][PLAN_JOB]["steps"].as_array().unwrap();
         let committed_steps = committed["jobs"][PLAN_JOB]["steps"].as_array().unwrap();
         assert_eq!(steps.last().unwrap()["name"], BUILD_STEP);
