@@ -60,7 +60,7 @@ pub use gh_state::{
 pub use leg::parse_command_file;
 pub use results::{JobRun, Status, StepRun, WorkflowRun};
 pub use run::{rerun_failed, rerun_job, run_workflow};
-pub use runner::{lock_workspace, runner_ids};
+pub use runner::{lock_workspace, own_runner_home, runner_ids};
 
 /// The user GitHub-hosted runners run jobs as.
 pub const RUNNER_USER: &str = "runner";

@@ -56,6 +56,77 @@ pub fn lock_workspace() -> Result<std::fs::File> {
     Ok(file)
 }
 
+/// Gives the calling thread a runner machine of its own, as GitHub gives each job one: from
+/// here on, for this thread and every process it starts, /home/runner is `home` (created empty
+/// for the runner, with the runner image's toolchain, `~/.rustup` and `~/.cargo/bin`, bound in
+/// from the shared home), so the workspace, its lock, `~/.cargo/registry`, `~/.cache` and
+/// `~/.docker` are this thread's alone. Other threads keep the shared /home/runner, so a replay
+/// here runs beside replays there instead of waiting for the workspace lock.
+///
+/// Linux keeps the mount namespace per thread: `unshare(2)` with `CLONE_NEWNS` moves only the
+/// caller (and what it starts later) into a copy, and mounts made there with private
+/// propagation stay there (mount_namespaces(7)). Needs root (`CAP_SYS_ADMIN`); `Ok(false)`,
+/// with nothing changed, when this process is not root (the runner itself on a GitHub-hosted
+/// machine), where jobs take turns on the shared home as before.
+pub fn own_runner_home(home: &Path) -> Result<bool> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt as _;
+    // SAFETY: geteuid reads the caller's effective uid and has no failure mode.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(false);
+    }
+    let shared = Path::new(RUNNER_HOME);
+    const TOOLCHAIN: [&str; 2] = [".rustup", ".cargo/bin"];
+    std::fs::create_dir_all(home).with_context(|| format!("creating {}", home.display()))?;
+    for sub in TOOLCHAIN {
+        std::fs::create_dir_all(home.join(sub))?;
+    }
+    give_to_runner(home)?;
+    let c_path = |p: &Path| CString::new(p.as_os_str().as_bytes()).expect("no NUL in a path");
+    let mount = |from: Option<&Path>, to: &Path, flags: libc::c_ulong| -> Result<()> {
+        let (from_c, to_c) = (from.map(c_path), c_path(to));
+        // SAFETY: both paths are NUL-terminated C strings that outlive the call; a null
+        // source, filesystem type and data are allowed for bind and propagation changes.
+        let rc = unsafe {
+            libc::mount(
+                from_c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+                to_c.as_ptr(),
+                std::ptr::null(),
+                flags,
+                std::ptr::null(),
+            )
+        };
+        if rc != 0 {
+            bail!(
+                "mount {} on {} (flags {flags:#x}): {}",
+                from.map_or("(propagation)".into(), |f| f.display().to_string()),
+                to.display(),
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(())
+    };
+    // SAFETY: unshare changes only the calling thread's namespaces and fs attributes.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+        bail!(
+            "unshare(CLONE_NEWNS) for a runner home of its own: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    mount(None, Path::new("/"), libc::MS_REC | libc::MS_PRIVATE)?;
+    for sub in TOOLCHAIN {
+        if shared.join(sub).is_dir() {
+            mount(
+                Some(&shared.join(sub)),
+                &home.join(sub),
+                libc::MS_BIND | libc::MS_REC,
+            )?;
+        }
+    }
+    mount(Some(home), shared, libc::MS_BIND | libc::MS_REC)?;
+    Ok(true)
+}
+
 /// Hands a file or a tree to the runner user (what it would have created itself on GitHub).
 pub(crate) fn give_to_runner(path: &Path) -> Result<()> {
     let (uid, gid) = runner_ids()?;

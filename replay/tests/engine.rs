@@ -237,6 +237,75 @@ jobs:
     assert_eq!(job.runs_on, json!("ubuntu-latest"));
 }
 
+/// A replay on a runner home of its own (`own_runner_home`: another machine, as GitHub gives
+/// each job) runs while the shared home's workspace is locked, sees the runner image's
+/// toolchain, and leaves its files in its own home, never in the shared one.
+#[test]
+fn a_thread_with_a_runner_home_of_its_own_replays_beside_the_shared_home() {
+    if !runs() {
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let own = scratch.path().join("home");
+    let probe = format!("own-home-probe-{}", std::process::id());
+    // Held for the whole test: a replay on the shared home would wait for it.
+    let shared_lock = actions_replay::lock_workspace().unwrap();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let (thread_home, thread_probe) = (own.clone(), probe.clone());
+    std::thread::spawn(move || {
+        let result = std::panic::catch_unwind(move || {
+            if !actions_replay::own_runner_home(&thread_home).unwrap() {
+                return None;
+            }
+            let (_f, run) = run_ok(&format!(
+                r#"name: own home
+{ON}
+jobs:
+  elsewhere:
+    runs-on: ubuntu-latest
+    steps:
+      - run: |
+          test "$HOME" = /home/runner
+          test "$PWD" = /home/runner/work/coding-agent-template/coding-agent-template
+          cargo --version
+          echo mine > "$HOME/{thread_probe}"
+          mkdir -p "$HOME/.cargo/registry" && touch "$HOME/.cargo/registry/{thread_probe}"
+"#
+            ));
+            Some(run)
+        });
+        let _ = done_tx.send(result.map_err(|_| "the replay panicked"));
+    });
+    let run = match done_rx.recv_timeout(std::time::Duration::from_secs(120)) {
+        Ok(Ok(Some(run))) => run,
+        Ok(Ok(None)) => {
+            eprintln!("not root: own_runner_home leaves the shared home, nothing to check");
+            return;
+        }
+        Ok(Err(e)) => panic!("{e} (its log is above)"),
+        Err(_) => panic!(
+            "the replay on a home of its own did not end in 120 s: it is waiting for the shared \
+             workspace lock this test holds, so its home is not its own"
+        ),
+    };
+    drop(shared_lock);
+    assert_eq!(run.result("elsewhere"), Status::Success);
+    assert_eq!(
+        std::fs::read_to_string(own.join(&probe)).unwrap(),
+        "mine\n",
+        "the step wrote into the home of its own"
+    );
+    assert!(own.join(".cargo/registry").join(&probe).exists());
+    let shared = std::path::Path::new(actions_replay::RUNNER_HOME);
+    assert!(
+        !shared.join(&probe).exists(),
+        "nothing reaches the shared home"
+    );
+    assert!(!shared.join(".cargo/registry").join(&probe).exists());
+    // The toolchain was bound in, not copied: the shared home still holds it as it was.
+    assert!(shared.join(".cargo/bin/cargo").exists());
+}
+
 #[test]
 fn bash_shell_has_pipefail_and_the_default_shell_does_not() {
     if !runs() {

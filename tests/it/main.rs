@@ -20,8 +20,8 @@
 //! | `kill_points` | `light_docker` (shared) | tiny images and the local registry; lock and plan on the npm fixture |
 //! | `release_notes` | `light_docker` (shared) | two fixture releases: plan on the npm fixture, tiny images, the local registry |
 //! | `registry_auth` (peak memory, ignored) | `heavy_docker` | a multi-GB push, measured |
-//! | `released_then_pinned` | `light_docker` (shared) | tiny images; replays of a consumer's workflow; its verifier comes from the lane of cold builds (`support/cold_builds.rs`) |
-//! | `released_then_pinned` (the documented workflow) | none | reads docs/consumers.md |
+//! | `replayed_consumer` | `light_docker` (shared) | tiny images; replays of a consumer's workflow; its verifier comes from the lane of cold builds (`support/cold_builds.rs`) |
+//! | `replayed_consumer` (the documented workflow) | none | reads docs/consumers.md |
 //! | `resolve`, `lock`, `inputs`, `workflows`, `scripts`, a release's dry run | none | no engine |
 //! | `checkout`, `test_log` | none | the checkout rule (no read of what a release rewrote), the suite's log |
 //! | `install_plan` | none | the Dockerfile's install plan run with the host's Node |
@@ -31,9 +31,11 @@
 //! engine answers (`support/docker.rs`, "Which tests run at all").
 //!
 //! Beside them runs one lane of the suite's own (`support/cold_builds.rs`, started by the first
-//! image test): the release workflow's two cold Rust builds, replayed as the runner at a lower
-//! priority, beside them. What waits for it is named to come late:
-//! the consumer's tests are `released_then_pinned`, after `release_run`, and the replays last.
+//! image test): the release workflow's two cold Rust builds, the tool's then the verifier's,
+//! replayed as the runner at a lower priority on a runner home of its own. What waits for it is
+//! named to come late: after `release_run`, the scenarios that need only the tool
+//! (`replay::a_*`), while the verifier still builds; then those that need the verifier too, the
+//! due day (`replay::the_due_day_*`) and the consumer's tests (`replayed_consumer`).
 //!
 //! libtest starts tests in name order, so the heavy areas (`image`, `release_run`, `replay`)
 //! run one test at a time as they did in their own binaries, with a cheap test beside them when
@@ -54,8 +56,8 @@ mod registry_auth;
 mod release;
 mod release_notes;
 mod release_run;
-mod released_then_pinned;
 mod replay;
+mod replayed_consumer;
 mod resolve;
 mod scripts;
 mod test_log;

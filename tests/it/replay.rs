@@ -218,7 +218,7 @@ fn a_scheduled_day_that_is_not_due_ends_after_the_plan() {
 }
 
 #[test]
-fn a_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
+fn the_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
     let Some(_serial) = serial() else {
         return;
     };
@@ -577,7 +577,7 @@ fn a_dispatch_from_another_branch_publishes_nothing() {
 }
 
 #[test]
-fn the_replay_fails_on_a_misspelled_step_output_or_artifact_name() {
+fn a_misspelled_step_output_or_artifact_name_fails_the_replay() {
     let Some(_serial) = serial() else {
         return;
     };

@@ -1,10 +1,10 @@
 //! The suite's two cold Rust builds as the runner, from the release workflow's own jobs, on a
 //! lane of their own beside the engine tests:
 //!
-//! - the `verifier` job alone (`super::verifier`): both static verifiers cross-compiled from
-//!   an empty cache; its binaries are the consumer tests' verifiers;
 //! - the `plan` job up to its "Build the tool" step ([`plan_build_alone`]): `cargo build
-//!   --locked --package xtask` from an empty cache.
+//!   --locked --package xtask` from an empty cache;
+//! - the `verifier` job alone (`super::verifier`): both static verifiers cross-compiled from
+//!   an empty cache; its binaries are the consumer tests' verifiers.
 //!
 //! Each saves its `actions/cache` entry into the store the workflow replays share
 //! ([`super::replay_cache_store`]), so the scenarios of tests/it/replay.rs restore both, as
@@ -13,15 +13,19 @@
 //! steps, as the runner, from nothing, every step checked.
 //!
 //! Why a lane: an engine test can leave a core idle (an arm64 build and smoke run under qemu is
-//! one process at a time, a smoke run waits on its harnesses, a push on the registry), and a
-//! compile fills it. On two cores, measured, they leave little (docs/testing.md), so the lane
-//! mostly moves the builds out of the consumer tests and the first scenario. The lane starts with the first heavy engine test
-//! ([`start_in_background`]), at a lower priority than the tests (nice 5: the engine's own
-//! work, in dockerd's processes, keeps the default), and runs the two replays one after the
-//! other (they share /home/runner, under the replay engine's workspace lock). Whoever needs a
-//! result waits for it: the consumer tests for the verifier, the replays for both caches. The
-//! consumer tests sort after `release_run` (tests/it/main.rs), so by the time they and the
-//! replays ask, the lane has had the image and release tests' time.
+//! one process at a time, a smoke run waits on its harnesses, a push on the registry, a replay
+//! runs one job at a time), and a compile fills it. The lane starts with the first heavy engine
+//! test ([`start_in_background`]), at a lower priority than the tests (nice 5: the engine's own
+//! work, in dockerd's processes, keeps the default), on a runner home of its own
+//! (`actions_replay::own_runner_home`: a mount namespace for the lane's thread, as GitHub gives
+//! each job its own machine), so its replays never wait for a scenario's workspace lock nor make
+//! one wait. It runs the two replays one after the other, in the order they are needed: the
+//! tool first (every scenario's plan restores it), then the verifier (only a due day's
+//! `verifier` job and the consumer tests need it). Whoever needs a result waits for it. The
+//! names order the tests so that what waits comes late (tests/it/main.rs): after
+//! `release_run`, the scenarios that need only the tool (`replay::a_*`) run while the verifier
+//! still builds in their idle time, and the due day (`replay::the_due_day_*`) and the consumer
+//! tests (`replayed_consumer`) come last.
 
 use std::sync::OnceLock;
 
@@ -154,7 +158,7 @@ fn lane_wanted(args: &[String]) -> bool {
             filters.push(arg.as_str());
         }
     }
-    const WAITERS: [&str; 2] = ["released_then_pinned::", "replay::"];
+    const WAITERS: [&str; 2] = ["replayed_consumer::", "replay::"];
     filters.is_empty()
         || filters
             .iter()
@@ -177,8 +181,20 @@ pub fn start_in_background() {
             unsafe {
                 libc::setpriority(libc::PRIO_PROCESS, 0, 5);
             }
-            super::verifier::verifier_job_cache();
+            // A runner machine of its own, as GitHub gives each job: the lane's replays do not
+            // hold the shared home's workspace lock, so the scenarios that need only the tool
+            // run while the verifier still builds. Not root: the lane takes turns on the shared
+            // home instead, and only the order of the tests helps.
+            let home = super::run_dir().join("lane-runner-home");
+            match actions_replay::own_runner_home(&home) {
+                Ok(true) => {}
+                Ok(false) => eprintln!(
+                    "the lane of cold builds shares /home/runner (not root: no mount namespace)"
+                ),
+                Err(e) => panic!("a runner home of its own for the lane: {e:#}"),
+            }
             tool_built();
+            super::verifier::verifier_job_cache();
         });
     });
 }
@@ -220,7 +236,7 @@ mod tests {
         assert!(wanted(&["--test-threads=2"]));
         assert!(wanted(&["--test-threads", "2", "--skip", "image::"]));
         assert!(wanted(&["replay::"]));
-        assert!(wanted(&["replay::a_due_day"]));
+        assert!(wanted(&["replay::the_due_day"]));
         assert!(wanted(&["image::", "released_then"]));
         assert!(!wanted(&["image::"]));
         assert!(!wanted(&["image::amd64", "--test-threads", "1"]));

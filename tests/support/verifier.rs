@@ -4,7 +4,7 @@
 //!
 //! The one build serves twice, as on GitHub:
 //!
-//! - its binaries are the verifiers the consumer's tests run (`released_then_pinned`: [`verifier`], the
+//! - its binaries are the verifiers the consumer's tests run (`replayed_consumer`: [`verifier`], the
 //!   amd64 one), built where no consumer's machine has the build tree: the runner's workspace
 //!   is removed before anything runs them;
 //! - its `actions/cache` entry (the job's Rust build cache: `target` and `~/.cargo/registry`)
