@@ -3,7 +3,9 @@
 //! run on GitHub. What it implements, where each behaviour comes from and the rule for growing
 //! it: README.md beside this crate.
 //!
-//! Jobs run in `needs` order (sequentially), matrix legs one after another; every `run:` step
+//! Jobs run in `needs` order: those whose needs have ended start together, each on a runner
+//! home of its own when there are several (root only: [`own_runner_home`]), matrix legs side by
+//! side without `fail-fast` and one after another with it; every `run:` step
 //! is a script executed by the non-root `runner` user (`scripts/setup-runner-user.sh`) with a
 //! clean environment holding only what GitHub sets. `actions/checkout`, `upload-artifact`,
 //! `download-artifact`, `cache` and the attest actions are emulated; composite actions of a
@@ -30,9 +32,11 @@
 //! ```
 //!
 //! Needs root (steps switch to the runner with `setpriv`) or to run as the runner itself, and
-//! `scripts/setup-runner-user.sh` to have run. Jobs do not get fresh machines: they share
-//! /home/runner, and steps run on this machine's architecture whatever `runs-on` says
-//! (`RUNNER_ARCH` follows the label).
+//! `scripts/setup-runner-user.sh` to have run. A job that runs alone runs on the shared
+//! /home/runner (jobs after it find what it left there, as they would not on GitHub); what
+//! runs beside others gets a home of its own, which is only ever fresh. Steps run on this
+//! machine's architecture whatever `runs-on` says (`RUNNER_ARCH` follows the label), and
+//! side-by-side jobs share this machine's Docker engine and system directories.
 
 mod actions;
 mod composite;

@@ -13,8 +13,10 @@ use crate::config::Replay;
 use crate::expr;
 use crate::leg::run_leg;
 use crate::results::{aggregate, JobRun, Status, WorkflowRun};
+use crate::runner::own_runner_home;
 use crate::scope::{Ctx, StatusMode};
 use crate::workflow::{needs_of, scalar_text, Workflow};
+use crate::RUNNER_HOME;
 
 /// Runs every job of the workflow once (attempt 1).
 pub fn run_workflow(replay: Replay) -> Result<WorkflowRun> {
@@ -119,40 +121,111 @@ pub(crate) fn run_attempt(
     whole: &BTreeSet<String>,
     legs: &BTreeSet<(String, usize)>,
 ) -> Result<()> {
-    let order = run.workflow.order.clone();
-    for job_id in &order {
-        let rerun_legs: BTreeSet<usize> = legs
+    let mut pending: Vec<String> = run
+        .workflow
+        .order
+        .iter()
+        .filter(|id| whole.contains(*id) || legs.iter().any(|(j, _)| j == *id))
+        .cloned()
+        .collect();
+    while !pending.is_empty() {
+        // Every job whose needs have ended (or are not part of this attempt) starts now, as
+        // GitHub starts them: side by side, each on a machine of its own.
+        let wave: Vec<String> = pending
             .iter()
-            .filter(|(j, _)| j == job_id)
-            .map(|(_, i)| *i)
+            .filter(|id| {
+                needs_of(run.workflow.job(id))
+                    .iter()
+                    .all(|n| !pending.contains(n))
+            })
+            .cloned()
             .collect();
-        if !whole.contains(job_id) && rerun_legs.is_empty() {
-            continue;
+        pending.retain(|id| !wave.contains(id));
+        let this_attempt = |run: &WorkflowRun, job_id: &str| -> Result<Vec<JobRun>> {
+            let rerun_legs: BTreeSet<usize> = legs
+                .iter()
+                .filter(|(j, _)| j == job_id)
+                .map(|(_, i)| *i)
+                .collect();
+            let previous: Vec<JobRun> = run.legs(job_id).into_iter().cloned().collect();
+            run_job(
+                run,
+                job_id,
+                if whole.contains(job_id) {
+                    None
+                } else {
+                    Some((&previous, &rerun_legs))
+                },
+            )
+        };
+        let ended: Vec<(String, Vec<JobRun>)> = if wave.len() > 1 && side_by_side_possible() {
+            let shared: &WorkflowRun = run;
+            std::thread::scope(|scope| {
+                let started: Vec<_> = wave
+                    .iter()
+                    .map(|job_id| {
+                        let home = own_home_dir(shared, &format!("{job_id}-home"));
+                        scope.spawn(move || -> Result<(String, Vec<JobRun>)> {
+                            own_runner_home(&home)?;
+                            let mut results = this_attempt(shared, job_id)?;
+                            for r in &mut results {
+                                r.workspace = seen_from_outside(&home, &r.workspace);
+                            }
+                            Ok((job_id.clone(), results))
+                        })
+                    })
+                    .collect();
+                started
+                    .into_iter()
+                    .map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                    .collect::<Result<Vec<_>>>()
+            })?
+        } else {
+            wave.iter()
+                .map(|job_id| Ok((job_id.clone(), this_attempt(run, job_id)?)))
+                .collect::<Result<Vec<_>>>()?
+        };
+        for (job_id, results) in ended {
+            // Legs kept from an earlier attempt are already in the history.
+            let attempt = run.run_attempt;
+            run.history
+                .extend(results.iter().filter(|r| r.attempt == attempt).cloned());
+            let first = run
+                .jobs
+                .iter()
+                .position(|j| j.job_id == job_id)
+                .unwrap_or(run.jobs.len());
+            run.jobs.retain(|j| j.job_id != job_id);
+            let at = first.min(run.jobs.len());
+            run.jobs.splice(at..at, results);
         }
-        let previous: Vec<JobRun> = run.legs(job_id).into_iter().cloned().collect();
-        let results = run_job(
-            run,
-            job_id,
-            if whole.contains(job_id) {
-                None
-            } else {
-                Some((&previous, &rerun_legs))
-            },
-        )?;
-        // Legs kept from an earlier attempt are already in the history.
-        let attempt = run.run_attempt;
-        run.history
-            .extend(results.iter().filter(|r| r.attempt == attempt).cloned());
-        let first = run
-            .jobs
-            .iter()
-            .position(|j| &j.job_id == job_id)
-            .unwrap_or(run.jobs.len());
-        run.jobs.retain(|j| &j.job_id != job_id);
-        let at = first.min(run.jobs.len());
-        run.jobs.splice(at..at, results);
     }
     Ok(())
+}
+
+/// Whether jobs and legs can run side by side here: each needs a runner home of its own
+/// ([`own_runner_home`], root only). Otherwise they take turns on the shared home.
+fn side_by_side_possible() -> bool {
+    // SAFETY: geteuid reads the caller's effective uid and has no failure mode.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Where a job or leg that runs beside others keeps its runner home: under the attempt's
+/// directory, so it goes with the replay's root.
+fn own_home_dir(run: &WorkflowRun, name: &str) -> PathBuf {
+    run.replay
+        .root()
+        .join(format!("attempt-{}", run.run_attempt))
+        .join(name)
+}
+
+/// A path under /home/runner as a thread on the shared home sees it, for a job that ran on
+/// `home` (a result's `workspace`).
+fn seen_from_outside(home: &Path, path: &Path) -> PathBuf {
+    match path.strip_prefix(RUNNER_HOME) {
+        Ok(rest) => home.join(rest),
+        Err(_) => path.to_path_buf(),
+    }
 }
 
 /// Everything a job needs to know about the jobs it needs.
@@ -630,6 +703,44 @@ pub(crate) fn run_job(
         .map(|v| expr::truthy(&eval_value(v, &ctx).unwrap_or(Value::Bool(true))))
         .unwrap_or(true);
 
+    // Without fail-fast, the legs start together, as on GitHub, each on a machine of its own.
+    // With it (the default) they take turns, so that a failure cancels the legs not yet
+    // started; GitHub would also cancel the ones running, which the replay does not interrupt.
+    let to_run: Vec<usize> = (0..legs.len())
+        .filter(|i| partial.is_none_or(|(_, rerun)| rerun.contains(i)))
+        .collect();
+    let strategy_ctx = |index: usize| json!({ "fail-fast": fail_fast, "job-index": index, "job-total": legs.len(), "max-parallel": legs.len() });
+    if !fail_fast && to_run.len() > 1 && side_by_side_possible() {
+        let env = &env;
+        let (permissions, token, sha) = (&permissions, &token, &sha);
+        let mut ran: BTreeMap<usize, JobRun> = std::thread::scope(|scope| {
+            let started: Vec<_> = to_run
+                .iter()
+                .map(|&index| {
+                    let home = own_home_dir(run, &format!("{job_id}-{index}-home"));
+                    let (matrix, strategy) = (legs[index].clone(), strategy_ctx(index));
+                    scope.spawn(move || -> Result<(usize, JobRun)> {
+                        own_runner_home(&home)?;
+                        let mut r = run_leg(env, index, matrix, strategy, sha, permissions, token)?;
+                        r.workspace = seen_from_outside(&home, &r.workspace);
+                        Ok((index, r))
+                    })
+                })
+                .collect();
+            started
+                .into_iter()
+                .map(|t| t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect::<Result<BTreeMap<_, _>>>()
+        })?;
+        return (0..legs.len())
+            .map(|index| match ran.remove(&index) {
+                Some(r) => Ok(r),
+                None => partial
+                    .and_then(|(previous, _)| previous.get(index).cloned())
+                    .ok_or_else(|| anyhow!("{here}: leg {index} has no previous result")),
+            })
+            .collect();
+    }
     let mut results = Vec::new();
     let mut leg_failed = false;
     for (index, matrix) in legs.iter().enumerate() {
@@ -644,7 +755,6 @@ pub(crate) fn run_job(
                 continue;
             }
         }
-        let strategy_ctx = json!({ "fail-fast": fail_fast, "job-index": index, "job-total": legs.len(), "max-parallel": legs.len() });
         if fail_fast && leg_failed {
             let mut r = skipped(job_id.into());
             r.status = Status::Cancelled;
@@ -658,7 +768,7 @@ pub(crate) fn run_job(
             &env,
             index,
             matrix.clone(),
-            strategy_ctx,
+            strategy_ctx(index),
             &sha,
             &permissions,
             &token,

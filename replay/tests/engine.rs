@@ -540,6 +540,122 @@ jobs:
     );
 }
 
+/// A step that meets its peer: it writes its name into its home and a mark into `$MEETING`,
+/// then waits up to 30 s for the peer's mark; once met, its home must still hold its own
+/// name. Two such steps pass only if they run at the same time, each on a home of its own.
+fn meeting_step(me: &str, peer: &str) -> String {
+    format!(
+        r#"      - run: |
+          echo {me} > "$HOME/whose"
+          touch "$MEETING/{me}"
+          for _ in $(seq 300); do
+            if [ -e "$MEETING/{peer}" ]; then
+              test "$(cat "$HOME/whose")" = {me} || {{ echo "{me}: my home holds $(cat "$HOME/whose")"; exit 1; }}
+              exit 0
+            fi
+            sleep 0.1
+          done
+          echo "{me}: {peer} never ran beside me"
+          exit 1
+"#
+    )
+}
+
+fn meeting_place() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    dir
+}
+
+/// Jobs whose needs have ended start together, as GitHub starts them, each on a machine of
+/// its own (`own_runner_home`: its own /home/runner); what needs them starts after both.
+#[test]
+fn independent_jobs_run_side_by_side_each_on_a_home_of_its_own() {
+    if !runs() {
+        return;
+    }
+    // SAFETY: geteuid has no failure mode.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: jobs take turns on the shared home, nothing to check");
+        return;
+    }
+    let meeting = meeting_place();
+    let (_f, run) = run_ok(&format!(
+        r#"{ON}
+env:
+  MEETING: {meeting}
+jobs:
+  first:
+    runs-on: ubuntu-latest
+    steps:
+{first}  second:
+    runs-on: ubuntu-latest
+    steps:
+{second}  after:
+    needs: [first, second]
+    runs-on: ubuntu-latest
+    steps:
+      - run: test -e "$MEETING/first" && test -e "$MEETING/second"
+"#,
+        meeting = meeting.path().display(),
+        first = meeting_step("first", "second"),
+        second = meeting_step("second", "first"),
+    ));
+    // Each job's workspace, as the caller sees it, is on the home it ran on, which holds
+    // what the job wrote into its $HOME.
+    for job in ["first", "second"] {
+        let workspace = &run.job(job).workspace;
+        assert!(!workspace.starts_with(actions_replay::RUNNER_HOME));
+        let home = workspace.ancestors().nth(3).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(home.join("whose")).unwrap(),
+            format!("{job}\n"),
+            "{job}: its home {}",
+            home.display()
+        );
+    }
+}
+
+/// Legs of a matrix without fail-fast start together, each on a machine of its own; their
+/// results keep the matrix's order.
+#[test]
+fn legs_without_fail_fast_run_side_by_side() {
+    if !runs() {
+        return;
+    }
+    // SAFETY: geteuid has no failure mode.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: legs take turns on the shared home, nothing to check");
+        return;
+    }
+    let meeting = meeting_place();
+    let (_f, run) = run_ok(&format!(
+        r#"{ON}
+env:
+  MEETING: {meeting}
+jobs:
+  m:
+    strategy:
+      fail-fast: false
+      matrix:
+        include:
+          - me: a
+            peer: b
+          - me: b
+            peer: a
+    runs-on: ubuntu-latest
+    steps:
+{step}"#,
+        meeting = meeting.path().display(),
+        step = meeting_step("${{ matrix.me }}", "${{ matrix.peer }}"),
+    ));
+    let legs = run.legs("m");
+    assert_eq!(legs.len(), 2);
+    assert_eq!(legs[0].matrix.as_ref().unwrap()["me"], "a");
+    assert_eq!(legs[1].matrix.as_ref().unwrap()["me"], "b");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Conditions and failure propagation
 // ---------------------------------------------------------------------------------------------
