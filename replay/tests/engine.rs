@@ -561,26 +561,31 @@ fn meeting_step(me: &str, peer: &str) -> String {
     )
 }
 
-fn meeting_place() -> tempfile::TempDir {
+/// A directory every user may write, where [`meeting_step`]s leave their marks; `None` when
+/// the tests that replay do not run, or run without root, where jobs and legs take turns on
+/// the shared home and there is nothing to check.
+fn meeting_place() -> Option<tempfile::TempDir> {
     use std::os::unix::fs::PermissionsExt as _;
+    if !runs() {
+        return None;
+    }
+    // SAFETY: geteuid has no failure mode.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: jobs and legs take turns on the shared home, nothing to check");
+        return None;
+    }
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
-    dir
+    Some(dir)
 }
 
 /// Jobs whose needs have ended start together, as GitHub starts them, each on a machine of
 /// its own (`own_runner_home`: its own /home/runner); what needs them starts after both.
 #[test]
 fn independent_jobs_run_side_by_side_each_on_a_home_of_its_own() {
-    if !runs() {
+    let Some(meeting) = meeting_place() else {
         return;
-    }
-    // SAFETY: geteuid has no failure mode.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("not root: jobs take turns on the shared home, nothing to check");
-        return;
-    }
-    let meeting = meeting_place();
+    };
     let (_f, run) = run_ok(&format!(
         r#"{ON}
 env:
@@ -621,15 +626,9 @@ jobs:
 /// results keep the matrix's order.
 #[test]
 fn legs_without_fail_fast_run_side_by_side() {
-    if !runs() {
+    let Some(meeting) = meeting_place() else {
         return;
-    }
-    // SAFETY: geteuid has no failure mode.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("not root: legs take turns on the shared home, nothing to check");
-        return;
-    }
-    let meeting = meeting_place();
+    };
     let (_f, run) = run_ok(&format!(
         r#"{ON}
 env:
