@@ -15,7 +15,7 @@
 //! | `image` | `heavy_docker` (alone) | builds and smoke runs keep both cores busy |
 //! | `image` (dead runs' containers) | `light_docker` | a tiny image, a smoke run that stops at its missing image |
 //! | `release_run` (the release) | `heavy_docker` | builds, smokes and pushes both platforms |
-//! | `replay` | `heavy_docker` | whole workflow runs; share /home/runner and the registry |
+//! | `replay` | `heavy_docker` | whole workflow runs: the engine, the registry, the shared /home/runner (jobs side by side get homes of their own) |
 //! | `release`, `receipt_adversarial`, `registry_auth` | `light_docker` (shared) | tiny images |
 //! | `kill_points` | `light_docker` (shared) | tiny images and the local registry; lock and plan on the npm fixture |
 //! | `release_notes` | `light_docker` (shared) | two fixture releases: plan on the npm fixture, tiny images, the local registry |
