@@ -256,7 +256,7 @@ def view_json(rel, fields):
     out = {}
     for f in fields.split(","):
         if f not in full:
-            fail("Unknown JSON field: %r\nAvailable fields:\n  %s" % (f, "\n  ".join(sorted(full))))
+            fail("Unknown JSON field: %s\nAvailable fields:\n  %s" % (json.dumps(f), "\n  ".join(sorted(full))))
         out[f] = full[f]
     return out
 
@@ -465,13 +465,22 @@ def cmd_download(args):
 
 
 def cmd_list(args):
+    """`gh release list` as cli/cli v2.60.0 pkg/cmd/release/list/list.go (flags: -L/--limit
+    default 30, --exclude-drafts, --exclude-pre-releases, -O/--order asc|desc, --json
+    releaseFields) and http.go `fetchReleases` (GraphQL `releases(orderBy: CREATED_AT,
+    direction)` in pages of at most 100, drafts and pre-releases dropped as requested, and the
+    walk stops once `limit` releases are kept: the limit applies after the exclusions and after
+    the order) do it."""
     pos, opts = parse(args, dict(REPO, **{"--json": "json", "-L": "limit", "--limit": "limit", "-q": "jq", "--jq": "jq", "-O": "order", "--order": "order"}),
                       {"--exclude-drafts": "exclude_drafts", "--exclude-pre-releases": "exclude_pre"})
     access(opts.get("repo"), "read")
     if pos:
         fail("unknown arguments %r" % pos)
     rels = all_releases()  # newest first by creation, as GitHub lists them
-    if opts.get("exclude_drafts") == "true":
+    # Drafts are listed only to a token that may push (GitHub's REST "List releases": "Only
+    # users with push access will receive listings for draft releases"; the GraphQL list gh uses
+    # behaves alike for a job's read-only token, cli/cli#9076, whose answer is contents: write).
+    if opts.get("exclude_drafts") == "true" or token_permissions().get("contents") != "write":
         rels = [r for r in rels if not r["isDraft"]]
     order = opts.get("order", "desc")
     if order not in ("asc", "desc"):
@@ -481,16 +490,19 @@ def cmd_list(args):
     except ValueError:
         fail('invalid argument "%s" for "-L, --limit" flag' % opts["limit"])
     if limit < 1:
+        # gh itself sends `first: <limit>` to GraphQL, which refuses it; the stand-in refuses
+        # earlier rather than imitate an answer nobody here has seen.
         fail("invalid limit: %d" % limit)
-    rels = rels[:limit]
     if order == "asc":
         rels.reverse()
+    rels = rels[:limit]
     if "json" in opts:
+        # http.go `releaseFields`.
         allowed = {"createdAt", "isDraft", "isLatest", "isPrerelease", "name", "publishedAt", "tagName"}
         fields = opts["json"].split(",")
         for f in fields:
             if f not in allowed:
-                fail("Unknown JSON field: %r\nAvailable fields:\n  %s" % (f, "\n  ".join(sorted(allowed))))
+                fail("Unknown JSON field: %s\nAvailable fields:\n  %s" % (json.dumps(f), "\n  ".join(sorted(allowed))))
         emit([{f: view_json(r, f)[f] for f in fields} for r in rels], opts)
     else:
         no_jq_without_json(opts)

@@ -2477,6 +2477,12 @@ fn sha256_of(bytes: &[u8]) -> String {
 /// published one with `template.txt` holding its tag.
 fn template_state() -> tempfile::TempDir {
     let state = tempfile::tempdir().unwrap();
+    template_releases(state.path());
+    state
+}
+
+/// [`template_state`]'s releases, added to the gh state dir `state`.
+fn template_releases(state: &std::path::Path) {
     let assets = tempfile::tempdir().unwrap();
     for (tag, created, draft) in [
         ("v1.0.0", "2026-01-01T00:00:00Z", false),
@@ -2487,9 +2493,57 @@ fn template_state() -> tempfile::TempDir {
         let file = assets.path().join(tag).join("template.txt");
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
         std::fs::write(&file, format!("{tag}\n")).unwrap();
-        add_release(state.path(), tag, created, &[file], draft).unwrap();
+        add_release(state, tag, created, &[file], draft).unwrap();
     }
-    state
+}
+
+/// `gh release list` as the plan job runs it: a read-only token is listed no drafts (only a
+/// token that may push sees them, cli/cli#9076), `--order asc` with `--limit` keeps the oldest
+/// (the limit applies after the order, cli/cli v2.60.0 pkg/cmd/release/list/http.go), and a
+/// token that may push sees the draft.
+#[test]
+fn gh_release_list_hides_drafts_from_a_read_token_and_limits_after_the_order() {
+    if !runs() {
+        return;
+    }
+    let (_f, r) = replay(&format!(
+        r#"{ON}
+jobs:
+  read:
+    runs-on: ubuntu-latest
+    permissions:
+      contents: read
+    env:
+      GH_TOKEN: ${{{{ github.token }}}}
+      GH_REPO: ${{{{ github.repository }}}}
+    steps:
+      - id: list
+        run: |
+          echo "all=$(gh release list --limit 10000 --json tagName,isDraft --jq '[.[].tagName] | join(",")')" >> "$GITHUB_OUTPUT"
+          echo "oldest=$(gh release list --order asc --limit 1 --json tagName --jq '.[0].tagName')" >> "$GITHUB_OUTPUT"
+  write:
+    runs-on: ubuntu-latest
+    permissions:
+      contents: write
+    env:
+      GH_TOKEN: ${{{{ github.token }}}}
+      GH_REPO: ${{{{ github.repository }}}}
+    steps:
+      - id: list
+        run: |
+          echo "all=$(gh release list --json tagName --jq '[.[].tagName] | join(",")')" >> "$GITHUB_OUTPUT"
+          echo "published=$(gh release list --exclude-drafts --limit 2 --json tagName --jq '[.[].tagName] | join(",")')" >> "$GITHUB_OUTPUT"
+"#
+    ));
+    template_releases(&r.gh_state_dir());
+    let run = run_workflow(r).unwrap_or_else(|e| panic!("{e:#}"));
+    run.assert_success();
+    let read = &run.job("read").step("list").outputs;
+    assert_eq!(read["all"], "v1.1.0,v1.0.0,v0.9.0");
+    assert_eq!(read["oldest"], "v0.9.0");
+    let write = &run.job("write").step("list").outputs;
+    assert_eq!(write["all"], "v2.0.0,v1.1.0,v1.0.0,v0.9.0");
+    assert_eq!(write["published"], "v1.1.0,v1.0.0");
 }
 
 #[test]

@@ -480,6 +480,39 @@ fn the_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
     assert_eq!(again.result("ship"), Status::Skipped);
     assert!(again.summary().contains("nothing changed since release"));
     assert_eq!(releases(&again.releases_dir()).len(), 1);
+
+    // A day whose inputs equal an already-published tag that is not the latest release: a
+    // later release is the latest, and its receipt is not one the plan can use, so the
+    // previous receipt says nothing about these inputs. The repository's published tags do:
+    // the plan ends the run naming the release that holds them, and nothing is built, pushed
+    // or released (a new receipt would differ from the published one, which `ship` refuses).
+    let later = "2026.11.30-aaaaaaaaaaaa";
+    let unusable = dir.path().join(format!("receipt-{later}.json"));
+    std::fs::write(&unusable, b"{\"schema_version\": \"not a receipt\"}\n").unwrap();
+    actions_replay::add_release(
+        &due.gh_state_dir(),
+        later,
+        "2099-01-01T00:00:00Z",
+        &[unusable],
+        false,
+    )
+    .unwrap();
+    let same_tag = run_workflow(due.clone()).expect("the workflow replays");
+    report("inputs of a published tag", &same_tag);
+    same_tag.assert_success();
+    assert_eq!(outputs(&same_tag, "plan")["action"], "unchanged");
+    assert_eq!(outputs(&same_tag, "plan")["publish"], "false");
+    assert_eq!(same_tag.result("build"), Status::Skipped);
+    assert_eq!(same_tag.result("ship"), Status::Skipped);
+    assert!(
+        same_tag
+            .summary()
+            .contains(&format!("already published as release {tag}")),
+        "{}",
+        same_tag.summary()
+    );
+    assert_eq!(published_digests(&same_tag.releases_dir(), &tag), before);
+    assert_eq!(releases(&same_tag.releases_dir()).len(), 2);
 }
 
 /// A draft this workflow left on an earlier day (its title is the workflow's) in the replay's

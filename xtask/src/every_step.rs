@@ -49,6 +49,7 @@ fn plan_flags(force: bool, no_publish: bool, platforms: &[Platform]) -> PlanOpti
         force,
         no_publish,
         previous_receipts: template_formats::paths::RELEASES.into(),
+        published_tags: None,
         platforms: platforms.to_vec(),
         target: Target {
             registry: "ghcr.io".into(),

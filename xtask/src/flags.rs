@@ -529,6 +529,11 @@ pub struct PlanFlags {
     /// subdirectories. The newest one that verifies is the previous release.
     #[arg(long, value_name = "DIR", default_value = template_formats::paths::RELEASES)]
     pub previous_receipts: PathBuf,
+    /// The repository's published release tags: the JSON `gh release list --json
+    /// tagName,isDraft` prints. A tag in it (not a draft) ends the plan like `unchanged`: these
+    /// inputs are already published that day. Without it, only the previous receipt decides.
+    #[arg(long, value_name = "FILE")]
+    pub published_tags: Option<PathBuf>,
     /// Platforms to release; `release` defaults to those this machine can run (native or
     /// emulated), `release plan` to the manifest's.
     #[arg(long = "platform")]
@@ -783,6 +788,7 @@ impl From<PlanFlags> for PlanOptions {
             force: args.force,
             no_publish: args.no_publish,
             previous_receipts: args.previous_receipts,
+            published_tags: args.published_tags,
             platforms: args.platforms,
             target: args.target.into(),
         }

@@ -21,6 +21,7 @@ pub(crate) mod plan;
 pub(crate) mod platform;
 pub(crate) mod previous;
 pub mod publish;
+pub(crate) mod published;
 pub(crate) mod push;
 pub mod receipt_write;
 pub(crate) mod ship;

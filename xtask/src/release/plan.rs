@@ -16,6 +16,7 @@ use anyhow::{bail, Context, Result};
 use chrono::{DateTime, Utc};
 
 use crate::release::previous::{self, PreviousRelease};
+use crate::release::published;
 use crate::release::steps::{read_json, render_times, write_json, Step, StepRunner};
 use crate::util::{sha256_file, sha256_hex};
 use template_formats::manifest::{Manifest, Platform};
@@ -346,6 +347,9 @@ pub struct PlanOptions {
     pub no_publish: bool,
     /// Where previous releases' receipts are (`receipt-*.json`, in subdirectories too).
     pub previous_receipts: PathBuf,
+    /// The repository's published release tags (`gh release list --json tagName,isDraft`);
+    /// a tag in it ends the plan. Without it, only the previous receipt decides "unchanged".
+    pub published_tags: Option<PathBuf>,
     /// The platforms to release; empty is the command's default (see `release::run`).
     pub platforms: Vec<Platform>,
     /// Where the images and the index go; the repository as given (the plan lowercases it).
@@ -386,6 +390,11 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
     let now_text = rfc3339(now);
 
     let previous = find_previous(root, options, runner)?;
+    // Read before the gate, resolve and lock: a file of the wrong form fails in a second.
+    let published_tags = match &options.published_tags {
+        Some(file) => published::read_published_tags(&root.join(file))?,
+        None => Default::default(),
+    };
     let previous = previous.as_ref();
     // The ship phase makes the release notes from it, in another job.
     previous::keep_for_notes(previous, out)?;
@@ -410,12 +419,15 @@ pub(crate) async fn run(request: PlanRequest<'_>, runner: &mut StepRunner) -> Re
         (Vec::new(), Vec::new())
     };
 
-    let (action, reason, tag) = decide(
-        now,
-        &gate,
-        previous.map(|p| &p.receipt),
-        &inputs,
-        &platforms,
+    let (action, reason, tag) = published::end_if_published(
+        decide(
+            now,
+            &gate,
+            previous.map(|p| &p.receipt),
+            &inputs,
+            &platforms,
+        ),
+        &published_tags,
     );
     let (publish, publish_reason) =
         publish_decision(options.no_publish, github.as_ref().map(github_ref).as_ref());
