@@ -154,12 +154,17 @@ impl Replay {
         trusted_root: &Value,
         signer: impl Fn(&Value, &crate::JobIdentity) -> Result<Value> + Send + Sync + 'static,
     ) -> Result<Self> {
+        self.trusted_root(trusted_root)?;
+        self.signer = Some(Arc::new(signer));
+        Ok(self)
+    }
+    /// Only the trusted root of [`Replay::sigstore`], for a workflow that verifies and signs
+    /// nothing.
+    pub fn trusted_root(&self, trusted_root: &Value) -> Result<()> {
         let path = self.gh_state_dir().join(crate::gh_state::TRUSTED_ROOT_FILE);
         std::fs::write(&path, format!("{trusted_root}\n"))
             .with_context(|| format!("writing {}", path.display()))?;
-        give_to_runner(&path)?;
-        self.signer = Some(Arc::new(signer));
-        Ok(self)
+        give_to_runner(&path)
     }
     pub fn cache_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.cache_dir = Some(dir.as_ref().to_path_buf());
