@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result};
 use serde_json::{json, Value};
 
 use crate::runner::{give_to_runner, runner_ids, set_mode};
-use crate::StandIn;
+use crate::{Signer, StandIn};
 
 /// What to replay and as what: the workflow file, the repository it is checked out from, the
 /// event, and the stand-ins for actions the harness does not emulate.
@@ -36,6 +36,12 @@ pub struct Replay {
     pub(crate) cache_dir: Option<PathBuf>,
     /// See [`Replay::arm64_legs_restore_the_x64_cache`].
     pub(crate) arm64_cache_from_x64: bool,
+    /// See [`Replay::sigstore`].
+    pub(crate) signer: Option<Signer>,
+    /// GitHub's numeric ids of the repository and its owner (the OIDC token's
+    /// `repository_id`, `repository_owner_id`).
+    pub repository_id: String,
+    pub repository_owner_id: String,
     pub(crate) root: Arc<tempfile::TempDir>,
 }
 
@@ -70,6 +76,9 @@ impl Replay {
             tools: BTreeMap::new(),
             cache_dir: None,
             arm64_cache_from_x64: false,
+            signer: None,
+            repository_id: "1".into(),
+            repository_owner_id: "2".into(),
             root: Arc::new(root),
         })
     }
@@ -132,6 +141,30 @@ impl Replay {
     pub fn arm64_legs_restore_the_x64_cache(mut self) -> Self {
         self.arm64_cache_from_x64 = true;
         self
+    }
+    /// Sigstore for the attest actions: `signer` is called with the in-toto statement an
+    /// attest step would sign and the job's identity ([`JobIdentity`](crate::JobIdentity), the
+    /// claims of its OIDC token that Fulcio puts in the certificate) and returns the Sigstore
+    /// bundle, which the step writes where actions/attest writes it (its `bundle-path`).
+    /// `trusted_root` (a Sigstore trusted root verifying what `signer` makes) is what the gh
+    /// stand-in's `gh attestation trusted-root` prints. Without this, attest steps record their
+    /// subjects and sign nothing: no bundle, no `bundle-path`.
+    pub fn sigstore(
+        mut self,
+        trusted_root: &Value,
+        signer: impl Fn(&Value, &crate::JobIdentity) -> Result<Value> + Send + Sync + 'static,
+    ) -> Result<Self> {
+        self.trusted_root(trusted_root)?;
+        self.signer = Some(Arc::new(signer));
+        Ok(self)
+    }
+    /// Only the trusted root of [`Replay::sigstore`], for a workflow that verifies and signs
+    /// nothing.
+    pub fn trusted_root(&self, trusted_root: &Value) -> Result<()> {
+        let path = self.gh_state_dir().join(crate::gh_state::TRUSTED_ROOT_FILE);
+        std::fs::write(&path, format!("{trusted_root}\n"))
+            .with_context(|| format!("writing {}", path.display()))?;
+        give_to_runner(&path)
     }
     pub fn cache_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.cache_dir = Some(dir.as_ref().to_path_buf());

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# A stand-in for the GitHub CLI's `gh release` and `gh attestation verify` commands, for the
+# A stand-in for the GitHub CLI's `gh release`, `gh attestation verify` and `trusted-root` commands, for the
 # workflow replay engine (the actions-replay crate, replay/). Releases live in
 # STATE/releases/<tag>/release.json + assets/.
 #
@@ -18,6 +18,8 @@
 #   as gh's policy does (see cmd_attestation_verify): --signer-workflow as a pattern over the
 #   subject alternative name with any ref after `@`, --source-ref, --deny-self-hosted-runners;
 # - `gh api repos/OWNER/NAME` answers STATE/repository.json (the default branch);
+# - `gh attestation trusted-root` prints STATE/trusted_root.jsonl, the root the test registered
+#   with its Sigstore signer (Replay::sigstore);
 # - STATE/fail-once holding e.g. `release edit` makes the next matching call fail once.
 #
 # The harness writes this file with STATE, REPOSITORY and FOREIGN filled in.
@@ -707,6 +709,27 @@ def cmd_attestation_verify(args):
         print("%s\t%s\t%s@%s" % (r["repository"], r["predicate_type"], r["signer_workflow"], r["source_ref"]))
 
 
+def cmd_attestation_trusted_root(args):
+    """`gh attestation trusted-root`: the trusted roots for offline verification, each as one
+    compact JSON line (cli/cli v2.60.0 pkg/cmd/attestation/trustedroot/trustedroot.go: no
+    authentication needed, `cmdutil.DisableAuthCheck`; the public-good root then GitHub's, each
+    fetched through TUF and printed with `json.Compact`). The stand-in prints the root the test
+    registered with Replay::sigstore (its signer's CA and logs stand in for both instances);
+    without one it fails as gh does when TUF cannot be reached. `--tuf-url`/`--tuf-root`,
+    `--verify-only` and `--hostname` are not emulated."""
+    if args:
+        fail("gh stand-in (replay harness): `gh attestation trusted-root` takes no flags here; got %s" % " ".join(args))
+    maybe_fail_once(["attestation", "trusted-root"])
+    try:
+        with open(os.path.join(STATE, "trusted_root.jsonl")) as f:
+            lines = [l for l in f.read().splitlines() if l.strip()]
+    except FileNotFoundError:
+        fail("Failed to verify the TUF repository: failed to create TUF client: the replay registered "
+             "no Sigstore trusted root (Replay::sigstore)")
+    for line in lines:
+        print(json.dumps(json.loads(line), separators=(",", ":")))
+
+
 def cmd_api(args):
     """`gh api repos/OWNER/NAME [--jq EXPR]`: the repository's default branch as GitHub's REST
     API reports it (GET /repos/{owner}/{repo} -> default_branch); nothing else is emulated."""
@@ -735,9 +758,12 @@ def main(argv):
     if argv[:1] == ["api"]:
         cmd_api(argv[1:])
         return
+    if argv[:2] == ["attestation", "trusted-root"]:
+        cmd_attestation_trusted_root(argv[2:])
+        return
     if argv[:1] == ["attestation"]:
         if argv[1:2] != ["verify"]:
-            fail("gh stand-in (replay harness): only `gh attestation verify` is emulated; got `gh %s`" % " ".join(argv))
+            fail("gh stand-in (replay harness): only `gh attestation verify` and `trusted-root` are emulated; got `gh %s`" % " ".join(argv))
         token_permissions()
         maybe_fail_once(argv[:2])
         cmd_attestation_verify(argv[2:])

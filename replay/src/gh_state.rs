@@ -153,6 +153,10 @@ pub fn record_attestation_from(
 /// The file in a gh state dir with what `gh api repos/<owner>/<name>` answers.
 pub const REPOSITORY_FILE: &str = "repository.json";
 
+/// The trusted root registered with [`Replay::sigstore`](crate::Replay::sigstore), one JSON
+/// line: what `gh attestation trusted-root` prints.
+pub const TRUSTED_ROOT_FILE: &str = "trusted_root.jsonl";
+
 /// Records the repository's default branch, as GitHub's API reports it
 /// (`gh api repos/<owner>/<name>` → `default_branch`). Without it, the stand-in refuses
 /// `gh api` for that repository rather than guess.

@@ -53,7 +53,9 @@ mod workflow;
 
 use std::time::Duration;
 
-pub use actions::{ActionCall, ActionFn, Attestation, StandIn, Subject, ATTESTATIONS_FILE};
+pub use actions::{
+    ActionCall, ActionFn, Attestation, JobIdentity, Signer, StandIn, Subject, ATTESTATIONS_FILE,
+};
 pub use composite::committed_repo;
 pub use config::Replay;
 pub use gh_state::{

@@ -1166,9 +1166,6 @@ jobs:
           subject-digest: {digest}
           sbom-path: out/sbom.spdx.json
           push-to-registry: true
-      - run: test -s "$BUNDLE"
-        env:
-          BUNDLE: ${{{{ steps.sbom.outputs.bundle-path }}}}
       - name: malformed digest
         if: always()
         uses: actions/attest-build-provenance@abc # v3
@@ -1421,6 +1418,172 @@ jobs:
     // all five, including the three whose push failed.
     let stored = actions_replay::attestation_records(&run.replay.gh_state_dir()).unwrap();
     assert_eq!(stored.len(), 5, "{stored:?}");
+}
+
+/// The attest actions with a signer registered: each step's statement (subjects, predicate type
+/// and predicate as the real action makes them) and the job's identity reach the signer, the
+/// bundle it returns lands where actions/attest v4.1.0 writes it and is named by `bundle-path`,
+/// and `gh attestation trusted-root` prints the registered root. A signer that fails fails
+/// the step before anything is stored.
+#[test]
+fn attest_actions_have_the_statement_signed_as_the_job_and_write_the_bundle() {
+    if !runs() {
+        return;
+    }
+    let yaml = format!(
+        r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    permissions:
+      id-token: write
+      attestations: write
+    steps:
+      - run: |
+          mkdir -p out
+          printf 'a' > out/a.bin
+          printf 'b' > out/b.bin
+          printf '{{"spdxVersion": "SPDX-2.2", "SPDXID": "SPDXRef-DOCUMENT", "name": "s"}}' > sbom.spdx.json
+          printf '{{"said": "custom"}}' > predicate.json
+      - id: provenance
+        uses: actions/attest@59d89421af93a897026c735860bf21b6eb4f7b26 # v4.1.0
+        with:
+          subject-path: out/*
+      - id: sbom
+        uses: actions/attest@59d89421af93a897026c735860bf21b6eb4f7b26 # v4.1.0
+        with:
+          subject-name: ghcr.io/owner/image
+          subject-digest: sha256:{digest}
+          sbom-path: sbom.spdx.json
+      - id: custom
+        uses: actions/attest@59d89421af93a897026c735860bf21b6eb4f7b26 # v4.1.0
+        with:
+          subject-path: out/a.bin
+          predicate-type: https://example.test/predicate
+          predicate-path: predicate.json
+      - id: check
+        env:
+          P: ${{{{ steps.provenance.outputs.bundle-path }}}}
+          S: ${{{{ steps.sbom.outputs.bundle-path }}}}
+          C: ${{{{ steps.custom.outputs.bundle-path }}}}
+          URL: ${{{{ steps.sbom.outputs.attestation-url }}}}
+        run: |
+          for b in "$P" "$S" "$C"; do
+            case "$b" in "$RUNNER_TEMP"/??????/attestation.json) ;; *) echo "bundle at $b"; exit 1;; esac
+            test "$(wc -l < "$b")" = 1
+            test "$(stat -c %U "$b")" = runner
+          done
+          test "$(dirname "$P")" != "$(dirname "$S")"
+          printf '%s\n' "$P" "$S" "$C" | cmp - "$RUNNER_TEMP/created_attestation_paths.txt"
+          test "$URL" = "https://github.com/$GITHUB_REPOSITORY/attestations/2"
+          gh attestation trusted-root > root.jsonl
+          {{
+            echo "sha=$GITHUB_SHA"
+            echo "provenance=$(cat "$P")"
+            echo "sbom=$(cat "$S")"
+            echo "custom=$(cat "$C")"
+            echo "root=$(cat root.jsonl)"
+          }} >> "$GITHUB_OUTPUT"
+"#,
+        digest = "ab".repeat(32)
+    );
+    let root = json!({ "mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1", "tlogs": [] });
+    // A test's signer: the bundle it returns carries what it was given, so the test sees it.
+    let signer = |statement: &Value, identity: &actions_replay::JobIdentity| {
+        Ok(json!({ "statement": statement, "identity": identity }))
+    };
+    let (_f, r) = replay(&yaml);
+    let run = run_workflow(r.sigstore(&root, signer).unwrap()).unwrap();
+    run.assert_success();
+    let out = &run.job("j").step("check").outputs;
+    let sha = &out["sha"];
+    let bundle = |step: &str| -> Value { serde_json::from_str(&out[step]).unwrap() };
+    let repo = "sandbox0/coding-agent-template";
+    let workflow_ref = format!("{repo}/.github/workflows/wf.yml@refs/heads/main");
+
+    let provenance = bundle("provenance");
+    let identity = &provenance["identity"];
+    assert_eq!(identity["job_workflow_ref"], workflow_ref, "{identity}");
+    assert_eq!(identity["workflow_ref"], workflow_ref);
+    assert_eq!(identity["repository"], repo);
+    assert_eq!(identity["ref"], "refs/heads/main");
+    assert_eq!(identity["sha"], *sha);
+    assert_eq!(identity["event_name"], "workflow_dispatch");
+    assert_eq!(identity["runner_environment"], "github-hosted");
+    assert_eq!(
+        identity["iss"],
+        "https://token.actions.githubusercontent.com"
+    );
+    // A dispatch payload names a public repository: actions/attest picks public-good.
+    assert_eq!(identity["sigstore_instance"], "public-good");
+    let statement = &provenance["statement"];
+    assert_eq!(statement["_type"], "https://in-toto.io/Statement/v1");
+    assert_eq!(statement["predicateType"], "https://slsa.dev/provenance/v1");
+    let sha256 = |s: &str| {
+        use sha2::Digest as _;
+        hex::encode(sha2::Sha256::digest(s.as_bytes()))
+    };
+    assert_eq!(
+        statement["subject"],
+        json!([
+            { "name": "a.bin", "digest": { "sha256": sha256("a") } },
+            { "name": "b.bin", "digest": { "sha256": sha256("b") } },
+        ])
+    );
+    let predicate = &statement["predicate"];
+    assert_eq!(
+        predicate["buildDefinition"]["externalParameters"]["workflow"],
+        json!({ "ref": "refs/heads/main", "repository": format!("https://github.com/{repo}"),
+                "path": ".github/workflows/wf.yml" })
+    );
+    assert_eq!(
+        predicate["buildDefinition"]["resolvedDependencies"][0],
+        json!({ "uri": format!("git+https://github.com/{repo}@refs/heads/main"),
+                "digest": { "gitCommit": sha } })
+    );
+    assert_eq!(
+        predicate["runDetails"]["builder"]["id"],
+        format!("https://github.com/{workflow_ref}")
+    );
+    assert_eq!(
+        predicate["runDetails"]["metadata"]["invocationId"],
+        format!(
+            "https://github.com/{repo}/actions/runs/{}/attempts/1",
+            run.run_id
+        )
+    );
+
+    // An SBOM attestation's predicate is the document; SPDX's type names its version.
+    let sbom = bundle("sbom")["statement"].clone();
+    assert_eq!(sbom["predicateType"], "https://spdx.dev/Document/v2.2");
+    assert_eq!(sbom["predicate"]["name"], "s");
+    assert_eq!(
+        sbom["subject"],
+        json!([{ "name": "ghcr.io/owner/image", "digest": { "sha256": "ab".repeat(32) } }])
+    );
+    let custom = bundle("custom")["statement"].clone();
+    assert_eq!(custom["predicateType"], "https://example.test/predicate");
+    assert_eq!(custom["predicate"], json!({ "said": "custom" }));
+    assert_eq!(serde_json::from_str::<Value>(&out["root"]).unwrap(), root);
+
+    // A signer that fails: the step fails naming why, and GitHub's API stores nothing.
+    let (_f, r) = replay(&yaml);
+    let r = r
+        .sigstore(&root, |_: &Value, _: &actions_replay::JobIdentity| {
+            anyhow::bail!("the test's signer refuses")
+        })
+        .unwrap();
+    let run = run_workflow(r).unwrap();
+    let job = run.job("j");
+    assert_eq!(job.step("provenance").outcome, Status::Failure);
+    assert!(job
+        .log_of("provenance")
+        .contains("the test's signer refuses"));
+    assert!(
+        actions_replay::attestation_records(&run.replay.gh_state_dir())
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]

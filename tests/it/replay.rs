@@ -13,16 +13,19 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{json, Value};
 
 use crate::support::docker::{heavy_docker, local_registry, EngineGuard};
+use crate::support::sigstore_standin::{GithubRun, SigstoreStandIn};
 use crate::support::xtask::xtask;
 use crate::support::{
     checkout_text, committed_resolved_at, replay_cache_store, runner_user, scratch_repo, unique,
 };
-use actions_replay::{rerun_failed, rerun_job, run_workflow, Replay, Status};
+use actions_replay::{
+    rerun_failed, rerun_job, run_workflow, set_default_branch, JobIdentity, Replay, Status,
+};
 
 const WORKFLOW: &str = ".github/workflows/update-template.yml";
 /// A cadence day (epoch day 20787) whose resolution reproduced the committed lockfile when
@@ -134,6 +137,42 @@ fn replay(workflow: &Path, (name, payload): (String, Value)) -> Replay {
         .event(&name, payload)
 }
 
+/// Whom the stand-in Sigstore certifies an attest step as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Certified {
+    /// The job, as Fulcio would from its OIDC token.
+    TheJob,
+    /// Another workflow file of the same repository at the same ref: a signature the consumer's
+    /// policy (this workflow at the default branch) must refuse.
+    AnotherWorkflow,
+}
+
+/// `replay` with Sigstore standing in (tests/support/sigstore_standin.rs: its own CA, CT log
+/// and transparency log): the attest steps' statements are signed by it as `certified` says
+/// at the time, and `gh attestation trusted-root` prints its root. Returns the root too.
+fn with_sigstore(replay: Replay, certified: Arc<Mutex<Certified>>) -> (Replay, Value) {
+    let sigstore = Arc::new(SigstoreStandIn::new());
+    let root = sigstore.trusted_root();
+    let signer = move |statement: &Value, job: &JobIdentity| {
+        let (workflow, git_ref) = job
+            .job_workflow_ref
+            .strip_prefix(&format!("{}/", job.repository))
+            .and_then(|r| r.split_once('@'))
+            .ok_or_else(|| anyhow::anyhow!("job_workflow_ref {:?}", job.job_workflow_ref))?;
+        let mut run = GithubRun::new(&job.repository, workflow, git_ref);
+        run.commit = job.sha.clone();
+        run.runner = job.runner_environment.clone();
+        if *certified.lock().unwrap() == Certified::AnotherWorkflow {
+            run.workflow = ".github/workflows/other.yml".into();
+        }
+        Ok(sigstore.statement_bundle(statement, &run, chrono::Utc::now()))
+    };
+    let replay = replay.sigstore(&root, signer).unwrap();
+    // `gh api repos/<owner>/<repo>`: the ship job builds the consumer's policy from it.
+    set_default_branch(&replay.gh_state_dir(), "main").unwrap();
+    (replay, root)
+}
+
 /// What the run cost, leg by leg and step by step, written past libtest's capture (which takes
 /// `print!` and `eprint!` only), so `.ci/run`'s log has each scenario's figures.
 fn report(scenario: &str, run: &actions_replay::WorkflowRun) {
@@ -230,20 +269,55 @@ fn the_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
     // replay; this one still runs the job and ships, verifies and starts what it built.
     crate::support::verifier::verifier_job_cache();
     let dir = tempfile::tempdir().unwrap();
-    let due = replay(
-        &workflow(dir.path(), DUE, &[]),
-        event("schedule", json!({})),
+    let certified = Arc::new(Mutex::new(Certified::AnotherWorkflow));
+    let (due, root) = with_sigstore(
+        replay(
+            &workflow(dir.path(), DUE, &[]),
+            event("schedule", json!({})),
+        ),
+        certified.clone(),
     );
 
-    // The last step (publishing the draft) fails once, as a GitHub API hiccup would.
-    due.gh_fail_once("release edit").unwrap();
+    // First the attestations are signed as another workflow of the repository: the ship job
+    // verifies them as a consumer will and refuses to tag; nothing is tagged or released.
     let mut run = run_workflow(due.clone()).expect("the workflow replays");
+    report("due day, signed as another workflow", &run);
     assert_eq!(
         run.result("plan"),
         Status::Success,
         "{}",
         run.failure_report()
     );
+    assert_eq!(
+        run.result("attest"),
+        Status::Success,
+        "{}",
+        run.failure_report()
+    );
+    let ship = run.job("ship");
+    let verify_step = "Verify the attestations as a consumer will";
+    assert_eq!(
+        ship.step(verify_step).outcome,
+        Status::Failure,
+        "{}",
+        run.failure_report()
+    );
+    let refused = ship.log_of(verify_step);
+    assert!(
+        refused.contains("not attested by") && refused.contains(".github/workflows/other.yml"),
+        "the verifier names the signer it wanted and the one it found: {refused}"
+    );
+    assert_eq!(ship.step("Tag").outcome, Status::Skipped);
+    assert!(run
+        .summary()
+        .contains("Not tagged: this run's attestations fail"));
+    assert!(releases(&run.releases_dir()).is_empty());
+
+    // Signed as the job now: "Re-run" `attest` (and `ship` after it). The last step
+    // (publishing the draft) fails once, as a GitHub API hiccup would.
+    *certified.lock().unwrap() = Certified::TheJob;
+    due.gh_fail_once("release edit").unwrap();
+    rerun_job(&mut run, "attest").expect("the re-run replays");
     let plan = outputs(&run, "plan");
     assert_eq!(plan["action"], "release");
     assert_eq!(plan["publish"], "true");
@@ -375,6 +449,56 @@ fn the_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
         );
     }
 
+    // The signed bundles ship with the release, one per attest step, and verify offline as a
+    // consumer verifies them: the shipped verifier, the stand-in's root, the release policy.
+    let bundles: Vec<&str> = assets
+        .iter()
+        .filter(|a| a.ends_with(".sigstore.json"))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        bundles,
+        [
+            "provenance-assets.sigstore.json",
+            "provenance-index.sigstore.json",
+            "sbom-linux-amd64.cdx.json.sigstore.json",
+            "sbom-linux-amd64.spdx.json.sigstore.json",
+            "sbom-linux-arm64.cdx.json.sigstore.json",
+            "sbom-linux-arm64.spdx.json.sigstore.json",
+        ]
+    );
+    assert!(
+        run.summary()
+            .contains("Attestations verified before the tag, as a consumer will"),
+        "{}",
+        run.summary()
+    );
+    let root_file = dir.path().join("trusted-root.jsonl");
+    std::fs::write(&root_file, format!("{root}\n")).unwrap();
+    let offline = Command::new(release_dir.join("template-verify-linux-amd64"))
+        .args(["receipt", "verify"])
+        .arg(release_dir.join(receipts[0]))
+        .arg("--artifacts")
+        .arg(&release_dir)
+        .arg("--attestations")
+        .arg(&release_dir)
+        .arg("--trusted-root")
+        .arg(&root_file)
+        .args([
+            "--repository",
+            repository(),
+            "--source-ref",
+            "refs/heads/main",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        offline.status.success(),
+        "the published bundles verify offline: {}{}",
+        String::from_utf8_lossy(&offline.stdout),
+        String::from_utf8_lossy(&offline.stderr)
+    );
+
     // The attestations the ship job requested, all through actions/attest and kept in GitHub's
     // API (none pushed to the registry): the index by digest, every release asset by its
     // sha256, and each platform's SBOM against its manifest. A scheduled run's payload names no
@@ -405,6 +529,7 @@ fn the_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
     assert_eq!(provenance[0], vec![index.clone()]);
     let mut published_assets: Vec<(String, String)> = assets
         .iter()
+        .filter(|name| !name.ends_with(".sigstore.json"))
         .map(|name| {
             let bytes = std::fs::read(release_dir.join(name)).unwrap();
             use sha2::Digest as _;

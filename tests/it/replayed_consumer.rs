@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 
 use crate::support::docker::{light_docker, load_tiny_image, local_registry};
 use crate::support::genuine_release::{self, build_json, receipt_write_for, release, smoke};
+use crate::support::sigstore_standin::{GithubRun, SigstoreStandIn};
 use crate::support::verifier::verifier;
 use crate::support::xtask::xtask;
 use crate::support::{
@@ -162,6 +163,11 @@ struct Releases {
     repository: String,
     state: tempfile::TempDir,
     work: tempfile::TempDir,
+    /// With a Sigstore stand-in: each release carries its signed bundles as
+    /// `<what>.sigstore.json` assets, as the release workflow attaches them, and GitHub's
+    /// attestation API holds only the verifier binary's attestation (which the action's first
+    /// step checks with gh: a binary cannot vouch for itself).
+    sigstore: Option<SigstoreStandIn>,
 }
 
 /// One release made for a scenario.
@@ -172,6 +178,15 @@ struct Made {
 
 impl Releases {
     fn new() -> Releases {
+        Releases::with(None)
+    }
+
+    /// Releases that carry their signed bundles (see [`Releases::sigstore`]).
+    fn bundled() -> Releases {
+        Releases::with(Some(SigstoreStandIn::new()))
+    }
+
+    fn with(sigstore: Option<SigstoreStandIn>) -> Releases {
         release(); // the genuine release's inputs: gate, resolve, template files
         verifier();
         let forwarder = Forwarder::start();
@@ -185,6 +200,7 @@ impl Releases {
             forwarder,
             state,
             work: tempfile::tempdir().unwrap(),
+            sigstore,
         }
     }
 
@@ -317,51 +333,87 @@ impl Releases {
             })
             .collect();
         let state = self.state.path();
-        record_attestation_from(
-            state,
-            TEMPLATE_REPOSITORY,
-            SIGNER,
-            from,
-            SLSA_PROVENANCE_V1,
-            &subjects,
-        )
-        .unwrap();
         let image = |digest: &Value| {
             vec![(
                 self.repository.clone(),
                 digest.as_str().unwrap().to_string(),
             )]
         };
-        record_attestation_from(
-            state,
-            TEMPLATE_REPOSITORY,
-            SIGNER,
-            from,
-            SLSA_PROVENANCE_V1,
-            &image(&receipt["index"]["digest"]),
-        )
-        .unwrap();
+        // What the release workflow's attest steps sign, as (bundle asset name, predicate
+        // type, subjects).
+        let mut statements = vec![
+            (
+                "provenance-assets".to_string(),
+                SLSA_PROVENANCE_V1,
+                subjects.clone(),
+            ),
+            (
+                "provenance-index".to_string(),
+                SLSA_PROVENANCE_V1,
+                image(&receipt["index"]["digest"]),
+            ),
+        ];
         for p in receipt["platforms"].as_array().unwrap() {
-            record_attestation_from(
-                state,
-                TEMPLATE_REPOSITORY,
-                SIGNER,
-                from,
-                SPDX_DOCUMENT_V2_3,
-                &image(&p["digest"]),
-            )
-            .unwrap();
+            let name = |field: &str| p[field]["name"].as_str().unwrap().to_string();
+            statements.push((name("sbom"), SPDX_DOCUMENT_V2_3, image(&p["digest"])));
             // The workflow attests the CycloneDX form too, when the release carries it.
             if p["cyclonedx"].is_object() {
+                statements.push((name("cyclonedx"), CYCLONEDX_BOM, image(&p["digest"])));
+            }
+        }
+        let mut bundles = Vec::new();
+        match &self.sigstore {
+            None => {
+                for (_, predicate_type, subjects) in &statements {
+                    record_attestation_from(
+                        state,
+                        TEMPLATE_REPOSITORY,
+                        SIGNER,
+                        from,
+                        predicate_type,
+                        subjects,
+                    )
+                    .unwrap();
+                }
+            }
+            Some(sigstore) => {
+                let verifier_subject: Vec<(String, String)> = subjects
+                    .iter()
+                    .filter(|(name, _)| name == "template-verify-linux-amd64")
+                    .cloned()
+                    .collect();
                 record_attestation_from(
                     state,
                     TEMPLATE_REPOSITORY,
                     SIGNER,
                     from,
-                    CYCLONEDX_BOM,
-                    &image(&p["digest"]),
+                    SLSA_PROVENANCE_V1,
+                    &verifier_subject,
                 )
                 .unwrap();
+                let workflow = SIGNER
+                    .strip_prefix(&format!("{TEMPLATE_REPOSITORY}/"))
+                    .unwrap();
+                let mut run = GithubRun::new(TEMPLATE_REPOSITORY, workflow, from.source_ref);
+                run.runner = from.runner_environment.to_string();
+                run.commit = receipt["source_commit"].as_str().unwrap().to_string();
+                let dir = self.work.path().join(tag).join("bundles");
+                std::fs::create_dir_all(&dir).unwrap();
+                for (what, predicate_type, subjects) in &statements {
+                    let statement = json!({
+                        "_type": "https://in-toto.io/Statement/v1",
+                        "subject": subjects.iter().map(|(name, digest)| json!({
+                            "name": name,
+                            "digest": { "sha256": digest.strip_prefix("sha256:").unwrap() },
+                        })).collect::<Vec<_>>(),
+                        "predicateType": predicate_type,
+                        "predicate": {},
+                    });
+                    let bundle = sigstore.statement_bundle(&statement, &run, chrono::Utc::now());
+                    let path = dir.join(format!("{what}.sigstore.json"));
+                    std::fs::write(&path, format!("{bundle}\n")).unwrap();
+                    bundles.push(path);
+                }
             }
         }
 
@@ -378,6 +430,7 @@ impl Releases {
                 .map(|e| e.unwrap().path())
                 .collect();
         }
+        files.extend(bundles);
         add_release(state, tag, created_at, &files, false).unwrap();
         Made {
             tag: tag.to_string(),
@@ -436,10 +489,9 @@ fn consume(releases: &Releases, image: &str) -> (Consumed, String) {
 }
 
 /// [`consume`] with more inputs for the action (YAML lines under its `with:`). The replays
-/// judge attestations with `gh` unless the inputs say otherwise: the replayed release's attest
-/// steps record what they attest for the gh stand-in, not signed Sigstore bundles, and the
-/// stand-in emulates neither `gh attestation trusted-root` nor `gh attestation download`, so
-/// the action's default (`both`) has nothing to verify natively here. The native verifier's
+/// judge attestations with `gh` unless the inputs say otherwise: only releases made by
+/// [`Releases::bundled`] carry signed bundles for the native verifier (and the gh stand-in's
+/// `gh attestation trusted-root` prints their stand-in Sigstore's root). The native verifier's
 /// own tests are verify/tests/attestation_cli.rs and the attestation module's unit tests.
 fn consume_with(releases: &Releases, image: &str, inputs: &str) -> (Consumed, String) {
     let inputs = if inputs.contains("attestations:") {
@@ -477,6 +529,10 @@ fn consume_with(releases: &Releases, image: &str, inputs: &str) -> (Consumed, St
             Ok(Default::default())
         })),
     );
+    if let Some(sigstore) = &releases.sigstore {
+        // What `gh attestation trusted-root` prints for the action's native verifier.
+        replay.trusted_root(&sigstore.trusted_root()).unwrap();
+    }
     let run = run_workflow(replay).unwrap_or_else(|e| panic!("{e:#}"));
     let workspace_file = run.job("pin").workspace.join(TEMPLATE_FILE);
     let template = std::fs::read_to_string(&workspace_file)
@@ -640,6 +696,54 @@ fn a_tampered_newest_release_fails_the_step_and_leaves_the_file_alone() {
     );
     assert!(
         log.contains(&format!("{TEMPLATE_FILE} is unchanged")),
+        "{log}"
+    );
+}
+
+/// A release carrying its signed bundles, as the release workflow attaches them, is pinned
+/// with `attestations: native` although GitHub's attestation API holds nothing of it (only the
+/// verifier binary's attestation, which the action's first step checks with gh): the bundles
+/// come with the release's assets. `both` asks the API as well, finds nothing, and refuses; and
+/// a receipt edited consistently after signing is refused natively, offline.
+#[test]
+fn a_release_is_pinned_natively_from_its_bundle_assets_without_the_attestation_api() {
+    let Some(_docker) = light_docker() else {
+        return;
+    };
+    let releases = Releases::bundled();
+    let newest = releases.make(
+        "2026.11.30-cccccccccccc",
+        "2026-11-27T04:50:00Z",
+        None,
+        None,
+    );
+    let native = "          attestations: native\n";
+    let (c, before) = consume_with(&releases, &releases.unpinned(), native);
+    c.run.assert_success();
+    let image = newest.receipt["index"]["reference"].as_str().unwrap();
+    assert_eq!(c.template, before.replace(&releases.unpinned(), image));
+    assert_eq!(pin_outputs(&c)["release-tag"], newest.tag);
+
+    let (c, before) = consume_with(
+        &releases,
+        &releases.unpinned(),
+        "          attestations: both\n",
+    );
+    let log = assert_failed_and_unchanged(&c, &before);
+    assert!(log.contains("gh attestation verify"), "{log}");
+
+    let tampered_releases = Releases::bundled();
+    let tampered = tampered_releases.make(
+        "2026.11.30-dddddddddddd",
+        "2026-11-27T04:50:00Z",
+        None,
+        Some(|r: &mut Value| r["platforms"][0]["smoke"]["checks"][0]["output"] = "edited".into()),
+    );
+    let (c, before) = consume_with(&tampered_releases, &tampered_releases.unpinned(), native);
+    let log = assert_failed_and_unchanged(&c, &before);
+    assert!(
+        log.contains(&format!("release {}: the receipt", tampered.tag))
+            && log.contains("no bundle among"),
         "{log}"
     );
 }

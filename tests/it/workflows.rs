@@ -1000,8 +1000,9 @@ fn from_an_earlier_job(doc: &Value, job_id: &str, before: usize, path: &str) -> 
 /// Least privilege per job, over the parsed workflow:
 /// - a job that holds `id-token`, `attestations` or `contents` write compiles nothing and runs
 ///   no cargo: its steps use only pinned `actions/attest`, `actions/checkout` and
-///   `actions/download-artifact`, and its scripts run `gh`, shell plumbing and binaries an
-///   earlier job built and passed as an artifact;
+///   `actions/download-artifact`, or `actions/upload-artifact` (which runs nothing of the
+///   repository: the attest job passes its signed bundles on with it), and its scripts run `gh`,
+///   shell plumbing and binaries an earlier job built and passed as an artifact;
 /// - a write token other than gh's (`GH_TOKEN`, [`check_token_only_where_gh_runs`]) is never in
 ///   the workflow's or a job's `env`, and reaches only a step that pushes (an xtask phase that
 ///   pushes), which runs a binary built earlier without it: from an earlier job's artifact, or
@@ -1040,12 +1041,12 @@ fn check_least_privilege(w: &Workflow) -> Vec<String> {
                     .collect::<Vec<_>>()
                     .join(", ");
                 if let Some(uses) = step.get("uses").and_then(Value::as_str) {
-                    let allowed = ["attest", "checkout", "download-artifact"]
+                    let allowed = ["attest", "checkout", "download-artifact", "upload-artifact"]
                         .iter()
                         .any(|a| step_uses(step, a));
                     if !allowed {
                         problems.push(format!(
-                            "job {job_id} ({privilege}), {label}: uses {uses}; only actions/attest, checkout and download-artifact"
+                            "job {job_id} ({privilege}), {label}: uses {uses}; only actions/attest, checkout, download-artifact and upload-artifact"
                         ));
                     }
                 }

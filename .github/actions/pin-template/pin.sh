@@ -31,7 +31,9 @@ esac
 
 # Whose verdict on the attestations counts (consume --attestations). The native verifier needs
 # the trusted roots: `gh attestation trusted-root` prints Sigstore's public-good root and
-# GitHub's as JSON lines (gh as transport only: the verifier checks every bundle itself).
+# GitHub's as JSON lines (gh as transport only: the verifier checks every bundle itself). Its
+# bundles are the release's own `*.sigstore.json` assets, downloaded with the release, so
+# GitHub's attestation API is not asked.
 mode="${ATTESTATIONS:-both}"
 case "$mode" in
   gh) attestations=(--attestations gh) ;;
@@ -41,7 +43,7 @@ case "$mode" in
       echo "::error::pin-template: \`gh attestation trusted-root\` failed (its error is above); with attestations: gh the step needs no trusted root"
       exit 1
     fi
-    attestations=(--attestations "$mode" --trusted-root "$trusted_root")
+    attestations=(--attestations "$mode" --trusted-root "$trusted_root" --bundles-from-release)
     ;;
   *)
     echo "::error::pin-template: attestations is '$mode'; write gh, native or both"

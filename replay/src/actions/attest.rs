@@ -2,10 +2,11 @@
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use base64::Engine as _;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::glob;
@@ -13,6 +14,7 @@ use crate::leg::{Leg, StepEnd};
 use crate::runner::give_to_runner;
 
 use super::inputs::truthy_input;
+use super::signing::{custom_predicate, provenance_predicate, statement, JobIdentity};
 
 /// The file in a leg's runner temp dir where the attest stand-in records what was attested:
 /// one JSON object per line, `{"action", "subjects": [{"name", "digest", "path"?}],
@@ -98,7 +100,11 @@ fn sbom_kind(doc: &serde_json::Value) -> Option<SbomKind> {
 /// What the real actions check before they sign: the token may mint an OIDC token and write
 /// attestations (and packages, to push to a registry), the subject is given one way only and
 /// well formed, subject files exist, and an SBOM is an SPDX or CycloneDX JSON document of at
-/// most 16 MB. The stand-in signs nothing: it records the subjects.
+/// most 16 MB. It records the subjects, and with a signer ([`Replay::sigstore`]) has the
+/// statement the real action makes signed as the job, writing the bundle where the real
+/// action does and naming it in `bundle-path`.
+///
+/// [`Replay::sigstore`]: crate::Replay::sigstore
 pub(super) fn attest(
     leg: &mut Leg,
     action: &str,
@@ -161,6 +167,8 @@ pub(super) fn attest(
     }
     let mut sbom_sha256 = None;
     let mut predicate_type = crate::gh_state::SLSA_PROVENANCE_V1.to_string();
+    // None: the SLSA provenance of the job.
+    let mut predicate: Option<Value> = None;
     let sbom = match action {
         "actions/attest-sbom" => true,
         // actions/attest v4.1.0 src/detect.ts: sbom-path makes an SBOM attestation, and may not
@@ -188,17 +196,23 @@ pub(super) fn attest(
         }
         let doc: serde_json::Value = serde_json::from_slice(&bytes)
             .with_context(|| format!("{action}: {} is not JSON", file.display()))?;
+        // actions/attest v4.1.0 src/sbom.ts, `generateSBOMPredicate`: the document itself is
+        // the predicate; SPDX's type carries the version after `SPDX-`.
         predicate_type = match sbom_kind(&doc) {
-            Some(SbomKind::Spdx) => crate::gh_state::SPDX_DOCUMENT_V2_3,
-            Some(SbomKind::CycloneDx) => crate::gh_state::CYCLONEDX_BOM,
+            Some(SbomKind::Spdx) => {
+                let version = doc["spdxVersion"].as_str().unwrap_or_default();
+                let version = version.split('-').nth(1).unwrap_or("undefined");
+                format!("https://spdx.dev/Document/v{version}")
+            }
+            Some(SbomKind::CycloneDx) => crate::gh_state::CYCLONEDX_BOM.to_string(),
             None => bail!(
                 "{action}: Unsupported SBOM format: {} is neither SPDX (spdxVersion and SPDXID) \
                  nor CycloneDX (bomFormat, serialNumber and specVersion)",
                 file.display()
             ),
-        }
-        .to_string();
+        };
         sbom_sha256 = Some(hex::encode(Sha256::digest(&bytes)));
+        predicate = Some(doc);
     } else if with.contains_key("sbom-path") && action != "actions/attest" {
         bail!("{action} has no input `sbom-path`");
     } else if let Some(custom) = input("predicate-type") {
@@ -206,17 +220,47 @@ pub(super) fn attest(
             bail!("{action}: predicate-type needs predicate or predicate-path");
         }
         predicate_type = custom.to_string();
+        predicate = Some(
+            custom_predicate(&leg.workspace, input("predicate"), input("predicate-path"))
+                .with_context(|| format!("{action}: the predicate"))?,
+        );
     }
     let public = leg.env.run.event_payload()["repository"]["visibility"].as_str() == Some("public");
+    let instance = if public { "public-good" } else { "github" };
     let record = Attestation {
         action: action.trim_start_matches("actions/").to_string(),
         subjects,
         push_to_registry: push,
         predicate_type: predicate_type.clone(),
-        sigstore_instance: if public { "public-good" } else { "github" }.to_string(),
+        sigstore_instance: instance.to_string(),
         sbom_sha256,
     };
     let line = serde_json::to_string(&record)?;
+    // Signed first (actions/attest v4.1.0 src/main.ts, `createAttestation`): a signing failure
+    // fails the step before anything is stored.
+    let mut end = StepEnd::ok();
+    if let Some(signer) = leg.env.run.replay.signer.clone() {
+        let identity = JobIdentity::of(leg, instance);
+        let predicate = predicate.unwrap_or_else(|| provenance_predicate(&identity));
+        let statement = statement(&record.subjects, &predicate_type, predicate);
+        let bundle = signer(&statement, &identity)
+            .with_context(|| format!("{action}: signing the attestation"))?;
+        let path = write_bundle(&leg.temp, &bundle)?;
+        writeln!(
+            logf,
+            "signed as {} ({} Sigstore instance of the test's signer); bundle written to {}",
+            identity.workflow_uri(),
+            instance,
+            path.display()
+        )?;
+        end.outputs
+            .insert("bundle-path".into(), path.display().to_string());
+    } else {
+        writeln!(
+            logf,
+            "no Sigstore signer registered (Replay::sigstore): nothing signed, no bundle-path"
+        )?;
+    }
     // What GitHub's attestation API then serves (`gh attestation verify`).
     let run = leg.env.run;
     crate::gh_state::append_record(
@@ -265,22 +309,47 @@ pub(super) fn attest(
         "attested {} subject(s): {line}",
         record.subjects.len()
     )?;
-    // The real actions write the signed bundle to the runner's temp dir and name it.
-    let bundle = leg
-        .temp
-        .join(format!("attestation-{}.jsonl", leg.steps.len() + 1));
-    std::fs::write(&bundle, format!("{line}\n"))?;
-    give_to_runner(&bundle)?;
-    let mut end = StepEnd::ok();
-    end.outputs
-        .insert("bundle-path".into(), bundle.display().to_string());
-    end.outputs
-        .insert("attestation-id".into(), format!("{}", leg.steps.len() + 1));
+    // Stored in GitHub's attestation API: its id, and the URL actions/attest v4.1.0 makes of
+    // it (src/main.ts, `attestationURL`).
+    let id = crate::gh_state::attestation_records(&run.replay.gh_state_dir())?.len();
+    end.outputs.insert("attestation-id".into(), id.to_string());
     end.outputs.insert(
         "attestation-url".into(),
-        "https://github.com/attestations/replay".into(),
+        format!(
+            "https://github.com/{}/attestations/{id}",
+            run.replay.repository
+        ),
     );
     Ok(end)
+}
+
+/// Where actions/attest v4.1.0 writes a bundle (src/main.ts): a fresh directory under
+/// `RUNNER_TEMP` (`fs.mkdtemp(RUNNER_TEMP + '/')`, six random characters), file
+/// `attestation.json`, the bundle as one JSON line (appended); the path is also appended to
+/// `RUNNER_TEMP/created_attestation_paths.txt`.
+fn write_bundle(runner_temp: &Path, bundle: &Value) -> Result<PathBuf> {
+    let dir = tempfile::Builder::new()
+        .prefix("")
+        .rand_bytes(6)
+        .tempdir_in(runner_temp)
+        .with_context(|| format!("creating a directory in {}", runner_temp.display()))?
+        .keep();
+    let path = dir.join("attestation.json");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)?;
+    writeln!(f, "{bundle}")?;
+    let paths = runner_temp.join("created_attestation_paths.txt");
+    let mut p = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&paths)?;
+    writeln!(p, "{}", path.display())?;
+    for made in [&dir, &path, &paths] {
+        give_to_runner(made)?;
+    }
+    Ok(path)
 }
 
 /// The registry credentials actions/attest uses to push an attestation, as @sigstore/oci 0.6.0

@@ -2,9 +2,9 @@
 //! `actions/upload-artifact` and `actions/download-artifact` (v4+ semantics: immutable names
 //! per run unless `overwrite`, the least-common-ancestor root), `actions/cache`, and
 //! `actions/attest` and its wrappers `actions/attest-build-provenance` / `actions/attest-sbom`
-//! (each subject recorded in the runner's temp dir, `attestations.jsonl`; see [`attest()`]). Any
-//! other
-//! `uses:` needs a stand-in registered by the test ([`StandIn`]); otherwise the replay stops
+//! (each subject recorded in the runner's temp dir, `attestations.jsonl`, and, with a signer the
+//! test registers, the statement signed into a bundle; see [`attest()`], `signing.rs`). Any
+//! other `uses:` needs a stand-in registered by the test ([`StandIn`]); otherwise the replay stops
 //! naming it.
 //!
 //! `mod.rs` checks a `uses:` and dispatches it; each emulated action has its file
@@ -17,6 +17,7 @@ mod cache;
 mod checkout;
 mod files;
 mod inputs;
+mod signing;
 mod stand_in;
 
 use std::collections::BTreeMap;
@@ -30,6 +31,7 @@ use crate::leg::{Leg, StepEnd};
 
 pub use attest::{recorded_attestations, Attestation, Subject, ATTESTATIONS_FILE};
 pub(crate) use cache::CacheSave;
+pub use signing::{JobIdentity, Signer};
 pub use stand_in::{ActionCall, ActionFn, StandIn};
 
 use artifacts::{download, upload};

@@ -8,6 +8,8 @@
 //! - published with exactly this run's assets (a re-run of a green `ship`, or a day whose inputs
 //!   equal an already-published tag): nothing to do, said so, success;
 //! - published with other assets: a failure naming every difference (nothing can repair it);
+//!   its Sigstore bundles (`*.sigstore.json`) are not compared: they attest the assets, and no
+//!   two signings give the same bytes;
 //! - otherwise (none, or a draft of an earlier attempt): every draft this workflow left goes
 //!   (its own tag's, and earlier runs' that never published), then draft, assets, published.
 //!
@@ -169,10 +171,18 @@ fn difference(
     }
     d.only_published = published
         .keys()
-        .filter(|name| !ours.contains_key(*name))
+        .filter(|name| !ours.contains_key(*name) && !is_bundle(name))
         .cloned()
         .collect();
     d
+}
+
+/// A Sigstore bundle asset (`<what>.sigstore.json`) attests the assets; it is not one of them.
+/// Signing is not reproducible (a fresh key and timestamp each time), so a re-run's bundles
+/// always differ from the published ones: the published release is judged by the assets its
+/// bundles attest, which must be byte-identical, and keeps the bundles it was published with.
+fn is_bundle(name: &str) -> bool {
+    name.ends_with(template_formats::model::publish::BUNDLE_ASSET_SUFFIX)
 }
 
 /// What the workflow's next steps read: `publish`, `stale_drafts` (space-separated tags) and
@@ -354,6 +364,27 @@ mod tests {
                 assets: 2
             })
         );
+    }
+
+    #[test]
+    fn a_published_release_keeps_its_own_bundles_when_the_assets_are_the_same() {
+        // This run's bundles live outside its assets directory; the published ones are among
+        // the release's assets, signed by an earlier attempt.
+        let ours = assets(&[("receipt-a.json", "aa"), ("inventory.json", "bb")]);
+        let mut published = ours.clone();
+        published.insert("provenance-assets.sigstore.json".into(), "ee".into());
+        let decided = decide(TAG, &ours, &ThisTag::Published(published.clone()), &[]);
+        assert_eq!(
+            decided,
+            Ok(Decision::AlreadyPublished {
+                stale_drafts: vec![],
+                assets: 2
+            })
+        );
+        // Not a loophole for anything else: another asset is still a difference.
+        published.insert("provenance-assets.json".into(), "ff".into());
+        let difference = decide(TAG, &ours, &ThisTag::Published(published), &[]).unwrap_err();
+        assert_eq!(difference.only_published, ["provenance-assets.json"]);
     }
 
     #[test]
