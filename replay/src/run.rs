@@ -13,10 +13,9 @@ use crate::config::Replay;
 use crate::expr;
 use crate::leg::run_leg;
 use crate::results::{aggregate, JobRun, Status, WorkflowRun};
-use crate::runner::own_runner_home;
+use crate::runner::{own_home_dir, own_runner_home, seen_from_outside, side_by_side_possible};
 use crate::scope::{Ctx, StatusMode};
 use crate::workflow::{needs_of, scalar_text, Workflow};
-use crate::RUNNER_HOME;
 
 /// Runs every job of the workflow once (attempt 1).
 pub fn run_workflow(replay: Replay) -> Result<WorkflowRun> {
@@ -201,31 +200,6 @@ pub(crate) fn run_attempt(
         }
     }
     Ok(())
-}
-
-/// Whether jobs and legs can run side by side here: each needs a runner home of its own
-/// ([`own_runner_home`], root only). Otherwise they take turns on the shared home.
-fn side_by_side_possible() -> bool {
-    // SAFETY: geteuid reads the caller's effective uid and has no failure mode.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Where a job or leg that runs beside others keeps its runner home: under the attempt's
-/// directory, so it goes with the replay's root.
-fn own_home_dir(run: &WorkflowRun, name: &str) -> PathBuf {
-    run.replay
-        .root()
-        .join(format!("attempt-{}", run.run_attempt))
-        .join(name)
-}
-
-/// A path under /home/runner as a thread on the shared home sees it, for a job that ran on
-/// `home` (a result's `workspace`).
-fn seen_from_outside(home: &Path, path: &Path) -> PathBuf {
-    match path.strip_prefix(RUNNER_HOME) {
-        Ok(rest) => home.join(rest),
-        Err(_) => path.to_path_buf(),
-    }
 }
 
 /// Everything a job needs to know about the jobs it needs.

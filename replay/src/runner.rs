@@ -13,6 +13,7 @@ use anyhow::{anyhow, bail, Context as _, Result};
 
 use crate::config::Replay;
 use crate::leg::StepEnd;
+use crate::results::WorkflowRun;
 use crate::{gh_state, RUNNER_HOME, RUNNER_USER};
 
 /// The runner user's uid and gid.
@@ -125,6 +126,31 @@ pub fn own_runner_home(home: &Path) -> Result<bool> {
     }
     mount(Some(home), shared, libc::MS_BIND | libc::MS_REC)?;
     Ok(true)
+}
+
+/// Whether jobs and legs can run side by side here: each needs a runner home of its own
+/// ([`own_runner_home`], root only). Otherwise they take turns on the shared home.
+pub(crate) fn side_by_side_possible() -> bool {
+    // SAFETY: geteuid reads the caller's effective uid and has no failure mode.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Where a job or leg that runs beside others keeps its runner home: under the attempt's
+/// directory, so it goes with the replay's root.
+pub(crate) fn own_home_dir(run: &WorkflowRun, name: &str) -> PathBuf {
+    run.replay
+        .root()
+        .join(format!("attempt-{}", run.run_attempt))
+        .join(name)
+}
+
+/// A path under /home/runner as a thread on the shared home sees it, for a job that ran on
+/// `home` (a result's `workspace`).
+pub(crate) fn seen_from_outside(home: &Path, path: &Path) -> PathBuf {
+    match path.strip_prefix(RUNNER_HOME) {
+        Ok(rest) => home.join(rest),
+        Err(_) => path.to_path_buf(),
+    }
 }
 
 /// Hands a file or a tree to the runner user (what it would have created itself on GitHub).
