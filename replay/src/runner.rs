@@ -72,8 +72,7 @@ pub fn lock_workspace() -> Result<std::fs::File> {
 pub fn own_runner_home(home: &Path) -> Result<bool> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt as _;
-    // SAFETY: geteuid reads the caller's effective uid and has no failure mode.
-    if unsafe { libc::geteuid() } != 0 {
+    if !side_by_side_possible() {
         return Ok(false);
     }
     let shared = Path::new(RUNNER_HOME);
