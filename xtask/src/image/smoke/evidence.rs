@@ -336,13 +336,25 @@ fn is_temporary(name: &str) -> bool {
     name == "tmp" || name == "temp"
 }
 
+/// A log file (`*.log`, or any file in a `log` or `logs` directory). A log may name the
+/// session, but whether it does depends on when the harness flushes it, and a resume never
+/// reads it: the session's directories leave it out, so two runs of one image agree.
+fn is_log(file: &str) -> bool {
+    let (dirs, name) = file.rsplit_once('/').unwrap_or(("", file));
+    name.to_ascii_lowercase().ends_with(".log")
+        || dirs.split('/').any(|d| {
+            let d = d.to_ascii_lowercase();
+            d == "log" || d == "logs"
+        })
+}
+
 fn is_below(file: &str, dir: &str) -> bool {
     file.strip_prefix(dir.trim_end_matches('/'))
         .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// The harness's evidence for the report: its transcript, the directories holding its
-/// session (full depth) and every directory it wrote in (three levels below the home, one
+/// session (full depth, logs left out) and every directory it wrote in (three levels below the home, one
 /// below /tmp, whole elsewhere), normalized.
 pub(crate) fn evidence(name: &str, raw: &RawEvidence, home: &str) -> HarnessEvidence {
     let id = raw.session.as_ref().map(|s| s.id.as_str());
@@ -351,6 +363,7 @@ pub(crate) fn evidence(name: &str, raw: &RawEvidence, home: &str) -> HarnessEvid
         .session
         .iter()
         .flat_map(|s| &s.files)
+        .filter(|f| !is_log(f))
         .map(|f| normalize_path(&dir_of(f), id))
         .collect();
     let written: BTreeSet<String> = raw
@@ -618,6 +631,30 @@ mod tests {
         assert_eq!(
             directory_below("/workspace/.codex/sessions/2026/f.jsonl", home, 3),
             "/workspace/.codex/sessions/2026"
+        );
+    }
+
+    #[test]
+    fn a_log_that_names_the_session_is_not_where_the_session_lives() {
+        // opencode's log names the session only when it is flushed before the driver looks,
+        // so one run of an image lists its log directory and the next does not.
+        let id = "ses_4f2a";
+        let raw = RawEvidence {
+            transcript: vec![],
+            written: vec![],
+            session: Some(RawSession {
+                id: id.into(),
+                files: vec![
+                    format!("/workspace/.local/share/opencode/storage/session/{id}.json"),
+                    "/workspace/.local/share/opencode/log/2026-12-05T121500.log".into(),
+                    "/workspace/.pi/agent/logs/agent.txt".into(),
+                    "/workspace/.claude/debug.log".into(),
+                ],
+            }),
+        };
+        assert_eq!(
+            evidence("opencode", &raw, "/workspace").session,
+            ["/workspace/.local/share/opencode/storage/session"]
         );
     }
 
