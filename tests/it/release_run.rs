@@ -134,6 +134,33 @@ fn a_release_then_a_rerun_with_nothing_changed() {
         .json();
     assert_eq!(verdict["valid"], true, "{verdict}");
     assert_eq!(verdict["complete"], true, "{verdict}");
+    // The arm64 image (built and smoke-tested under qemu by this release, and by no other
+    // test: the receipt's completeness above is its smoke's) is an arm64 image within the
+    // template's size budget, as the amd64 one is in tests/it/image.rs.
+    let arm64 = serde_json::from_slice::<Value>(&std::fs::read(receipt).unwrap()).unwrap()
+        ["platforms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["platform"] == "linux/arm64")
+        .expect("the receipt has linux/arm64")
+        .clone();
+    let image = format!("coding-agent:{}", arm64["build_id"].as_str().unwrap());
+    let inspect = on_engine(|docker| {
+        let image = image.clone();
+        async move { xtask::image::engine::inspect_image(&docker, &image).await }
+    })
+    .unwrap()
+    .unwrap_or_else(|| panic!("the engine does not hold {image}, the release's arm64 image"));
+    assert_eq!(
+        xtask::image::engine::image_platform(&inspect),
+        "linux/arm64"
+    );
+    let size = inspect.size.unwrap_or_default();
+    assert!(
+        (1_000_000_000..=2_300_000_000).contains(&size),
+        "{image} weighs {size} bytes; the template's budget is 2.3 GB"
+    );
     // The release's assets, as a consumer downloads them, verify against the receipt.
     // The receipt sits among the assets it names, in `.xtask/releases/<tag>/`.
     let assets = Path::new(receipt).parent().unwrap().to_path_buf();
