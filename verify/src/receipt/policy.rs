@@ -273,8 +273,10 @@ pub fn form_problems(r: &Receipt, now: DateTime<Utc>) -> Vec<Problem> {
         let epoch_day = day
             .signed_duration_since(NaiveDate::from_ymd_opt(1970, 1, 1).expect("a date"))
             .num_days();
-        // The gate decides on the day the run starts, which names the tag.
-        if (r.gate.epoch_day - epoch_day).abs() > 1 {
+        // The gate decides on the day the run starts, which names the tag. `abs_diff`: a
+        // receipt's day is anything a hostile one says (i64::MIN made the subtraction's `abs`
+        // wrap to a negative number, and the check pass, in the release build).
+        if r.gate.epoch_day.abs_diff(epoch_day) > 1 {
             out.push(problem(
                 "gate.epoch_day",
                 format!(

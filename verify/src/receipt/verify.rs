@@ -750,6 +750,8 @@ pub(crate) mod tests {
                 r.index.tag = r.release_tag.clone();
             }),
             ("gate.epoch_day", |r| r.gate.epoch_day += 5),
+            // Found by `fuzz_receipt`: the day minus the tag's is i64::MIN, whose `abs` wraps.
+            ("gate.epoch_day", |r| r.gate.epoch_day = i64::MIN + 20_787),
             ("platforms[0].media_type", |r| {
                 r.platforms[0].media_type = template_formats::oci::index::OCI_INDEX.into()
             }),
