@@ -23,6 +23,9 @@ pub mod status;
 pub mod terminal_text;
 pub mod verifier;
 
+#[cfg(test)]
+mod fuzz;
+
 /// Runs one command on a multi-threaded runtime and turns its result into the exit status,
 /// for both binaries (`xtask`, `template-verify`). Errors can quote a receipt or a registry's
 /// or GitHub's answer, so they are printed escaped, line by line.
@@ -200,6 +203,65 @@ mod edge_rules {
         found
     }
 
+    /// The files of modules declared test-only (`#[cfg(test)]` over `mod name;`), as paths
+    /// below `src/` and folder prefixes: `name.rs` and `name/` beside a `lib.rs`, `main.rs` or
+    /// `mod.rs`, under `stem/` beside any other file. Given (path below `src/`, text).
+    fn test_only_files(files: &[(String, String)]) -> Vec<String> {
+        let mut out = Vec::new();
+        for (file, text) in files {
+            let (dir, name) = file.rsplit_once('/').unwrap_or(("", file));
+            let stem = name.trim_end_matches(".rs");
+            let base = match (dir, stem) {
+                (_, "lib" | "main" | "mod") => dir.to_string(),
+                ("", _) => stem.to_string(),
+                _ => format!("{dir}/{stem}"),
+            };
+            let lines: Vec<&str> = text.lines().collect();
+            for pair in lines.windows(2) {
+                let declared = pair[1]
+                    .trim_start_matches("pub(crate) ")
+                    .trim_start_matches("pub ")
+                    .strip_prefix("mod ")
+                    .and_then(|rest| rest.strip_suffix(';'));
+                if let (true, Some(module)) = (pair[0] == "#[cfg(test)]", declared) {
+                    let join = |tail: &str| {
+                        if base.is_empty() {
+                            tail.to_string()
+                        } else {
+                            format!("{base}/{tail}")
+                        }
+                    };
+                    out.push(join(&format!("{module}.rs")));
+                    out.push(join(&format!("{module}/")));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_file_declared_test_only_is_not_production_code() {
+        let files = [
+            (
+                "lib.rs".to_string(),
+                "#[cfg(test)]\nmod fuzz;\npub mod pin;\n".to_string(),
+            ),
+            (
+                "receipt/verify.rs".to_string(),
+                "#[cfg(test)]\nmod fixtures_tests;\n#[cfg(test)]\nmod tests {\n}\n".to_string(),
+            ),
+        ];
+        assert_eq!(
+            test_only_files(&files),
+            [
+                "fuzz.rs",
+                "fuzz/",
+                "receipt/verify/fixtures_tests.rs",
+                "receipt/verify/fixtures_tests/"
+            ]
+        );
+    }
+
     fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -218,14 +280,27 @@ mod edge_rules {
         rust_files(&src, &mut files);
         files.sort();
         assert!(files.len() > 10, "the walk found the sources: {files:?}");
+        let texts: Vec<(String, String)> = files
+            .iter()
+            .map(|path| {
+                let file = path
+                    .strip_prefix(&src)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                (file, std::fs::read_to_string(path).unwrap())
+            })
+            .collect();
+        let test_only = test_only_files(&texts);
         let mut found = Vec::new();
-        for path in &files {
-            let file = path
-                .strip_prefix(&src)
-                .unwrap()
-                .to_string_lossy()
-                .replace('\\', "/");
-            found.extend(violations(&file, &std::fs::read_to_string(path).unwrap()));
+        for (file, text) in &texts {
+            if test_only
+                .iter()
+                .any(|t| file == t || (t.ends_with('/') && file.starts_with(t)))
+            {
+                continue;
+            }
+            found.extend(violations(file, text));
         }
         assert!(found.is_empty(), "{}", found.join("\n"));
     }

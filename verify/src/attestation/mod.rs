@@ -243,6 +243,43 @@ mod tests {
         })
     }
 
+    /// Fuzz target: what `gh attestation verify --format json` prints, judged as consume
+    /// judges it.
+    #[test]
+    fn fuzz_gh_attestation_json() {
+        let hex = "a".repeat(64);
+        let seeds: Vec<Vec<u8>> = [
+            serde_json::json!([attestation(
+                PROVENANCE,
+                &hex,
+                "refs/heads/main",
+                "github-hosted"
+            )]),
+            serde_json::json!([
+                attestation(PROVENANCE, &hex, "refs/heads/main", "github-hosted"),
+                attestation(
+                    "https://spdx.dev/Document/v2.3",
+                    &hex,
+                    "refs/heads/dev",
+                    "self-hosted"
+                ),
+            ]),
+        ]
+        .iter()
+        .map(|v| serde_json::to_vec(v).unwrap())
+        .collect();
+        let digest = format!("sha256:{hex}");
+        let outcome = crate::fuzz::campaign(
+            "gh attestation json",
+            &seeds,
+            crate::fuzz::inputs(),
+            |bytes| {
+                let _ = judge_attestations(bytes, &digest, &main_branch(), PROVENANCE);
+            },
+        );
+        crate::fuzz::assert_clean(&outcome);
+    }
+
     #[test]
     fn gh_is_asked_for_the_source_ref_and_github_hosted_runners() {
         let args = attestation_args("f", "s0/template", &main_branch(), PROVENANCE);

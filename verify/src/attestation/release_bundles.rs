@@ -55,7 +55,7 @@ pub struct BundleSet {
 }
 
 /// The sha256 digests an (unverified) bundle's DSSE statement names as subjects.
-fn named_sha256s(bundle: &serde_json::Value) -> Vec<String> {
+pub(crate) fn named_sha256s(bundle: &serde_json::Value) -> Vec<String> {
     use base64::Engine as _;
     let payload = bundle["dsseEnvelope"]["payload"].as_str().unwrap_or("");
     let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(payload) else {

@@ -126,3 +126,42 @@ fn outputs_keep_the_summary_in_one_heredoc() {
         r#"versions=[{"name":"@openai/codex","version":"1.2.3","previously_locked":"1.2.2"}]"#
     ));
 }
+
+/// Fuzz target: gh's JSON about the repository and its releases, as `consume` reads it: the
+/// repository's identity (`gh api repos/R`), the release list and a release's asset names
+/// (`gh release list`/`view --json`), then the choices made from them.
+#[test]
+fn fuzz_gh_repository_and_release_json() {
+    let seeds: Vec<Vec<u8>> = [
+        r#"{"id": 12, "full_name": "S0/Template", "default_branch": "trunk", "owner": {"login": "S0", "id": 34}, "private": false}"#,
+        r#"[{"tagName": "2026.11.30-abc", "isDraft": false, "isPrerelease": false, "createdAt": "2026-11-30T05:00:00Z", "publishedAt": "2026-11-30T05:10:00Z"}, {"tagName": "2026.11.27-def", "isDraft": true, "isPrerelease": false, "createdAt": "2026-11-27T05:00:00Z", "publishedAt": null}]"#,
+        r#"{"assets": [{"name": "receipt-2026.11.30-abc-0123.json"}, {"name": "template-verify-linux-amd64"}, {"name": "receipt.json.sigstore.json"}]}"#,
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    #[derive(serde::Deserialize)]
+    struct View {
+        assets: Vec<Asset>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Asset {
+        name: String,
+    }
+    let outcome = crate::fuzz::campaign(
+        "gh repository and releases",
+        &seeds,
+        crate::fuzz::inputs(),
+        |bytes| {
+            let _ = repository_facts(bytes, "s0/template");
+            if let Ok(list) = serde_json::from_slice::<Vec<ListedRelease>>(bytes) {
+                let _ = order_releases(&list, 5);
+            }
+            if let Ok(view) = serde_json::from_slice::<View>(bytes) {
+                let names: Vec<String> = view.assets.into_iter().map(|a| a.name).collect();
+                let _ = receipt_asset(&names);
+            }
+        },
+    );
+    crate::fuzz::assert_clean(&outcome);
+}

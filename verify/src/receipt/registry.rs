@@ -692,6 +692,34 @@ mod tests {
         e
     }
 
+    /// Fuzz target: what a registry answers for a release, each document in turn (the index
+    /// by digest and by tag, a platform manifest, its config) replaced by the input, the
+    /// others as an honest registry holding the release answers them.
+    #[test]
+    fn fuzz_registry_answers() {
+        let mut r = sample();
+        let honest = publish_real_bytes(&mut r);
+        let platform = r.platforms[0].clone();
+        let mut seeds = vec![honest.index.clone().unwrap()];
+        seeds.extend(honest.manifests.values().flatten().cloned());
+        seeds.extend(honest.configs.values().flatten().cloned());
+        let outcome =
+            crate::fuzz::campaign("registry answers", &seeds, crate::fuzz::inputs(), |bytes| {
+                let answer = Some(bytes.to_vec());
+                let mut e = honest.clone();
+                e.index = answer.clone();
+                e.tag = answer.clone();
+                let _ = registry_problems(&r, &e);
+                let mut e = honest.clone();
+                e.manifests.insert(platform.digest.clone(), answer.clone());
+                let _ = registry_problems(&r, &e);
+                let mut e = honest.clone();
+                e.configs.insert(platform.config_digest.clone(), answer);
+                let _ = registry_problems(&r, &e);
+            });
+        crate::fuzz::assert_clean(&outcome);
+    }
+
     /// An index whose entries swap the two platforms' manifests, with a receipt that agrees
     /// with it: only the configs say which image is which.
     #[test]

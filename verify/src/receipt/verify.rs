@@ -606,6 +606,20 @@ pub(crate) mod tests {
         assert_eq!(field_of_serde_error("expected value"), "(document)");
     }
 
+    /// Fuzz target: a receipt's bytes, as `receipt verify` and `consume` read them from a
+    /// release (its name made from its own bytes, so the checks behind the name run).
+    #[test]
+    fn fuzz_receipt() {
+        let mut old = sample();
+        old.inputs = None;
+        let seeds = vec![receipt_bytes(&sample()), receipt_bytes(&old)];
+        let outcome = crate::fuzz::campaign("receipt", &seeds, crate::fuzz::inputs(), |bytes| {
+            let name = receipt_file_name("v20261130-0123abcd", &sha256_hex(bytes));
+            let _ = verify_bytes(&name, bytes, None);
+        });
+        crate::fuzz::assert_clean(&outcome);
+    }
+
     pub(crate) fn verify_sample(r: &Receipt) -> Verification {
         let bytes = receipt_bytes(r);
         verify_bytes(
