@@ -279,6 +279,12 @@ jobs:
     let run = match done_rx.recv_timeout(std::time::Duration::from_secs(120)) {
         Ok(Ok(Some(run))) => run,
         Ok(Ok(None)) => {
+            // SAFETY: geteuid has no failure mode.
+            let root = unsafe { libc::geteuid() } == 0;
+            assert!(
+                !root,
+                "as root, own_runner_home must give the thread a home of its own; it declined"
+            );
             eprintln!("not root: own_runner_home leaves the shared home, nothing to check");
             return;
         }
