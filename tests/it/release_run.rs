@@ -92,6 +92,17 @@ fn dry_run_prints_the_plan_and_changes_nothing() {
     );
 }
 
+/// A receipt's record of `platform` (its `platforms` entry).
+fn platform_record(receipt: &Value, platform: &str) -> Value {
+    receipt["platforms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["platform"] == platform)
+        .unwrap_or_else(|| panic!("the receipt has no {platform}: {receipt}"))
+        .clone()
+}
+
 /// The host's release of both platforms, made once per test process and shared by the tests
 /// that start from it (heavy tests hold the engine alone, so never two at once).
 struct HostRelease {
@@ -137,14 +148,10 @@ fn a_release_then_a_rerun_with_nothing_changed() {
     // The arm64 image (built and smoke-tested under qemu by this release, and by no other
     // test: the receipt's completeness above is its smoke's) is an arm64 image within the
     // template's size budget, as the amd64 one is in tests/it/image.rs.
-    let arm64 = serde_json::from_slice::<Value>(&std::fs::read(receipt).unwrap()).unwrap()
-        ["platforms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["platform"] == "linux/arm64")
-        .expect("the receipt has linux/arm64")
-        .clone();
+    let arm64 = platform_record(
+        &serde_json::from_slice(&std::fs::read(receipt).unwrap()).unwrap(),
+        "linux/arm64",
+    );
     let image = format!("coding-agent:{}", arm64["build_id"].as_str().unwrap());
     let inspect = on_engine(|docker| {
         let image = image.clone();
@@ -375,13 +382,7 @@ fn the_amd64_leg_on_docker_28_and_the_containerd_store_ships_the_host_s_release(
     let host_receipt: Value =
         serde_json::from_slice(&std::fs::read(host.report["receipt"].as_str().unwrap()).unwrap())
             .unwrap();
-    let host_amd64 = host_receipt["platforms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["platform"] == "linux/amd64")
-        .expect("the host's receipt has linux/amd64")
-        .clone();
+    let host_amd64 = platform_record(&host_receipt, "linux/amd64");
     let legs: Vec<(Engine, (Value, std::path::PathBuf))> = std::thread::scope(|scope| {
         [Engine::Classic28, Engine::Containerd28]
             .map(|engine| (engine, scope.spawn(move || amd64_leg_on(engine, host))))
@@ -410,12 +411,7 @@ fn the_amd64_leg_on_docker_28_and_the_containerd_store_ships_the_host_s_release(
         let receipt: Value = serde_json::from_slice(&std::fs::read(receipt).unwrap()).unwrap();
         assert_eq!(receipt["release_tag"], host_receipt["release_tag"]);
         assert_eq!(receipt["index"], host_receipt["index"], "{engine:?}");
-        let amd64 = receipt["platforms"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["platform"] == "linux/amd64")
-            .unwrap();
+        let amd64 = platform_record(&receipt, "linux/amd64");
         for field in ["build_id", "digest", "config_digest", "manifest_size"] {
             assert_eq!(
                 amd64[field], host_amd64[field],

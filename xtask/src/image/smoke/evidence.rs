@@ -354,8 +354,8 @@ fn is_below(file: &str, dir: &str) -> bool {
 }
 
 /// The harness's evidence for the report: its transcript, the directories holding its
-/// session (full depth, logs left out) and every directory it wrote in (three levels below the home, one
-/// below /tmp, whole elsewhere), normalized.
+/// session (full depth, logs left out) and every directory it wrote in (three levels below
+/// the home, one below /tmp, whole elsewhere), normalized.
 pub(crate) fn evidence(name: &str, raw: &RawEvidence, home: &str) -> HarnessEvidence {
     let id = raw.session.as_ref().map(|s| s.id.as_str());
     let dir_of = |file: &str| file.rsplit_once('/').map_or("/", |(d, _)| d).to_string();
