@@ -10,8 +10,9 @@
 # statically, and the C inside the TLS stack (aws-lc) is compiled by zig's C compiler through
 # cargo-zigbuild, both from PyPI at pinned versions in a virtualenv under the gitignored
 # .xtask/ (no cross toolchain from the distribution needed). The `verifier` profile
-# (Cargo.toml) builds at opt-level 1: the verifier is network-bound, and a full optimisation
-# would double the build. Idempotent: a second run only checks versions and rebuilds nothing.
+# (Cargo.toml) builds unoptimised but for hashing and aws-lc: the verifier is network-bound,
+# and optimising it all would nearly triple the build. Idempotent: a second run only checks
+# versions and rebuilds nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
