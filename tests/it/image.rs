@@ -175,25 +175,6 @@ fn smoke_passes(image: &str, platform: &str) -> Value {
     report
 }
 
-/// The release asset a smoke report's harness evidence becomes (`receipt write` makes it so).
-fn transcripts_asset(report: &Value, platform: &str) -> Vec<u8> {
-    use template_formats::model::transcript::{HarnessTranscript, Transcripts};
-    let harnesses: Vec<template_formats::model::smoke::HarnessEvidence> =
-        serde_json::from_value(report["harnesses"].clone()).unwrap();
-    Transcripts {
-        schema_version: template_formats::model::transcript::TRANSCRIPTS_SCHEMA_VERSION,
-        platform: platform.parse().unwrap(),
-        harnesses: harnesses
-            .into_iter()
-            .map(|h| HarnessTranscript {
-                name: h.name,
-                messages: h.messages,
-            })
-            .collect(),
-    }
-    .to_bytes()
-}
-
 #[test]
 fn amd64_image_builds_from_the_lockfile_and_passes_every_smoke_check() {
     let Some(_docker) = heavy_docker() else {
@@ -201,12 +182,11 @@ fn amd64_image_builds_from_the_lockfile_and_passes_every_smoke_check() {
     };
     require_engine();
     let image = base_and_build("linux/amd64");
-    let first = smoke_passes(&image, "linux/amd64");
-    // The harnesses' protocol transcripts and state are evidence the next release compares
-    // with: a second run of the same image (other ids, times and interleavings) must give
-    // the same bytes.
-    let second = smoke_passes(&image, "linux/amd64");
-    let names: Vec<&str> = first["harnesses"]
+    let report = smoke_passes(&image, "linux/amd64");
+    // That the harnesses' evidence is the same bytes in another smoke run of the same image
+    // (other ids, times and interleavings) is checked across three runs on three engines:
+    // `release_run::the_amd64_leg_on_docker_28_and_the_containerd_store_ships_the_host_s_release`.
+    let names: Vec<&str> = report["harnesses"]
         .as_array()
         .unwrap()
         .iter()
@@ -214,26 +194,6 @@ fn amd64_image_builds_from_the_lockfile_and_passes_every_smoke_check() {
         .collect();
     let declared: Vec<String> = manifest().harnesses.into_iter().map(|h| h.name).collect();
     assert_eq!(names, declared, "every harness's turn left its evidence");
-    let (a, b) = (
-        transcripts_asset(&first, "linux/amd64"),
-        transcripts_asset(&second, "linux/amd64"),
-    );
-    assert!(
-        a == b,
-        "two smoke runs of {image} gave different transcripts:\n{}\n---\n{}",
-        String::from_utf8_lossy(&a),
-        String::from_utf8_lossy(&b)
-    );
-    for h in first["harnesses"].as_array().unwrap() {
-        let other = second["harnesses"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|o| o["name"] == h["name"])
-            .unwrap();
-        assert_eq!(h["session"], other["session"], "{}", h["name"]);
-        assert_eq!(h["written"], other["written"], "{}", h["name"]);
-    }
 }
 
 #[test]

@@ -370,8 +370,9 @@ fn amd64_leg_on(engine: Engine, host: &HostRelease) -> (Value, std::path::PathBu
 /// leg. Each engine starts empty in CI, so its build is cold: every stage built by that
 /// engine and assembled from that engine's export. Each must give the host's platform
 /// manifest and config, so its ship finds the release's immutable tag already naming its
-/// index, and its receipt must verify against the registry. The two legs run side by side
-/// (a cold build waits on the network about as much as on the two cores).
+/// index, and its receipt must verify against the registry; its smoke run must leave the
+/// harnesses' evidence of the host's, byte for byte. The two legs run side by side (a cold
+/// build waits on the network about as much as on the two cores).
 #[test]
 fn the_amd64_leg_on_docker_28_and_the_containerd_store_ships_the_host_s_release() {
     let Some(_docker) = heavy_docker() else {
@@ -383,6 +384,13 @@ fn the_amd64_leg_on_docker_28_and_the_containerd_store_ships_the_host_s_release(
         serde_json::from_slice(&std::fs::read(host.report["receipt"].as_str().unwrap()).unwrap())
             .unwrap();
     let host_amd64 = platform_record(&host_receipt, "linux/amd64");
+    let host_amd64_results: Value = serde_json::from_slice(
+        &std::fs::read(
+            Path::new(host.report["run_dir"].as_str().unwrap()).join("results-linux-amd64.json"),
+        )
+        .expect("the host's amd64 results"),
+    )
+    .unwrap();
     let legs: Vec<(Engine, (Value, std::path::PathBuf))> = std::thread::scope(|scope| {
         [Engine::Classic28, Engine::Containerd28]
             .map(|engine| (engine, scope.spawn(move || amd64_leg_on(engine, host))))
@@ -418,5 +426,39 @@ fn the_amd64_leg_on_docker_28_and_the_containerd_store_ships_the_host_s_release(
                 "{engine:?}: the amd64 image's {field} differs from the host's"
             );
         }
+        // The harnesses' evidence is what the next release compares with, so another smoke
+        // run of the same image (other ids, times, interleavings, and here another engine)
+        // must give the same bytes: the transcripts asset the receipt records, and each
+        // harness's session and written files.
+        assert_eq!(
+            amd64["transcripts"], host_amd64["transcripts"],
+            "{engine:?}: the amd64 smoke run's transcripts differ from the host's"
+        );
+        assert!(
+            !host_amd64["transcripts"].is_null(),
+            "the host's receipt records amd64 transcripts: {host_amd64}"
+        );
+        for (h, other) in host_amd64_results["smoke"]["harnesses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(results["smoke"]["harnesses"].as_array().unwrap())
+        {
+            assert_eq!(h["name"], other["name"], "{engine:?}: the harnesses' order");
+            for field in ["messages", "session", "written"] {
+                assert_eq!(
+                    h[field], other[field],
+                    "{engine:?}: harness {}'s {field} differs from the host's smoke run",
+                    h["name"]
+                );
+            }
+        }
+        assert_eq!(
+            results["smoke"]["harnesses"].as_array().map(Vec::len),
+            host_amd64_results["smoke"]["harnesses"]
+                .as_array()
+                .map(Vec::len),
+            "{engine:?}: the harnesses that left evidence"
+        );
     }
 }
