@@ -473,6 +473,15 @@ fn the_due_day_releases_once_survives_a_rerun_then_has_nothing_to_do() {
         "{}",
         run.summary()
     );
+    // The summary names the instance that signed, its log entry or timestamp, and the run.
+    for line in ["  instance ", "  log ", "  time ", "  run "] {
+        assert!(
+            run.summary().contains(line),
+            "the summary has no `{}` line: {}",
+            line.trim(),
+            run.summary()
+        );
+    }
     let root_file = dir.path().join("trusted-root.jsonl");
     std::fs::write(&root_file, format!("{root}\n")).unwrap();
     let offline = Command::new(release_dir.join("template-verify-linux-amd64"))
