@@ -17,6 +17,8 @@
 #   of the repository named: subject digest, predicate type, and the certificate's identity
 #   as gh's policy does (see cmd_attestation_verify): --signer-workflow as a pattern over the
 #   subject alternative name with any ref after `@`, --source-ref, --deny-self-hosted-runners;
+#   with --bundle FILE and --custom-trusted-root FILE it reads the bundles from the file instead
+#   and verifies them offline as gh does (see verify_bundle: openssl's cryptography);
 # - `gh api repos/OWNER/NAME` answers STATE/repository.json (the default branch);
 # - `gh attestation trusted-root` prints STATE/trusted_root.jsonl, the root the test registered
 #   with its Sigstore signer (Replay::sigstore);
@@ -617,12 +619,353 @@ def require_registry_credentials(registry, target, state_dirs):
              "(%s; no credentials for %s in the docker config)" % (registry, target, registry))
 
 
+# Offline verification of Sigstore bundles: `gh attestation verify --bundle FILE
+# --custom-trusted-root FILE`, as cli/cli v2.60.0 does it (pkg/cmd/attestation/verification/
+# attestation.go GetLocalAttestations: `.json` is one bundle, `.jsonl` one a line;
+# sigstore.go chooseVerifier: the trusted root whose Fulcio CA's lowest certificate has the
+# leaf's issuer organization, "unable to use provided trusted roots" when none; Verify: every
+# bundle must verify, the first that does not ends it with `verifying with issuer "<org>"`;
+# extensions.go VerifyCertExtensions: owner, repository and OIDC issuer, case-insensitively).
+# What sigstore-go's SignedEntityVerifier checks is done with the openssl command line tool:
+# the DSSE signature over the PAE with the leaf's key, the leaf's chain to the CA at the
+# transparency log's integrated time, the log entry's signed entry timestamp with the log's
+# key, its inclusion proof up to the signed checkpoint, and that the entry logs this
+# envelope's certificate and signature. Not emulated, and refused rather than passed: RFC 3161
+# timestamps (GitHub's own instance), message signatures, bundles before v0.2.
+FULCIO = "1.3.6.1.4.1.57264.1."
+
+
+def der_item(b, i):
+    """The DER item at b[i]: (tag, start of its contents, end)."""
+    tag, n = b[i], b[i + 1]
+    i += 2
+    if n & 0x80:
+        k = n & 0x7F
+        n = int.from_bytes(b[i:i + k], "big")
+        i += k
+    return tag, i, i + n
+
+
+def der_items(b, start, end):
+    out, i = [], start
+    while i < end:
+        item = der_item(b, i)
+        out.append(item)
+        i = item[2]
+    return out
+
+
+def oid_text(raw):
+    parts, v = [min(raw[0] // 40, 2), raw[0] - 40 * min(raw[0] // 40, 2)], 0
+    for c in raw[1:]:
+        v = (v << 7) | (c & 0x7F)
+        if not c & 0x80:
+            parts.append(v)
+            v = 0
+    return ".".join(map(str, parts))
+
+
+def der_time(tag, raw):
+    import calendar
+    text = raw.decode()
+    if tag == 0x17:  # UTCTime, YYMMDDHHMMSSZ (RFC 5280 4.1.2.5.1)
+        year = int(text[:2])
+        text = ("19" if year >= 50 else "20") + text
+    return calendar.timegm(time.strptime(text[:14], "%Y%m%d%H%M%S"))
+
+
+def certificate_fields(der):
+    """What gh's policy reads of an X.509 certificate (RFC 5280 4.1): the issuer's
+    organizations, the validity, the subject alternative name's URIs and the Fulcio
+    extensions (sigstore/fulcio docs/oid-info.md: .8 and later are DER UTF8Strings)."""
+    _, cs, _ = der_item(der, 0)
+    _, ts, te = der_item(der, cs)
+    tbs = der_items(der, ts, te)
+    k = 1 if tbs[0][0] == 0xA0 else 0
+    issuer, validity = tbs[k + 2], tbs[k + 3]
+    orgs = []
+    for rdn in der_items(der, issuer[1], issuer[2]):
+        for atv in der_items(der, rdn[1], rdn[2]):
+            (_, os_, oe), (_, vs, ve) = der_items(der, atv[1], atv[2])[:2]
+            if oid_text(der[os_:oe]) == "2.5.4.10":
+                orgs.append(der[vs:ve].decode("utf-8", "replace"))
+    (t1, s1, e1), (t2, s2, e2) = der_items(der, validity[1], validity[2])
+    extensions = {}
+    for tag, s, e in tbs:
+        if tag == 0xA3:
+            _, ss, se = der_item(der, s)
+            for _, xs, xe in der_items(der, ss, se):
+                parts = der_items(der, xs, xe)
+                extensions[oid_text(der[parts[0][1]:parts[0][2]])] = der[parts[-1][1]:parts[-1][2]]
+    uris = []
+    if "2.5.29.17" in extensions:
+        v = extensions["2.5.29.17"]
+        _, s, e = der_item(v, 0)
+        uris = [v[a:b].decode() for tag, a, b in der_items(v, s, e) if tag == 0x86]
+
+    def fulcio(n):
+        v = extensions.get(FULCIO + str(n))
+        if v is None:
+            return ""
+        _, s, e = der_item(v, 0)
+        return v[s:e].decode("utf-8", "replace")
+    return {
+        "issuer_organizations": orgs,
+        "not_before": der_time(t1, der[s1:e1]),
+        "not_after": der_time(t2, der[s2:e2]),
+        # sigstore-go certificate.Summary, JSON names.
+        "summary": {
+            "subjectAlternativeName": uris[0] if uris else "",
+            "issuer": fulcio(8),
+            "buildSignerURI": fulcio(9),
+            "runnerEnvironment": fulcio(11),
+            "sourceRepositoryURI": fulcio(12),
+            "sourceRepositoryDigest": fulcio(13),
+            "sourceRepositoryRef": fulcio(14),
+            "sourceRepositoryOwnerURI": fulcio(16),
+            "runInvocationURI": fulcio(21),
+        },
+    }
+
+
+def pem(der):
+    import base64
+    body = base64.b64encode(der).decode()
+    return "-----BEGIN CERTIFICATE-----\n%s\n-----END CERTIFICATE-----\n" % "\n".join(
+        body[i:i + 64] for i in range(0, len(body), 64))
+
+
+def openssl(args, scratch, **files):
+    """Runs `openssl ARGS` in `scratch`, with each keyword written there as a file first;
+    whether it exited 0."""
+    for name, data in files.items():
+        with open(os.path.join(scratch, name), "wb") as f:
+            f.write(data)
+    r = subprocess.run(["openssl"] + args, cwd=scratch, capture_output=True)
+    return r.returncode == 0
+
+
+def signature_verifies(public_key_der, signature, message, scratch):
+    return openssl(["dgst", "-sha256", "-keyform", "DER", "-verify", "key.der", "-signature", "sig.bin",
+                    "msg.bin"], scratch, **{"key.der": public_key_der, "sig.bin": signature, "msg.bin": message})
+
+
+def leaf_public_key(leaf_der, scratch):
+    with open(os.path.join(scratch, "leaf.der"), "wb") as f:
+        f.write(leaf_der)
+    r = subprocess.run(["openssl", "x509", "-inform", "DER", "-in", "leaf.der", "-pubkey", "-noout"],
+                       cwd=scratch, capture_output=True)
+    if r.returncode != 0:
+        return None
+    r = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "DER"], input=r.stdout, cwd=scratch,
+                       capture_output=True)
+    return r.stdout if r.returncode == 0 else None
+
+
+def load_bundle_file(path):
+    """GetLocalAttestations: the bundles of a `.json` or `.jsonl` file."""
+    ext = os.path.splitext(path)[1]
+    if ext not in (".json", ".jsonl"):
+        fail("bundle file extension not supported, must be json or jsonl")
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        fail("bundle%s could not be loaded from JSON%s file at %s" % (
+            "s" if ext == ".jsonl" else "", " lines" if ext == ".jsonl" else "", path))
+    try:
+        if ext == ".json":
+            return [json.loads(text)]
+        bundles = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except ValueError:
+        fail("bundle content could not be parsed")
+    if not bundles:
+        fail("provided bundle file is empty")
+    return bundles
+
+
+def load_trusted_roots(path):
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f.read().splitlines() if line.strip()]
+    except OSError as e:
+        fail("unable to read file %s: %s" % (path, e))
+    except ValueError as e:
+        fail("failed to create custom verifier: %s" % e)
+
+
+def b64d(text):
+    import base64
+    return base64.b64decode(text)
+
+
+def leaf_of(bundle):
+    vm = bundle.get("verificationMaterial", {})
+    if "certificate" in vm:
+        return b64d(vm["certificate"]["rawBytes"])
+    chain = vm.get("x509CertificateChain", {}).get("certificates", [])
+    return b64d(chain[0]["rawBytes"]) if chain else None
+
+
+def bundle_version_ok(media_type):
+    m = re.match(r"application/vnd\.dev\.sigstore\.bundle(?:\.v(\d+)\.(\d+)\+json|\+json;version=(\d+)\.(\d+))$",
+                 media_type or "")
+    if not m:
+        return False
+    major, minor = [int(x) for x in (m.group(1, 2) if m.group(1) else m.group(3, 4))]
+    return (major, minor) >= (0, 2)
+
+
+def choose_root(leaf, roots):
+    """chooseVerifier: the root whose Fulcio CA's lowest certificate (the first of its chain)
+    has the leaf's issuer organization."""
+    orgs = certificate_fields(leaf)["issuer_organizations"]
+    if len(orgs) != 1:
+        fail("✗ Verification failed\n\nError: failed to find recognized issuer from bundle content: expected "
+             "the leaf certificate issuer to only have one organization")
+    for root in roots:
+        for ca in root.get("certificateAuthorities", []):
+            chain = ca.get("certChain", {}).get("certificates", [])
+            if not chain:
+                continue
+            lowest = certificate_fields(b64d(chain[0]["rawBytes"]))["issuer_organizations"]
+            if lowest and lowest[0] == orgs[0]:
+                return orgs[0], root
+    fail("✗ Verification failed\n\nError: failed to find recognized issuer from bundle content: unable to use "
+         "provided trusted roots")
+
+
+def merkle_root(index, size, leaf_hash, proof):
+    """RFC 9162 2.1.3.2: the root an inclusion proof gives."""
+    fn, sn, r = index, size - 1, leaf_hash
+    for p in proof:
+        if sn == 0:
+            return None
+        if fn & 1 or fn == sn:
+            r = hashlib.sha256(b"\x01" + p + r).digest()
+            while not fn & 1 and fn != 0:
+                fn, sn = fn >> 1, sn >> 1
+        else:
+            r = hashlib.sha256(b"\x01" + r + p).digest()
+        fn, sn = fn >> 1, sn >> 1
+    return r if sn == 0 else None
+
+
+def verify_bundle(bundle, digest, root, scratch):
+    """Why `bundle` does not verify for `digest` under `root` as sigstore-go checks it, or None."""
+    if "messageSignature" in bundle:
+        return "gh stand-in (replay harness): message signatures are not emulated"
+    envelope = bundle.get("dsseEnvelope")
+    if not envelope:
+        return "no DSSE envelope"
+    leaf = leaf_of(bundle)
+    fields = certificate_fields(leaf)
+    payload = b64d(envelope["payload"])
+    ptype = envelope["payloadType"].encode()
+    pae = b"DSSEv1 %d %s %d %s" % (len(ptype), ptype, len(payload), payload)
+    key = leaf_public_key(leaf, scratch)
+    signatures = envelope.get("signatures", [])
+    if key is None or len(signatures) != 1 or not signature_verifies(key, b64d(signatures[0]["sig"]), pae, scratch):
+        return "failed to verify signature: the envelope's signature does not verify with the leaf certificate's key"
+    statement = json.loads(payload)
+    hexpart = digest.split(":", 1)[1]
+    if not any(s.get("digest", {}).get("sha256") == hexpart for s in statement.get("subject", [])):
+        return "provided artifact digest does not match any digest in statement"
+    tsas = bundle.get("verificationMaterial", {}).get("timestampVerificationData", {}).get("rfc3161Timestamps")
+    if tsas:
+        return "gh stand-in (replay harness): RFC 3161 timestamps are not emulated"
+    entries = bundle.get("verificationMaterial", {}).get("tlogEntries", [])
+    logs = {t["logId"]["keyId"]: t for t in root.get("tlogs", [])}
+    if not entries:
+        return "threshold not met for verified log entry integrated timestamps: 0 < 1"
+    entry = entries[0]
+    log = logs.get(entry["logId"]["keyId"])
+    if log is None:
+        return "unable to find tlog information for key %s" % entry["logId"]["keyId"]
+    log_key = b64d(log["publicKey"]["rawBytes"])
+    body = entry["canonicalizedBody"]
+    # Rekor v1's signed entry timestamp: canonical JSON of body, integratedTime, logID, logIndex.
+    promise = json.dumps({"body": body, "integratedTime": int(entry["integratedTime"]),
+                          "logID": b64d(entry["logId"]["keyId"]).hex(), "logIndex": int(entry["logIndex"])},
+                         sort_keys=True, separators=(",", ":")).encode()
+    set_b64 = entry.get("inclusionPromise", {}).get("signedEntryTimestamp")
+    if not set_b64 or not signature_verifies(log_key, b64d(set_b64), promise, scratch):
+        return "unable to verify signed entry timestamp"
+    proof = entry.get("inclusionProof")
+    if proof:
+        leaf_hash = hashlib.sha256(b"\x00" + b64d(body)).digest()
+        got = merkle_root(int(proof["logIndex"]), int(proof["treeSize"]), leaf_hash,
+                          [b64d(h) for h in proof["hashes"]])
+        if got is None or got != b64d(proof["rootHash"]):
+            return "inclusion proof does not lead to the root hash"
+        note = proof["checkpoint"]["envelope"]
+        text, _, signed = note.partition("\n\n")
+        lines = text.split("\n")
+        if len(lines) < 3 or lines[1] != proof["treeSize"] or lines[2] != proof["rootHash"]:
+            return "the checkpoint is not of the proof's tree"
+        sig = b64d(signed.strip().split(" ")[-1])[4:]
+        if not signature_verifies(log_key, sig, (text + "\n").encode(), scratch):
+            return "unable to verify checkpoint signature"
+    # The entry must log this envelope: its certificate and signature (dsse 0.0.1's
+    # `signatures[].verifier`/`signature`, intoto 0.0.2's `content.envelope.signatures[]`).
+    spec = json.loads(b64d(body)).get("spec", {})
+    logged = spec.get("signatures") or spec.get("content", {}).get("envelope", {}).get("signatures", [])
+    sig_text = signatures[0]["sig"]
+    cert_pem = pem(leaf).encode()
+
+    def pem_der(text):
+        body = re.sub(r"-----[A-Z ]+-----|\s", "", text.decode("ascii", "replace"))
+        try:
+            return b64d(body)
+        except ValueError:
+            return b""
+    ok = False
+    for item in logged:
+        verifier = pem_der(b64d(item.get("verifier") or item.get("publicKey") or ""))
+        signature = item.get("signature") or item.get("sig") or ""
+        if signature != sig_text:
+            try:
+                signature = b64d(signature).decode()
+            except ValueError:
+                pass
+        ok |= signature == sig_text and verifier == leaf
+    if not ok:
+        return "the transparency log entry does not log this envelope"
+    at = int(entry["integratedTime"])
+    if not fields["not_before"] <= at <= fields["not_after"]:
+        return "certificate was not valid at the log's integrated time"
+    for ca in root.get("certificateAuthorities", []):
+        chain = [b64d(c["rawBytes"]) for c in ca.get("certChain", {}).get("certificates", [])]
+        if not chain:
+            continue
+        files = {"leaf.pem": cert_pem, "ca.pem": pem(chain[-1]).encode(),
+                 "intermediates.pem": "".join(pem(c) for c in chain[:-1]).encode()}
+        args = ["verify", "-attime", str(at), "-CAfile", "ca.pem"]
+        if len(chain) > 1:
+            args += ["-untrusted", "intermediates.pem"]
+        if openssl(args + ["leaf.pem"], scratch, **files):
+            return None
+    return "certificate does not chain to the trusted root"
+
+
+def local_attestations(opts, digest):
+    """`--bundle`: the bundles of the file, verified offline against `--custom-trusted-root`
+    (without it gh fetches Sigstore's roots through TUF, which this machine cannot reach)."""
+    if "custom_trusted_root" not in opts:
+        fail("failed to create TUF client: gh stand-in (replay harness): no network for Sigstore's TUF "
+             "repository; give --custom-trusted-root")
+    bundles = load_bundle_file(opts["bundle"])
+    roots = load_trusted_roots(opts["custom_trusted_root"])
+    return bundles, roots
+
+
 def cmd_attestation_verify(args):
     pos, opts = parse(args, {"-R": "repo", "--repo": "repo", "-o": "owner", "--owner": "owner",
                              "--signer-workflow": "signer_workflow", "--predicate-type": "predicate_type",
                              "--format": "format", "-d": "digest_alg", "--digest-alg": "digest_alg",
                              "--hostname": "hostname", "-L": "limit", "--limit": "limit",
-                             "--source-ref": "source_ref"},
+                             "--source-ref": "source_ref", "-b": "bundle", "--bundle": "bundle",
+                             "--custom-trusted-root": "custom_trusted_root"},
                       {"--deny-self-hosted-runners": "deny_self_hosted"})
     token_permissions()
     if len(pos) != 1:
@@ -657,6 +1000,12 @@ def cmd_attestation_verify(args):
         shown = "file://" + target
     predicate = opts.get("predicate_type", SLSA_PROVENANCE)
     sys.stderr.write("Loaded digest %s for %s\n" % (digest, shown))
+    pattern = signer_workflow_pattern(opts["signer_workflow"], opts.get("hostname", "github.com")) \
+        if "signer_workflow" in opts else None
+    if "bundle" in opts:
+        matched = verified_local_attestations(opts, digest, predicate, pattern)
+        print_verified(opts, digest, matched)
+        return
     found = []
     for repo, path in attestation_stores(opts.get("repo"), opts.get("owner")):
         for rec in read_records(path):
@@ -679,34 +1028,88 @@ def cmd_attestation_verify(args):
     # mismatch. SourceRepositoryRef is compared with strings.EqualFold; --deny-self-hosted-runners
     # sets the expected RunnerEnvironment to "github-hosted" (policy.go newEnforcementCriteria).
     matched, why = [], None
-    pattern = signer_workflow_pattern(opts["signer_workflow"], opts.get("hostname", "github.com")) \
-        if "signer_workflow" in opts else None
     for r in by_predicate:
         cert = certificate(r)
-        if pattern is not None and not pattern.search(cert["subjectAlternativeName"]):
-            why = "expected SAN to match %s, got %s" % (pattern.pattern, cert["subjectAlternativeName"])
-        elif "source_ref" in opts and opts["source_ref"].lower() != cert["sourceRepositoryRef"].lower():
-            why = "expected SourceRepositoryRef to be %s, got %s" % (opts["source_ref"], cert["sourceRepositoryRef"])
-        elif opts.get("deny_self_hosted") == "true" and cert["runnerEnvironment"] != "github-hosted":
-            why = "expected RunnerEnvironment to be github-hosted, got %s" % cert["runnerEnvironment"]
-        else:
-            matched.append(r)
+        why = identity_refusal(cert, opts, pattern)
+        if why is None:
+            matched.append(({
+                "_type": "https://in-toto.io/Statement/v1",
+                "subject": [{"name": s["name"], "digest": {"sha256": s["digest"][len("sha256:"):]}} for s in r["subjects"]],
+                "predicateType": r["predicate_type"],
+            }, cert))
     if not matched:
         fail("✗ Verification failed\n\nError: no attestation matched the policy: %s" % why)
+    print_verified(opts, digest, matched)
+
+
+def identity_refusal(cert, opts, pattern):
+    """Why a certificate fails the identity gh's policy asks for, or None."""
+    if pattern is not None and not pattern.search(cert["subjectAlternativeName"]):
+        return "expected SAN to match %s, got %s" % (pattern.pattern, cert["subjectAlternativeName"])
+    if "source_ref" in opts and opts["source_ref"].lower() != cert["sourceRepositoryRef"].lower():
+        return "expected SourceRepositoryRef to be %s, got %s" % (opts["source_ref"], cert["sourceRepositoryRef"])
+    if opts.get("deny_self_hosted") == "true" and cert["runnerEnvironment"] != "github-hosted":
+        return "expected RunnerEnvironment to be github-hosted, got %s" % cert["runnerEnvironment"]
+    return None
+
+
+def verified_local_attestations(opts, digest, predicate, pattern):
+    """runVerify with --bundle: the file's bundles of the predicate type, each verified
+    (signature, chain, log, digest, identity: the first failure ends it), then
+    VerifyCertExtensions on all of them. [(statement, certificate summary)]."""
+    import tempfile
+    bundles, roots = local_attestations(opts, digest)
+    sys.stderr.write("Loaded %d attestation%s from %s\n" % (len(bundles), "" if len(bundles) == 1 else "s",
+                                                          opts["bundle"]))
+
+    def statement_of(b):
+        try:
+            return json.loads(b64d(b["dsseEnvelope"]["payload"]))
+        except (KeyError, ValueError):
+            return {}
+    by_predicate = [b for b in bundles if statement_of(b).get("predicateType") == predicate]
+    if not by_predicate:
+        fail("✗ No attestations found with predicate type: %s" % predicate)
+    matched = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for b in by_predicate:
+            if not bundle_version_ok(b.get("mediaType")):
+                fail("✗ Verification failed\n\nError: failed to find recognized issuer from bundle content: "
+                     "unsupported bundle version: %s" % b.get("mediaType"))
+            leaf = leaf_of(b)
+            if leaf is None:
+                fail("✗ Verification failed\n\nError: failed to find recognized issuer from bundle content: "
+                     "leaf cert not found")
+            issuer, root = choose_root(leaf, roots)
+            cert = certificate_fields(leaf)["summary"]
+            why = verify_bundle(b, digest, root, scratch) or identity_refusal(cert, opts, pattern)
+            if why is not None:
+                sys.stderr.write("Failed to verify against issuer \"%s\": %s\n" % (issuer, why))
+                fail("✗ Verification failed\n\nError: verifying with issuer \"%s\"" % issuer)
+            matched.append((statement_of(b), cert))
+    scope = opts.get("repo") or opts.get("owner")
+    owner = scope.split("/")[0]
+    for _, cert in matched:
+        checks = [("SourceRepositoryOwnerURI", "https://github.com/" + owner, cert["sourceRepositoryOwnerURI"])]
+        if "repo" in opts:
+            checks.append(("SourceRepositoryURI", "https://github.com/" + opts["repo"], cert["sourceRepositoryURI"]))
+        checks.append(("Issuer", "https://token.actions.githubusercontent.com", cert["issuer"]))
+        for name, want, got in checks:
+            if want.lower() != got.lower():
+                fail("✗ Verification failed\nexpected %s to be %s, got %s" % (name, want, got))
+    return matched
+
+
+def print_verified(opts, digest, matched):
+    """What gh prints for attestations that passed: the JSON of `--format json`, or the table."""
     if opts.get("format") == "json":
-        print(json.dumps([{
-            "verificationResult": {
-                "statement": {
-                    "_type": "https://in-toto.io/Statement/v1",
-                    "subject": [{"name": s["name"], "digest": {"sha256": s["digest"][len("sha256:"):]}} for s in r["subjects"]],
-                    "predicateType": r["predicate_type"],
-                },
-                "signature": {"certificate": certificate(r)},
-            }} for r in matched], indent=2))
+        print(json.dumps([{"verificationResult": {"statement": statement, "signature": {"certificate": cert}}}
+                          for statement, cert in matched], indent=2))
         return
     print("\u2713 Verification succeeded!\n\n%s was attested by:\nREPO\tPREDICATE_TYPE\tWORKFLOW" % digest)
-    for r in matched:
-        print("%s\t%s\t%s@%s" % (r["repository"], r["predicate_type"], r["signer_workflow"], r["source_ref"]))
+    for statement, cert in matched:
+        repo = cert["sourceRepositoryURI"][len("https://github.com/"):]
+        print("%s\t%s\t%s" % (repo, statement.get("predicateType"), cert["buildSignerURI"][len("https://github.com/"):]))
 
 
 def cmd_attestation_trusted_root(args):

@@ -2797,6 +2797,167 @@ jobs:
     );
 }
 
+/// Sigstore's real material, beside the checkout (`../shared/fixtures/sigstore`; its
+/// SOURCE.md says what each file is); `None`, saying why, where it is absent.
+fn sigstore_fixtures() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/sigstore");
+    if dir.is_dir() {
+        return Some(dir.canonicalize().unwrap());
+    }
+    let name = std::thread::current().name().unwrap_or("?").to_string();
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped {name}: {} is absent (the real Sigstore material lives beside the checkout)",
+        dir.display()
+    );
+    None
+}
+
+/// `gh attestation verify --bundle FILE --custom-trusted-root FILE` verifies offline, as gh
+/// does, a real bundle no one here wrote: cli/cli's public-good actions/attest bundle (a
+/// reusable workflow's, Rekor `dsse` entry) with the public-good root is accepted; edited, for
+/// another digest, under GitHub's root, without a root (gh would ask TUF), for another
+/// repository or signer, it is refused as gh refuses it.
+#[test]
+fn gh_attestation_verify_checks_a_bundle_file_offline_as_gh_does() {
+    if !runs() {
+        return;
+    }
+    let Some(sigstore) = sigstore_fixtures() else {
+        return;
+    };
+    use base64::Engine as _;
+    let bundle = std::fs::read_to_string(
+        sigstore.join("cli-cli/reusable-workflow-attestation.sigstore.json"),
+    )
+    .unwrap();
+    let one_line = |file: &str| {
+        let v: Value =
+            serde_json::from_slice(&std::fs::read(sigstore.join(file)).unwrap()).unwrap();
+        format!("{v}\n")
+    };
+    let mut edited: Value = serde_json::from_str(&bundle).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let payload = b64
+        .decode(edited["dsseEnvelope"]["payload"].as_str().unwrap())
+        .unwrap();
+    let payload = String::from_utf8(payload)
+        .unwrap()
+        .replace("refs/heads/main", "refs/heads/mainx");
+    edited["dsseEnvelope"]["payload"] = b64.encode(payload).into();
+    let f = Fixture::new();
+    for (name, text) in [
+        ("bundle.json", bundle.clone()),
+        ("edited.jsonl", format!("{edited}\n")),
+        (
+            "public-good.jsonl",
+            one_line("public-good-trusted_root.json"),
+        ),
+        ("github.jsonl", one_line("github-trusted_root.json")),
+    ] {
+        std::fs::write(f.repo().join(name), text).unwrap();
+    }
+    for args in [
+        &["add", "."][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "commit",
+            "--quiet",
+            "-m",
+            "bundles",
+        ],
+    ] {
+        assert!(Command::new("git")
+            .args(args)
+            .current_dir(f.repo())
+            .status()
+            .unwrap()
+            .success());
+    }
+    let subject = "oci://registry.example.test/attest-demo@sha256:\
+                   49a3aa6075e0f49f82843e74b5baa614ad2a588e6675612bf108a0a008c5ac25";
+    let verify = format!(
+        "gh attestation verify {subject} --repo malancas/attest-demo \
+         --signer-workflow github/artifact-attestations-workflows/.github/workflows/attest.yml \
+         --deny-self-hosted-runners --format json"
+    );
+    let r = f.workflow(
+        "wf.yml",
+        &format!(
+            r#"{ON}
+jobs:
+  j:
+    runs-on: ubuntu-latest
+    env:
+      GH_TOKEN: ${{{{ github.token }}}}
+    steps:
+      - uses: actions/checkout@0000000000000000000000000000000000000000 # v7
+      - id: ok
+        run: |
+          {verify} --bundle bundle.json --custom-trusted-root public-good.jsonl > out.json
+          echo "ref=$(jq -r '.[0].verificationResult.signature.certificate.sourceRepositoryRef' out.json)" >> "$GITHUB_OUTPUT"
+      - name: edited
+        if: always()
+        run: {verify} --bundle edited.jsonl --custom-trusted-root public-good.jsonl
+      - name: other digest
+        if: always()
+        run: gh attestation verify oci://registry.example.test/attest-demo@sha256:{zeros} --repo malancas/attest-demo --bundle bundle.json --custom-trusted-root public-good.jsonl
+      - name: github root
+        if: always()
+        run: {verify} --bundle bundle.json --custom-trusted-root github.jsonl
+      - name: no root
+        if: always()
+        run: {verify} --bundle bundle.json
+      - name: other repository
+        if: always()
+        run: gh attestation verify {subject} --repo malancas/other --bundle bundle.json --custom-trusted-root public-good.jsonl
+      - name: other signer
+        if: always()
+        run: gh attestation verify {subject} --repo malancas/attest-demo --signer-workflow malancas/attest-demo/.github/workflows/release.yml --bundle bundle.json --custom-trusted-root public-good.jsonl
+      - name: not a bundle file
+        if: always()
+        run: {verify} --bundle hello.txt --custom-trusted-root public-good.jsonl
+"#,
+            zeros = "0".repeat(64)
+        ),
+    );
+    let run = run_workflow(r).unwrap_or_else(|e| panic!("{e:#}"));
+    let job = run.job("j");
+    assert_eq!(
+        job.step("ok").outcome,
+        Status::Success,
+        "{}",
+        run.failure_report()
+    );
+    assert_eq!(job.step("ok").outputs["ref"], "refs/heads/main");
+    let failing = [
+        ("edited", "verifying with issuer \"sigstore.dev\""),
+        ("other digest", "verifying with issuer \"sigstore.dev\""),
+        ("github root", "unable to use provided trusted roots"),
+        ("no root", "failed to create TUF client"),
+        (
+            "other repository",
+            "expected SourceRepositoryURI to be https://github.com/malancas/other",
+        ),
+        ("other signer", "verifying with issuer \"sigstore.dev\""),
+        ("not a bundle file", "must be json or jsonl"),
+    ];
+    for (step, says) in failing {
+        assert_eq!(job.step(step).outcome, Status::Failure, "{step}");
+        let log = job.log_of(step);
+        assert!(log.contains(says), "{step}: {log}");
+    }
+    // What failed, said on the way: the signature, the digest, the signer.
+    assert!(job.log_of("edited").contains("failed to verify signature"));
+    assert!(job
+        .log_of("other digest")
+        .contains("does not match any digest in statement"));
+    assert!(job.log_of("other signer").contains("expected SAN to match"));
+}
+
 #[test]
 fn gh_attestation_verify_checks_digest_predicate_type_and_signer_workflow() {
     if !runs() {

@@ -367,7 +367,7 @@ fn attested_receipt(gh: &Gh, tag: &str, work_dir: &Path) -> Result<Option<(Recei
     let (receipt, manifest) = (dir.join(&name), dir.join(MANIFEST_ASSET));
     for file in [&receipt, &manifest] {
         file_digest(file)
-            .and_then(|d| gh.verify_attestation(&file.display().to_string(), &d, PROVENANCE))
+            .and_then(|d| gh.verify_attestation(&file.display().to_string(), &d, PROVENANCE, None))
             .map_err(|why| {
                 anyhow::anyhow!(
                     "{} is not attested by {} from {}: {why}",

@@ -119,6 +119,20 @@ impl BundleSet {
         self.bundles.len()
     }
 
+    /// The bundles whose statement names `sha256_hex` (lowercase hex) as a subject, one
+    /// compact JSON per line: what `gh attestation verify --bundle FILE.jsonl` reads (cli/cli
+    /// v2.60.0 `pkg/cmd/attestation/verification/attestation.go`, `GetLocalAttestations`).
+    /// Only these: gh verifies every bundle of the file against the artifact and fails on the
+    /// first that does not name it (`verification/sigstore.go`, `Verify`). Unverified: this
+    /// only picks what to hand over.
+    pub fn json_lines_naming(&self, sha256_hex: &str) -> String {
+        self.bundles
+            .iter()
+            .filter(|b| b.sha256s.iter().any(|d| d == sha256_hex))
+            .map(|b| format!("{}\n", b.json))
+            .collect()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.bundles.is_empty()
     }

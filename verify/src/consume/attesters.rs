@@ -10,7 +10,7 @@ use std::str::FromStr;
 
 use anyhow::{anyhow, Result};
 
-use super::gh::Gh;
+use super::gh::{Gh, OfflineBundles};
 use crate::attestation::policy::ReleaseSigner;
 use crate::attestation::release_bundles::{read_trusted_roots, verify_subject, BundleSet, Wanted};
 use crate::sigstore::keyless::TrustedRoots;
@@ -106,8 +106,12 @@ enum Bundles {
 /// The verifier's own check of a release's attestations.
 pub(crate) struct Native {
     roots: TrustedRoots,
+    /// The file `roots` came from: gh's `--custom-trusted-root` in `both` mode.
+    trusted_root: PathBuf,
     bundles: Bundles,
     signer: ReleaseSigner,
+    /// Where the bundles handed to gh are written, one file per subject.
+    gh_bundles: tempfile::TempDir,
 }
 
 impl Native {
@@ -143,9 +147,44 @@ impl Native {
         };
         Ok(Native {
             roots,
+            trusted_root: trusted_root.to_path_buf(),
             bundles,
             signer,
+            gh_bundles: tempfile::tempdir()?,
         })
+    }
+
+    /// What `gh attestation verify` verifies offline in `both` mode, when the bundles are
+    /// already at hand (`--bundles DIR`, or the release's own bundle assets): the ones naming
+    /// `digest`, written to a JSON lines file, and the trusted root native mode uses. So both
+    /// verifiers judge the same bundles, and neither needs GitHub's attestation API. `None`
+    /// when the bundles come from `gh attestation download` (gh then asks the API itself).
+    fn offline_for_gh(&self, digest: &str) -> Result<Option<OfflineBundles>, String> {
+        let borrowed = match &self.bundles {
+            Bundles::Dir(set) => Some(Ok(set)),
+            Bundles::Release(current) => Some(Err(current.borrow())),
+            Bundles::Download { .. } => None,
+        };
+        let lines = match &borrowed {
+            None => return Ok(None),
+            Some(Ok(set)) => Some(set.json_lines_naming(&hex_of(digest))),
+            Some(Err(current)) => current
+                .as_ref()
+                .map(|set| set.json_lines_naming(&hex_of(digest))),
+        };
+        let Some(lines) = lines else {
+            return Err("no release's bundle assets were read".to_owned());
+        };
+        let n = std::fs::read_dir(self.gh_bundles.path())
+            .map(|d| d.count())
+            .unwrap_or(0);
+        let bundles = self.gh_bundles.path().join(format!("subject-{n}.jsonl"));
+        std::fs::write(&bundles, lines)
+            .map_err(|e| format!("cannot write {}: {e}", bundles.display()))?;
+        Ok(Some(OfflineBundles {
+            bundles,
+            trusted_root: self.trusted_root.clone(),
+        }))
     }
 
     /// Whether the bundles are each release's own assets.
@@ -178,6 +217,14 @@ impl Native {
     }
 }
 
+/// The lowercase hex of a `sha256:<hex>` digest (the whole text when it has no prefix).
+fn hex_of(digest: &str) -> String {
+    digest
+        .strip_prefix("sha256:")
+        .unwrap_or(digest)
+        .to_ascii_lowercase()
+}
+
 /// A new empty directory under `scratch`, one per download, so a subject's bundles are not
 /// mixed with another's (they would be ignored anyway: bundles are matched by digest).
 fn fresh_dir(scratch: &Path) -> Result<PathBuf> {
@@ -206,10 +253,14 @@ impl Attesters<'_> {
         predicate_type: &str,
         source_commit: Option<&str>,
     ) -> Result<(), String> {
-        let gh = self
-            .mode
-            .uses_gh()
-            .then(|| self.gh.verify_attestation(subject, digest, predicate_type));
+        let gh = self.mode.uses_gh().then(|| {
+            let offline = match (&self.native, self.mode.uses_native()) {
+                (Some(native), true) => native.offline_for_gh(digest)?,
+                _ => None,
+            };
+            self.gh
+                .verify_attestation(subject, digest, predicate_type, offline.as_ref())
+        });
         let native = match (&self.native, self.mode.uses_native()) {
             (Some(native), true) => Some(native.verify(
                 self.gh,

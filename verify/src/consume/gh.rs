@@ -2,7 +2,7 @@
 //! default branch as the API records them, its releases and assets, `gh attestation verify`
 //! (its JSON judged again in `attestation`), and `gh attestation download` as a transport.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
@@ -256,15 +256,36 @@ impl Gh {
     }
 
     /// `subject` is a file path or `oci://repository@sha256:…`; `digest` its `sha256:<hex>`.
+    /// `gh attestation verify` of `subject`, judged again; with `offline`, from those bundles
+    /// and that trusted root (`--bundle`, `--custom-trusted-root`): gh then asks neither the
+    /// attestation API nor Sigstore's TUF repository.
     pub(crate) fn verify_attestation(
         &self,
         subject: &str,
         digest: &str,
         predicate_type: &str,
+        offline: Option<&OfflineBundles>,
     ) -> Result<(), String> {
-        let args = attestation_args(subject, &self.repository, &self.policy, predicate_type);
+        let mut args = attestation_args(subject, &self.repository, &self.policy, predicate_type);
+        if let Some(offline) = offline {
+            args.extend([
+                "--bundle".to_owned(),
+                offline.bundles.display().to_string(),
+                "--custom-trusted-root".to_owned(),
+                offline.trusted_root.display().to_string(),
+            ]);
+        }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = self.output(&args)?;
         judge_attestations(&out, digest, &self.policy, predicate_type).map(drop)
     }
+}
+
+/// Bundles and a trusted root on disk, for `gh attestation verify --bundle FILE
+/// --custom-trusted-root FILE`.
+pub(crate) struct OfflineBundles {
+    /// A JSON lines file (gh reads `.jsonl` as one bundle a line).
+    pub(crate) bundles: PathBuf,
+    /// Trusted roots as JSON lines, as `gh attestation trusted-root` prints them.
+    pub(crate) trusted_root: PathBuf,
 }
