@@ -25,6 +25,8 @@ command -v zstd >/dev/null || need+=(zstd)
 command -v curl >/dev/null || need+=(curl)
 command -v git >/dev/null || need+=(git)
 command -v node >/dev/null || need+=(nodejs npm)
+# The replays' gh stand-in verifies Sigstore bundles with openssl's command line tool.
+command -v openssl >/dev/null || need+=(openssl)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup-host: installing ${need[*]}" >&2
