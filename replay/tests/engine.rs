@@ -15,7 +15,8 @@ use std::sync::{Arc, OnceLock};
 
 use actions_replay::expr;
 use actions_replay::{
-    committed_repo, rerun_failed, rerun_job, run_workflow, Replay, StandIn, Status, WorkflowRun,
+    committed_repo, rerun_failed, rerun_job, run_workflow, JobRun, Replay, StandIn, Status,
+    WorkflowRun,
 };
 use serde_json::{json, Value};
 
@@ -2797,6 +2798,15 @@ jobs:
     );
 }
 
+/// Each (step, text): the step failed, and its log says the text.
+fn assert_steps_fail_saying(job: &JobRun, failing: &[(&str, &str)]) {
+    for (step, says) in failing {
+        assert_eq!(job.step(step).outcome, Status::Failure, "{step}");
+        let log = job.log_of(step);
+        assert!(log.contains(says), "{step}: {log}");
+    }
+}
+
 /// Sigstore's real material, beside the checkout (`../shared/fixtures/sigstore`; its
 /// SOURCE.md says what each file is); `None`, saying why, where it is absent.
 fn sigstore_fixtures() -> Option<PathBuf> {
@@ -2945,11 +2955,7 @@ jobs:
         ("other signer", "verifying with issuer \"sigstore.dev\""),
         ("not a bundle file", "must be json or jsonl"),
     ];
-    for (step, says) in failing {
-        assert_eq!(job.step(step).outcome, Status::Failure, "{step}");
-        let log = job.log_of(step);
-        assert!(log.contains(says), "{step}: {log}");
-    }
+    assert_steps_fail_saying(job, &failing);
     // What failed, said on the way: the signature, the digest, the signer.
     assert!(job.log_of("edited").contains("failed to verify signature"));
     assert!(job
@@ -3087,11 +3093,7 @@ jobs:
         ("no token", "GH_TOKEN"),
         ("other subcommand", "only `gh attestation verify`"),
     ];
-    for (name, message) in failing {
-        assert_eq!(job.step(name).outcome, Status::Failure, "{name}");
-        let log = job.log_of(name);
-        assert!(log.contains(message), "{name}: {log}");
-    }
+    assert_steps_fail_saying(job, &failing);
     assert!(job
         .log_of("unrecorded digest")
         .contains(&sha256_of(b"other\n")));
