@@ -160,20 +160,13 @@ impl Native {
     /// verifiers judge the same bundles, and neither needs GitHub's attestation API. `None`
     /// when the bundles come from `gh attestation download` (gh then asks the API itself).
     fn offline_for_gh(&self, digest: &str) -> Result<Option<OfflineBundles>, String> {
-        let borrowed = match &self.bundles {
-            Bundles::Dir(set) => Some(Ok(set)),
-            Bundles::Release(current) => Some(Err(current.borrow())),
-            Bundles::Download { .. } => None,
-        };
-        let lines = match &borrowed {
-            None => return Ok(None),
-            Some(Ok(set)) => Some(set.json_lines_naming(&hex_of(digest))),
-            Some(Err(current)) => current
-                .as_ref()
-                .map(|set| set.json_lines_naming(&hex_of(digest))),
-        };
-        let Some(lines) = lines else {
-            return Err("no release's bundle assets were read".to_owned());
+        let lines = match &self.bundles {
+            Bundles::Download { .. } => return Ok(None),
+            Bundles::Dir(set) => set.json_lines_naming(&hex_of(digest)),
+            Bundles::Release(current) => match current.borrow().as_ref() {
+                Some(set) => set.json_lines_naming(&hex_of(digest)),
+                None => return Err("no release's bundle assets were read".to_owned()),
+            },
         };
         let n = std::fs::read_dir(self.gh_bundles.path())
             .map(|d| d.count())
@@ -441,5 +434,63 @@ mod tests {
         native.use_release_bundles(BundleSet::from_dir(empty.path()).unwrap());
         let why = verify(&attesters).unwrap_err();
         assert!(why.contains("no bundle among the 0"), "{why}");
+    }
+
+    /// In `both` mode gh is handed, per subject, only the bundles naming its digest (gh fails
+    /// on the first bundle of the file that does not verify for the artifact) and native
+    /// mode's root file; with bundles from `gh attestation download`, nothing (gh asks the API).
+    #[test]
+    fn gh_is_handed_the_bundles_naming_the_subject_and_the_same_root() {
+        let Some(dir) = crate::sigstore::tests::fixtures() else {
+            return;
+        };
+        let sigstore = dir.join("sigstore");
+        let root = sigstore.join("github-trusted_root.json");
+        let native = |bundles| {
+            Native::new(
+                &root,
+                bundles,
+                "actions/attest-demo/.github/workflows/build-python.yml",
+                "refs/heads/main",
+                (None, None),
+            )
+            .unwrap()
+        };
+        let cli_cli = sigstore.join("cli-cli");
+        let from_dir = native(BundleSource::Dir(&cli_cli));
+        let wheel = "sha256:AE57936DEF59BC4C75EDD3A837D89BCEFC6D3A5E31D55A6FA7A71624F92C3C3B";
+        let offline = from_dir.offline_for_gh(wheel).unwrap().unwrap();
+        assert_eq!(offline.trusted_root, root);
+        let text = std::fs::read_to_string(&offline.bundles).unwrap();
+        assert!(offline.bundles.extension().is_some_and(|e| e == "jsonl"));
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        // The wheel's bundle file holds it once; its `-missing-cert` and
+        // `-missing-verification-material` variants name it too.
+        assert!(!lines.is_empty() && lines.len() <= 3, "{}", lines.len());
+        for bundle in &lines {
+            assert_eq!(
+                crate::attestation::release_bundles::named_sha256s(bundle),
+                [hex_of(wheel)]
+            );
+        }
+        // A digest no bundle names: an empty file, which gh refuses ("provided bundle file is
+        // empty") as the native verifier refuses the subject.
+        let none = from_dir
+            .offline_for_gh(&format!("sha256:{}", "0".repeat(64)))
+            .unwrap()
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(none.bundles).unwrap(), "");
+        // Before a release's bundles are read there is nothing to hand over.
+        assert!(native(BundleSource::Release)
+            .offline_for_gh(wheel)
+            .unwrap_err()
+            .contains("no release's bundle assets"));
+        assert!(native(BundleSource::Download)
+            .offline_for_gh(wheel)
+            .unwrap()
+            .is_none());
     }
 }

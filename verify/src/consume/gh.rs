@@ -255,10 +255,10 @@ impl Gh {
         }
     }
 
-    /// `subject` is a file path or `oci://repository@sha256:…`; `digest` its `sha256:<hex>`.
     /// `gh attestation verify` of `subject`, judged again; with `offline`, from those bundles
     /// and that trusted root (`--bundle`, `--custom-trusted-root`): gh then asks neither the
-    /// attestation API nor Sigstore's TUF repository.
+    /// attestation API nor Sigstore's TUF repository. `subject` is a file path or
+    /// `oci://repository@sha256:…`; `digest` its `sha256:<hex>`.
     pub(crate) fn verify_attestation(
         &self,
         subject: &str,
@@ -283,6 +283,7 @@ impl Gh {
 
 /// Bundles and a trusted root on disk, for `gh attestation verify --bundle FILE
 /// --custom-trusted-root FILE`.
+#[derive(Debug)]
 pub(crate) struct OfflineBundles {
     /// A JSON lines file (gh reads `.jsonl` as one bundle a line).
     pub(crate) bundles: PathBuf,
