@@ -25,6 +25,8 @@
 # - STATE/fail-once holding e.g. `release edit` makes the next matching call fail once.
 #
 # The harness writes this file with STATE, REPOSITORY and FOREIGN filled in.
+import base64
+import calendar
 import fnmatch
 import re
 import hashlib
@@ -33,6 +35,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 STATE = "@STATE@"
@@ -666,7 +669,6 @@ def oid_text(raw):
 
 
 def der_time(tag, raw):
-    import calendar
     text = raw.decode()
     if tag == 0x17:  # UTCTime, YYMMDDHHMMSSZ (RFC 5280 4.1.2.5.1)
         year = int(text[:2])
@@ -729,37 +731,35 @@ def certificate_fields(der):
 
 
 def pem(der):
-    import base64
     body = base64.b64encode(der).decode()
     return "-----BEGIN CERTIFICATE-----\n%s\n-----END CERTIFICATE-----\n" % "\n".join(
         body[i:i + 64] for i in range(0, len(body), 64))
 
 
 def openssl(args, scratch, **files):
-    """Runs `openssl ARGS` in `scratch`, with each keyword written there as a file first;
-    whether it exited 0."""
+    """Runs `openssl ARGS` in `scratch`, with each keyword written there as a file first; its
+    standard output when it exited 0, else None."""
     for name, data in files.items():
         with open(os.path.join(scratch, name), "wb") as f:
             f.write(data)
     r = subprocess.run(["openssl"] + args, cwd=scratch, capture_output=True)
-    return r.returncode == 0
+    return r.stdout if r.returncode == 0 else None
 
 
 def signature_verifies(public_key_der, signature, message, scratch):
     return openssl(["dgst", "-sha256", "-keyform", "DER", "-verify", "key.der", "-signature", "sig.bin",
-                    "msg.bin"], scratch, **{"key.der": public_key_der, "sig.bin": signature, "msg.bin": message})
+                    "msg.bin"], scratch, **{"key.der": public_key_der, "sig.bin": signature,
+                                            "msg.bin": message}) is not None
 
 
 def leaf_public_key(leaf_der, scratch):
-    with open(os.path.join(scratch, "leaf.der"), "wb") as f:
-        f.write(leaf_der)
-    r = subprocess.run(["openssl", "x509", "-inform", "DER", "-in", "leaf.der", "-pubkey", "-noout"],
-                       cwd=scratch, capture_output=True)
-    if r.returncode != 0:
+    """The leaf certificate's public key, DER (SubjectPublicKeyInfo), or None."""
+    public = openssl(["x509", "-inform", "DER", "-in", "leaf.der", "-pubkey", "-noout"], scratch,
+                     **{"leaf.der": leaf_der})
+    if public is None:
         return None
-    r = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "DER"], input=r.stdout, cwd=scratch,
-                       capture_output=True)
-    return r.stdout if r.returncode == 0 else None
+    return openssl(["pkey", "-pubin", "-in", "public.pem", "-outform", "DER"], scratch,
+                   **{"public.pem": public})
 
 
 def load_bundle_file(path):
@@ -795,7 +795,6 @@ def load_trusted_roots(path):
 
 
 def b64d(text):
-    import base64
     return base64.b64decode(text)
 
 
@@ -943,12 +942,12 @@ def verify_bundle(bundle, digest, root, scratch):
         args = ["verify", "-attime", str(at), "-CAfile", "ca.pem"]
         if len(chain) > 1:
             args += ["-untrusted", "intermediates.pem"]
-        if openssl(args + ["leaf.pem"], scratch, **files):
+        if openssl(args + ["leaf.pem"], scratch, **files) is not None:
             return None
     return "certificate does not chain to the trusted root"
 
 
-def local_attestations(opts, digest):
+def bundles_and_roots(opts):
     """`--bundle`: the bundles of the file, verified offline against `--custom-trusted-root`
     (without it gh fetches Sigstore's roots through TUF, which this machine cannot reach)."""
     if "custom_trusted_root" not in opts:
@@ -1057,8 +1056,7 @@ def verified_local_attestations(opts, digest, predicate, pattern):
     """runVerify with --bundle: the file's bundles of the predicate type, each verified
     (signature, chain, log, digest, identity: the first failure ends it), then
     VerifyCertExtensions on all of them. [(statement, certificate summary)]."""
-    import tempfile
-    bundles, roots = local_attestations(opts, digest)
+    bundles, roots = bundles_and_roots(opts)
     sys.stderr.write("Loaded %d attestation%s from %s\n" % (len(bundles), "" if len(bundles) == 1 else "s",
                                                           opts["bundle"]))
 

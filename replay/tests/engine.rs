@@ -2855,38 +2855,18 @@ fn gh_attestation_verify_checks_a_bundle_file_offline_as_gh_does() {
         .unwrap()
         .replace("refs/heads/main", "refs/heads/mainx");
     edited["dsseEnvelope"]["payload"] = b64.encode(payload).into();
-    let f = Fixture::new();
-    for (name, text) in [
-        ("bundle.json", bundle.clone()),
-        ("edited.jsonl", format!("{edited}\n")),
-        (
-            "public-good.jsonl",
-            one_line("public-good-trusted_root.json"),
-        ),
-        ("github.jsonl", one_line("github-trusted_root.json")),
-    ] {
-        std::fs::write(f.repo().join(name), text).unwrap();
-    }
-    for args in [
-        &["add", "."][..],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.invalid",
-            "commit",
-            "--quiet",
-            "-m",
-            "bundles",
-        ],
-    ] {
-        assert!(Command::new("git")
-            .args(args)
-            .current_dir(f.repo())
-            .status()
-            .unwrap()
-            .success());
-    }
+    let edited = format!("{edited}\n");
+    let (public_good, github) = (
+        one_line("public-good-trusted_root.json"),
+        one_line("github-trusted_root.json"),
+    );
+    let (source, _) = committed_repo(&[
+        ("hello.txt", "not a bundle\n"),
+        ("bundle.json", &bundle),
+        ("edited.jsonl", &edited),
+        ("public-good.jsonl", &public_good),
+        ("github.jsonl", &github),
+    ]);
     let subject = "oci://registry.example.test/attest-demo@sha256:\
                    49a3aa6075e0f49f82843e74b5baa614ad2a588e6675612bf108a0a008c5ac25";
     let verify = format!(
@@ -2894,9 +2874,11 @@ fn gh_attestation_verify_checks_a_bundle_file_offline_as_gh_does() {
          --signer-workflow github/artifact-attestations-workflows/.github/workflows/attest.yml \
          --deny-self-hosted-runners --format json"
     );
-    let r = f.workflow(
-        "wf.yml",
-        &format!(
+    let workflow_dir = tempfile::tempdir().unwrap();
+    let workflow = workflow_dir.path().join("wf.yml");
+    std::fs::write(
+        &workflow,
+        format!(
             r#"{ON}
 jobs:
   j:
@@ -2933,7 +2915,9 @@ jobs:
 "#,
             zeros = "0".repeat(64)
         ),
-    );
+    )
+    .unwrap();
+    let r = Replay::new(&workflow, source.path()).unwrap();
     let run = run_workflow(r).unwrap_or_else(|e| panic!("{e:#}"));
     let job = run.job("j");
     assert_eq!(
