@@ -31,16 +31,19 @@ pub(super) struct Import {
     pub(super) path: String,
 }
 
-/// Whether `attrs` make an item test-only: `#[cfg(test)]` or `#[test]`.
+/// Whether `attrs` make an item test-only: `#[test]`, `#[cfg(test)]`, or
+/// `#[cfg(any(test, feature = "test-support"))]` (code other crates' tests link, never a
+/// release: `verify/src/receipt/mod.rs`'s `tests_support`).
 pub(super) fn test_only(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|attr| {
         if attr.path().is_ident("test") {
             return true;
         }
         match &attr.meta {
-            syn::Meta::List(list) if list.path.is_ident("cfg") => {
-                list.tokens.to_string().trim() == "test"
-            }
+            syn::Meta::List(list) if list.path.is_ident("cfg") => matches!(
+                list.tokens.to_string().as_str(),
+                "test" | "any (test , feature = \"test-support\")"
+            ),
             _ => false,
         }
     })
@@ -166,10 +169,12 @@ struct Modules {
     children: BTreeMap<(String, Vec<String>), BTreeSet<String>>,
 }
 
-/// The paths one file names, each with the module path it is named in.
+/// The paths one file names, each with the module path it is named in, and its macro
+/// invocations.
 struct PathCollector {
     module: Vec<String>,
     found: Vec<(Vec<String>, Vec<String>)>,
+    macros: Vec<(String, String)>,
 }
 
 impl PathCollector {
@@ -295,7 +300,11 @@ impl<'ast> Visit<'ast> for PathCollector {
 
     fn visit_macro(&mut self, mac: &'ast syn::Macro) {
         self.visit_path(&mac.path);
-        self.macro_tokens(&mac.tokens.to_string());
+        let tokens = mac.tokens.to_string();
+        if let Some(name) = mac.path.segments.last() {
+            self.macros.push((name.ident.to_string(), tokens.clone()));
+        }
+        self.macro_tokens(&tokens);
     }
 }
 
@@ -330,6 +339,32 @@ fn resolve(modules: &Modules, root: &str, scope: &[String], segments: &[String])
     (0..=base.len())
         .rev()
         .find_map(|n| modules.files.get(&key(&base[..n])).cloned())
+}
+
+fn collect(file: &SourceFile) -> PathCollector {
+    let mut collector = PathCollector {
+        module: file.module.clone(),
+        found: Vec::new(),
+        macros: Vec::new(),
+    };
+    collector.visit_file(&file.syntax);
+    collector
+}
+
+/// What one production file names, tests left out: every path (in `use` trees, in code and
+/// inside macro tokens; `std::env::var`, `Settings::from_process`) and every macro invocation
+/// (its name, `env`, and its tokens as `syn` prints them, `"CARGO_PKG_VERSION"`).
+pub(super) struct Named {
+    pub(super) paths: Vec<Vec<String>>,
+    pub(super) macros: Vec<(String, String)>,
+}
+
+pub(super) fn named(file: &SourceFile) -> Named {
+    let collector = collect(file);
+    Named {
+        paths: collector.found.into_iter().map(|(_, path)| path).collect(),
+        macros: collector.macros,
+    }
 }
 
 /// A crate's production files and the arrows between them.
@@ -370,12 +405,7 @@ pub(super) fn imports(src: &Path) -> Graph {
     let mut found = BTreeSet::new();
     for file in &files {
         let root = &root_of[&file.path];
-        let mut collector = PathCollector {
-            module: file.module.clone(),
-            found: Vec::new(),
-        };
-        collector.visit_file(&file.syntax);
-        for (scope, segments) in collector.found {
+        for (scope, segments) in collect(file).found {
             let Some(to) = resolve(&modules, root, &scope, &segments) else {
                 continue;
             };
