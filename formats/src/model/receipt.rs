@@ -5,7 +5,7 @@
 //! `created_at` with fractional seconds is a rejection, not something to normalise), so the
 //! verifier checks each form and names the field instead of failing at deserialisation.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -276,9 +276,35 @@ pub struct HarnessStateRecord {
     /// The directories holding the files that name the session (by name or content): what
     /// a supervisor's resume depends on.
     pub session: Vec<String>,
-    /// Every directory the harness wrote files in, at most three levels below the home (one
-    /// below /tmp).
+    /// Every directory the harness wrote files in, at most three levels below the home; in
+    /// the scratch directory, [`SCRATCH_DIR`] itself.
     pub written: Vec<String>,
+}
+
+/// The sandbox's scratch directory. Nothing there outlives a restart, and what a harness makes
+/// there comes and goes with a run's timing (Claude Code's file-watch probe is left behind
+/// when its process is killed before the probe ends, and not when after), so a harness's
+/// evidence records that it writes there, never what below.
+pub const SCRATCH_DIR: &str = "/tmp";
+
+impl HarnessStateRecord {
+    /// The directories the harness wrote in, an entry below [`SCRATCH_DIR`] (as a receipt
+    /// may record it) counted as that directory: what two releases' records are compared on.
+    pub fn written_directories(&self) -> BTreeSet<String> {
+        self.written
+            .iter()
+            .map(|dir| {
+                let below_scratch = dir
+                    .strip_prefix(SCRATCH_DIR)
+                    .is_some_and(|rest| rest.starts_with('/'));
+                if below_scratch {
+                    SCRATCH_DIR.to_string()
+                } else {
+                    dir.clone()
+                }
+            })
+            .collect()
+    }
 }
 
 impl PlatformRecord {

@@ -340,7 +340,7 @@ fn harness_notes(new: &ReleaseFiles, previous: Option<&ReleaseFiles>) -> Vec<Har
             let previous_session = then.as_ref().map(|s| s.session.clone());
             let set = |s: &Option<template_formats::model::receipt::HarnessStateRecord>| {
                 s.iter()
-                    .flat_map(|s| s.written.clone())
+                    .flat_map(|s| s.written_directories())
                     .collect::<BTreeSet<String>>()
             };
             let (written_now, written_then) = (set(&now), set(&then));

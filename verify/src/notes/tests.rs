@@ -327,3 +327,40 @@ fn pull_bytes_count_the_layers_a_host_lacks_once() {
         "https://gitlab.com/g/p"
     );
 }
+
+/// A receipt may record what a harness made below the scratch directory (`/tmp/cc-socks`),
+/// the smoke evidence now the directory itself: the notes compare them as one, and still
+/// report a directory that did change.
+#[test]
+fn scratch_entries_recorded_either_way_are_not_a_change() {
+    let with = |written: &[&str]| HarnessStateRecord {
+        name: "claude-code".into(),
+        session: vec!["/workspace/.claude/projects/-workspace".into()],
+        written: written.iter().map(|w| w.to_string()).collect(),
+    };
+    let mut before = previous();
+    before.receipt.platforms[0].harnesses = Some(vec![with(&[
+        "/tmp/cc-socks",
+        "/tmp/claude-#",
+        "/workspace/.claude/sessions",
+    ])]);
+    let mut after = next();
+    after.receipt.platforms[0].harnesses =
+        Some(vec![with(&["/tmp", "/workspace/.claude/sessions"])]);
+    let claude = |notes: &ReleaseNotes| {
+        notes
+            .harnesses
+            .iter()
+            .find(|h| h.name == "claude-code")
+            .cloned()
+            .unwrap()
+    };
+    let note = claude(&build(&after, Some(&before)));
+    assert!(note.written_added.is_empty(), "{note:?}");
+    assert!(note.written_removed.is_empty(), "{note:?}");
+
+    after.receipt.platforms[0].harnesses = Some(vec![with(&["/tmp", "/workspace/.claude/state"])]);
+    let note = claude(&build(&after, Some(&before)));
+    assert_eq!(note.written_added, ["/workspace/.claude/state"]);
+    assert_eq!(note.written_removed, ["/workspace/.claude/sessions"]);
+}

@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use template_formats::manifest::Harness;
+use template_formats::model::receipt::SCRATCH_DIR;
 use template_formats::model::smoke::HarnessEvidence;
 use template_formats::model::transcript::{Direction, Message};
 use template_formats::paths::MANIFEST;
@@ -355,7 +356,7 @@ fn is_below(file: &str, dir: &str) -> bool {
 
 /// The harness's evidence for the report: its transcript, the directories holding its
 /// session (full depth, logs left out) and every directory it wrote in (three levels below
-/// the home, one below /tmp, whole elsewhere), normalized.
+/// the home, the scratch directory itself, whole elsewhere), normalized.
 pub(crate) fn evidence(name: &str, raw: &RawEvidence, home: &str) -> HarnessEvidence {
     let id = raw.session.as_ref().map(|s| s.id.as_str());
     let dir_of = |file: &str| file.rsplit_once('/').map_or("/", |(d, _)| d).to_string();
@@ -372,8 +373,8 @@ pub(crate) fn evidence(name: &str, raw: &RawEvidence, home: &str) -> HarnessEvid
         .map(|f| {
             let dir = if is_below(f, home) {
                 directory_below(f, home, 3)
-            } else if is_below(f, "/tmp") {
-                directory_below(f, "/tmp", 1)
+            } else if is_below(f, SCRATCH_DIR) {
+                SCRATCH_DIR.to_string()
             } else {
                 dir_of(f)
             };
@@ -397,7 +398,7 @@ pub(crate) fn problems(harness: &Harness, raw: &RawEvidence, home: &str) -> Vec<
     let outside: Vec<&String> = raw
         .written
         .iter()
-        .filter(|f| !is_below(f, home) && !is_below(f, "/tmp"))
+        .filter(|f| !is_below(f, home) && !is_below(f, SCRATCH_DIR))
         .collect();
     if !outside.is_empty() {
         const SHOWN: usize = 10;
@@ -518,10 +519,29 @@ mod tests {
             codex.session
         );
         let claude = evidence("claude-code", &fixture("claude-code", 1), "/workspace");
-        assert!(claude.written.contains(&"/tmp/claude-#".to_string()));
+        assert!(claude.written.contains(&SCRATCH_DIR.to_string()));
         assert!(claude
             .session
             .contains(&"/workspace/.claude/projects/-workspace".to_string()));
+    }
+
+    /// Claude Code's file-watch probe (`/tmp/claude-0/fswatch-probe-*/probe`) is left behind
+    /// only when its process is killed before the probe ends: a nested engine's smoke run of
+    /// the same image missed it where the real run here caught it. Either way the evidence is
+    /// the same.
+    #[test]
+    fn a_probe_left_in_the_scratch_directory_or_not_gives_the_same_evidence() {
+        let caught = fixture("claude-code", 1);
+        let probe = |f: &String| f.starts_with("/tmp/claude-0/fswatch-probe-");
+        assert!(caught.written.iter().any(probe), "{:?}", caught.written);
+        let mut missed = fixture("claude-code", 1);
+        missed.written.retain(|f| !probe(f));
+        let (caught, missed) = (
+            evidence("claude-code", &caught, "/workspace"),
+            evidence("claude-code", &missed, "/workspace"),
+        );
+        assert_eq!(caught.written, missed.written);
+        assert!(caught.written.contains(&SCRATCH_DIR.to_string()));
     }
 
     /// The smoke report's harness evidence the end-to-end tests put in fixture releases
