@@ -287,22 +287,22 @@ pub struct HarnessStateRecord {
 /// evidence records that it writes there, never what below.
 pub const SCRATCH_DIR: &str = "/tmp";
 
+/// `dir` as a harness's evidence records it: [`SCRATCH_DIR`] for that directory and any below
+/// it, any other directory as it is.
+pub fn scratch_collapsed(dir: &str) -> &str {
+    match dir.strip_prefix(SCRATCH_DIR) {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => SCRATCH_DIR,
+        _ => dir,
+    }
+}
+
 impl HarnessStateRecord {
     /// The directories the harness wrote in, an entry below [`SCRATCH_DIR`] (as a receipt
     /// may record it) counted as that directory: what two releases' records are compared on.
     pub fn written_directories(&self) -> BTreeSet<String> {
         self.written
             .iter()
-            .map(|dir| {
-                let below_scratch = dir
-                    .strip_prefix(SCRATCH_DIR)
-                    .is_some_and(|rest| rest.starts_with('/'));
-                if below_scratch {
-                    SCRATCH_DIR.to_string()
-                } else {
-                    dir.clone()
-                }
-            })
+            .map(|dir| scratch_collapsed(dir).to_string())
             .collect()
     }
 }

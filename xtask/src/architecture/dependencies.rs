@@ -378,6 +378,12 @@ pub(super) struct Graph {
 pub(super) fn imports(src: &Path) -> Graph {
     let files = production_files(src);
     assert!(!files.is_empty(), "no crate root in {}", src.display());
+    imports_of(files)
+}
+
+/// The arrows between `files`, one crate's production files as [`production_files`] reads
+/// them.
+pub(super) fn imports_of(files: Vec<SourceFile>) -> Graph {
     // The tree each file belongs to: the binary's files (main.rs and what it declares) are
     // another crate than the library's, though they share the folder.
     let mut root_of = BTreeMap::new();

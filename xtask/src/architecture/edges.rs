@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use super::dependencies::{imports, named, production_files};
+use super::dependencies::{imports_of, named, production_files};
 
 /// One crate's edge.
 pub(super) struct EdgeRule {
@@ -67,13 +67,15 @@ const PROCESS_READS: &[&str] = &["var", "var_os", "vars", "vars_os", "args", "ar
 /// else (`CARGO_MANIFEST_DIR`) ties the binary to the machine that built it.
 const VERSION_VARIABLE: &str = "\"CARGO_PKG_VERSION\"";
 
-/// The build-time variables `env!`/`option_env!` invocations inside `tokens` (as `syn` prints
-/// a macro's tokens: `env ! ("X")`) embed.
-fn nested_build_variables(tokens: &str) -> Vec<String> {
+/// The build-time variables the `env!`/`option_env!` invocations in `tokens` embed, as `syn`
+/// prints tokens (`env ! ("X")`, inside another macro's: `concat ! (env ! ("X") , "/x")`).
+fn build_variables(tokens: &str) -> Vec<String> {
     let mut found = Vec::new();
     let words: Vec<&str> = tokens.split_whitespace().collect();
     for (i, word) in words.iter().enumerate() {
-        if matches!(*word, "env" | "option_env") && words.get(i + 1) == Some(&"!") {
+        // A macro first in a group's tokens is printed against its parenthesis: `(env`.
+        let word = word.trim_start_matches('(');
+        if matches!(word, "env" | "option_env") && words.get(i + 1) == Some(&"!") {
             if let Some(argument) = words.get(i + 2) {
                 let argument = argument.trim_start_matches('(');
                 let name = argument.split([')', ',']).next().unwrap_or(argument);
@@ -90,11 +92,12 @@ pub(super) fn violations(root: &Path, rule: &EdgeRule) -> Vec<String> {
     let src = root.join(rule.krate).join("src");
     let at = |file: &str| format!("{}/src/{file}", rule.krate);
     let mut found = Vec::new();
-    for file in production_files(&src) {
+    let files = production_files(&src);
+    for file in &files {
         if rule.edge.contains(&file.path.as_str()) {
             continue;
         }
-        let names = named(&file);
+        let names = named(file);
         for path in &names.paths {
             let shown = path.join("::");
             if path
@@ -121,10 +124,7 @@ pub(super) fn violations(root: &Path, rule: &EdgeRule) -> Vec<String> {
             }
         }
         for (name, tokens) in &names.macros {
-            let mut variables = nested_build_variables(tokens);
-            if matches!(name.as_str(), "env" | "option_env") {
-                variables.push(tokens.split([',', ')']).next().unwrap_or("").trim().into());
-            }
+            let variables = build_variables(&format!("{name} ! ({tokens})"));
             for variable in variables.iter().filter(|v| *v != VERSION_VARIABLE) {
                 found.push(format!(
                     "{}: embeds the build-time variable {variable}; only {VERSION_VARIABLE} \
@@ -137,7 +137,7 @@ pub(super) fn violations(root: &Path, rule: &EdgeRule) -> Vec<String> {
     if let Some((command_line, users)) = rule.command_line {
         let folder = format!("{}/", command_line.trim_end_matches(".rs"));
         let inside = |file: &str| file == command_line || file.starts_with(&folder);
-        for import in imports(&src).imports {
+        for import in imports_of(files).imports {
             if inside(&import.to) && !inside(&import.from) && !users.contains(&import.from.as_str())
             {
                 found.push(format!(

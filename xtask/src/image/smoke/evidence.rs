@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use template_formats::manifest::Harness;
-use template_formats::model::receipt::SCRATCH_DIR;
+use template_formats::model::receipt::{scratch_collapsed, SCRATCH_DIR};
 use template_formats::model::smoke::HarnessEvidence;
 use template_formats::model::transcript::{Direction, Message};
 use template_formats::paths::MANIFEST;
@@ -373,10 +373,8 @@ pub(crate) fn evidence(name: &str, raw: &RawEvidence, home: &str) -> HarnessEvid
         .map(|f| {
             let dir = if is_below(f, home) {
                 directory_below(f, home, 3)
-            } else if is_below(f, SCRATCH_DIR) {
-                SCRATCH_DIR.to_string()
             } else {
-                dir_of(f)
+                scratch_collapsed(&dir_of(f)).to_string()
             };
             normalize_path(&dir, id)
         })
